@@ -1,0 +1,2 @@
+//! tollgate-agent
+#![forbid(unsafe_code)]

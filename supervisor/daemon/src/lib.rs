@@ -1,0 +1,2 @@
+//! tollgate-supervisor: the only trusted process.
+#![forbid(unsafe_code)]

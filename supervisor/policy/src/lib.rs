@@ -1,0 +1,44 @@
+//! tollgate-policy: the pure decision core of the policy enforcement point.
+//!
+//! Given a tool call the model proposed and the session it belongs to, the
+//! [`Engine`] decides allow, ask or deny, and says why in words both the model
+//! and a person understand. It owns the tool registry, argument validation, the
+//! hard floor (path scope, secrets, shell analysis, the SSRF guard), the
+//! configured rules, the always-confirm tier and the modes.
+//!
+//! It must never do I/O of its own: filesystem facts and DNS answers come in
+//! through the [`FsFacts`] and [`Resolver`] traits, so it is unit-tested and
+//! fuzzed without a disk or a network. It must never execute anything.
+
+#![forbid(unsafe_code)]
+
+mod config;
+mod decision;
+mod engine;
+mod facts;
+mod mode;
+mod registry;
+
+pub use config::{PolicyConfig, RuleSpec};
+pub use decision::{Code, Decision, Verdict, VettedFetch};
+pub use engine::{Context, Engine, ToolCall};
+pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
+pub use mode::Mode;
+pub use registry::{ToolClass, ToolSpec, registry};
+
+/// Errors building an [`Engine`] from configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("invalid rule {rule:?}: {reason}")]
+    InvalidRule { rule: String, reason: String },
+    #[error("rule {rule:?} fails its own example {example:?}: {reason}")]
+    ExampleFailed {
+        rule: String,
+        example: String,
+        reason: String,
+    },
+    #[error(
+        "unknown mode {0:?} (expected default, acceptEdits, plan, dontAsk or dangerouslySkipPermissions)"
+    )]
+    UnknownMode(String),
+}

@@ -1,0 +1,195 @@
+//! tollgate-sandbox: where untrusted commands run.
+//!
+//! It owns the [`Backend`] trait and its implementations: `native` (a
+//! re-executed single-threaded helper that becomes pid 1 of fresh namespaces,
+//! restricted by Landlock and seccomp), `docker` (one hardened container per
+//! session, through bollard) and `fake` (for the daemon's unit tests).
+//!
+//! It must never weaken a sandbox silently: when the host cannot give full
+//! strength, creating a sandbox fails and names what is missing. It makes no
+//! policy decisions: the daemon's `pep.rs` decides, then calls a backend.
+
+pub mod fake;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Which backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    Native,
+    Docker,
+    Fake,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Native => "native",
+            BackendKind::Docker => "docker",
+            BackendKind::Fake => "fake",
+        }
+    }
+}
+
+/// Resource limits for one sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub memory_mb: u64,
+    pub pids: u64,
+    /// CPU share, in cores (may be fractional in docker; native uses cfs quota).
+    pub cpus_millis: u64,
+    pub nofile: u64,
+    /// Largest file a command may write.
+    pub fsize_mb: u64,
+    /// Size of the private /tmp.
+    pub tmp_mb: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_mb: 2048,
+            pids: 256,
+            cpus_millis: 1000,
+            nofile: 1024,
+            fsize_mb: 1024,
+            tmp_mb: 256,
+        }
+    }
+}
+
+/// Everything a backend needs to build one session's sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// Session id (12 url-safe chars); names containers, cgroups, records.
+    pub session_id: String,
+    /// Canonical absolute workspace path; bound read-write at the same path.
+    pub workspace: PathBuf,
+    /// The session owner. Commands run as this uid/gid with no capabilities.
+    pub uid: u32,
+    pub gid: u32,
+    /// The complete environment, already reduced to the allowlist
+    /// (PATH, HOME, USER, LANG, LC_ALL, TERM, AGENT_SESSION_ID, AGENT_SESSION_TOKEN).
+    pub env: Vec<(String, String)>,
+    pub limits: Limits,
+    /// Host paths that must never be visible inside (state dir, audit dir,
+    /// sockets). Backends refuse to create a sandbox that would expose them.
+    pub hidden: Vec<PathBuf>,
+}
+
+/// One command to run inside a sandbox.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    /// argv; run_bash uses `["sh", "-c", command]`.
+    pub argv: Vec<String>,
+    /// Working directory inside the sandbox (the workspace by default).
+    pub cwd: Option<PathBuf>,
+    /// Killed (whole process group) when this passes.
+    pub timeout: Duration,
+    /// Send stderr down the stdout stream so the order is exact (run_bash).
+    pub merge_stderr: bool,
+}
+
+/// A piece of output, in the order it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Stdout(Bytes),
+    Stderr(Bytes),
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutcome {
+    /// Exit code when it exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal number when a signal ended it.
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub duration: Duration,
+}
+
+/// What a backend can enforce on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Strength {
+    pub backend: BackendKind,
+    /// One line for `status` and the ready line's neighbours.
+    pub summary: String,
+    /// What the host lacks for full strength. Non-empty means sandboxes are
+    /// refused, never run weaker.
+    pub missing: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The backend cannot run sandboxes here (engine down, kernel lacks a
+    /// feature). The message names what and carries a hint.
+    #[error("sandbox unavailable: {0}")]
+    Unavailable(String),
+    /// The spec itself is refused (a forbidden mount, a bad workspace).
+    #[error("sandbox refused: {0}")]
+    Refused(String),
+    /// The sandbox existed but is gone (killed from outside, engine died).
+    #[error("sandbox is gone: {0}")]
+    Gone(String),
+    #[error("sandbox i/o: {context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sandbox: {0}")]
+    Other(String),
+}
+
+/// A sandbox backend.
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync + 'static {
+    fn kind(&self) -> BackendKind;
+
+    /// What this backend can enforce on this host, probed once.
+    fn strength(&self) -> Strength;
+
+    /// Builds one session's sandbox. Fails rather than build a weaker one.
+    async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError>;
+
+    /// At supervisor start: find sandboxes a previous (crashed) supervisor left
+    /// behind, kill them, and return one line per sandbox reaped.
+    async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError>;
+}
+
+/// A sandbox left behind by an earlier supervisor and reaped now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaped {
+    pub session_id: String,
+    /// What was found and done, e.g. "killed pid 4242" / "removed container ab12".
+    pub detail: String,
+}
+
+/// One live sandbox.
+#[async_trait::async_trait]
+pub trait Sandbox: Send + Sync {
+    /// Runs one command. Output is sent on `out` as it arrives (in order);
+    /// the call returns when the command and its process group are gone.
+    /// `cancel` kills it at once. A full or closed `out` never blocks the
+    /// command forever: the backend keeps draining and drops what it cannot send.
+    async fn exec(
+        &self,
+        req: ExecRequest,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError>;
+
+    /// Kills everything in the sandbox now (the kill switch). Idempotent and
+    /// synchronous in effect: when it returns, no process of the sandbox runs.
+    async fn destroy(&self) -> Result<(), SandboxError>;
+
+    /// False once the sandbox is gone (destroyed, or killed from outside).
+    fn is_alive(&self) -> bool;
+}

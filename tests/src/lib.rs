@@ -1,0 +1,2 @@
+//! tollgate-e2e support
+#![forbid(unsafe_code)]
