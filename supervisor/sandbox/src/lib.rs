@@ -9,7 +9,9 @@
 //! strength, creating a sandbox fails and names what is missing. It makes no
 //! policy decisions: the daemon's `pep.rs` decides, then calls a backend.
 
+pub mod docker;
 pub mod fake;
+pub mod native;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -192,4 +194,30 @@ pub trait Sandbox: Send + Sync {
 
     /// False once the sandbox is gone (destroyed, or killed from outside).
     fn is_alive(&self) -> bool;
+}
+
+/// One line of `supervisorctl doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoctorCheck {
+    pub name: String,
+    pub status: CheckStatus,
+    pub detail: String,
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl CheckStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckStatus::Ok => "ok",
+            CheckStatus::Warn => "warn",
+            CheckStatus::Fail => "fail",
+        }
+    }
 }

@@ -1,0 +1,2 @@
+//! The Docker backend: one hardened container per session, through bollard.
+//! (Being built; see issue 8.)
