@@ -1,2 +1,8 @@
-//! tollgate-e2e support
+//! tollgate-e2e: support for the end-to-end tests in `tests/tests/`. They start
+//! the real `supervisor` on a temporary state dir and drive it with the real
+//! `supervisorctl` and `agent` binaries and a tonic client, over real sockets.
+
 #![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod harness;
