@@ -1,0 +1,457 @@
+//! The audit directory: its permissions, file naming and creation, the
+//! supervisor's own log, and flushing on shutdown.
+
+use std::fmt;
+use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::json;
+
+use crate::file::{AuditFile, RedactorSlot};
+use crate::flusher::Flusher;
+use crate::record::Timestamp;
+use crate::verify::{VerifyError, verify_file};
+use crate::{Appended, AuditError, Redactor, SyncMode, lock};
+
+/// What an audit file belongs to, from its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FileKind {
+    Supervisor,
+    Session(String),
+}
+
+/// A parsed audit file name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LogName {
+    /// `YYYYMMDDTHHMMSS.ffffffZ`: sorts by creation time.
+    pub ts: String,
+    /// The collision suffix (`-N`), 0 when absent.
+    pub n: u32,
+    pub kind: FileKind,
+}
+
+/// Parses `audit-<session>-<UTC>[-N].jsonl` or `supervisor-<UTC>[-N].jsonl`.
+pub fn parse_file_name(name: &str) -> Option<LogName> {
+    let stem = name.strip_suffix(".jsonl")?;
+    let (stem, n) = if ends_with_ts(stem) {
+        (stem, 0)
+    } else {
+        let (head, suffix) = stem.rsplit_once('-')?;
+        if suffix.is_empty() || !suffix.bytes().all(|b| b.is_ascii_digit()) || !ends_with_ts(head) {
+            return None;
+        }
+        (head, suffix.parse().ok()?)
+    };
+    let ts = &stem[stem.len() - TS_LEN..];
+    let rest = &stem[..stem.len() - TS_LEN];
+    let kind = if rest == "supervisor-" {
+        FileKind::Supervisor
+    } else {
+        let session = rest.strip_prefix("audit-")?.strip_suffix('-')?;
+        if !valid_session(session) {
+            return None;
+        }
+        FileKind::Session(session.to_string())
+    };
+    Some(LogName {
+        ts: ts.to_string(),
+        n,
+        kind,
+    })
+}
+
+const TS_LEN: usize = 23; // 20261129T214737.123456Z
+
+fn ends_with_ts(s: &str) -> bool {
+    if s.len() < TS_LEN {
+        return false;
+    }
+    let t = &s.as_bytes()[s.len() - TS_LEN..];
+    t.iter().enumerate().all(|(i, b)| match i {
+        8 => *b == b'T',
+        15 => *b == b'.',
+        22 => *b == b'Z',
+        _ => b.is_ascii_digit(),
+    })
+}
+
+pub(crate) fn valid_session(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Lists the audit files of `dir` with their parsed names, oldest first.
+pub(crate) fn list_logs(dir: &Path) -> Result<Vec<(LogName, PathBuf)>, AuditError> {
+    let mut out = Vec::new();
+    let rd = fs::read_dir(dir).map_err(|e| AuditError::io(dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| AuditError::io(dir, e))?;
+        let name = entry.file_name();
+        if let Some(parsed) = name.to_str().and_then(parse_file_name) {
+            out.push((parsed, entry.path()));
+        }
+    }
+    out.sort_by(|a, b| (&a.0.ts, a.0.n, &a.0.kind).cmp(&(&b.0.ts, b.0.n, &b.0.kind)));
+    Ok(out)
+}
+
+/// The audit directory and the files written in it.
+pub struct Audit {
+    dir: PathBuf,
+    sync: SyncMode,
+    group: Option<u32>,
+    redactor: Arc<RedactorSlot>,
+    files: Mutex<Vec<Weak<AuditFile>>>,
+    supervisor: Mutex<Option<Arc<AuditFile>>>,
+    // Last field: dropped after `Drop::drop` has flushed the files.
+    flusher: Option<Flusher>,
+}
+
+impl fmt::Debug for Audit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Audit")
+            .field("dir", &self.dir)
+            .field("sync", &self.sync)
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Audit {
+    /// Creates (0700, or 0750 and chowned to `group` when given) or opens the
+    /// audit directory. Refuses (`AuditError::BadDirectory`, with the reason
+    /// and a fix) a directory that is a symlink or not a directory, is owned
+    /// by another uid, is writable by group or others, or is readable or
+    /// searchable by others.
+    pub fn open(dir: &Path, sync: SyncMode, group: Option<u32>) -> Result<Audit, AuditError> {
+        let bad = |reason: String| AuditError::BadDirectory {
+            path: dir.to_path_buf(),
+            reason,
+        };
+        let meta = match fs::symlink_metadata(dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                create_dir(dir, group)?;
+                fs::symlink_metadata(dir).map_err(|e| bad(format!("cannot stat it: {e}")))?
+            }
+            Err(e) => return Err(bad(format!("cannot stat it: {e}"))),
+        };
+        check_dir(dir, &meta, group)?;
+        let flusher = match sync {
+            SyncMode::Always => None,
+            SyncMode::Batch => Some(
+                Flusher::start()
+                    .map_err(|e| bad(format!("cannot start the audit flusher thread: {e}")))?,
+            ),
+        };
+        Ok(Audit {
+            dir: dir.to_path_buf(),
+            sync,
+            group,
+            redactor: Arc::new(RedactorSlot::new(Redactor::default())),
+            files: Mutex::new(Vec::new()),
+            supervisor: Mutex::new(None),
+            flusher,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn sync_mode(&self) -> SyncMode {
+        self.sync
+    }
+
+    /// Replaces the redactor used by every file of this directory, open ones
+    /// included (e.g. with the host secrets from [`crate::scan_env`]). The
+    /// default redacts the built-in secret shapes only.
+    pub fn set_redactor(&self, redactor: Redactor) {
+        self.redactor.set(redactor);
+    }
+
+    /// The redactor in use.
+    pub fn redactor(&self) -> Arc<Redactor> {
+        self.redactor.get()
+    }
+
+    /// The supervisor's own log for this run: `supervisor-<UTC>.jsonl`,
+    /// created on the first call and returned again by later calls (a new one
+    /// replaces it if it broke). Its first record, event `audit_opened`, has
+    /// `previous` = `{file, records, head}` of the previous supervisor log when
+    /// that verified, else `previous: null` and, when there was one,
+    /// `previous_file` and `previous_error` ("previous supervisor log broken
+    /// at line N: …").
+    pub fn supervisor_log(&self) -> Result<Arc<AuditFile>, AuditError> {
+        let mut slot = lock(&self.supervisor);
+        if let Some(f) = slot.as_ref()
+            && !f.is_broken()
+        {
+            return Ok(Arc::clone(f));
+        }
+        let previous = match slot.as_ref() {
+            Some(f) => Some(f.path().to_path_buf()),
+            None => list_logs(&self.dir)?
+                .into_iter()
+                .rev()
+                .find(|(n, _)| n.kind == FileKind::Supervisor)
+                .map(|(_, p)| p),
+        };
+        let file = self.create("supervisor-")?;
+        let mut fields = json!({
+            "file": file.file_name(),
+            "pid": std::process::id(),
+            "sync": self.sync.as_str(),
+            "previous": null,
+        });
+        if let Some(prev) = previous {
+            let name = prev
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match verify_file(&prev, None) {
+                Ok(ok) => {
+                    fields["previous"] =
+                        json!({"file": name, "records": ok.records, "head": ok.head});
+                }
+                Err(e) => {
+                    let why = match &e {
+                        VerifyError::Broken { .. } => {
+                            format!("previous supervisor log broken at {e}")
+                        }
+                        VerifyError::Io { .. } => {
+                            format!("previous supervisor log unreadable: {e}")
+                        }
+                    };
+                    tracing::warn!(file = %prev.display(), "{why}");
+                    fields["previous_file"] = json!(name);
+                    fields["previous_error"] = json!(why);
+                }
+            }
+        }
+        file.append("", "audit_opened", fields)?;
+        *slot = Some(Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// A new file `audit-<session>-<UTC>.jsonl` (0600, or 0640 with the group).
+    pub fn open_session(&self, session_id: &str) -> Result<Arc<AuditFile>, AuditError> {
+        if !valid_session(session_id) {
+            return Err(AuditError::InvalidSession {
+                session: session_id.chars().take(80).collect(),
+            });
+        }
+        self.create(&format!("audit-{session_id}-"))
+    }
+
+    /// Anchors a file's head outside it: makes `file` durable, then writes
+    /// `audit_file_closed {file, session, records, head}` to the supervisor
+    /// log, where [`crate::verify::verify_dir`] finds it to catch records
+    /// cut from the end. Call when a session ends.
+    pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {
+        file.sync()?;
+        let head = file.head();
+        let sup = self.supervisor_log()?;
+        sup.append(
+            session,
+            "audit_file_closed",
+            json!({
+                "file": file.file_name(),
+                "records": head.seq,
+                "head": head.hash,
+            }),
+        )
+    }
+
+    /// fsyncs everything pending (shutdown; batch mode). Returns the first
+    /// error after trying every file.
+    pub fn flush(&self) -> Result<(), AuditError> {
+        let live: Vec<Arc<AuditFile>> = {
+            let mut files = lock(&self.files);
+            files.retain(|w| w.strong_count() > 0);
+            files.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut first = None;
+        for f in live {
+            if f.is_broken() {
+                continue;
+            }
+            if let Err(e) = f.sync() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    fn create(&self, prefix: &str) -> Result<Arc<AuditFile>, AuditError> {
+        let ts = Timestamp::now().compact();
+        let mode = if self.group.is_some() { 0o640 } else { 0o600 };
+        let mut attempt = 0u32;
+        let (file, path) = loop {
+            let name = if attempt == 0 {
+                format!("{prefix}{ts}.jsonl")
+            } else {
+                format!("{prefix}{ts}-{attempt}.jsonl")
+            };
+            let path = self.dir.join(&name);
+            let opened = OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                .open(&path);
+            match opened {
+                Ok(f) => break (f, path),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 1000 => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(AuditError::io(&path, e)),
+            }
+        };
+        if let Some(gid) = self.group {
+            std::os::unix::fs::fchown(&file, None, Some(gid))
+                .map_err(|e| AuditError::io(&path, e))?;
+        }
+        // Explicit: the umask may have taken bits off the creation mode.
+        file.set_permissions(Permissions::from_mode(mode))
+            .map_err(|e| AuditError::io(&path, e))?;
+        // Make the new directory entry durable too.
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| AuditError::io(&self.dir, e))?;
+        let flusher = self.flusher.as_ref().map(Flusher::shared);
+        let f = AuditFile::new(path, file, self.sync, Arc::clone(&self.redactor), flusher)?;
+        let mut files = lock(&self.files);
+        files.retain(|w| w.strong_count() > 0);
+        files.push(Arc::downgrade(&f));
+        Ok(f)
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::error!(error = %e, "audit flush at shutdown failed");
+        }
+        // `flusher` drops after this: it syncs anything queued meanwhile.
+    }
+}
+
+fn create_dir(dir: &Path, group: Option<u32>) -> Result<(), AuditError> {
+    let bad = |reason: String| AuditError::BadDirectory {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    if let Some(parent) = dir.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        fs::create_dir_all(parent)
+            .map_err(|e| bad(format!("cannot create its parent directory: {e}")))?;
+    }
+    let mode = if group.is_some() { 0o750 } else { 0o700 };
+    match DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {}
+        // Lost a race with another creator: check what is there instead.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(bad(format!("cannot create it: {e}"))),
+    }
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(dir, None, Some(gid))
+            .map_err(|e| bad(format!("cannot give it to group {gid}: {e}")))?;
+    }
+    fs::set_permissions(dir, Permissions::from_mode(mode))
+        .map_err(|e| bad(format!("cannot set its mode to {mode:04o}: {e}")))?;
+    Ok(())
+}
+
+fn check_dir(dir: &Path, meta: &fs::Metadata, group: Option<u32>) -> Result<(), AuditError> {
+    let shown = dir.display();
+    let bad = |reason: String| AuditError::BadDirectory {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let want = if group.is_some() { "0750" } else { "0700" };
+    if meta.file_type().is_symlink() {
+        return Err(bad(
+            "is a symlink; point the audit dir at the real directory".to_string(),
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(bad("is not a directory".to_string()));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != euid {
+        return Err(bad(format!(
+            "is owned by uid {} but the supervisor runs as uid {euid}; chown {euid} {shown}",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(bad(format!(
+            "mode {mode:04o} lets group or others write to it; chmod {want} {shown}"
+        )));
+    }
+    if mode & 0o007 != 0 {
+        return Err(bad(format!(
+            "mode {mode:04o} lets others read or enter it; chmod {want} {shown}"
+        )));
+    }
+    if let Some(gid) = group
+        && mode & 0o070 != 0
+        && meta.gid() != gid
+    {
+        return Err(bad(format!(
+            "group {} may read it but the operator group is {gid}; chgrp {gid} {shown}",
+            meta.gid()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_parse_back() {
+        let n = parse_file_name("audit-Ab3_x-9zQ1w2-20261129T214737.123456Z.jsonl").unwrap();
+        assert_eq!(
+            n,
+            LogName {
+                ts: "20261129T214737.123456Z".to_string(),
+                n: 0,
+                kind: FileKind::Session("Ab3_x-9zQ1w2".to_string()),
+            }
+        );
+        let n = parse_file_name("supervisor-20261129T214737.123456Z-3.jsonl").unwrap();
+        assert_eq!((n.kind, n.n), (FileKind::Supervisor, 3));
+        // A session id that itself ends in digits after a dash.
+        let n = parse_file_name("audit-abc-12-20261129T214737.123456Z.jsonl").unwrap();
+        assert_eq!(n.kind, FileKind::Session("abc-12".to_string()));
+        for bad in [
+            "audit--20261129T214737.123456Z.jsonl",
+            "audit-x-20261129T214737.123456Z.json",
+            "audit-x-2026112T214737.123456Z.jsonl",
+            "notes.jsonl",
+            "audit-a/b-20261129T214737.123456Z.jsonl",
+            "supervisor-20261129T214737.123456Z-.jsonl",
+        ] {
+            assert_eq!(parse_file_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn session_ids_are_checked() {
+        assert!(valid_session("abcDEF012_-x"));
+        assert!(!valid_session(""));
+        assert!(!valid_session("../etc"));
+        assert!(!valid_session("a b"));
+        assert!(!valid_session(&"x".repeat(65)));
+    }
+}

@@ -1,0 +1,434 @@
+//! One audit file: the appender and its durability.
+
+use std::fmt;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+
+use serde_json::{Map, Value};
+
+use crate::flusher::FlushShared;
+use crate::record::{GENESIS, RESERVED_KEYS, Timestamp, build_line, write_json};
+use crate::{Appended, AuditError, Redactor, SyncMode, lock};
+
+/// The redactor shared by an [`crate::Audit`] and its files, replaceable at
+/// run time (`Audit::set_redactor`).
+#[derive(Debug)]
+pub(crate) struct RedactorSlot(RwLock<Arc<Redactor>>);
+
+impl RedactorSlot {
+    pub(crate) fn new(r: Redactor) -> RedactorSlot {
+        RedactorSlot(RwLock::new(Arc::new(r)))
+    }
+
+    pub(crate) fn get(&self) -> Arc<Redactor> {
+        match self.0.read() {
+            Ok(g) => Arc::clone(&g),
+            Err(p) => Arc::clone(&p.into_inner()),
+        }
+    }
+
+    pub(crate) fn set(&self, r: Redactor) {
+        match self.0.write() {
+            Ok(mut g) => *g = Arc::new(r),
+            Err(p) => *p.into_inner() = Arc::new(r),
+        }
+    }
+}
+
+struct WriteState {
+    file: File,
+    seq: u64,
+    head: String,
+    /// File length after the last good record.
+    len: u64,
+    broken: Option<String>,
+}
+
+struct SyncState {
+    /// Every byte below this offset is on disk.
+    synced: u64,
+    in_progress: bool,
+    failed: Option<String>,
+}
+
+/// One append-only, hash-chained audit file. `Send + Sync`: share it in an
+/// `Arc` and append from any number of threads.
+pub struct AuditFile {
+    path: PathBuf,
+    sync_mode: SyncMode,
+    redactor: Arc<RedactorSlot>,
+    state: Mutex<WriteState>,
+    /// Mirrors `WriteState::len` for the sync path (no write lock needed there).
+    written: AtomicU64,
+    /// A dup of the write fd, so fsync runs without the write lock.
+    sync_fd: File,
+    durable: Mutex<SyncState>,
+    durable_cv: Condvar,
+    /// Batch mode: registered with the flusher and not yet synced.
+    dirty: AtomicBool,
+    broken: AtomicBool,
+    flusher: Option<Arc<FlushShared>>,
+    me: Weak<AuditFile>,
+}
+
+impl fmt::Debug for AuditFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuditFile")
+            .field("path", &self.path)
+            .field("sync", &self.sync_mode)
+            .field("broken", &self.broken.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditFile {
+    /// Wraps a freshly created, empty file opened `O_APPEND`.
+    pub(crate) fn new(
+        path: PathBuf,
+        file: File,
+        sync_mode: SyncMode,
+        redactor: Arc<RedactorSlot>,
+        flusher: Option<Arc<FlushShared>>,
+    ) -> Result<Arc<AuditFile>, AuditError> {
+        let sync_fd = file.try_clone().map_err(|e| AuditError::io(&path, e))?;
+        let len = file.metadata().map_err(|e| AuditError::io(&path, e))?.len();
+        Ok(Arc::new_cyclic(|me| AuditFile {
+            path,
+            sync_mode,
+            redactor,
+            state: Mutex::new(WriteState {
+                file,
+                seq: 0,
+                head: GENESIS.to_string(),
+                len,
+                broken: None,
+            }),
+            written: AtomicU64::new(len),
+            sync_fd,
+            durable: Mutex::new(SyncState {
+                synced: len,
+                in_progress: false,
+                failed: None,
+            }),
+            durable_cv: Condvar::new(),
+            dirty: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
+            flusher,
+            me: me.clone(),
+        }))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file name (no directory).
+    pub fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    pub fn sync_mode(&self) -> SyncMode {
+        self.sync_mode
+    }
+
+    /// seq + hash of the last record (seq 0 and [`GENESIS`] before any).
+    pub fn head(&self) -> Appended {
+        let st = lock(&self.state);
+        Appended {
+            seq: st.seq,
+            hash: st.head.clone(),
+        }
+    }
+
+    /// Whether an earlier failure made this file refuse every append.
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::SeqCst)
+    }
+
+    /// Appends one record. `fields` must be a JSON object (or null for none);
+    /// `v`, `seq`, `ts`, `session`, `event`, `prev`, `hash` are added by the
+    /// writer (in that order, with the caller's fields between `event` and
+    /// `prev`). String values and keys are redacted; control, C1 and bidi
+    /// characters are escaped. One write(2) per record, `O_APPEND`.
+    ///
+    /// `SyncMode::Always`: the record is on disk when this returns `Ok`.
+    /// `SyncMode::Batch`: it is in the kernel; the flusher syncs it within
+    /// 50 ms. Any `Err` means the record is not written (or, after an fsync
+    /// failure, not durable); the file then refuses later appends only if it
+    /// could not be left consistent.
+    pub fn append(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        let middle = self.encode_middle(session, event, fields)?;
+        let (end, appended) = self.write_record(&middle)?;
+        match self.sync_mode {
+            SyncMode::Always => self.wait_durable(end)?,
+            SyncMode::Batch => self.mark_dirty(end)?,
+        }
+        Ok(appended)
+    }
+
+    /// Appends one record and makes it durable before returning, whatever the
+    /// sync mode (for a decision that must be on disk before its action runs).
+    pub fn append_durable(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        let middle = self.encode_middle(session, event, fields)?;
+        let (end, appended) = self.write_record(&middle)?;
+        self.wait_durable(end)?;
+        Ok(appended)
+    }
+
+    /// Makes every record appended so far durable (shares an in-flight fsync
+    /// when one covers them).
+    pub fn sync(&self) -> Result<(), AuditError> {
+        self.dirty.store(false, Ordering::SeqCst);
+        let end = self.written.load(Ordering::SeqCst);
+        self.wait_durable(end)
+    }
+
+    fn encode_middle(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Vec<u8>, AuditError> {
+        validate_event(event)?;
+        let mut map = match fields {
+            Value::Object(m) => m,
+            Value::Null => Map::new(),
+            Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
+                return Err(AuditError::NotAnObject);
+            }
+        };
+        if let Some(k) = map.keys().find(|k| RESERVED_KEYS.contains(&k.as_str())) {
+            return Err(AuditError::ReservedField { field: k.clone() });
+        }
+        let redactor = self.redactor.get();
+        let mut obj = Value::Object(std::mem::take(&mut map));
+        redactor.redact_json(&mut obj);
+        let enc = |e: serde_json::Error| AuditError::Encode(e.to_string());
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b",\"session\":");
+        write_json(&mut out, session).map_err(enc)?;
+        out.extend_from_slice(b",\"event\":");
+        write_json(&mut out, event).map_err(enc)?;
+        if let Value::Object(m) = &obj {
+            for (k, v) in m {
+                out.push(b',');
+                write_json(&mut out, k).map_err(enc)?;
+                out.push(b':');
+                write_json(&mut out, v).map_err(enc)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Chains, writes and accounts one record. Returns the file offset just
+    /// past it.
+    fn write_record(&self, middle: &[u8]) -> Result<(u64, Appended), AuditError> {
+        let mut st = lock(&self.state);
+        if let Some(reason) = &st.broken {
+            return Err(AuditError::Broken {
+                path: self.path.clone(),
+                reason: reason.clone(),
+            });
+        }
+        let seq = st.seq + 1;
+        let (line, hash) = build_line(seq, Timestamp::now(), middle, &st.head);
+        // write_all issues one write(2) unless the kernel writes short (disk
+        // full); then the next call returns the real error.
+        if let Err(e) = (&st.file).write_all(&line) {
+            let good = st.len;
+            if let Err(t) = st.file.set_len(good) {
+                let reason = format!(
+                    "a write failed ({e}) and the partial record could not be cut off ({t})"
+                );
+                self.mark_broken_locked(&mut st, reason);
+            }
+            return Err(AuditError::io(&self.path, e));
+        }
+        st.seq = seq;
+        st.head = hash.clone();
+        st.len += line.len() as u64;
+        self.written.store(st.len, Ordering::SeqCst);
+        Ok((st.len, Appended { seq, hash }))
+    }
+
+    fn mark_broken_locked(&self, st: &mut WriteState, reason: String) {
+        tracing::error!(path = %self.path.display(), %reason, "audit file broken");
+        st.broken = Some(reason);
+        self.broken.store(true, Ordering::SeqCst);
+    }
+
+    fn mark_broken(&self, reason: String) {
+        let mut st = lock(&self.state);
+        if st.broken.is_none() {
+            self.mark_broken_locked(&mut st, reason);
+        }
+    }
+
+    /// Batch mode: make sure the flusher will sync this file.
+    fn mark_dirty(&self, end: u64) -> Result<(), AuditError> {
+        if self.dirty.swap(true, Ordering::SeqCst) {
+            return Ok(()); // already queued; the queued sync covers this record
+        }
+        let queued = match &self.flusher {
+            Some(f) => f.register(self.me.clone()),
+            None => false,
+        };
+        if !queued {
+            // No flusher (the Audit is gone): sync inline rather than never.
+            self.dirty.store(false, Ordering::SeqCst);
+            self.wait_durable(end)?;
+        }
+        Ok(())
+    }
+
+    /// Called by the flusher.
+    pub(crate) fn flush_queued(&self) -> Result<(), AuditError> {
+        self.sync()
+    }
+
+    /// Blocks until every byte below `end` is on disk: group commit. At most
+    /// one fdatasync runs per file; a caller whose record was written before
+    /// a running fsync started waits for it, later ones start the next.
+    fn wait_durable(&self, end: u64) -> Result<(), AuditError> {
+        let mut s = lock(&self.durable);
+        loop {
+            if let Some(reason) = &s.failed {
+                return Err(AuditError::Broken {
+                    path: self.path.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            if s.synced >= end {
+                return Ok(());
+            }
+            if s.in_progress {
+                s = self
+                    .durable_cv
+                    .wait(s)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            s.in_progress = true;
+            let target = self.written.load(Ordering::SeqCst);
+            drop(s);
+            let result = self.sync_fd.sync_data();
+            s = lock(&self.durable);
+            s.in_progress = false;
+            match result {
+                Ok(()) => {
+                    if target > s.synced {
+                        s.synced = target;
+                    }
+                }
+                Err(e) => {
+                    let reason = format!("fdatasync failed: {e}");
+                    s.failed = Some(reason.clone());
+                    drop(s);
+                    self.durable_cv.notify_all();
+                    self.mark_broken(reason);
+                    return Err(AuditError::io(&self.path, e));
+                }
+            }
+            self.durable_cv.notify_all();
+        }
+    }
+}
+
+impl Drop for AuditFile {
+    fn drop(&mut self) {
+        let written = self.written.load(Ordering::SeqCst);
+        let synced = lock(&self.durable).synced;
+        if written > synced
+            && !self.is_broken()
+            && let Err(e) = self.sync_fd.sync_data()
+        {
+            tracing::error!(path = %self.path.display(), error = %e, "final audit fsync failed");
+        }
+    }
+}
+
+fn validate_event(event: &str) -> Result<(), AuditError> {
+    let ok = !event.is_empty()
+        && event.len() <= 64
+        && event
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(AuditError::InvalidEvent {
+            event: event.chars().take(80).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Audit, SyncMode};
+
+    fn synced(f: &AuditFile) -> u64 {
+        lock(&f.durable).synced
+    }
+
+    #[test]
+    fn batch_flusher_syncs_without_being_asked() {
+        let t = tempfile::tempdir().unwrap();
+        let audit = Audit::open(&t.path().join("a"), SyncMode::Batch, None).unwrap();
+        let f = audit.open_session("flush1").unwrap();
+        f.append("flush1", "e", serde_json::json!({"i": 1}))
+            .unwrap();
+        let written = f.written.load(Ordering::SeqCst);
+        assert!(written > 0);
+        // Liveness, not timing: wait (generously) for the flusher's fsync.
+        let mut waited = 0;
+        while synced(&f) < written {
+            assert!(waited < 10_000, "the flusher never synced the file");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            waited += 5;
+        }
+        assert!(!f.dirty.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn always_mode_is_durable_on_return() {
+        let t = tempfile::tempdir().unwrap();
+        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
+        let f = audit.open_session("always1").unwrap();
+        for i in 0..3 {
+            f.append("always1", "e", serde_json::json!({"i": i}))
+                .unwrap();
+            assert_eq!(synced(&f), f.written.load(Ordering::SeqCst));
+        }
+    }
+
+    #[test]
+    fn sync_mode_names() {
+        assert_eq!(
+            serde_json::to_string(&SyncMode::Batch).unwrap(),
+            "\"batch\""
+        );
+        assert_eq!(
+            serde_json::from_str::<SyncMode>("\"always\"").unwrap(),
+            SyncMode::Always
+        );
+        assert_eq!("batch".parse::<SyncMode>().unwrap(), SyncMode::Batch);
+        assert!("sometimes".parse::<SyncMode>().is_err());
+    }
+}
