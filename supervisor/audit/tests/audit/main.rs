@@ -1,0 +1,12 @@
+//! Integration tests of tollgate-audit: real files, real fsyncs, a real
+//! tmpfs for the full-disk case.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod chain;
+mod common;
+mod concurrency;
+mod disk_full;
+mod permissions;
+mod report;
+mod tail;
+mod tamper;
