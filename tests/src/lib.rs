@@ -6,3 +6,4 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod harness;
+pub mod mock_openai;
