@@ -1,0 +1,213 @@
+//! read_file: `cat -n` style output of a window of lines.
+//!
+//! The file is streamed: memory stays bounded whatever its size or line
+//! length. A file with a NUL byte in its first 8 KiB, or a shown line that is
+//! not UTF-8, is reported as binary and not dumped.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use crate::fsops::open_regular_read;
+use crate::paths::show_rel;
+use crate::{ToolError, ToolOutput, cap_text, floor_char_boundary};
+
+/// Lines shown when the caller gives no limit.
+pub(crate) const DEFAULT_LIMIT: u64 = 2000;
+/// Longer lines are cut (on a char boundary) with a marker.
+pub(crate) const MAX_LINE_CHARS: usize = 2000;
+/// Bytes kept of one line while reading (a char is at most 4 bytes).
+const MAX_LINE_KEEP: usize = MAX_LINE_CHARS * 4;
+/// The binary sniff window.
+const SNIFF_BYTES: usize = 8192;
+
+pub(crate) fn read_file(
+    dir: &cap_std::fs::Dir,
+    rel: &Path,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    cap: usize,
+) -> Result<ToolOutput, ToolError> {
+    let shown = show_rel(rel);
+    if limit == Some(0) {
+        return Err(ToolError::InvalidArgument(
+            "limit must be at least 1 (it is a number of lines)".into(),
+        ));
+    }
+    let (file, md) = open_regular_read(dir, rel, &shown)?;
+    let size = md.len();
+    let first = offset.unwrap_or(1).max(1);
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+
+    let head = reader
+        .fill_buf()
+        .map_err(|e| ToolError::from_io("read", &shown, e))?;
+    if head.is_empty() {
+        return Ok(ToolOutput {
+            text: format!("(empty file: {shown} has 0 bytes)"),
+            truncated: false,
+        });
+    }
+    if head[..head.len().min(SNIFF_BYTES)].contains(&0) {
+        return Ok(binary(size));
+    }
+
+    let mut out = String::new();
+    let mut line = Vec::with_capacity(256);
+    let mut lineno: u64 = 0;
+    let mut consumed: u64 = 0;
+    let mut last_shown: Option<u64> = None;
+    let mut stopped_early = false;
+    let mut cut_by_cap = false;
+    loop {
+        let keep = lineno + 1 >= first;
+        let Some(read) = read_line(&mut reader, &mut line, keep, &shown)? else {
+            break;
+        };
+        lineno += 1;
+        if !keep {
+            consumed += read.total;
+            continue;
+        }
+        if lineno >= first.saturating_add(limit) {
+            stopped_early = true;
+            break;
+        }
+        let was_cut = read.content_len > line.len() as u64;
+        let Some(text) = line_text(&line, was_cut) else {
+            let mut text = binary(size).text;
+            text.push_str(&format!(": line {lineno} is not valid UTF-8"));
+            return Ok(ToolOutput {
+                text,
+                truncated: false,
+            });
+        };
+        let mut formatted = format!("{lineno:>6}\t");
+        let kept = capped_line(text);
+        formatted.push_str(kept);
+        let dropped = read.content_len - kept.len() as u64;
+        if dropped > 0 {
+            formatted.push_str(&format!(" … [line truncated: {dropped} more bytes]"));
+        }
+        formatted.push('\n');
+        if out.len() + formatted.len() > cap {
+            if out.is_empty() {
+                // Not even one line fits: cap the line itself.
+                let mut capped = cap_text(&formatted, cap, "");
+                capped.truncated = true;
+                return Ok(capped);
+            }
+            cut_by_cap = true;
+            break;
+        }
+        out.push_str(&formatted);
+        consumed += read.total;
+        last_shown = Some(lineno);
+    }
+
+    let Some(last) = last_shown else {
+        return Ok(ToolOutput {
+            text: format!("(no lines to show: {shown} has {lineno} lines and offset was {first})"),
+            truncated: false,
+        });
+    };
+    let remaining = size.saturating_sub(consumed);
+    if (stopped_early || cut_by_cap) && remaining > 0 {
+        let why = if cut_by_cap {
+            format!("output truncated at {cap} bytes")
+        } else {
+            format!("showing lines {first}-{last}")
+        };
+        out.push_str(&format!(
+            "[{why}: {remaining} more bytes of {shown} after line {last} not shown; use offset={} to read more]",
+            last + 1
+        ));
+        return Ok(ToolOutput {
+            text: out,
+            truncated: true,
+        });
+    }
+    Ok(ToolOutput {
+        text: out,
+        truncated: false,
+    })
+}
+
+fn binary(size: u64) -> ToolOutput {
+    ToolOutput {
+        text: format!("binary file ({size} bytes, not shown)"),
+        truncated: false,
+    }
+}
+
+struct LineRead {
+    /// Bytes consumed from the file, newline included.
+    total: u64,
+    /// Bytes of the line without its newline.
+    content_len: u64,
+}
+
+/// Reads one line. When `keep`, the first [`MAX_LINE_KEEP`] bytes (without
+/// the newline) go into `buf`; the rest is skipped. `None` at end of file.
+fn read_line<R: Read>(
+    reader: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+    keep: bool,
+    shown: &str,
+) -> Result<Option<LineRead>, ToolError> {
+    buf.clear();
+    let mut total: u64 = 0;
+    let mut newline = false;
+    loop {
+        let chunk = reader
+            .fill_buf()
+            .map_err(|e| ToolError::from_io("read", shown, e))?;
+        if chunk.is_empty() {
+            break;
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if keep {
+            let content = if done {
+                &chunk[..take - 1]
+            } else {
+                &chunk[..take]
+            };
+            let room = MAX_LINE_KEEP.saturating_sub(buf.len());
+            buf.extend_from_slice(&content[..content.len().min(room)]);
+        }
+        reader.consume(take);
+        total += take as u64;
+        if done {
+            newline = true;
+            break;
+        }
+    }
+    if total == 0 {
+        return Ok(None);
+    }
+    let content_len = if newline { total - 1 } else { total };
+    Ok(Some(LineRead { total, content_len }))
+}
+
+/// The line as text. A line cut while reading may end inside a char: that
+/// tail is dropped. Any other invalid UTF-8 gives `None`.
+fn line_text(line: &[u8], was_cut: bool) -> Option<&str> {
+    match std::str::from_utf8(line) {
+        Ok(s) => Some(s),
+        Err(e) if was_cut && e.error_len().is_none() => {
+            std::str::from_utf8(&line[..e.valid_up_to()]).ok()
+        }
+        Err(_) => None,
+    }
+}
+
+/// At most [`MAX_LINE_CHARS`] chars of `text`.
+fn capped_line(text: &str) -> &str {
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        None => text,
+        Some((at, _)) => &text[..floor_char_boundary(text, at)],
+    }
+}
