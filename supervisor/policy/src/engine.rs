@@ -1,9 +1,25 @@
 //! The engine: the PEP pipeline from tool allowlist to mode (BRIEF section 4).
+//!
+//! Order, strictest first: registry and session allowlist, schema
+//! validation, the hard floor (which nothing overrides), deny rules, plan
+//! mode, the always-confirm tier, secret files, ask rules, allow rules, and
+//! finally the mode table.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
 
-use crate::{Code, Decision, FsFacts, Mode, PolicyConfig, PolicyError, Resolver};
+use regex::Regex;
+use serde_json::Value;
+
+use crate::decision::VettedFetch;
+use crate::display::{bytes, escape, shorten};
+use crate::paths::{self, Access, Resolved};
+use crate::registry::{self, ToolClass, ToolSpec};
+use crate::rules::{RuleSet, Subject};
+use crate::shell::{self, ShellCtx};
+use crate::{
+    Code, Decision, FileKind, FsFacts, Mode, PolicyConfig, PolicyError, Resolver, Verdict,
+};
 
 /// A tool call as the model proposed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,24 +49,618 @@ pub struct Context {
 /// The compiled policy.
 #[derive(Debug)]
 pub struct Engine {
-    _config: PolicyConfig,
+    rules: RuleSet,
+    extra_denied: HashSet<String>,
+    confirm_patterns: Vec<(String, Regex)>,
 }
 
+/// What a tool-specific analysis found, before rules and mode.
+struct Analysis {
+    consequence: String,
+    target: String,
+    path: Option<PathBuf>,
+    fetch: Option<VettedFetch>,
+    /// A hard-floor refusal: (rule, reason).
+    floor: Option<(String, String)>,
+    /// The always-confirm tier: (rule, reason, target override).
+    destructive: Option<(String, String, Option<String>)>,
+    /// A workspace secret file: what to call it in the reason.
+    secret: Option<String>,
+    subject: Subject,
+}
+
+impl Analysis {
+    fn new(consequence: String, subject: Subject) -> Analysis {
+        Analysis {
+            consequence,
+            target: String::new(),
+            path: None,
+            fetch: None,
+            floor: None,
+            destructive: None,
+            secret: None,
+            subject,
+        }
+    }
+
+    fn refused(rule: &str, reason: String, consequence: String) -> Analysis {
+        let mut a = Analysis::new(consequence, Subject::Nothing);
+        a.floor = Some((rule.to_string(), reason));
+        a
+    }
+}
+
+/// Filesystem facts for checking examples at load: nothing exists.
+struct NoFiles;
+
+impl FsFacts for NoFiles {
+    fn symlink_metadata(&self, _: &Path) -> Option<crate::FileFacts> {
+        None
+    }
+    fn read_link(&self, _: &Path) -> Option<PathBuf> {
+        None
+    }
+}
+
+const EXAMPLE_WORKSPACE: &str = "/workspace";
+const EXAMPLE_HOME: &str = "/home/user";
+
 impl Engine {
+    /// Compiles and validates a policy. A bad specifier, a rule failing its
+    /// own example, a bad binary name or regex refuses the whole config.
     pub fn new(config: &PolicyConfig) -> Result<Engine, PolicyError> {
+        let mut extra_denied = HashSet::new();
+        for b in &config.extra_denied_binaries {
+            let ok = !b.is_empty() && !b.contains('/') && !b.chars().any(char::is_whitespace);
+            if !ok {
+                return Err(PolicyError::InvalidRule {
+                    rule: format!("extra_denied_binaries: {b}"),
+                    reason: "give a program's base name, such as `helm`".to_string(),
+                });
+            }
+            extra_denied.insert(b.clone());
+        }
+        let mut confirm_patterns = Vec::new();
+        for p in &config.extra_confirm_patterns {
+            let re = Regex::new(p).map_err(|e| PolicyError::InvalidRule {
+                rule: format!("extra_confirm_patterns: {p}"),
+                reason: format!("not a valid regular expression: {e}"),
+            })?;
+            confirm_patterns.push((p.clone(), re));
+        }
+        let empty = HashSet::new();
+        let example_subject = |tool: &str, ex: &str| -> Subject {
+            match tool {
+                "run_bash" => {
+                    let sc = ShellCtx {
+                        workspace: Path::new(EXAMPLE_WORKSPACE),
+                        home: Path::new(EXAMPLE_HOME),
+                        protected: &[],
+                        extra_denied: &empty,
+                        fs: &NoFiles,
+                    };
+                    let r = shell::analyze(ex, &sc);
+                    Subject::Command {
+                        commands: r.commands,
+                        outer: r.outer,
+                    }
+                }
+                "webfetch" => match url::Url::parse(ex) {
+                    Ok(u) => Subject::Url {
+                        host: u.host_str().unwrap_or("").to_string(),
+                        url: u.to_string(),
+                    },
+                    Err(_) => Subject::Url {
+                        host: ex.to_string(),
+                        url: ex.to_string(),
+                    },
+                },
+                _ => Subject::Path(
+                    ex.trim_start_matches("./")
+                        .trim_start_matches('/')
+                        .to_string(),
+                ),
+            }
+        };
+        let rules = RuleSet::compile(&config.allow, &config.ask, &config.deny, &example_subject)?;
         Ok(Engine {
-            _config: config.clone(),
+            rules,
+            extra_denied,
+            confirm_patterns,
+        })
+    }
+
+    /// The number of configured rules.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// The tools a session may use (what `ListTools` returns).
+    pub fn tools_for(&self, session_tools: Option<&BTreeSet<String>>) -> Vec<&'static ToolSpec> {
+        registry::registry()
+            .iter()
+            .filter(|t| session_tools.is_none_or(|s| s.contains(t.name)))
+            .collect()
+    }
+
+    /// The SSRF guard alone, for re-vetting every redirect hop of a fetch.
+    /// The refusal is a whole decision (rule `floor:ssrf`, reason,
+    /// consequence) so a hop can be audited like a call.
+    #[allow(clippy::result_large_err)] // the daemon's contract; a refusal is rare
+    pub fn vet_url(&self, url: &str, dns: &dyn Resolver) -> Result<VettedFetch, Decision> {
+        crate::ssrf::vet(url, dns).map_err(|r| {
+            let mut d = Decision::deny(Code::PolicyDenied, r.reason, Some(crate::ssrf::RULE));
+            d.consequence = r.consequence;
+            d.target = url.to_string();
+            d
         })
     }
 
     /// Decides one call. Never panics, whatever the bytes in `call`.
     pub fn decide(
         &self,
-        _call: &ToolCall,
-        _ctx: &Context,
-        _fs: &dyn FsFacts,
-        _dns: &dyn Resolver,
+        call: &ToolCall,
+        ctx: &Context,
+        fs: &dyn FsFacts,
+        dns: &dyn Resolver,
     ) -> Decision {
-        Decision::deny(Code::PolicyDenied, "policy engine not built yet", None)
+        let Some(spec) = registry::lookup(&call.tool) else {
+            let names: Vec<&str> = self
+                .tools_for(ctx.tools.as_ref())
+                .iter()
+                .map(|t| t.name)
+                .collect();
+            return Decision::deny(
+                Code::UnknownTool,
+                format!(
+                    "there is no tool named `{}`. The available tools are: {}.",
+                    shorten(&call.tool, 64),
+                    names.join(", ")
+                ),
+                Some("registry"),
+            );
+        };
+        if let Some(allowed) = &ctx.tools
+            && !allowed.contains(spec.name)
+        {
+            let names: Vec<&str> = allowed.iter().map(String::as_str).collect();
+            return Decision::deny(
+                Code::NotInAllowlist,
+                format!(
+                    "`{}` is not among this session's tools ({}); use one of those.",
+                    spec.name,
+                    names.join(", ")
+                ),
+                Some("session-tools"),
+            );
+        }
+        if let Err(e) = crate::validate::validate(spec, &call.args) {
+            return Decision::deny(Code::InvalidArgs, e, Some("schema"));
+        }
+        let a = self.analyze(spec, &call.args, ctx, fs, dns);
+        self.finish(spec, a, ctx.mode)
+    }
+
+    fn analyze(
+        &self,
+        spec: &ToolSpec,
+        args: &Value,
+        ctx: &Context,
+        fs: &dyn FsFacts,
+        dns: &dyn Resolver,
+    ) -> Analysis {
+        let s = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
+        match spec.name {
+            "read_file" => file_tool(s("path"), Access::Read, ctx, fs, |r| {
+                format!("read {}", shown_rel(r))
+            }),
+            "write_file" => self.write_file(s("path"), s("content"), ctx, fs),
+            "edit_file" => {
+                let all = args
+                    .get("replace_all")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                file_tool(s("path"), Access::Write, ctx, fs, |r| match r.facts {
+                    None => format!("edit {} (the file does not exist)", shown_rel(r)),
+                    Some(_) if all => format!("edit {} (replace every occurrence)", shown_rel(r)),
+                    Some(_) => format!("edit {} (replace 1 occurrence)", shown_rel(r)),
+                })
+            }
+            "glob_files" => search_tool(s("path"), &[s("pattern")], ctx, fs, |r| {
+                format!(
+                    "list files matching `{}` in {}",
+                    shorten(s("pattern"), 120),
+                    place_name(r)
+                )
+            }),
+            "grep" => search_tool(s("path"), &[s("glob")], ctx, fs, |r| {
+                format!(
+                    "search for `{}` in {}",
+                    shorten(s("pattern"), 120),
+                    place_name(r)
+                )
+            }),
+            "run_bash" => self.run_bash(s("command"), ctx, fs),
+            "webfetch" => match crate::ssrf::vet(s("url"), dns) {
+                Ok(f) => {
+                    let mut a = Analysis::new(
+                        crate::ssrf::consequence(&f),
+                        Subject::Url {
+                            url: f.url.clone(),
+                            host: f.host.clone(),
+                        },
+                    );
+                    a.target = f.url.clone();
+                    a.fetch = Some(f);
+                    a
+                }
+                Err(r) => Analysis::refused(crate::ssrf::RULE, r.reason, r.consequence),
+            },
+            "todo_append" => Analysis::new(
+                format!("add a todo item: {}", shorten(s("text"), 120)),
+                Subject::Nothing,
+            ),
+            "todo_list" => Analysis::new("show the todo list".to_string(), Subject::Nothing),
+            "todo_update" => {
+                let id = args.get("id").and_then(Value::as_u64).unwrap_or(0);
+                Analysis::new(format!("update todo item {id}"), Subject::Nothing)
+            }
+            "read_scratchpad" => Analysis::new("read the scratchpad".to_string(), Subject::Nothing),
+            "write_scratchpad" => Analysis::new(
+                format!(
+                    "replace the scratchpad ({})",
+                    bytes(s("content").len() as u64)
+                ),
+                Subject::Nothing,
+            ),
+            "ask_question" => Analysis::new(
+                format!("ask the user: {}", shorten(s("question"), 160)),
+                Subject::Nothing,
+            ),
+            other => Analysis::refused(
+                "registry",
+                format!("the tool `{other}` has no policy; it is refused."),
+                String::new(),
+            ),
+        }
+    }
+
+    fn write_file(&self, raw: &str, content: &str, ctx: &Context, fs: &dyn FsFacts) -> Analysis {
+        let new_len = content.len() as u64;
+        let mut a = file_tool(raw, Access::Write, ctx, fs, |r| {
+            let name = shown_rel(r);
+            match r.facts {
+                Some(f) if f.kind == FileKind::File && new_len == 0 => format!(
+                    "write empty content over {name} ({}; same as deleting it)",
+                    bytes(f.size)
+                ),
+                Some(f) if f.kind == FileKind::File => {
+                    format!("overwrite {name} (existing {} will be lost)", bytes(f.size))
+                }
+                _ => format!("create {name} ({})", bytes(new_len)),
+            }
+        });
+        if a.floor.is_some() {
+            return a;
+        }
+        let Some(abs) = a.path.clone() else { return a };
+        let existing = match fs.symlink_metadata(&abs) {
+            Some(f) if f.kind == FileKind::File => f.size,
+            _ => return a,
+        };
+        let name = shorten(&a.target, 160);
+        if new_len == 0 && existing > 0 {
+            a.destructive = Some((
+                "confirm:empty-overwrite".to_string(),
+                format!(
+                    "writing empty content over {name} ({}) is the same as deleting it; it needs the user's typed confirmation.",
+                    bytes(existing)
+                ),
+                None,
+            ));
+        } else if existing > 0 && !ctx.read_files.contains(&abs) {
+            a.destructive = Some((
+                "confirm:overwrite-unread".to_string(),
+                format!(
+                    "{name} already exists ({}) and this session has not read it, so overwriting it could destroy work nobody has looked at. Read it first (then an overwrite is an ordinary write), or use edit_file.",
+                    bytes(existing)
+                ),
+                None,
+            ));
+        }
+        a
+    }
+
+    fn run_bash(&self, command: &str, ctx: &Context, fs: &dyn FsFacts) -> Analysis {
+        let home = ctx.home.clone().unwrap_or_else(|| PathBuf::from("/root"));
+        let sc = ShellCtx {
+            workspace: &ctx.workspace,
+            home: &home,
+            protected: &ctx.protected,
+            extra_denied: &self.extra_denied,
+            fs,
+        };
+        let report = shell::analyze(command, &sc);
+        let consequence = format!(
+            "run `{}` in the sandbox (no network)",
+            shorten(command, 200)
+        );
+        if let Some(f) = report.deny {
+            return Analysis::refused(&f.rule, f.reason, consequence);
+        }
+        let mut a = Analysis::new(
+            consequence,
+            Subject::Command {
+                commands: report.commands,
+                outer: report.outer,
+            },
+        );
+        a.target = escape(command);
+        if let Some(f) = report.confirm.into_iter().next() {
+            a.destructive = Some((f.rule, f.reason, f.target));
+        } else if let Some((p, _)) = self
+            .confirm_patterns
+            .iter()
+            .find(|(_, re)| re.is_match(command))
+        {
+            a.destructive = Some((
+                "confirm:pattern".to_string(),
+                format!(
+                    "the command matches the always-confirm pattern `{}` of this supervisor's policy; it needs the user's confirmation.",
+                    shorten(p, 80)
+                ),
+                None,
+            ));
+        }
+        a.secret = report
+            .secret
+            .map(|s| format!("the command touches `{}`, which", shorten(&s, 160)));
+        a
+    }
+
+    /// Rules, the always-confirm tier, secrets and the mode, in that order.
+    fn finish(&self, spec: &ToolSpec, a: Analysis, mode: Mode) -> Decision {
+        let mut d = Decision {
+            verdict: Verdict::Deny,
+            code: Code::PolicyDenied,
+            reason: String::new(),
+            rule: None,
+            destructive: false,
+            consequence: a.consequence,
+            target: a.target,
+            path: a.path,
+            fetch: a.fetch,
+            secret: a.secret.is_some(),
+        };
+        let deny = |mut d: Decision, rule: &str, reason: String| {
+            d.verdict = Verdict::Deny;
+            d.code = Code::PolicyDenied;
+            d.rule = Some(rule.to_string());
+            d.reason = reason;
+            d.fetch = None;
+            d
+        };
+        let ask = |mut d: Decision, rule: &str, reason: String| {
+            d.verdict = Verdict::Ask;
+            d.code = Code::ApprovalRequired;
+            d.rule = Some(rule.to_string());
+            d.reason = reason;
+            d
+        };
+        if let Some((rule, reason)) = a.floor {
+            return deny(d, &rule, reason);
+        }
+        let hit = self.rules.evaluate(spec.name, &a.subject);
+        if let Some((Verdict::Deny, label)) = hit {
+            return deny(
+                d,
+                label,
+                format!(
+                    "this supervisor's policy refuses it (rule `{label}`). Do the task another way, or ask the user."
+                ),
+            );
+        }
+        let changes = matches!(spec.class, ToolClass::Write | ToolClass::Action);
+        if mode == Mode::Plan && changes {
+            return deny(
+                d,
+                "mode:plan",
+                format!(
+                    "the session is in plan mode, where only reads and planning run; `{}` changes things. Describe the step in your plan instead.",
+                    spec.name
+                ),
+            );
+        }
+        if let Some((rule, reason, target)) = a.destructive {
+            d.destructive = true;
+            if let Some(t) = target {
+                d.target = t;
+            }
+            return match mode {
+                Mode::DangerouslySkipPermissions => deny(
+                    d,
+                    &rule,
+                    format!(
+                        "{reason} In dangerouslySkipPermissions mode destructive calls are refused, not run; ask the user to do it or to change mode."
+                    ),
+                ),
+                Mode::DontAsk => deny(
+                    d,
+                    &rule,
+                    format!("{reason} Nobody can confirm it in dontAsk mode, so it is refused."),
+                ),
+                Mode::Default | Mode::AcceptEdits | Mode::Plan => ask(d, &rule, reason),
+            };
+        }
+        if let Some(what) = &a.secret {
+            let reason = format!(
+                "{what} looks like a secret file (keys, passwords, tokens); its content would reach the model, so it needs the user's approval."
+            );
+            return match mode {
+                Mode::DangerouslySkipPermissions | Mode::DontAsk => deny(
+                    d,
+                    "floor:secret-file",
+                    format!("{reason} Nobody approves calls in {mode} mode, so it is refused."),
+                ),
+                Mode::Default | Mode::AcceptEdits | Mode::Plan => {
+                    ask(d, "floor:secret-file", reason)
+                }
+            };
+        }
+        match hit {
+            Some((Verdict::Ask, label)) => {
+                return match mode {
+                    Mode::DontAsk => deny(
+                        d,
+                        label,
+                        format!(
+                            "this supervisor's policy asks for approval (rule `{label}`), and nobody can approve in dontAsk mode."
+                        ),
+                    ),
+                    Mode::Default
+                    | Mode::AcceptEdits
+                    | Mode::Plan
+                    | Mode::DangerouslySkipPermissions => ask(
+                        d,
+                        label,
+                        format!(
+                            "this supervisor's policy asks for the user's approval (rule `{label}`)."
+                        ),
+                    ),
+                };
+            }
+            Some((Verdict::Allow, label)) => {
+                d.verdict = Verdict::Allow;
+                d.code = Code::Ok;
+                d.rule = Some(label.to_string());
+                d.reason = format!("allowed by rule `{label}`.");
+                return d;
+            }
+            Some((Verdict::Deny, _)) | None => {}
+        }
+        let rule = format!("mode:{mode}");
+        match mode_verdict(mode, spec.class) {
+            Verdict::Allow => {
+                d.verdict = Verdict::Allow;
+                d.code = Code::Ok;
+                d.rule = Some(rule);
+                d.reason = format!(
+                    "{} calls run without approval in {mode} mode.",
+                    spec.class.as_str()
+                );
+                d
+            }
+            Verdict::Ask => {
+                let what = match spec.class {
+                    ToolClass::Write => "writing files",
+                    ToolClass::Action => "running commands and fetching URLs",
+                    ToolClass::Read | ToolClass::Planning | ToolClass::Interaction => "this call",
+                };
+                ask(
+                    d,
+                    &rule,
+                    format!("{what} needs the user's approval in {mode} mode."),
+                )
+            }
+            Verdict::Deny => deny(
+                d,
+                &rule,
+                format!(
+                    "the session runs in {mode} mode and no rule of this supervisor allows this call, so it is refused. Do without it, or ask the operator for an allow rule."
+                ),
+            ),
+        }
+    }
+}
+
+/// The mode table of BRIEF section 4.7, for calls no rule decided.
+pub(crate) fn mode_verdict(mode: Mode, class: ToolClass) -> Verdict {
+    match class {
+        ToolClass::Read | ToolClass::Planning | ToolClass::Interaction => Verdict::Allow,
+        ToolClass::Write => match mode {
+            Mode::Default => Verdict::Ask,
+            Mode::AcceptEdits | Mode::DangerouslySkipPermissions => Verdict::Allow,
+            Mode::Plan | Mode::DontAsk => Verdict::Deny,
+        },
+        ToolClass::Action => match mode {
+            Mode::Default | Mode::AcceptEdits => Verdict::Ask,
+            Mode::DangerouslySkipPermissions => Verdict::Allow,
+            Mode::Plan | Mode::DontAsk => Verdict::Deny,
+        },
+    }
+}
+
+fn shown_rel(r: &Resolved) -> String {
+    paths::show(&r.rel)
+}
+
+fn place_name(r: &Resolved) -> String {
+    if r.rel == "." {
+        "the workspace".to_string()
+    } else {
+        shown_rel(r)
+    }
+}
+
+/// read_file, write_file, edit_file: resolve, floor, consequence.
+fn file_tool(
+    raw: &str,
+    access: Access,
+    ctx: &Context,
+    fs: &dyn FsFacts,
+    consequence: impl Fn(&Resolved) -> String,
+) -> Analysis {
+    let verb = match access {
+        Access::Read => "read",
+        Access::Write | Access::Search => "write",
+    };
+    match paths::resolve(raw, access, ctx, fs) {
+        Err(r) => Analysis::refused(r.rule, r.reason, format!("{verb} {}", paths::show(raw))),
+        Ok(r) => {
+            let mut a = Analysis::new(consequence(&r), Subject::Path(r.rel.clone()));
+            if r.secret {
+                a.secret = Some(format!("`{}`", shown_rel(&r)));
+            }
+            a.target = escape(&r.rel);
+            a.path = Some(r.abs);
+            a
+        }
+    }
+}
+
+/// glob_files, grep: the search root and any glob arguments stay inside.
+fn search_tool(
+    raw: &str,
+    globs: &[&str],
+    ctx: &Context,
+    fs: &dyn FsFacts,
+    consequence: impl Fn(&Resolved) -> String,
+) -> Analysis {
+    for g in globs {
+        let escapes =
+            g.starts_with('/') || g.starts_with('~') || g.split(['/', '\\']).any(|c| c == "..");
+        if escapes {
+            return Analysis::refused(
+                "floor:path-scope",
+                format!(
+                    "the glob `{}` reaches outside the workspace; globs are relative to the workspace and cannot use `..`, `~` or absolute paths.",
+                    paths::show(g)
+                ),
+                String::new(),
+            );
+        }
+    }
+    let raw = if raw.is_empty() { "." } else { raw };
+    match paths::resolve(raw, Access::Search, ctx, fs) {
+        Err(r) => Analysis::refused(r.rule, r.reason, format!("search {}", paths::show(raw))),
+        Ok(r) => {
+            let mut a = Analysis::new(consequence(&r), Subject::Path(r.rel.clone()));
+            if r.secret {
+                a.secret = Some(format!("`{}`", shown_rel(&r)));
+            }
+            a.target = escape(&r.rel);
+            a.path = Some(r.abs);
+            a
+        }
     }
 }

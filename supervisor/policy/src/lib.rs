@@ -14,17 +14,26 @@
 
 mod config;
 mod decision;
+mod display;
 mod engine;
 mod facts;
 mod mode;
+mod paths;
+pub mod policy_test;
 mod registry;
+mod rules;
+mod shell;
+mod ssrf;
+mod validate;
 
 pub use config::{PolicyConfig, RuleSpec};
 pub use decision::{Code, Decision, Verdict, VettedFetch};
+pub use display::escape_for_display;
 pub use engine::{Context, Engine, ToolCall};
 pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
-pub use mode::Mode;
-pub use registry::{ToolClass, ToolSpec, registry};
+pub use mode::{Mode, ModeCap};
+pub use paths::is_secret_file_name;
+pub use registry::{ToolClass, ToolSpec, lookup, registry};
 
 /// Errors building an [`Engine`] from configuration.
 #[derive(Debug, thiserror::Error)]
@@ -41,4 +50,6 @@ pub enum PolicyError {
         "unknown mode {0:?} (expected default, acceptEdits, plan, dontAsk or dangerouslySkipPermissions)"
     )]
     UnknownMode(String),
+    #[error("mode {mode} is not permitted: {reason}")]
+    ModeNotPermitted { mode: Mode, reason: String },
 }

@@ -66,6 +66,45 @@ impl std::str::FromStr for Mode {
     }
 }
 
+/// The config's cap on the modes a session may ask for (`[session]`
+/// `max_mode` and `allow_dangerously_skip`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeCap {
+    /// The most permissive mode a session may use.
+    pub max: Mode,
+    /// Whether dangerouslySkipPermissions may be used at all.
+    pub allow_dangerously_skip: bool,
+}
+
+impl ModeCap {
+    /// No cap: every mode is permitted.
+    pub const NONE: ModeCap = ModeCap {
+        max: Mode::DangerouslySkipPermissions,
+        allow_dangerously_skip: true,
+    };
+
+    /// Refuses a mode above the cap. Never lowers it silently: a session
+    /// that asked for more than it may have is told so.
+    pub fn check(&self, requested: Mode) -> Result<Mode, PolicyError> {
+        if requested == Mode::DangerouslySkipPermissions && !self.allow_dangerously_skip {
+            return Err(PolicyError::ModeNotPermitted {
+                mode: requested,
+                reason: "this supervisor forbids dangerouslySkipPermissions".to_string(),
+            });
+        }
+        if requested > self.max {
+            return Err(PolicyError::ModeNotPermitted {
+                mode: requested,
+                reason: format!(
+                    "the most permissive mode this supervisor allows is {}",
+                    self.max
+                ),
+            });
+        }
+        Ok(requested)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +115,36 @@ mod tests {
             assert_eq!(Mode::parse(m.as_str()).unwrap(), m);
         }
         assert!(Mode::parse("yolo").is_err());
+    }
+
+    #[test]
+    fn caps_refuse_rather_than_lower() {
+        let cap = ModeCap {
+            max: Mode::AcceptEdits,
+            allow_dangerously_skip: false,
+        };
+        assert_eq!(cap.check(Mode::Default).unwrap(), Mode::Default);
+        assert_eq!(cap.check(Mode::AcceptEdits).unwrap(), Mode::AcceptEdits);
+        assert_eq!(cap.check(Mode::Plan).unwrap(), Mode::Plan);
+        let e = cap.check(Mode::DangerouslySkipPermissions).unwrap_err();
+        assert!(
+            e.to_string().contains("forbids dangerouslySkipPermissions"),
+            "{e}"
+        );
+        let cap = ModeCap {
+            max: Mode::DontAsk,
+            allow_dangerously_skip: true,
+        };
+        let e = cap.check(Mode::Default).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "mode default is not permitted: the most permissive mode this supervisor allows is dontAsk"
+        );
+        assert!(
+            ModeCap::NONE
+                .check(Mode::DangerouslySkipPermissions)
+                .is_ok()
+        );
     }
 
     #[test]

@@ -1,6 +1,14 @@
 //! The tool registry: the allowlist of tools, their risk class and schema.
+//!
+//! A tool that is not listed here does not exist for the engine: calls to it
+//! are denied with `UNKNOWN_TOOL`. The schemas are what `ListTools` shows the
+//! model and what [`crate::validate`] checks arguments against, so the two can
+//! never drift apart.
+
+use std::sync::LazyLock;
 
 use serde::Serialize;
+use serde_json::{Value, json};
 
 /// Risk class (BRIEF section 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -36,8 +44,278 @@ pub struct ToolSpec {
     pub runs_in_agent: bool,
 }
 
+/// Longest path argument accepted (bytes). Linux's PATH_MAX is 4096 including
+/// the NUL, so 4095 is the longest path the kernel could ever open.
+pub const MAX_PATH_BYTES: usize = 4095;
+/// Longest run_bash command accepted (bytes).
+pub const MAX_COMMAND_BYTES: usize = 65_536;
+/// Longest URL accepted (bytes).
+pub const MAX_URL_BYTES: usize = 8_192;
+/// Longest file content accepted by write_file / edit_file (bytes).
+pub const MAX_CONTENT_BYTES: usize = 16 * 1024 * 1024;
+
+fn string(description: &str, max_len: usize) -> Value {
+    json!({ "type": "string", "description": description, "maxLength": max_len })
+}
+
+fn integer(description: &str, minimum: u64) -> Value {
+    json!({ "type": "integer", "description": description, "minimum": minimum })
+}
+
+fn boolean(description: &str) -> Value {
+    json!({ "type": "boolean", "description": description })
+}
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+static REGISTRY: LazyLock<Vec<ToolSpec>> = LazyLock::new(build);
+
+fn build() -> Vec<ToolSpec> {
+    let path = |d: &str| string(d, MAX_PATH_BYTES);
+    vec![
+        ToolSpec {
+            name: "read_file",
+            class: ToolClass::Read,
+            description: "Read a text file inside the workspace. Returns numbered lines. \
+                Large files are cut off with a notice: use offset (first line, 1-based) and \
+                limit (number of lines) to read the rest. Paths are relative to the workspace; \
+                files outside it cannot be read. Secret files such as .env need the user's approval.",
+            parameters: object(
+                json!({
+                    "path": path("File path, relative to the workspace (for example src/main.rs)."),
+                    "offset": integer("First line to return, 1-based. Default 1.", 0),
+                    "limit": integer("Maximum number of lines to return.", 1),
+                }),
+                &["path"],
+            ),
+            runs_in_agent: false,
+        },
+        ToolSpec {
+            name: "glob_files",
+            class: ToolClass::Read,
+            description: "List files inside the workspace whose path matches a glob pattern \
+                (for example **/*.rs). Files ignored by .gitignore are skipped. Optionally \
+                restrict the search to a directory.",
+            parameters: object(
+                json!({
+                    "pattern": string("Glob pattern, for example src/**/*.rs.", 4096),
+                    "path": path("Directory to search, relative to the workspace. Default: the workspace."),
+                }),
+                &["pattern"],
+            ),
+            runs_in_agent: false,
+        },
+        ToolSpec {
+            name: "grep",
+            class: ToolClass::Read,
+            description: "Search file contents inside the workspace with a regular expression. \
+                Returns matching lines with file names and line numbers. Files ignored by \
+                .gitignore are skipped.",
+            parameters: object(
+                json!({
+                    "pattern": string("Regular expression to search for.", 4096),
+                    "path": path("File or directory to search, relative to the workspace. Default: the workspace."),
+                    "glob": string("Only search files whose path matches this glob, for example *.rs.", 4096),
+                    "ignore_case": boolean("Match case-insensitively. Default false."),
+                }),
+                &["pattern"],
+            ),
+            runs_in_agent: false,
+        },
+        ToolSpec {
+            name: "write_file",
+            class: ToolClass::Write,
+            description: "Create a file inside the workspace, or replace its whole content. \
+                Read a file before you overwrite it: overwriting a file you have not read, or \
+                writing empty content over one, needs the user's explicit confirmation. Prefer \
+                edit_file for changing part of a file.",
+            parameters: object(
+                json!({
+                    "path": path("File path, relative to the workspace."),
+                    "content": string("The complete new content of the file.", MAX_CONTENT_BYTES),
+                }),
+                &["path", "content"],
+            ),
+            runs_in_agent: false,
+        },
+        ToolSpec {
+            name: "edit_file",
+            class: ToolClass::Write,
+            description: "Replace text in a file inside the workspace. old_string must match \
+                exactly once unless replace_all is true; include enough surrounding lines to \
+                make it unique.",
+            parameters: object(
+                json!({
+                    "path": path("File path, relative to the workspace."),
+                    "old_string": string("The exact text to replace.", MAX_CONTENT_BYTES),
+                    "new_string": string("The text to put in its place.", MAX_CONTENT_BYTES),
+                    "replace_all": boolean("Replace every occurrence instead of exactly one. Default false."),
+                }),
+                &["path", "old_string", "new_string"],
+            ),
+            runs_in_agent: false,
+        },
+        ToolSpec {
+            name: "run_bash",
+            class: ToolClass::Action,
+            description: "Run a bash command in a sandbox whose working directory is the \
+                workspace. The sandbox has no network, no access to your home directory or \
+                host secrets, and a private /tmp. Some programs are refused (network clients, \
+                sudo, chmod, docker, ...); use webfetch for http(s) URLs. Write commands \
+                plainly: commands hidden behind variables, eval or piped into a shell are refused.",
+            parameters: object(
+                json!({
+                    "command": string("The bash command line to run.", MAX_COMMAND_BYTES),
+                    "timeout_s": integer("Timeout in seconds (the supervisor caps it).", 1),
+                }),
+                &["command"],
+            ),
+            runs_in_agent: false,
+        },
+        ToolSpec {
+            name: "webfetch",
+            class: ToolClass::Action,
+            description: "Fetch an http or https URL and return its content as text (HTML is \
+                converted). Addresses on the local machine or private networks (localhost, \
+                10.x, 192.168.x, cloud metadata, ...) are refused.",
+            parameters: object(
+                json!({
+                    "url": string("Absolute http:// or https:// URL.", MAX_URL_BYTES),
+                    "max_bytes": integer("Maximum number of bytes to download.", 1),
+                }),
+                &["url"],
+            ),
+            runs_in_agent: false,
+        },
+        ToolSpec {
+            name: "todo_append",
+            class: ToolClass::Planning,
+            description: "Add an item to your todo list for this task. Returns the item's id.",
+            parameters: object(
+                json!({ "text": string("What needs doing, in one line.", 4096) }),
+                &["text"],
+            ),
+            runs_in_agent: true,
+        },
+        ToolSpec {
+            name: "todo_list",
+            class: ToolClass::Planning,
+            description: "Show your todo list with each item's id and status.",
+            parameters: object(json!({}), &[]),
+            runs_in_agent: true,
+        },
+        ToolSpec {
+            name: "todo_update",
+            class: ToolClass::Planning,
+            description: "Change the status (pending, in_progress, done) or the text of a todo item.",
+            parameters: object(
+                json!({
+                    "id": integer("The item's id, as todo_list shows it.", 1),
+                    "status": {
+                        "type": "string",
+                        "enum": ["pending", "in_progress", "done"],
+                        "description": "New status.",
+                    },
+                    "text": string("New text for the item.", 4096),
+                }),
+                &["id"],
+            ),
+            runs_in_agent: true,
+        },
+        ToolSpec {
+            name: "read_scratchpad",
+            class: ToolClass::Planning,
+            description: "Read your scratchpad: notes you keep for yourself during this session.",
+            parameters: object(json!({}), &[]),
+            runs_in_agent: true,
+        },
+        ToolSpec {
+            name: "write_scratchpad",
+            class: ToolClass::Planning,
+            description: "Replace the content of your scratchpad with new notes.",
+            parameters: object(
+                json!({ "content": string("The new scratchpad content.", 65_536) }),
+                &["content"],
+            ),
+            runs_in_agent: true,
+        },
+        ToolSpec {
+            name: "ask_question",
+            class: ToolClass::Interaction,
+            description: "Ask the user a question and wait for the answer. Use it when you \
+                need a decision or information only the user has.",
+            parameters: object(
+                json!({ "question": string("The question, in one or two sentences.", 4096) }),
+                &["question"],
+            ),
+            runs_in_agent: true,
+        },
+    ]
+}
+
 /// Every tool tollgate knows, in a stable order.
 pub fn registry() -> &'static [ToolSpec] {
-    // Filled in by the policy engine work; see BRIEF section 5.
-    &[]
+    &REGISTRY
+}
+
+/// The spec of one tool, if it exists.
+pub fn lookup(name: &str) -> Option<&'static ToolSpec> {
+    registry().iter().find(|t| t.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_brief_tool_is_registered_with_its_class() {
+        let want = [
+            ("read_file", ToolClass::Read),
+            ("glob_files", ToolClass::Read),
+            ("grep", ToolClass::Read),
+            ("write_file", ToolClass::Write),
+            ("edit_file", ToolClass::Write),
+            ("run_bash", ToolClass::Action),
+            ("webfetch", ToolClass::Action),
+            ("todo_append", ToolClass::Planning),
+            ("todo_list", ToolClass::Planning),
+            ("todo_update", ToolClass::Planning),
+            ("read_scratchpad", ToolClass::Planning),
+            ("write_scratchpad", ToolClass::Planning),
+            ("ask_question", ToolClass::Interaction),
+        ];
+        let got: Vec<(&str, ToolClass)> = registry().iter().map(|t| (t.name, t.class)).collect();
+        assert_eq!(got, want.to_vec());
+    }
+
+    #[test]
+    fn schemas_are_closed_objects_whose_required_fields_exist() {
+        for t in registry() {
+            let p = &t.parameters;
+            assert_eq!(p["type"], "object", "{}", t.name);
+            assert_eq!(p["additionalProperties"], false, "{}", t.name);
+            let props = p["properties"].as_object().unwrap();
+            for r in p["required"].as_array().unwrap() {
+                assert!(props.contains_key(r.as_str().unwrap()), "{}: {r}", t.name);
+            }
+            assert!(!t.description.is_empty());
+            let in_agent = matches!(t.class, ToolClass::Planning | ToolClass::Interaction);
+            assert_eq!(t.runs_in_agent, in_agent, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn lookup_is_exact() {
+        assert!(lookup("read_file").is_some());
+        assert!(lookup("Read_File").is_none());
+        assert!(lookup("read_file ").is_none());
+        assert!(lookup("bash").is_none());
+    }
 }

@@ -1,0 +1,100 @@
+//! Making untrusted text safe to show: in reasons, consequences, approvals and
+//! the audit log. Control characters and newlines would let a file name forge
+//! a log line or an approval prompt; bidirectional overrides would let it
+//! display as something else.
+
+use std::fmt::Write as _;
+
+/// Escapes control characters, newlines and invisible or bidirectional
+/// formatting characters as `\n`, `\t`, `\r` or `\u{…}`. Everything else,
+/// including ordinary non-ASCII letters, is kept.
+pub fn escape_for_display(s: &str) -> String {
+    escape(s)
+}
+
+pub(crate) fn escape(s: &str) -> String {
+    if !s.chars().any(needs_escape) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061C}'               // Arabic letter mark
+            | '\u{200B}'..='\u{200F}' // zero-width, LRM, RLM
+            | '\u{2028}' | '\u{2029}' // line and paragraph separators
+            | '\u{202A}'..='\u{202E}' // embeddings and overrides
+            | '\u{2060}'..='\u{2069}' // word joiner, invisible operators, isolates
+            | '\u{FEFF}'              // byte order mark
+        )
+}
+
+/// Escapes, then shortens to at most `max_chars` characters with an ellipsis.
+pub(crate) fn shorten(s: &str, max_chars: usize) -> String {
+    let e = escape(s);
+    if e.chars().count() <= max_chars {
+        return e;
+    }
+    let mut t: String = e.chars().take(max_chars.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// "1 byte", "214 bytes".
+pub(crate) fn bytes(n: u64) -> String {
+    if n == 1 {
+        "1 byte".to_string()
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newlines_and_controls_are_escaped() {
+        assert_eq!(
+            escape("notes\nINFO approved path=/etc/shadow.txt"),
+            "notes\\nINFO approved path=/etc/shadow.txt"
+        );
+        assert_eq!(escape("a\tb\rc\u{1b}[31m"), "a\\tb\\rc\\u{1b}[31m");
+        assert_eq!(escape("\u{7f}"), "\\u{7f}");
+    }
+
+    #[test]
+    fn bidi_overrides_are_escaped_but_letters_kept() {
+        assert_eq!(escape("\u{202E}txt.exe"), "\\u{202e}txt.exe");
+        assert_eq!(escape("café.txt"), "café.txt");
+        assert_eq!(escape("cafe\u{301}.txt"), "cafe\u{301}.txt");
+    }
+
+    #[test]
+    fn shorten_counts_characters() {
+        assert_eq!(shorten("abcdef", 4), "abc…");
+        assert_eq!(shorten("abc", 4), "abc");
+        assert_eq!(shorten("ééééé", 3), "éé…");
+    }
+
+    #[test]
+    fn byte_counts_read_naturally() {
+        assert_eq!(bytes(1), "1 byte");
+        assert_eq!(bytes(0), "0 bytes");
+        assert_eq!(bytes(214), "214 bytes");
+    }
+}

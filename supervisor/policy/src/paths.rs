@@ -1,0 +1,903 @@
+//! Path scope: every path argument is resolved against the workspace and
+//! refused if it escapes (BRIEF sections 4.4 and 12 "Paths").
+//!
+//! Resolution walks the path one component at a time through [`FsFacts`]
+//! (lstat and readlink), the way the kernel would, so a dangling symlink or a
+//! file that does not exist yet is judged by where `O_CREAT` would really put
+//! it, not by a lexical guess. Components are compared, never string
+//! prefixes. The executor opens the result again beneath a workspace handle
+//! (openat2 RESOLVE_BENEATH), so a link swapped in after this check cannot win.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::display::shorten;
+use crate::engine::Context;
+use crate::facts::{FileFacts, FileKind, FsFacts};
+use crate::registry::MAX_PATH_BYTES;
+
+/// Symlinks followed before a path is refused as a loop (the kernel's limit).
+const MAX_LINKS: usize = 40;
+/// Longest single path component (NAME_MAX).
+const MAX_NAME_BYTES: usize = 255;
+
+/// What the call wants to do with the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Read a regular file.
+    Read,
+    /// Create or replace a regular file.
+    Write,
+    /// Search a directory or a file (glob_files, grep).
+    Search,
+}
+
+/// A path that passed the floor.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Resolved {
+    /// Absolute, every symlink resolved.
+    pub abs: PathBuf,
+    /// Relative to the workspace ("." for the workspace itself).
+    pub rel: String,
+    /// lstat of `abs`; `None` when it does not exist (yet).
+    pub facts: Option<FileFacts>,
+    /// A workspace secret file (`.env`, `*.pem`, `id_*`, ...).
+    pub secret: bool,
+}
+
+/// Why a path is refused: the floor rule and a sentence for the model.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    pub rule: &'static str,
+    pub reason: String,
+}
+
+fn refuse(rule: &'static str, reason: String) -> Refusal {
+    Refusal { rule, reason }
+}
+
+/// Shows an untrusted path in a reason: escaped and shortened.
+pub(crate) fn show(p: &str) -> String {
+    shorten(p, 160)
+}
+
+fn show_path(p: &Path) -> String {
+    show(&p.to_string_lossy())
+}
+
+/// Resolves `raw` (relative to the workspace, or absolute) and applies the
+/// floor: scope, credentials, protected paths, special files, hard links,
+/// git internals. Marks workspace secret files.
+pub(crate) fn resolve(
+    raw: &str,
+    access: Access,
+    ctx: &Context,
+    fs: &dyn FsFacts,
+) -> Result<Resolved, Refusal> {
+    precheck(raw)?;
+    let abs = walk(raw, ctx, fs)?;
+    let lexical = lexical_join(&ctx.workspace, raw);
+
+    for p in [&abs.path, &lexical] {
+        if let Some(hit) = ctx.protected.iter().find(|prot| p.starts_with(prot)) {
+            return Err(refuse(
+                "floor:protected",
+                format!(
+                    "`{}` is one of the supervisor's own files ({}); the agent can never read or write it.",
+                    show(raw),
+                    show_path(hit)
+                ),
+            ));
+        }
+    }
+    if let Some(what) = credential_kind(&abs.path, ctx.home.as_deref()) {
+        return Err(refuse(
+            "floor:credential-path",
+            format!(
+                "`{}` is {what}; credential paths are never readable by the agent. Ask the user if the task really needs it.",
+                show(raw)
+            ),
+        ));
+    }
+    let Ok(rest) = abs.path.strip_prefix(&ctx.workspace) else {
+        let shown = show_path(&abs.path);
+        let via = if shown == show(raw) {
+            String::new()
+        } else {
+            format!(" resolves to {shown}, which")
+        };
+        return Err(refuse(
+            "floor:path-scope",
+            format!(
+                "`{}`{via} is outside the workspace; file tools only reach files inside the workspace. Use a path relative to the workspace.",
+                show(raw)
+            ),
+        ));
+    };
+    let rel = if rest.as_os_str().is_empty() {
+        ".".to_string()
+    } else {
+        rest.to_string_lossy().into_owned()
+    };
+
+    let kind = abs.facts.map(|f| f.kind);
+    match (access, kind) {
+        (Access::Read | Access::Write, _) if rel == "." => {
+            return Err(refuse(
+                "floor:not-a-file",
+                format!(
+                    "`{}` is the workspace directory itself, not a file.",
+                    show(raw)
+                ),
+            ));
+        }
+        (Access::Read | Access::Write, Some(FileKind::Dir)) => {
+            return Err(refuse(
+                "floor:not-a-file",
+                format!(
+                    "`{}` is a directory, not a file. Use glob_files to list a directory.",
+                    show(raw)
+                ),
+            ));
+        }
+        (_, Some(FileKind::Other)) => {
+            return Err(refuse(
+                "floor:special-file",
+                format!(
+                    "`{}` is not a regular file (a FIFO, socket or device); file tools only open regular files.",
+                    show(raw)
+                ),
+            ));
+        }
+        (Access::Write, Some(FileKind::File)) => {
+            if let Some(f) = abs.facts
+                && f.nlink > 1
+            {
+                return Err(refuse(
+                    "floor:hardlink",
+                    format!(
+                        "`{}` has {} hard links, so writing it may change a file outside the workspace. Write a new file instead.",
+                        show(raw),
+                        f.nlink
+                    ),
+                ));
+            }
+        }
+        (Access::Read | Access::Write | Access::Search, _) => {}
+    }
+    if access == Access::Write && is_git_internal(rest) {
+        return Err(refuse(
+            "floor:git-internals",
+            format!(
+                "`{}` is inside a .git directory; git's config and hooks run commands on the host, so they are never written by the agent. Use git commands in run_bash instead.",
+                show(raw)
+            ),
+        ));
+    }
+    let secret = rest
+        .file_name()
+        .is_some_and(|n| is_secret_file_name(&n.to_string_lossy()))
+        || Path::new(raw)
+            .file_name()
+            .is_some_and(|n| is_secret_file_name(&n.to_string_lossy()));
+    Ok(Resolved {
+        rel,
+        abs: abs.path,
+        facts: abs.facts,
+        secret,
+    })
+}
+
+/// Checks that need no filesystem: empty, NUL, length, `~`, shell variables.
+fn precheck(raw: &str) -> Result<(), Refusal> {
+    if raw.is_empty() {
+        return Err(refuse(
+            "floor:path-scope",
+            "the path is empty; give a file path relative to the workspace.".to_string(),
+        ));
+    }
+    if raw.contains('\0') {
+        return Err(refuse(
+            "floor:path-scope",
+            format!(
+                "`{}` contains a NUL byte, which no file name can hold.",
+                show(raw)
+            ),
+        ));
+    }
+    if raw.len() > MAX_PATH_BYTES {
+        return Err(refuse(
+            "floor:path-scope",
+            format!(
+                "the path is {} bytes long; the limit is {MAX_PATH_BYTES}.",
+                raw.len()
+            ),
+        ));
+    }
+    if raw.split('/').any(|c| c.len() > MAX_NAME_BYTES) {
+        return Err(refuse(
+            "floor:path-scope",
+            format!(
+                "a component of `{}` is longer than {MAX_NAME_BYTES} bytes.",
+                show(raw)
+            ),
+        ));
+    }
+    if raw.starts_with('~') {
+        return Err(refuse(
+            "floor:path-scope",
+            format!(
+                "`{}` starts with `~`, which file tools do not expand; home directories are outside the workspace. Use a path relative to the workspace.",
+                show(raw)
+            ),
+        ));
+    }
+    if raw.contains("${") || raw.contains("$(") || raw.split('/').any(|c| c.starts_with('$')) {
+        return Err(refuse(
+            "floor:path-scope",
+            format!(
+                "`{}` looks like a shell variable; file tools take literal paths and expand nothing. Use the real path relative to the workspace.",
+                show(raw)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+struct Walked {
+    path: PathBuf,
+    facts: Option<FileFacts>,
+}
+
+const DIR: FileFacts = FileFacts {
+    kind: FileKind::Dir,
+    size: 0,
+    nlink: 1,
+};
+
+/// Why a walk stopped.
+enum WalkError {
+    NotADir(PathBuf),
+    Magic(PathBuf),
+    Loop,
+    Unreadable(PathBuf),
+}
+
+impl WalkError {
+    fn refusal(self, raw: &str) -> Refusal {
+        match self {
+            WalkError::NotADir(at) => refuse(
+                "floor:path-scope",
+                format!(
+                    "`{}` continues after {}, which is not a directory.",
+                    show(raw),
+                    show_path(&at)
+                ),
+            ),
+            WalkError::Magic(at) => refuse(
+                "floor:path-scope",
+                format!(
+                    "`{}` goes through {}, whose magic links lead outside the workspace.",
+                    show(raw),
+                    show_path(&at)
+                ),
+            ),
+            WalkError::Loop => refuse(
+                "floor:path-scope",
+                format!(
+                    "`{}` goes through more than {MAX_LINKS} symlinks (a symlink loop).",
+                    show(raw)
+                ),
+            ),
+            WalkError::Unreadable(at) => refuse(
+                "floor:path-scope",
+                format!("the symlink {} cannot be read.", show_path(&at)),
+            ),
+        }
+    }
+}
+
+fn walk(raw: &str, ctx: &Context, fs: &dyn FsFacts) -> Result<Walked, Refusal> {
+    // The workspace is canonical (the daemon checked it at OpenSession), so a
+    // relative path starts there without re-walking it.
+    let start = if raw.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        ctx.workspace.clone()
+    };
+    walk_path(start, Path::new(raw), &ctx.workspace, fs).map_err(|e| e.refusal(raw))
+}
+
+/// Resolves every symlink of an absolute path, as far as it exists.
+/// `None` for a loop, an unreadable link, a walk through /proc or past a file.
+pub(crate) fn follow(abs: &Path, workspace: &Path, fs: &dyn FsFacts) -> Option<PathBuf> {
+    walk_path(PathBuf::from("/"), abs, workspace, fs)
+        .ok()
+        .map(|w| w.path)
+}
+
+/// Resolves like the kernel's path walk: lstat each component, follow
+/// symlinks (relative ones from the link's directory), `..` from the real
+/// parent. Components under a missing directory are missing too.
+fn walk_path(
+    mut out: PathBuf,
+    rel: &Path,
+    workspace: &Path,
+    fs: &dyn FsFacts,
+) -> Result<Walked, WalkError> {
+    // A stack of components still to walk, the next one last.
+    let mut stack: Vec<std::ffi::OsString> = Vec::new();
+    push_components(&mut stack, rel);
+    let mut facts = Some(DIR);
+    let mut links = 0usize;
+
+    while let Some(c) = stack.pop() {
+        if let Some(f) = facts
+            && matches!(f.kind, FileKind::File | FileKind::Other)
+        {
+            return Err(WalkError::NotADir(out));
+        }
+        if c == ".." {
+            out.pop();
+            // The parent of an existing directory is a directory; out of a
+            // missing one we may be back where things exist.
+            facts = if facts.is_some() {
+                Some(DIR)
+            } else {
+                fs.symlink_metadata(&out)
+            };
+            continue;
+        }
+        out.push(&c);
+        if is_magic(&out) && !out.starts_with(workspace) {
+            return Err(WalkError::Magic(out));
+        }
+        if facts.is_none() {
+            continue;
+        }
+        match fs.symlink_metadata(&out) {
+            None => facts = None,
+            Some(f) if f.kind == FileKind::Symlink => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(WalkError::Loop);
+                }
+                let Some(target) = fs.read_link(&out) else {
+                    return Err(WalkError::Unreadable(out));
+                };
+                out.pop();
+                if target.has_root() {
+                    out = PathBuf::from("/");
+                }
+                push_components(&mut stack, &target);
+                facts = Some(DIR);
+            }
+            Some(f) => facts = Some(f),
+        }
+    }
+    Ok(Walked { path: out, facts })
+}
+
+fn push_components(stack: &mut Vec<std::ffi::OsString>, p: &Path) {
+    let start = stack.len();
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => stack.push(n.to_os_string()),
+            Component::ParentDir => stack.push("..".into()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    stack[start..].reverse();
+}
+
+/// `/proc/...` and the `/dev` aliases of `/proc/self/fd`.
+fn is_magic(p: &Path) -> bool {
+    p.starts_with("/proc")
+        || p.starts_with("/dev/fd")
+        || p.starts_with("/dev/stdin")
+        || p.starts_with("/dev/stdout")
+        || p.starts_with("/dev/stderr")
+}
+
+/// Joins and normalises `.` and `..` without touching the filesystem.
+pub(crate) fn lexical_join(base: &Path, p: &str) -> PathBuf {
+    let mut out = if p.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        base.to_path_buf()
+    };
+    for c in Path::new(p).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Credential directories and files under a home directory.
+const HOME_CREDENTIALS: &[(&str, &str)] = &[
+    (".ssh", "an SSH key directory"),
+    (".aws", "AWS credentials"),
+    (".config/gcloud", "Google Cloud credentials"),
+    (".azure", "Azure credentials"),
+    (".docker", "Docker credentials"),
+    (".kube", "Kubernetes credentials"),
+    (".gnupg", "a GnuPG keyring"),
+    (".netrc", "a .netrc password file"),
+    (".git-credentials", "stored git credentials"),
+    (".config/gh", "GitHub CLI credentials"),
+    (".pgpass", "a PostgreSQL password file"),
+    (".password-store", "a password store"),
+    (".vault-token", "a Vault token"),
+    (".cargo/credentials", "crate registry credentials"),
+    (".cargo/credentials.toml", "crate registry credentials"),
+];
+
+/// System-wide secrets and sockets that are root-equivalent.
+const SYSTEM_CREDENTIALS: &[(&str, &str)] = &[
+    ("/etc/shadow", "the system password file"),
+    ("/etc/gshadow", "the system group password file"),
+    ("/etc/sudoers", "the sudo configuration"),
+    ("/etc/sudoers.d", "the sudo configuration"),
+    (
+        "/var/run/docker.sock",
+        "the Docker socket (root on the host)",
+    ),
+    ("/run/docker.sock", "the Docker socket (root on the host)"),
+    (
+        "/run/containerd",
+        "the containerd socket (root on the host)",
+    ),
+    (
+        "/var/run/containerd",
+        "the containerd socket (root on the host)",
+    ),
+    ("/run/podman", "the Podman socket"),
+];
+
+/// Names a credential path, if `p` is one or lies inside one: the session
+/// owner's home, root's, any `/home/<user>`, and the system-wide list.
+pub(crate) fn credential_kind(p: &Path, home: Option<&Path>) -> Option<&'static str> {
+    for (sys, what) in SYSTEM_CREDENTIALS {
+        if p.starts_with(sys) {
+            return Some(what);
+        }
+    }
+    if p.file_name().is_some_and(|n| n == "docker.sock") {
+        return Some("a Docker socket (root on the host)");
+    }
+    if p.starts_with("/etc/ssh")
+        && p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("ssh_host_"))
+    {
+        return Some("an SSH host key");
+    }
+    let mut homes: Vec<&Path> = Vec::with_capacity(3);
+    if let Some(h) = home {
+        homes.push(h);
+    }
+    homes.push(Path::new("/root"));
+    let other_user;
+    if let Ok(rest) = p.strip_prefix("/home")
+        && let Some(Component::Normal(user)) = rest.components().next()
+    {
+        other_user = Path::new("/home").join(user);
+        homes.push(&other_user);
+    }
+    for h in homes {
+        if let Ok(rest) = p.strip_prefix(h) {
+            for (cred, what) in HOME_CREDENTIALS {
+                if rest.starts_with(cred) {
+                    return Some(what);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// True when `rel` (workspace-relative) lies inside a `.git` directory, in
+/// any letter case (the workspace may be shared with a case-insensitive host).
+pub(crate) fn is_git_internal(rel: &Path) -> bool {
+    let mut comps = rel.components().peekable();
+    while let Some(c) = comps.next() {
+        if let Component::Normal(n) = c
+            && n.to_string_lossy().eq_ignore_ascii_case(".git")
+            && comps.peek().is_some()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Workspace secret files: reading them needs an approval, and their content
+/// is redacted in the audit log. The tools crate can use this to skip them
+/// when listing or searching.
+pub fn is_secret_file_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    let env_template = [".example", ".sample", ".template", ".dist", ".defaults"]
+        .iter()
+        .any(|s| n.ends_with(s));
+    if n == ".env"
+        || (n.starts_with(".env.") && !env_template)
+        || (n.ends_with(".env") && n.len() > 4)
+    {
+        return true;
+    }
+    if [
+        ".pem",
+        ".key",
+        ".p12",
+        ".pfx",
+        ".jks",
+        ".keystore",
+        ".kdbx",
+        ".ppk",
+    ]
+    .iter()
+    .any(|ext| n.ends_with(ext))
+    {
+        return true;
+    }
+    if matches!(
+        n.as_str(),
+        ".netrc"
+            | "_netrc"
+            | ".git-credentials"
+            | ".npmrc"
+            | ".pypirc"
+            | ".pgpass"
+            | ".htpasswd"
+            | ".vault-token"
+            | ".envrc"
+    ) {
+        return true;
+    }
+    if n.starts_with("credentials") || n.starts_with("secrets.") {
+        return true;
+    }
+    // SSH-style private keys: id_rsa, id_ed25519, ... but not id_rsa.pub or id_utils.rs.
+    n.starts_with("id_") && n.len() > 3 && !n.contains('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeSet, HashMap};
+
+    use super::*;
+    use crate::mode::Mode;
+
+    /// An in-memory filesystem: files, dirs, symlinks, FIFOs.
+    #[derive(Default)]
+    struct MemFs {
+        nodes: HashMap<PathBuf, (FileFacts, Option<PathBuf>)>,
+    }
+
+    impl MemFs {
+        fn dir(mut self, p: &str) -> Self {
+            self.nodes.insert(p.into(), (DIR, None));
+            self
+        }
+        fn file(mut self, p: &str, size: u64, nlink: u64) -> Self {
+            let f = FileFacts {
+                kind: FileKind::File,
+                size,
+                nlink,
+            };
+            self.nodes.insert(p.into(), (f, None));
+            self
+        }
+        fn fifo(mut self, p: &str) -> Self {
+            let f = FileFacts {
+                kind: FileKind::Other,
+                size: 0,
+                nlink: 1,
+            };
+            self.nodes.insert(p.into(), (f, None));
+            self
+        }
+        fn link(mut self, p: &str, target: &str) -> Self {
+            let f = FileFacts {
+                kind: FileKind::Symlink,
+                size: 0,
+                nlink: 1,
+            };
+            self.nodes.insert(p.into(), (f, Some(target.into())));
+            self
+        }
+    }
+
+    impl FsFacts for MemFs {
+        fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+            if path == Path::new("/") {
+                return Some(DIR);
+            }
+            self.nodes.get(path).map(|n| n.0)
+        }
+        fn read_link(&self, path: &Path) -> Option<PathBuf> {
+            self.nodes.get(path).and_then(|n| n.1.clone())
+        }
+    }
+
+    fn ctx() -> Context {
+        Context {
+            workspace: "/w/proj".into(),
+            mode: Mode::Default,
+            tools: None,
+            home: Some("/home/u".into()),
+            protected: vec!["/var/lib/tollgate".into(), "/w/proj/.tollgate-audit".into()],
+            read_files: BTreeSet::new(),
+        }
+    }
+
+    fn fs() -> MemFs {
+        MemFs::default()
+            .dir("/w")
+            .dir("/w/proj")
+            .dir("/w/proj/src")
+            .file("/w/proj/src/main.rs", 13, 1)
+            .file("/w/proj/README.md", 214, 1)
+            .dir("/etc")
+            .file("/etc/passwd", 1000, 1)
+            .dir("/home/u")
+            .file("/home/u/.bashrc", 10, 1)
+            .dir("/home/u/.ssh")
+            .file("/home/u/.ssh/id_rsa", 10, 1)
+            .dir("/tmp")
+    }
+
+    fn ok(raw: &str, access: Access, fs: &MemFs) -> Resolved {
+        resolve(raw, access, &ctx(), fs).unwrap_or_else(|e| panic!("{raw:?}: {e:?}"))
+    }
+
+    fn rule(raw: &str, access: Access, fs: &MemFs) -> &'static str {
+        match resolve(raw, access, &ctx(), fs) {
+            Ok(r) => panic!("{raw:?} was allowed as {r:?}"),
+            Err(e) => e.rule,
+        }
+    }
+
+    #[test]
+    fn ordinary_paths_resolve_inside() {
+        let fs = fs();
+        let r = ok("src/main.rs", Access::Read, &fs);
+        assert_eq!(r.abs, PathBuf::from("/w/proj/src/main.rs"));
+        assert_eq!(r.rel, "src/main.rs");
+        assert_eq!(r.facts.unwrap().size, 13);
+        assert_eq!(
+            ok("./src/././main.rs", Access::Read, &fs).rel,
+            "src/main.rs"
+        );
+        assert_eq!(
+            ok("/w/proj/src/main.rs", Access::Read, &fs).rel,
+            "src/main.rs"
+        );
+        assert_eq!(
+            ok("../proj/src/main.rs", Access::Read, &fs).rel,
+            "src/main.rs"
+        );
+        let n = ok("new_dir/new_file.txt", Access::Write, &fs);
+        assert_eq!((n.rel.as_str(), n.facts), ("new_dir/new_file.txt", None));
+        assert_eq!(ok("a/../b", Access::Write, &fs).rel, "b");
+        assert_eq!(ok(".", Access::Search, &fs).rel, ".");
+    }
+
+    #[test]
+    fn escapes_are_refused_by_component_not_prefix() {
+        let fs = fs().dir("/w/proj-evil");
+        for raw in [
+            "../outside.txt",
+            "a/../../x",
+            "/etc/passwd",
+            "/",
+            "//etc/passwd",
+            "/w/proj-evil/secret.txt",
+            "/w/proj/../etc",
+            "/tmp/agent-scratch.txt",
+        ] {
+            assert_eq!(rule(raw, Access::Read, &fs), "floor:path-scope", "{raw}");
+        }
+    }
+
+    #[test]
+    fn continuing_after_a_file_is_refused() {
+        assert_eq!(
+            rule("src/main.rs/../../../etc/passwd", Access::Read, &fs()),
+            "floor:path-scope"
+        );
+        assert_eq!(
+            rule("README.md/x", Access::Write, &fs()),
+            "floor:path-scope"
+        );
+    }
+
+    #[test]
+    fn symlinks_are_followed_component_by_component() {
+        let fs = fs()
+            .link("/w/proj/up", "..")
+            .link("/w/proj/inner", "src")
+            .link("/w/proj/link", "../../../../../../etc")
+            .link("/w/proj/out.txt", "/home/u/.bashrc")
+            .link("/w/proj/new.txt", "/tmp/created-by-agent")
+            .link("/w/proj/dir", "/tmp")
+            .link("/w/proj/loop1", "loop2")
+            .link("/w/proj/loop2", "loop1")
+            .link("/w/proj/r", "/proc/self/root")
+            .link("/w/proj/sneaky.txt", ".env")
+            .file("/w/proj/.env", 5, 1);
+        assert_eq!(ok("inner/main.rs", Access::Read, &fs).rel, "src/main.rs");
+        assert_eq!(
+            ok("up/proj/src/main.rs", Access::Read, &fs).rel,
+            "src/main.rs"
+        );
+        assert_eq!(rule("link/passwd", Access::Read, &fs), "floor:path-scope");
+        assert_eq!(rule("out.txt", Access::Write, &fs), "floor:path-scope");
+        assert_eq!(rule("new.txt", Access::Write, &fs), "floor:path-scope");
+        assert_eq!(rule("dir/newfile", Access::Write, &fs), "floor:path-scope");
+        let e = resolve("loop1", Access::Read, &ctx(), &fs).unwrap_err();
+        assert!(e.reason.contains("symlink loop"), "{e:?}");
+        assert_eq!(rule("r/etc/passwd", Access::Read, &fs), "floor:path-scope");
+        assert!(ok("sneaky.txt", Access::Read, &fs).secret);
+    }
+
+    #[test]
+    fn magic_and_proc_paths_are_refused() {
+        for raw in [
+            "/proc/self/root/etc/passwd",
+            "/proc/thread-self/root/etc/passwd",
+            "/proc/self/environ",
+            "/proc/1/environ",
+            "/proc/self/fd/0",
+            "/dev/fd/3",
+        ] {
+            let e = resolve(raw, Access::Read, &ctx(), &fs()).unwrap_err();
+            assert_eq!(e.rule, "floor:path-scope", "{raw}");
+        }
+    }
+
+    #[test]
+    fn malformed_paths_are_refused() {
+        let long = "a/".repeat(2100);
+        let long_name = "n".repeat(300);
+        for raw in [
+            "",
+            "src/main.rs\0.txt",
+            "src/\0/../../etc/passwd",
+            "~root/.bashrc",
+            "~/x",
+            "$HOME/.aws/credentials",
+            "${HOME}/x",
+            "a/$(id)",
+            long.as_str(),
+            long_name.as_str(),
+        ] {
+            assert_eq!(
+                rule(raw, Access::Read, &fs()),
+                "floor:path-scope",
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn literal_oddities_stay_inside() {
+        let fs = fs();
+        for raw in [
+            "file:///etc/passwd",
+            "..%2f..%2fetc%2fpasswd",
+            "．．/．．/etc/passwd",
+            "café.txt",
+            "\u{202E}txt.exe",
+            "notes\nINFO approved path=/etc/shadow.txt",
+            "Foo$Bar.class",
+        ] {
+            let r = ok(raw, Access::Write, &fs);
+            assert!(r.abs.starts_with("/w/proj"), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn the_workspace_itself_and_directories_are_not_files() {
+        assert_eq!(rule(".", Access::Write, &fs()), "floor:not-a-file");
+        assert_eq!(rule("", Access::Read, &fs()), "floor:path-scope");
+        assert_eq!(rule("src", Access::Read, &fs()), "floor:not-a-file");
+        assert_eq!(ok("src", Access::Search, &fs()).rel, "src");
+    }
+
+    #[test]
+    fn credentials_protected_and_special_files() {
+        let fs = fs()
+            .fifo("/w/proj/pipe")
+            .file("/w/proj/hl", 5, 2)
+            .dir("/w/proj/.tollgate-audit");
+        assert_eq!(
+            rule("/home/u/.ssh/id_rsa", Access::Read, &fs),
+            "floor:credential-path"
+        );
+        assert_eq!(
+            rule("/root/.aws/credentials", Access::Read, &fs),
+            "floor:credential-path"
+        );
+        assert_eq!(
+            rule("/home/other/.kube/config", Access::Read, &fs),
+            "floor:credential-path"
+        );
+        assert_eq!(
+            rule("/var/run/docker.sock", Access::Write, &fs),
+            "floor:credential-path"
+        );
+        assert_eq!(
+            rule("/etc/shadow", Access::Read, &fs),
+            "floor:credential-path"
+        );
+        assert_eq!(
+            rule("/var/lib/tollgate/policy.toml", Access::Write, &fs),
+            "floor:protected"
+        );
+        assert_eq!(
+            rule(".tollgate-audit/a.jsonl", Access::Read, &fs),
+            "floor:protected"
+        );
+        assert_eq!(rule("pipe", Access::Read, &fs), "floor:special-file");
+        assert_eq!(rule("hl", Access::Write, &fs), "floor:hardlink");
+        assert_eq!(ok("hl", Access::Read, &fs).rel, "hl");
+    }
+
+    #[test]
+    fn git_internals_are_read_only() {
+        let fs = fs().dir("/w/proj/.git").file("/w/proj/.git/HEAD", 20, 1);
+        assert_eq!(ok(".git/HEAD", Access::Read, &fs).rel, ".git/HEAD");
+        for raw in [
+            ".git/config",
+            ".git/hooks/post-checkout",
+            ".GIT/config",
+            "sub/.git/config",
+        ] {
+            assert_eq!(
+                rule(raw, Access::Write, &fs),
+                "floor:git-internals",
+                "{raw}"
+            );
+        }
+        assert_eq!(
+            ok(".gitattributes", Access::Write, &fs).rel,
+            ".gitattributes"
+        );
+    }
+
+    #[test]
+    fn secret_file_names() {
+        for s in [
+            ".env",
+            ".env.production",
+            "prod.env",
+            "server.pem",
+            "tls.key",
+            "id_rsa",
+            "id_ed25519",
+            ".netrc",
+            "credentials",
+            "credentials.json",
+            ".git-credentials",
+            ".envrc",
+        ] {
+            assert!(is_secret_file_name(s), "{s}");
+        }
+        for s in [
+            ".env.example",
+            ".envrc.d",
+            ".venv",
+            "id_rsa.pub",
+            "id_utils.rs",
+            "main.rs",
+            "environment.md",
+            "keys.rs",
+        ] {
+            assert!(!is_secret_file_name(s), "{s}");
+        }
+    }
+}

@@ -1,0 +1,635 @@
+//! Shell analysis for run_bash (BRIEF section 4.4 "shell").
+//!
+//! The command is parsed by a real bash parser (brush-parser) and walked for
+//! every simple command: across `; && || | &` and newlines, inside `$( )`,
+//! backquotes, subshells, process substitutions, loops, functions, `sh -c`
+//! strings, heredocs fed to shells, and through wrappers (`env`, `nice`,
+//! `timeout`, `xargs`, `find -exec`, ...). Each command word is reduced to its
+//! basename after quote removal and checked against the denylist; redirect
+//! targets and the targets of writing commands are path-scoped; dangerous
+//! patterns and always-confirm shapes are recognised by structure, never by
+//! substrings, so `echo "curl is a tool"` stays a harmless echo.
+//!
+//! What cannot be parsed, or hides the command (`eval`, `… | sh`, `$VAR` or a
+//! substitution as the command word), is never allowed. The denylist is a
+//! first line; the sandbox is the wall.
+
+mod commands;
+pub(crate) mod lists;
+pub(crate) mod words;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use brush_parser::ast;
+
+use crate::display::shorten;
+use crate::facts::FsFacts;
+use words::{Env, Word};
+
+/// Nesting of `sh -c`, substitutions and the like before the gate gives up.
+pub(crate) const MAX_DEPTH: usize = 8;
+
+/// What the analysis may consult.
+pub(crate) struct ShellCtx<'a> {
+    pub workspace: &'a Path,
+    /// The session owner's home (or root's when unknown).
+    pub home: &'a Path,
+    pub protected: &'a [PathBuf],
+    /// `extra_denied_binaries` from the config.
+    pub extra_denied: &'a HashSet<String>,
+    pub fs: &'a dyn FsFacts,
+}
+
+/// One thing the analysis found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finding {
+    pub rule: String,
+    pub reason: String,
+    /// For confirmations: what the person must type, when not the command.
+    pub target: Option<String>,
+}
+
+/// The result of analysing one command line.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Report {
+    /// The first hard-floor refusal, if any.
+    pub deny: Option<Finding>,
+    /// Always-confirm (destructive) shapes.
+    pub confirm: Vec<Finding>,
+    /// A workspace secret file the command touches (workspace-relative).
+    pub secret: Option<String>,
+    /// Every command that runs, wrappers stripped, as `word word …`.
+    pub commands: Vec<String>,
+    /// Every simple command as written (words joined), wrappers included.
+    pub outer: Vec<String>,
+}
+
+/// Analyses a run_bash command line.
+pub(crate) fn analyze(cmd: &str, sc: &ShellCtx) -> Report {
+    let mut w = Walker::new(sc);
+    w.program_text(cmd);
+    w.report
+}
+
+/// Where a command's standard input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stdin {
+    /// Whatever the whole command line got (the sandbox gives /dev/null).
+    Inherited,
+    /// The previous command of a pipeline, or a process substitution.
+    Pipe,
+    /// A file redirect.
+    File,
+    /// A here-document or here-string with this text.
+    Doc(String),
+}
+
+struct Walker<'a> {
+    sc: &'a ShellCtx<'a>,
+    report: Report,
+    depth: usize,
+    /// The working directory, when known (`cd` to a computed place makes it unknown).
+    cwd: Option<PathBuf>,
+    cwd_str: String,
+    home_str: String,
+    /// Functions whose bodies are being walked (fork-bomb detection).
+    functions: Vec<String>,
+    /// Inside a pipeline of several commands or a background job.
+    concurrent: usize,
+    /// Inside `while true` / `until false`.
+    endless: usize,
+}
+
+impl<'a> Walker<'a> {
+    fn new(sc: &'a ShellCtx<'a>) -> Walker<'a> {
+        Walker {
+            sc,
+            report: Report::default(),
+            depth: 0,
+            cwd: Some(sc.workspace.to_path_buf()),
+            cwd_str: sc.workspace.to_string_lossy().into_owned(),
+            home_str: sc.home.to_string_lossy().into_owned(),
+            functions: Vec::new(),
+            concurrent: 0,
+            endless: 0,
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.report.deny.is_some()
+    }
+
+    fn deny(&mut self, rule: &str, reason: String) {
+        if self.report.deny.is_none() {
+            self.report.deny = Some(Finding {
+                rule: rule.to_string(),
+                reason,
+                target: None,
+            });
+        }
+    }
+
+    fn confirm(&mut self, rule: &str, reason: String, target: Option<String>) {
+        if !self.report.confirm.iter().any(|f| f.rule == rule) {
+            self.report.confirm.push(Finding {
+                rule: rule.to_string(),
+                reason,
+                target,
+            });
+        }
+    }
+
+    fn set_cwd(&mut self, cwd: Option<PathBuf>) {
+        self.cwd_str = cwd
+            .as_deref()
+            .unwrap_or(self.sc.workspace)
+            .to_string_lossy()
+            .into_owned();
+        self.cwd = cwd;
+    }
+
+    /// The directory relative paths start from.
+    fn base(&self) -> &Path {
+        self.cwd.as_deref().unwrap_or(self.sc.workspace)
+    }
+
+    /// Parses and walks a program (the command line, a `-c` string, a
+    /// substitution, a heredoc fed to a shell).
+    fn program_text(&mut self, text: &str) {
+        if self.stopped() {
+            return;
+        }
+        if self.depth >= MAX_DEPTH {
+            self.deny(
+                "floor:hidden-command",
+                format!(
+                    "the command nests shells and substitutions more than {MAX_DEPTH} levels deep, so it cannot be checked. Write it more plainly."
+                ),
+            );
+            return;
+        }
+        self.depth += 1;
+        let opts = words::options();
+        let parsed =
+            words::guarded(|| brush_parser::Parser::new(text.as_bytes(), &opts).parse_program());
+        match parsed {
+            None => self.deny(
+                "floor:unparseable",
+                "the bash parser failed on this command, so it cannot be checked. Rewrite it in plain bash syntax.".to_string(),
+            ),
+            Some(Err(e)) => self.deny(
+                "floor:unparseable",
+                format!(
+                    "the command could not be parsed as bash ({}), so it cannot be checked. Rewrite it in plain bash syntax.",
+                    shorten(&e.to_string(), 160)
+                ),
+            ),
+            Some(Ok(program)) => {
+                for cc in &program.complete_commands {
+                    self.list(cc);
+                }
+            }
+        }
+        self.depth -= 1;
+    }
+
+    /// A program that runs in a subshell: its `cd` does not leak out.
+    fn subprogram(&mut self, text: &str) {
+        let saved = self.cwd.clone();
+        self.program_text(text);
+        self.set_cwd(saved);
+    }
+
+    fn list(&mut self, list: &ast::CompoundList) {
+        for item in &list.0 {
+            if self.stopped() {
+                return;
+            }
+            let background = matches!(item.1, ast::SeparatorOperator::Async);
+            if background && self.endless > 0 {
+                self.deny(
+                    "floor:dangerous-pattern",
+                    "the command starts background jobs in an endless loop, which exhausts the sandbox's process limit. Run a bounded number of jobs.".to_string(),
+                );
+                return;
+            }
+            if background {
+                self.concurrent += 1;
+            }
+            self.and_or(&item.0);
+            if background {
+                self.concurrent -= 1;
+            }
+        }
+    }
+
+    fn and_or(&mut self, l: &ast::AndOrList) {
+        self.pipeline(&l.first);
+        for next in &l.additional {
+            match next {
+                ast::AndOr::And(p) | ast::AndOr::Or(p) => self.pipeline(p),
+            }
+        }
+    }
+
+    fn pipeline(&mut self, p: &ast::Pipeline) {
+        let several = p.seq.len() > 1;
+        if several {
+            self.concurrent += 1;
+        }
+        for (i, c) in p.seq.iter().enumerate() {
+            if self.stopped() {
+                break;
+            }
+            self.command(c, i > 0);
+        }
+        if several {
+            self.concurrent -= 1;
+        }
+    }
+
+    fn command(&mut self, c: &ast::Command, piped_in: bool) {
+        match c {
+            ast::Command::Simple(s) => self.simple(s, piped_in),
+            ast::Command::Compound(cc, redirects) => {
+                self.compound(cc);
+                self.redirect_list(redirects.as_ref());
+            }
+            ast::Command::Function(f) => self.function(f),
+            ast::Command::ExtendedTest(t, redirects) => {
+                self.ext_test(&t.expr);
+                self.redirect_list(redirects.as_ref());
+            }
+        }
+    }
+
+    fn redirect_list(&mut self, redirects: Option<&ast::RedirectList>) {
+        for r in redirects.map(|r| r.0.as_slice()).unwrap_or_default() {
+            self.redirect(r, Stdin::Inherited);
+        }
+    }
+
+    fn compound(&mut self, cc: &ast::CompoundCommand) {
+        match cc {
+            ast::CompoundCommand::Arithmetic(a) => self.arith(&a.expr.value),
+            ast::CompoundCommand::ArithmeticForClause(a) => {
+                for e in [&a.initializer, &a.condition, &a.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.arith(&e.value);
+                }
+                self.list(&a.body.list);
+            }
+            ast::CompoundCommand::BraceGroup(b) => self.list(&b.list),
+            ast::CompoundCommand::Subshell(s) => self.subshell(&s.list),
+            ast::CompoundCommand::ForClause(f) => {
+                for v in f.values.iter().flatten() {
+                    let _ = self.word(&v.value);
+                }
+                self.list(&f.body.list);
+            }
+            ast::CompoundCommand::CaseClause(c) => {
+                let _ = self.word(&c.value.value);
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        let _ = self.word(&p.value);
+                    }
+                    if let Some(cmd) = &item.cmd {
+                        self.list(cmd);
+                    }
+                }
+            }
+            ast::CompoundCommand::IfClause(i) => {
+                self.list(&i.condition);
+                self.list(&i.then);
+                for e in i.elses.iter().flatten() {
+                    if let Some(c) = &e.condition {
+                        self.list(c);
+                    }
+                    self.list(&e.body);
+                }
+            }
+            ast::CompoundCommand::WhileClause(w) => self.loop_clause(w, &["true", ":"]),
+            ast::CompoundCommand::UntilClause(w) => self.loop_clause(w, &["false"]),
+            ast::CompoundCommand::Coprocess(c) => {
+                self.concurrent += 1;
+                self.command(&c.body, false);
+                self.concurrent -= 1;
+            }
+        }
+    }
+
+    fn loop_clause(&mut self, w: &ast::WhileOrUntilClauseCommand, forever: &[&str]) {
+        let endless = is_constant_condition(&w.0, forever);
+        self.list(&w.0);
+        if endless {
+            self.endless += 1;
+        }
+        self.list(&w.1.list);
+        if endless {
+            self.endless -= 1;
+        }
+    }
+
+    fn subshell(&mut self, list: &ast::CompoundList) {
+        let saved = self.cwd.clone();
+        self.list(list);
+        self.set_cwd(saved);
+    }
+
+    fn function(&mut self, f: &ast::FunctionDefinition) {
+        self.functions.push(f.fname.value.clone());
+        // What counts is concurrency inside the body.
+        let saved = std::mem::take(&mut self.concurrent);
+        self.compound(&f.body.0);
+        self.redirect_list(f.body.1.as_ref());
+        self.concurrent = saved;
+        self.functions.pop();
+    }
+
+    fn ext_test(&mut self, e: &ast::ExtendedTestExpr) {
+        match e {
+            ast::ExtendedTestExpr::And(a, b) | ast::ExtendedTestExpr::Or(a, b) => {
+                self.ext_test(a);
+                self.ext_test(b);
+            }
+            ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => {
+                self.ext_test(a);
+            }
+            ast::ExtendedTestExpr::UnaryTest(_, w) => {
+                let _ = self.word(&w.value);
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
+                let _ = self.word(&a.value);
+                let _ = self.word(&b.value);
+            }
+        }
+    }
+
+    fn arith(&mut self, text: &str) {
+        if text.contains('$') || text.contains('`') {
+            let _ = self.word(text);
+        }
+    }
+
+    /// Evaluates a word; its command substitutions are walked as programs.
+    fn word(&mut self, raw: &str) -> Option<Word> {
+        let mut subs = Vec::new();
+        let env = Env {
+            home: &self.home_str,
+            cwd: &self.cwd_str,
+        };
+        match words::eval(raw, &env, &mut subs) {
+            Ok(w) => {
+                for s in subs {
+                    self.subprogram(&s);
+                }
+                Some(w)
+            }
+            Err(e) => {
+                self.deny(
+                    "floor:unparseable",
+                    format!(
+                        "the word `{}` could not be parsed ({}), so the command cannot be checked. Rewrite it in plain bash syntax.",
+                        shorten(raw, 80),
+                        shorten(&e.0, 120)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn simple(&mut self, s: &ast::SimpleCommand, piped_in: bool) {
+        let mut words: Vec<Word> = Vec::new();
+        let mut redirects: Vec<&ast::IoRedirect> = Vec::new();
+        for item in s.prefix.iter().flat_map(|p| p.0.iter()) {
+            match item {
+                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::Word(w) => {
+                    let Some(x) = self.word(&w.value) else { return };
+                    words.push(x);
+                }
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => self.assignment(a),
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
+                    self.subshell(&sub.list);
+                }
+            }
+        }
+        if let Some(w) = &s.word_or_name {
+            let Some(x) = self.word(&w.value) else { return };
+            words.push(x);
+        }
+        for item in s.suffix.iter().flat_map(|p| p.0.iter()) {
+            match item {
+                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::Word(w)
+                | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+                    let Some(x) = self.word(&w.value) else { return };
+                    words.push(x);
+                }
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
+                    self.subshell(&sub.list);
+                    words.push(Word {
+                        text: "/dev/fd/63".to_string(),
+                        dynamic: true,
+                        glob: false,
+                        raw: "<(…)".to_string(),
+                    });
+                }
+            }
+        }
+        if self.stopped() {
+            return;
+        }
+        if !words.is_empty() {
+            let joined: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+            self.report.outer.push(joined.join(" "));
+        }
+        let mut stdin = if piped_in {
+            Stdin::Pipe
+        } else {
+            Stdin::Inherited
+        };
+        for r in redirects {
+            stdin = self.redirect(r, stdin);
+        }
+        if self.stopped() {
+            return;
+        }
+        self.invocation(&words, &stdin);
+    }
+
+    fn assignment(&mut self, a: &ast::Assignment) {
+        let name = match &a.name {
+            ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n,
+        };
+        if lists::is_dangerous_var(name) {
+            self.dangerous_var(name);
+            return;
+        }
+        match &a.value {
+            ast::AssignmentValue::Scalar(w) => {
+                let _ = self.word(&w.value);
+            }
+            ast::AssignmentValue::Array(items) => {
+                for (k, v) in items {
+                    if let Some(k) = k {
+                        let _ = self.word(&k.value);
+                    }
+                    let _ = self.word(&v.value);
+                }
+            }
+        }
+    }
+
+    fn dangerous_var(&mut self, name: &str) {
+        self.deny(
+            "floor:dangerous-pattern",
+            format!(
+                "setting `{name}` changes which programs later commands run, so it is refused. Run the commands without changing {name} (call a program by its path if needed)."
+            ),
+        );
+    }
+
+    /// Checks one redirect; returns where stdin now comes from.
+    fn redirect(&mut self, r: &ast::IoRedirect, stdin: Stdin) -> Stdin {
+        match r {
+            ast::IoRedirect::File(fd, kind, target) => {
+                let to_stdin = fd.is_none_or(|f| f == 0);
+                match target {
+                    ast::IoFileRedirectTarget::Filename(w) => {
+                        let Some(word) = self.word(&w.value) else {
+                            return stdin;
+                        };
+                        match kind {
+                            ast::IoFileRedirectKind::Read => {
+                                self.read_target(&word);
+                                if to_stdin {
+                                    return Stdin::File;
+                                }
+                            }
+                            ast::IoFileRedirectKind::Write
+                            | ast::IoFileRedirectKind::Append
+                            | ast::IoFileRedirectKind::Clobber
+                            | ast::IoFileRedirectKind::ReadAndWrite => {
+                                self.write_target(&word, "the redirect");
+                            }
+                            ast::IoFileRedirectKind::DuplicateInput
+                            | ast::IoFileRedirectKind::DuplicateOutput => {
+                                let t = word.text.as_str();
+                                let is_fd = t == "-"
+                                    || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()));
+                                if !is_fd && !word.dynamic {
+                                    if matches!(kind, ast::IoFileRedirectKind::DuplicateOutput) {
+                                        self.write_target(&word, "the redirect");
+                                    } else {
+                                        self.read_target(&word);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    ast::IoFileRedirectTarget::Duplicate(w) => {
+                        // `>&word`: a descriptor, `-`, or (after expansion) a file.
+                        let Some(word) = self.word(&w.value) else {
+                            return stdin;
+                        };
+                        let t = word.text.as_str();
+                        let is_fd =
+                            t == "-" || t.trim_end_matches('-').bytes().all(|b| b.is_ascii_digit());
+                        if !is_fd && !word.dynamic {
+                            match kind {
+                                ast::IoFileRedirectKind::Read
+                                | ast::IoFileRedirectKind::DuplicateInput => {
+                                    self.read_target(&word)
+                                }
+                                ast::IoFileRedirectKind::Write
+                                | ast::IoFileRedirectKind::Append
+                                | ast::IoFileRedirectKind::Clobber
+                                | ast::IoFileRedirectKind::ReadAndWrite
+                                | ast::IoFileRedirectKind::DuplicateOutput => {
+                                    self.write_target(&word, "the redirect");
+                                }
+                            }
+                        }
+                    }
+                    ast::IoFileRedirectTarget::Fd(_) => {}
+                    ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                        self.subshell(&sub.list);
+                        if to_stdin && matches!(kind, ast::IoFileRedirectKind::Read) {
+                            return Stdin::Pipe;
+                        }
+                    }
+                }
+            }
+            ast::IoRedirect::HereDocument(fd, doc) => {
+                if doc.requires_expansion {
+                    let mut subs = Vec::new();
+                    let env = Env {
+                        home: &self.home_str,
+                        cwd: &self.cwd_str,
+                    };
+                    if let Err(e) = words::heredoc_subs(&doc.doc.value, &env, &mut subs) {
+                        self.deny(
+                            "floor:unparseable",
+                            format!(
+                                "the here-document could not be parsed ({}), so the command cannot be checked.",
+                                shorten(&e.0, 120)
+                            ),
+                        );
+                        return stdin;
+                    }
+                    for s in subs {
+                        self.subprogram(&s);
+                    }
+                }
+                if fd.is_none_or(|f| f == 0) {
+                    return Stdin::Doc(doc.doc.value.clone());
+                }
+            }
+            ast::IoRedirect::HereString(fd, w) => {
+                let Some(word) = self.word(&w.value) else {
+                    return stdin;
+                };
+                if fd.is_none_or(|f| f == 0) {
+                    return if word.dynamic {
+                        Stdin::Pipe
+                    } else {
+                        Stdin::Doc(word.text)
+                    };
+                }
+            }
+            ast::IoRedirect::OutputAndError(w, _) => {
+                if let Some(word) = self.word(&w.value) {
+                    self.write_target(&word, "the redirect");
+                }
+            }
+        }
+        stdin
+    }
+}
+
+/// `while true`, `while :`, `until false`: a condition that never changes.
+fn is_constant_condition(cond: &ast::CompoundList, values: &[&str]) -> bool {
+    let [item] = cond.0.as_slice() else {
+        return false;
+    };
+    if !item.0.additional.is_empty() {
+        return false;
+    }
+    let [ast::Command::Simple(s)] = item.0.first.seq.as_slice() else {
+        return false;
+    };
+    s.prefix.is_none()
+        && s.suffix.is_none()
+        && s.word_or_name.as_ref().is_some_and(|w| {
+            let name = w.value.rsplit('/').next().unwrap_or("");
+            values.contains(&name)
+        })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,442 @@
+//! Table tests of the shell analysis, through `analyze` with an in-memory
+//! filesystem.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::facts::{FileFacts, FileKind};
+
+#[derive(Default)]
+struct MemFs(HashMap<PathBuf, (FileFacts, Option<PathBuf>)>);
+
+impl MemFs {
+    fn link(mut self, p: &str, t: &str) -> Self {
+        let f = FileFacts {
+            kind: FileKind::Symlink,
+            size: 0,
+            nlink: 1,
+        };
+        self.0.insert(p.into(), (f, Some(t.into())));
+        self
+    }
+    fn dir(mut self, p: &str) -> Self {
+        let f = FileFacts {
+            kind: FileKind::Dir,
+            size: 0,
+            nlink: 1,
+        };
+        self.0.insert(p.into(), (f, None));
+        self
+    }
+}
+
+impl FsFacts for MemFs {
+    fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+        self.0.get(path).map(|n| n.0)
+    }
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.0.get(path).and_then(|n| n.1.clone())
+    }
+}
+
+fn fs() -> MemFs {
+    MemFs::default()
+        .dir("/")
+        .dir("/w")
+        .dir("/w/proj")
+        .link("/w/proj/rc", "/home/u/.bashrc")
+        .link("/w/proj/inlink", "src")
+}
+
+fn run_with(cmd: &str, extra: &[&str]) -> Report {
+    let extra: HashSet<String> = extra.iter().map(|s| s.to_string()).collect();
+    let fs = fs();
+    let protected = vec![PathBuf::from("/var/lib/tollgate")];
+    let sc = ShellCtx {
+        workspace: Path::new("/w/proj"),
+        home: Path::new("/home/u"),
+        protected: &protected,
+        extra_denied: &extra,
+        fs: &fs,
+    };
+    analyze(cmd, &sc)
+}
+
+fn run(cmd: &str) -> Report {
+    run_with(cmd, &[])
+}
+
+/// The floor rule that denies `cmd`, or panics.
+fn denied(cmd: &str) -> String {
+    match run(cmd).deny {
+        Some(f) => f.rule,
+        None => panic!("{cmd:?} was not denied: {:?}", run(cmd)),
+    }
+}
+
+fn clean(cmd: &str) -> Report {
+    let r = run(cmd);
+    assert_eq!(r.deny, None, "{cmd:?} was denied");
+    r
+}
+
+#[test]
+fn every_simple_command_is_found() {
+    let r = clean(
+        "a; b && c || d | e & f\ng $(h) `i` <(j) >(k); (l); { m; }; if n; then o; fi; for x in $(p); do q; done; while r; do s; done; case t in u) v;; esac",
+    );
+    let mut got: Vec<&str> = r
+        .commands
+        .iter()
+        .map(|c| c.split(' ').next().unwrap_or(""))
+        .collect();
+    got.sort();
+    let mut want = vec![
+        "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r",
+        "s", "v",
+    ];
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn denied_binaries_behind_every_disguise() {
+    for cmd in [
+        "curl http://x",
+        "/usr/bin/curl x",
+        "c''url x",
+        "'curl' x",
+        "\"cu\"rl x",
+        "$'\\x63url' x",
+        "$'\\143\\165\\162\\154' x",
+        "\\curl x",
+        "env curl x",
+        "env -i FOO=1 curl x",
+        "command curl x",
+        "nice -n 19 timeout 5 nohup curl x",
+        "timeout -s KILL 5 curl x",
+        "echo x | xargs curl",
+        "xargs -I{} curl {}",
+        "find . -exec curl x \\;",
+        "find . -execdir wget x +",
+        "busybox nc 1.2.3.4 4444",
+        "/lib64/ld-linux-x86-64.so.2 /usr/bin/curl x",
+        "exec curl x",
+        "stdbuf -oL curl x",
+        "setsid curl x",
+        "bash -c \"curl x\"",
+        "sh -lc 'curl x'",
+        "bash -euo pipefail -c 'curl x'",
+        "bash <<'EOF'\ncurl x\nEOF",
+        "bash <<< 'curl x'",
+        "echo $(curl x)",
+        "echo `curl x`",
+        "echo \"$(curl x)\"",
+        "ls > >(curl -d @- x)",
+        "diff <(curl a) b",
+        "x=$(curl a)",
+        "for u in a; do curl $u; done",
+        "[ -f x ] || curl x",
+        "[[ -n $(curl x) ]]",
+        "if true; then curl x; fi",
+        "f() { curl x; }",
+        "alias get=curl",
+        "trap 'curl x' EXIT",
+        "watch curl x",
+        "flock /tmp/l curl x",
+        "flock -c 'curl x' /tmp/l",
+        "env -S 'curl x'",
+        "git -c core.sshCommand='sh -c \"curl x\"' fetch origin",
+        "tar -cf /dev/null . --checkpoint=1 --checkpoint-action=exec='curl x'",
+        "echo ${X:-$(curl x)}",
+        "sudo -n true",
+        "mkfs.ext4 /dev/sdb",
+        "docker ps",
+        "chmod +x a.sh",
+        "ssh -o ProxyCommand='x' h",
+        "crontab -l",
+    ] {
+        assert_eq!(denied(cmd), "floor:denied-binary", "{cmd:?}");
+    }
+    assert_eq!(
+        run_with("helm install x", &["helm"]).deny.map(|f| f.rule),
+        Some("floor:denied-binary".to_string())
+    );
+}
+
+#[test]
+fn denied_words_as_data_are_fine() {
+    for cmd in [
+        "echo curl",
+        "echo 'curl is a tool'",
+        "git commit -m 'handle curl timeout'",
+        "grep -rn 'sudo' src/",
+        "rg 'wget|curl|nc ' -g '*.md'",
+        "sed -i 's/curl/reqwest/g' src/net.rs",
+        "cat docker-compose.yml",
+        "ls /usr/bin | grep -c curl",
+        "cargo test -- net::curl_like_client --nocapture",
+        "cat <<'EOF' > notes.md\nUse curl or wget.\nEOF",
+        "which curl",
+        "command -v curl",
+        "type curl",
+        "man curl",
+        "echo 'rm -rf / is dangerous' >> NOTES.md",
+    ] {
+        let r = clean(cmd);
+        assert!(r.confirm.is_empty(), "{cmd:?}: {:?}", r.confirm);
+    }
+}
+
+#[test]
+fn hidden_commands_are_refused() {
+    for cmd in [
+        "$C x",
+        "C=curl; $C x",
+        "a=cu b=rl; $a$b x",
+        "cu${EMPTY}rl x",
+        "curl${IFS}http://x",
+        "$(printf 'c%sl' ur) x",
+        "`echo curl` x",
+        "/???/???/c?rl x",
+        "/usr/bin/cur[l] x",
+        "c{u,}rl x",
+        "eval \"cu\"\"rl x\"",
+        "echo Y3VybA== | base64 -d | sh",
+        "curl_output | bash",
+        "cat x | python3",
+        "bash -c \"$CMD\"",
+        "git clone 'ext::sh -c curl% x' d",
+    ] {
+        assert_eq!(denied(cmd), "floor:hidden-command", "{cmd:?}");
+    }
+    let mut deep = "ls".to_string();
+    for _ in 0..MAX_DEPTH + 1 {
+        deep = format!("echo $({deep})");
+    }
+    assert_eq!(denied(&deep), "floor:hidden-command");
+    assert_eq!(denied("echo 'unterminated"), "floor:unparseable");
+    assert_eq!(denied("echo $("), "floor:unparseable");
+    assert_eq!(denied("if"), "floor:unparseable");
+}
+
+#[test]
+fn redirect_targets_are_writes_and_path_scoped() {
+    for cmd in [
+        "echo x >> /etc/hosts",
+        ">/etc/ld.so.preload",
+        "cat x > /dev/sda",
+        "echo c > /proc/sysrq-trigger",
+        "echo x &> /etc/x",
+        "echo x | tee /etc/x",
+        "cp a /etc/",
+        "mv a ../b",
+        "dd if=a of=/dev/sda",
+        "touch ../x",
+        "echo x > ../outside",
+        "echo x >> rc",
+        "cd /etc && echo x > passwd",
+        "exec 3>/etc/x",
+    ] {
+        assert_eq!(denied(cmd), "floor:path-scope", "{cmd:?}");
+    }
+    for cmd in [
+        "echo x > out.txt",
+        "echo x 2>/dev/null > /tmp/scratch",
+        "make 2>&1 | tee build.log",
+        "cmd >/dev/null 2>&1",
+        "cat < /dev/null",
+        "cp -r src /tmp/x",
+        "echo x > inlink/a.rs",
+        "cd src && echo x > a.rs",
+    ] {
+        clean(cmd);
+    }
+    assert_eq!(denied("echo x > .git/config"), "floor:git-internals");
+    assert_eq!(
+        denied("cp hook .git/hooks/pre-commit"),
+        "floor:git-internals"
+    );
+    assert_eq!(denied("cat /home/u/.ssh/id_rsa"), "floor:credential-path");
+    assert_eq!(denied("tar czf - ~/.ssh ~/.aws"), "floor:credential-path");
+    assert_eq!(denied("shred -u ~/.ssh/id_rsa"), "floor:credential-path");
+    assert_eq!(denied("cat ~/.s*/id_rsa"), "floor:credential-path");
+    assert_eq!(denied("cat /etc/shadow"), "floor:credential-path");
+    assert_eq!(
+        denied("cat --file=/root/.aws/credentials"),
+        "floor:credential-path"
+    );
+    assert_eq!(denied("ls /var/lib/tollgate"), "floor:protected");
+}
+
+#[test]
+fn dangerous_patterns() {
+    for cmd in [
+        "rm -rf /",
+        "rm -rf ~/",
+        "rm -rf $HOME",
+        "rm -Rf /etc",
+        "rm -rf ..",
+        "rm -rf ../",
+        "rm -rf \"$UNSET_BUILD_DIR\"/",
+        "rm -rf \"${BUILD_DIR}\"/*",
+        "\\rm -rf /",
+        "rm -r -f /*",
+        "rm -rf .",
+        "rm -rf *",
+        "rm --recursive /w",
+        "find / -delete",
+        "find .. -name x -delete",
+        "kill -9 -1",
+        "kill -- -1",
+        "bomb(){ bomb|bomb& };bomb",
+        ":(){ :|:& };:",
+        "while true; do sleep 100 & done",
+        "history -c",
+        "export PATH=/tmp/evil:$PATH",
+        "PATH=. ls",
+        "env LD_PRELOAD=x.so ls",
+        "declare -x BASH_ENV=x",
+        "git config core.fsmonitor 'x'",
+        "git config --global alias.st '!sh'",
+        "git config set core.hooksPath /tmp/h",
+        "dd if=/dev/sda of=disk.img",
+    ] {
+        let rule = denied(cmd);
+        assert!(
+            rule == "floor:dangerous-pattern" || rule == "floor:path-scope",
+            "{cmd:?}: {rule}"
+        );
+    }
+    for cmd in [
+        "rm -rf target/",
+        "rm -rf crates/x/target build node_modules",
+        "rm -f a.o",
+        "find . -name '*.o' -delete",
+        "kill 1234",
+        "kill -1 1234",
+        "git config user.name x",
+        "git config --get core.fsmonitor",
+        "while read -r l; do echo \"$l\"; done < f",
+        "while IFS= read -r line; do x; done",
+        "dd if=/dev/zero of=blob bs=1k count=1",
+        "rm -rf /tmp/build",
+    ] {
+        let r = clean(cmd);
+        assert!(r.confirm.is_empty(), "{cmd:?}: {:?}", r.confirm);
+    }
+}
+
+#[test]
+fn always_confirm_shapes() {
+    let confirm = |cmd: &str| -> (String, Option<String>) {
+        let r = clean(cmd);
+        let f = r
+            .confirm
+            .first()
+            .unwrap_or_else(|| panic!("{cmd:?} not confirmed"));
+        (f.rule.clone(), f.target.clone())
+    };
+    assert_eq!(confirm("rm -rf .git").0, "confirm:rm-recursive");
+    assert_eq!(confirm("rm -r src").0, "confirm:rm-recursive");
+    assert_eq!(confirm("git push").0, "confirm:git-push");
+    assert_eq!(confirm("git push origin main").0, "confirm:git-push");
+    for cmd in [
+        "git push --force",
+        "git push -f",
+        "git push -uf origin main",
+        "git push origin +main",
+        "git push --force-with-lease",
+        "git push --mirror",
+        "git push origin --delete main",
+        "git push origin :main",
+        "git -c push.default=current push -f",
+        "git -C . push --force origin feature",
+    ] {
+        assert_eq!(confirm(cmd).0, "confirm:git-push-force", "{cmd:?}");
+    }
+    assert_eq!(
+        confirm("git push -uf origin main").1.as_deref(),
+        Some("main")
+    );
+    assert_eq!(
+        confirm("git push origin +feature/x").1.as_deref(),
+        Some("feature/x")
+    );
+    assert_eq!(confirm("git push --force").1, None);
+    assert_eq!(
+        confirm("git reset --hard HEAD~5").0,
+        "confirm:git-reset-hard"
+    );
+    assert_eq!(confirm("git clean -fdx").0, "confirm:git-clean");
+    assert_eq!(confirm("git checkout -- .").0, "confirm:git-discard");
+    assert_eq!(confirm("git restore src/a.rs").0, "confirm:git-discard");
+    assert_eq!(confirm("git branch -D old").0, "confirm:git-branch-delete");
+    assert_eq!(confirm("git stash clear").0, "confirm:git-stash-drop");
+    for cmd in [
+        "git fetch origin",
+        "git status",
+        "git reset HEAD a",
+        "git clean -n",
+        "git restore --staged a",
+        "git checkout -b x",
+        "git log --oneline -20",
+    ] {
+        assert!(clean(cmd).confirm.is_empty(), "{cmd:?}");
+    }
+}
+
+#[test]
+fn secrets_are_noted_not_denied() {
+    assert_eq!(clean("cat .env").secret.as_deref(), Some(".env"));
+    assert_eq!(
+        clean("source config/.env.production").secret.as_deref(),
+        Some("config/.env.production")
+    );
+    assert_eq!(clean("grep KEY < .env").secret.as_deref(), Some(".env"));
+    assert_eq!(clean("cat .env.example").secret, None);
+    assert_eq!(clean("echo .env").secret, None);
+}
+
+#[test]
+fn rule_subjects_strip_wrappers() {
+    let r = clean("nice -n 5 cargo test -p x && timeout 60 cargo build");
+    assert_eq!(r.commands, vec!["cargo test -p x", "cargo build"]);
+    assert_eq!(
+        r.outer,
+        vec!["nice -n 5 cargo test -p x", "timeout 60 cargo build"]
+    );
+    let r = clean("sh -c 'cargo test'");
+    assert_eq!(r.commands, vec!["cargo test"]);
+}
+
+#[test]
+fn odd_input_never_panics() {
+    for cmd in [
+        "",
+        " ",
+        "\0",
+        ";;;;",
+        "((((",
+        "$((",
+        "${",
+        "`",
+        "<<<",
+        "<<EOF",
+        "a\u{202E}b",
+        "\u{feff}ls",
+        "case",
+        "for",
+        "\\",
+        "$'\\",
+        "$'\\x",
+        "$'\\u{'",
+        "! ! !",
+        "coproc x",
+        "time -p ls",
+        "function f { g; }",
+    ] {
+        let _ = run(cmd);
+    }
+}

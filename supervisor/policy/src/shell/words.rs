@@ -1,0 +1,435 @@
+//! Shell words: what bash would make of one word before running it.
+//!
+//! Quotes are removed, escapes and `$'…'` decoded, `~` and `$HOME` expanded
+//! to the session owner's home. Any other expansion is unknown at check time:
+//! it is dropped from the text and the word is marked `dynamic`. Command
+//! substitutions found anywhere in the word (even inside `${X:-$(…)}`) are
+//! handed back so they are analysed as commands of their own.
+
+use brush_parser::ParserOptions;
+use brush_parser::word::{ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
+
+/// One evaluated word.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Word {
+    /// The static value: unknown expansions contribute nothing.
+    pub text: String,
+    /// Holds an expansion whose value is unknown here.
+    pub dynamic: bool,
+    /// Holds an unquoted glob (`* ? [`) or brace (`{a,b}`) pattern.
+    pub glob: bool,
+    /// The word as written (for messages).
+    pub raw: String,
+}
+
+impl Word {
+    /// A word known to be literal text.
+    pub(crate) fn literal(s: &str) -> Word {
+        Word {
+            text: s.to_string(),
+            dynamic: false,
+            glob: false,
+            raw: s.to_string(),
+        }
+    }
+}
+
+/// The word could not be parsed (an unterminated quote or expansion).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WordError(pub String);
+
+/// What expansions may be resolved to.
+pub(crate) struct Env<'a> {
+    pub home: &'a str,
+    pub cwd: &'a str,
+}
+
+pub(crate) fn options() -> ParserOptions {
+    ParserOptions::default()
+}
+
+/// Characters that make a word more than plain text.
+fn is_plain(raw: &str) -> bool {
+    !raw.bytes().any(|b| {
+        matches!(
+            b,
+            b'\''
+                | b'"'
+                | b'\\'
+                | b'$'
+                | b'`'
+                | b'~'
+                | b'{'
+                | b'*'
+                | b'?'
+                | b'['
+                | b'('
+                | b'!'
+                | b'@'
+                | b'+'
+        )
+    })
+}
+
+/// Evaluates `raw`. Command substitutions are appended to `subs`.
+pub(crate) fn eval(raw: &str, env: &Env, subs: &mut Vec<String>) -> Result<Word, WordError> {
+    if is_plain(raw) {
+        return Ok(Word::literal(raw));
+    }
+    let pieces = parse(raw)?;
+    let mut w = Word {
+        raw: raw.to_string(),
+        ..Word::default()
+    };
+    pieces_into(&pieces, false, env, subs, &mut w)?;
+    Ok(w)
+}
+
+/// Evaluates the body of an unquoted here-document (only `$` and backquote
+/// expansions apply there); returns nothing but the substitutions.
+pub(crate) fn heredoc_subs(body: &str, env: &Env, subs: &mut Vec<String>) -> Result<(), WordError> {
+    if !body.contains('$') && !body.contains('`') {
+        return Ok(());
+    }
+    let pieces = guarded(|| brush_parser::word::parse_heredoc(body, &options()))
+        .ok_or_else(|| WordError("the word parser failed".to_string()))?
+        .map_err(|e| WordError(e.to_string()))?;
+    let mut w = Word::default();
+    pieces_into(&pieces, true, env, subs, &mut w)
+}
+
+fn parse(raw: &str) -> Result<Vec<WordPieceWithSource>, WordError> {
+    guarded(|| brush_parser::word::parse(raw, &options()))
+        .ok_or_else(|| WordError("the word parser failed".to_string()))?
+        .map_err(|e| WordError(e.to_string()))
+}
+
+/// Runs third-party parsing code that may panic; a panic becomes `None`.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+}
+
+fn pieces_into(
+    pieces: &[WordPieceWithSource],
+    quoted: bool,
+    env: &Env,
+    subs: &mut Vec<String>,
+    w: &mut Word,
+) -> Result<(), WordError> {
+    for p in pieces {
+        match &p.piece {
+            WordPiece::Text(s) => {
+                if !quoted && has_pattern(s) {
+                    w.glob = true;
+                }
+                w.text.push_str(s);
+            }
+            WordPiece::SingleQuotedText(s) => w.text.push_str(s),
+            WordPiece::AnsiCQuotedText(s) => w.text.push_str(&decode_ansi_c(s)),
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                pieces_into(inner, true, env, subs, w)?;
+            }
+            WordPiece::TildeExpansion(t) => match t {
+                TildeExpr::Home => w.text.push_str(env.home),
+                TildeExpr::UserHome(user) => {
+                    if user == "root" {
+                        w.text.push_str("/root");
+                    } else {
+                        w.text.push_str("/home/");
+                        w.text.push_str(user);
+                    }
+                }
+                TildeExpr::WorkingDir => w.text.push_str(env.cwd),
+                TildeExpr::OldWorkingDir
+                | TildeExpr::NthDirFromTopOfDirStack { .. }
+                | TildeExpr::NthDirFromBottomOfDirStack { .. } => w.dynamic = true,
+            },
+            WordPiece::ParameterExpansion(expr) => {
+                if is_home(expr) {
+                    w.text.push_str(env.home);
+                } else {
+                    w.dynamic = true;
+                    for embedded in embedded_words(expr) {
+                        // Defaults, alternatives and patterns are words too:
+                        // `${X:-$(curl …)}` runs curl.
+                        let inner = eval(embedded, env, subs)?;
+                        let _ = inner;
+                    }
+                }
+            }
+            WordPiece::CommandSubstitution(s) => {
+                w.dynamic = true;
+                subs.push(s.clone());
+            }
+            WordPiece::BackquotedCommandSubstitution(s) => {
+                w.dynamic = true;
+                subs.push(unescape_backquoted(s));
+            }
+            WordPiece::EscapeSequence(s) => {
+                let mut chars = s.chars();
+                let _backslash = chars.next();
+                let rest: String = chars.collect();
+                if rest != "\n" {
+                    w.text.push_str(&rest);
+                }
+            }
+            WordPiece::ArithmeticExpression(expr) => {
+                w.dynamic = true;
+                if expr.value.contains('$') || expr.value.contains('`') {
+                    let inner = eval(&expr.value, env, subs)?;
+                    let _ = inner;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_home(expr: &ParameterExpr) -> bool {
+    use brush_parser::word::Parameter;
+    matches!(
+        expr,
+        ParameterExpr::Parameter {
+            parameter: Parameter::Named(n),
+            indirect: false,
+        } if n == "HOME"
+    )
+}
+
+/// The word-like strings inside a parameter expansion.
+fn embedded_words(expr: &ParameterExpr) -> Vec<&str> {
+    let mut out = Vec::new();
+    match expr {
+        ParameterExpr::UseDefaultValues {
+            default_value: v, ..
+        }
+        | ParameterExpr::AssignDefaultValues {
+            default_value: v, ..
+        }
+        | ParameterExpr::UseAlternativeValue {
+            alternative_value: v,
+            ..
+        }
+        | ParameterExpr::IndicateErrorIfNullOrUnset {
+            error_message: v, ..
+        }
+        | ParameterExpr::RemoveSmallestSuffixPattern { pattern: v, .. }
+        | ParameterExpr::RemoveLargestSuffixPattern { pattern: v, .. }
+        | ParameterExpr::RemoveSmallestPrefixPattern { pattern: v, .. }
+        | ParameterExpr::RemoveLargestPrefixPattern { pattern: v, .. }
+        | ParameterExpr::UppercaseFirstChar { pattern: v, .. }
+        | ParameterExpr::UppercasePattern { pattern: v, .. }
+        | ParameterExpr::LowercaseFirstChar { pattern: v, .. }
+        | ParameterExpr::LowercasePattern { pattern: v, .. } => out.extend(v.as_deref()),
+        ParameterExpr::ReplaceSubstring {
+            pattern,
+            replacement,
+            ..
+        } => {
+            out.push(pattern.as_str());
+            out.extend(replacement.as_deref());
+        }
+        ParameterExpr::Substring { offset, length, .. } => {
+            out.push(offset.value.as_str());
+            out.extend(length.as_ref().map(|l| l.value.as_str()));
+        }
+        ParameterExpr::Parameter { .. }
+        | ParameterExpr::ParameterLength { .. }
+        | ParameterExpr::Transform { .. }
+        | ParameterExpr::VariableNames { .. }
+        | ParameterExpr::MemberKeys { .. } => {}
+    }
+    out
+}
+
+/// Unquoted glob or brace-expansion syntax.
+fn has_pattern(s: &str) -> bool {
+    if s.contains(['*', '?']) {
+        return true;
+    }
+    // A bracket expression needs its closing bracket; a lone `[` (the test
+    // command) is literal.
+    if let Some(open) = s.find('[')
+        && s[open + 1..].contains(']')
+    {
+        return true;
+    }
+    if let Some(open) = s.find('{')
+        && let Some(close) = s[open..].find('}')
+    {
+        let inner = &s[open + 1..open + close];
+        if inner.contains(',') || inner.contains("..") {
+            return true;
+        }
+    }
+    // extglob: @(…) !(…) +(…)
+    s.contains("@(") || s.contains("!(") || s.contains("+(")
+}
+
+/// Inside backquotes a backslash escapes only `$`, backquote and backslash.
+fn unescape_backquoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\'
+            && let Some(&n) = chars.peek()
+            && matches!(n, '$' | '`' | '\\')
+        {
+            out.push(n);
+            chars.next();
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Decodes the body of `$'…'` as bash does.
+pub(crate) fn decode_ansi_c(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(e) = chars.next() else {
+            out.push('\\');
+            break;
+        };
+        match e {
+            'a' => out.push('\u{7}'),
+            'b' => out.push('\u{8}'),
+            'e' | 'E' => out.push('\u{1b}'),
+            'f' => out.push('\u{c}'),
+            'n' => out.push('\n'),
+            'r' => out.push('\r'),
+            't' => out.push('\t'),
+            'v' => out.push('\u{b}'),
+            '\\' | '\'' | '"' | '?' => out.push(e),
+            '0'..='7' => {
+                let mut n = e.to_digit(8).unwrap_or(0);
+                for _ in 0..2 {
+                    match chars.peek().and_then(|d| d.to_digit(8)) {
+                        Some(d) => {
+                            n = n * 8 + d;
+                            chars.next();
+                        }
+                        None => break,
+                    }
+                }
+                out.push(char::from_u32(n & 0xFF).unwrap_or('\u{FFFD}'));
+            }
+            'x' | 'u' | 'U' => {
+                let max = match e {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                let mut n: u32 = 0;
+                let mut digits = 0;
+                while digits < max {
+                    match chars.peek().and_then(|d| d.to_digit(16)) {
+                        Some(d) => {
+                            n = n.wrapping_mul(16).wrapping_add(d);
+                            chars.next();
+                            digits += 1;
+                        }
+                        None => break,
+                    }
+                }
+                if digits == 0 {
+                    out.push('\\');
+                    out.push(e);
+                } else {
+                    out.push(char::from_u32(n).unwrap_or('\u{FFFD}'));
+                }
+            }
+            'c' => match chars.next() {
+                Some(x) => out.push(char::from_u32(u32::from(x) & 0x1F).unwrap_or('\u{FFFD}')),
+                None => out.push_str("\\c"),
+            },
+            other => {
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(raw: &str) -> (Word, Vec<String>) {
+        let env = Env {
+            home: "/home/u",
+            cwd: "/w",
+        };
+        let mut subs = Vec::new();
+        let w = eval(raw, &env, &mut subs).unwrap();
+        (w, subs)
+    }
+
+    #[test]
+    fn quotes_and_escapes_are_removed() {
+        assert_eq!(ev("c''url").0.text, "curl");
+        assert_eq!(ev("'curl'").0.text, "curl");
+        assert_eq!(ev("\"cu\"rl").0.text, "curl");
+        assert_eq!(ev("\\rm").0.text, "rm");
+        assert_eq!(ev("$'\\x63url'").0.text, "curl");
+        assert_eq!(ev("$'\\143\\165\\162\\154'").0.text, "curl");
+        assert_eq!(ev("$'\\u0063url'").0.text, "curl");
+        assert_eq!(ev("\"a\\\"b\\qc\"").0.text, "a\"b\\qc");
+        assert!(!ev("'a*b'").0.glob);
+    }
+
+    #[test]
+    fn expansions_are_dynamic_except_home() {
+        let (w, _) = ev("cu${EMPTY}rl");
+        assert_eq!((w.text.as_str(), w.dynamic), ("curl", true));
+        let (w, _) = ev("\"$UNSET\"/");
+        assert_eq!((w.text.as_str(), w.dynamic), ("/", true));
+        let (w, _) = ev("~/.ssh");
+        assert_eq!((w.text.as_str(), w.dynamic), ("/home/u/.ssh", false));
+        assert_eq!(ev("$HOME").0.text, "/home/u");
+        assert_eq!(ev("${HOME}/x").0.text, "/home/u/x");
+        assert_eq!(ev("~root/.bashrc").0.text, "/root/.bashrc");
+        assert!(ev("$((1+2))").0.dynamic);
+    }
+
+    #[test]
+    fn substitutions_are_collected_wherever_they_hide() {
+        assert_eq!(ev("$(printf 'c%sl' ur)").1, vec!["printf 'c%sl' ur"]);
+        assert_eq!(ev("`echo curl`").1, vec!["echo curl"]);
+        assert_eq!(ev("\"a $(b c) d\"").1, vec!["b c"]);
+        assert_eq!(ev("${X:-$(curl x)}").1, vec!["curl x"]);
+        assert_eq!(ev("$(( $(curl x) + 1 ))").1, vec!["curl x"]);
+        assert_eq!(ev("`echo \\`id\\``").1, vec!["echo `id`"]);
+    }
+
+    #[test]
+    fn globs_and_braces_are_flagged_only_unquoted() {
+        assert!(ev("/???/???/c?rl").0.glob);
+        assert!(ev("/usr/bin/cur[l]").0.glob);
+        assert!(ev("c{u,}rl").0.glob);
+        assert!(ev("{1..3}").0.glob);
+        assert!(!ev("{}").0.glob);
+        assert!(!ev("[").0.glob);
+        assert!(!ev("[[").0.glob);
+        assert!(!ev("\"*\"").0.glob);
+        assert!(!ev("\\*").0.glob);
+    }
+
+    #[test]
+    fn ansi_c_edge_cases() {
+        assert_eq!(decode_ansi_c("\\x"), "\\x");
+        assert_eq!(decode_ansi_c("\\"), "\\");
+        assert_eq!(decode_ansi_c("a\\tb\\n"), "a\tb\n");
+        assert_eq!(decode_ansi_c("\\cA"), "\u{1}");
+        assert_eq!(decode_ansi_c("\\U0001F600"), "😀");
+        assert_eq!(decode_ansi_c("\\UFFFFFFFF"), "\u{FFFD}");
+    }
+}

@@ -1,0 +1,544 @@
+//! The SSRF guard (BRIEF sections 4.4 "web" and 12 "SSRF").
+//!
+//! The scheme allowlist runs first, on the raw text, before anything looks at
+//! the host (for non-special schemes the `url` crate returns the host as an
+//! opaque string). The host is then parsed as browsers do (decimal, octal,
+//! hex and short IPv4 forms, IDNA, percent-decoding), every address it stands
+//! for is classified, and a name that does not resolve is refused. The vetted
+//! addresses go back with the decision so the fetch connects to them and
+//! nothing else (no second lookup: DNS rebinding).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use url::{Host, Url};
+
+use crate::decision::VettedFetch;
+use crate::display::shorten;
+use crate::facts::Resolver;
+use crate::registry::MAX_URL_BYTES;
+
+/// Why a URL is refused, and what the fetch would have done.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UrlRefusal {
+    pub reason: String,
+    pub consequence: String,
+}
+
+pub(crate) const RULE: &str = "floor:ssrf";
+
+fn refuse(reason: String, consequence: String) -> UrlRefusal {
+    UrlRefusal {
+        reason,
+        consequence,
+    }
+}
+
+/// The URL as shown in reasons and consequences.
+fn show(u: &str) -> String {
+    shorten(u, 200)
+}
+
+/// Vets one URL: scheme, host, every resolved address.
+pub(crate) fn vet(raw: &str, dns: &dyn Resolver) -> Result<VettedFetch, UrlRefusal> {
+    let what = format!("fetch {}", show(raw));
+    if raw.len() > MAX_URL_BYTES {
+        return Err(refuse(
+            format!(
+                "the URL is {} bytes long; the limit is {MAX_URL_BYTES}.",
+                raw.len()
+            ),
+            "fetch a very long URL".to_string(),
+        ));
+    }
+    // Scheme first, on the raw text, exactly as the URL parser will read it
+    // (it skips leading spaces and controls, and drops tabs and newlines).
+    let trimmed = raw.trim_start_matches(|c: char| c <= ' ');
+    let Some(colon) = trimmed.find(':') else {
+        return Err(refuse(
+            format!(
+                "`{}` is not an absolute URL; give a full http:// or https:// URL.",
+                show(raw)
+            ),
+            what,
+        ));
+    };
+    let scheme: String = trimmed[..colon]
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(refuse(
+            format!(
+                "only http and https URLs can be fetched, not `{}:`; files and other services are out of reach by design.",
+                show(&scheme)
+            ),
+            what,
+        ));
+    }
+    let url = match Url::parse(raw) {
+        Ok(u) => u,
+        Err(e) => {
+            return Err(refuse(
+                format!("`{}` is not a valid URL ({e}).", show(raw)),
+                what,
+            ));
+        }
+    };
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(refuse(
+            format!(
+                "only http and https URLs can be fetched, not `{}:`.",
+                url.scheme()
+            ),
+            what,
+        ));
+    }
+    let what = format!("fetch {}", show(url.as_str()));
+    let Some(port) = url.port_or_known_default() else {
+        return Err(refuse(
+            format!("`{}` has no port.", show(url.as_str())),
+            what,
+        ));
+    };
+    if port == 0 {
+        return Err(refuse(
+            format!(
+                "`{}` uses port 0, which cannot be connected to.",
+                show(url.as_str())
+            ),
+            what,
+        ));
+    }
+    let host = url.host_str().unwrap_or("").to_string();
+    let ips: Vec<IpAddr> = match url.host() {
+        None => {
+            return Err(refuse(
+                format!("`{}` has no host.", show(url.as_str())),
+                what,
+            ));
+        }
+        Some(Host::Ipv4(v4)) => vec![IpAddr::V4(v4)],
+        Some(Host::Ipv6(v6)) => vec![IpAddr::V6(v6)],
+        Some(Host::Domain(d)) => {
+            let name = d.trim_end_matches('.').to_ascii_lowercase();
+            if name.is_empty() {
+                return Err(refuse(
+                    format!("`{}` has an empty host name.", show(url.as_str())),
+                    what,
+                ));
+            }
+            if let Some(why) = blocked_name(&name) {
+                return Err(refuse(
+                    format!(
+                        "`{}` is {why}; the fetch could reach services on the supervisor's own machine or network. Only public addresses can be fetched.",
+                        show(&name)
+                    ),
+                    what,
+                ));
+            }
+            match dns.resolve(&name) {
+                Ok(ips) if !ips.is_empty() => ips,
+                Ok(_) => {
+                    return Err(refuse(
+                        format!(
+                            "`{}` resolves to no address; the fetch is refused (names that do not resolve are never fetched).",
+                            show(&name)
+                        ),
+                        what,
+                    ));
+                }
+                Err(e) => {
+                    return Err(refuse(
+                        format!(
+                            "{}; names that do not resolve are never fetched. Check the host name.",
+                            shorten(&e.to_string(), 200)
+                        ),
+                        what,
+                    ));
+                }
+            }
+        }
+    };
+    let mut addrs = Vec::with_capacity(ips.len());
+    for ip in ips {
+        if let Some(why) = blocked_ip(ip) {
+            let via = if host.trim_matches(['[', ']']) == ip.to_string() {
+                format!("{}", ip)
+            } else {
+                format!("`{}` resolves to {ip}, which", show(&host))
+            };
+            return Err(refuse(
+                format!(
+                    "{via} is {why}; only public addresses can be fetched, so the supervisor's machine, private networks and cloud metadata stay out of reach."
+                ),
+                what,
+            ));
+        }
+        let ip = ip.to_canonical();
+        let sa = SocketAddr::new(ip, port);
+        if !addrs.contains(&sa) {
+            addrs.push(sa);
+        }
+    }
+    Ok(VettedFetch {
+        url: url.as_str().to_string(),
+        host,
+        addrs,
+    })
+}
+
+/// "fetch https://… (93.184.216.34)".
+pub(crate) fn consequence(f: &VettedFetch) -> String {
+    let ips: Vec<String> = f.addrs.iter().map(|a| a.ip().to_string()).collect();
+    format!("fetch {} ({})", show(&f.url), ips.join(", "))
+}
+
+/// Names refused without asking DNS.
+fn blocked_name(name: &str) -> Option<&'static str> {
+    if name == "localhost" || name.ends_with(".localhost") {
+        return Some("a loopback name (localhost)");
+    }
+    if matches!(
+        name,
+        "metadata"
+            | "metadata.google.internal"
+            | "metadata.goog"
+            | "instance-data"
+            | "instance-data.ec2.internal"
+    ) {
+        return Some("a cloud metadata host name");
+    }
+    None
+}
+
+const V4_BLOCKED: &[(u32, u8, &str)] = &[
+    (
+        0x0000_0000,
+        8,
+        "in 0.0.0.0/8 (\"this network\", unspecified)",
+    ),
+    (0x0A00_0000, 8, "a private address (10.0.0.0/8)"),
+    (
+        0x6440_0000,
+        10,
+        "a carrier-grade NAT address (100.64.0.0/10)",
+    ),
+    (0x7F00_0000, 8, "a loopback address"),
+    (
+        0xA9FE_0000,
+        16,
+        "a link-local address (169.254.0.0/16, home of cloud metadata services)",
+    ),
+    (0xAC10_0000, 12, "a private address (172.16.0.0/12)"),
+    (0xC000_0000, 24, "an IETF protocol address (192.0.0.0/24)"),
+    (0xC000_0200, 24, "a documentation address (192.0.2.0/24)"),
+    (0xC058_6300, 24, "a 6to4 relay address (192.88.99.0/24)"),
+    (0xC0A8_0000, 16, "a private address (192.168.0.0/16)"),
+    (0xC612_0000, 15, "a benchmarking address (198.18.0.0/15)"),
+    (0xC633_6400, 24, "a documentation address (198.51.100.0/24)"),
+    (0xCB00_7100, 24, "a documentation address (203.0.113.0/24)"),
+    (0xE000_0000, 4, "a multicast address (224.0.0.0/4)"),
+    (
+        0xF000_0000,
+        4,
+        "a reserved or broadcast address (240.0.0.0/4)",
+    ),
+];
+
+/// Why an IPv4 address may not be fetched, if it may not.
+pub(crate) fn blocked_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let n = u32::from(ip);
+    V4_BLOCKED.iter().find_map(|&(net, len, why)| {
+        let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+        (n & mask == net).then_some(why)
+    })
+}
+
+const V6_BLOCKED: &[(u128, u8, &str)] = &[
+    (
+        0x0064_ff9b_0000_0000_0000_0000_0000_0000,
+        96,
+        "a NAT64 address (64:ff9b::/96)",
+    ),
+    (
+        0x0064_ff9b_0001_0000_0000_0000_0000_0000,
+        48,
+        "a local NAT64 address (64:ff9b:1::/48)",
+    ),
+    (
+        0x0100_0000_0000_0000_0000_0000_0000_0000,
+        64,
+        "a discard-only address (100::/64)",
+    ),
+    (
+        0x2001_0db8_0000_0000_0000_0000_0000_0000,
+        32,
+        "a documentation address (2001:db8::/32)",
+    ),
+    (
+        0x2001_0000_0000_0000_0000_0000_0000_0000,
+        23,
+        "an IETF protocol address (2001::/23, including Teredo)",
+    ),
+    (
+        0x3fff_0000_0000_0000_0000_0000_0000_0000,
+        20,
+        "a documentation address (3fff::/20)",
+    ),
+    (
+        0x5f00_0000_0000_0000_0000_0000_0000_0000,
+        16,
+        "a segment-routing address (5f00::/16)",
+    ),
+    (
+        0xfc00_0000_0000_0000_0000_0000_0000_0000,
+        7,
+        "a unique local address (fc00::/7)",
+    ),
+    (
+        0xfe80_0000_0000_0000_0000_0000_0000_0000,
+        10,
+        "a link-local address (fe80::/10)",
+    ),
+    (
+        0xfec0_0000_0000_0000_0000_0000_0000_0000,
+        10,
+        "a site-local address (fec0::/10)",
+    ),
+    (
+        0xff00_0000_0000_0000_0000_0000_0000_0000,
+        8,
+        "a multicast address (ff00::/8)",
+    ),
+];
+
+fn in_v6(n: u128, net: u128, len: u8) -> bool {
+    let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+    n & mask == net
+}
+
+/// Why an address may not be fetched, if it may not. IPv4-mapped,
+/// IPv4-compatible, IPv4-translated and 6to4 forms are judged by the IPv4
+/// address they carry.
+pub(crate) fn blocked_ip(ip: IpAddr) -> Option<String> {
+    match ip {
+        IpAddr::V4(v4) => blocked_v4(v4).map(str::to_string),
+        IpAddr::V6(v6) => blocked_v6(v6),
+    }
+}
+
+fn blocked_v6(v6: Ipv6Addr) -> Option<String> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return blocked_v4(v4).map(|why| format!("{why}, written as IPv4-mapped IPv6"));
+    }
+    let n = u128::from(v6);
+    if n == 0 {
+        return Some("the unspecified address (::)".to_string());
+    }
+    if n == 1 {
+        return Some("the IPv6 loopback address (::1)".to_string());
+    }
+    if in_v6(n, 0, 96) {
+        return Some("a deprecated IPv4-compatible IPv6 address (::/96)".to_string());
+    }
+    if in_v6(n, 0x0000_0000_0000_0000_ffff_0000_0000_0000, 96) {
+        return Some("an IPv4-translated IPv6 address (::ffff:0:0:0/96)".to_string());
+    }
+    if in_v6(n, 0x2002_0000_0000_0000_0000_0000_0000_0000, 16) {
+        let embedded = Ipv4Addr::from(((n >> 80) & 0xFFFF_FFFF) as u32);
+        if let Some(why) = blocked_v4(embedded) {
+            return Some(format!("a 6to4 address carrying {embedded}, {why}"));
+        }
+        return None;
+    }
+    V6_BLOCKED
+        .iter()
+        .find(|&&(net, len, _)| in_v6(n, net, len))
+        .map(|&(_, _, why)| why.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::facts::ResolveError;
+
+    struct Table(HashMap<&'static str, Vec<IpAddr>>);
+
+    impl Resolver for Table {
+        fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
+            self.0
+                .get(host)
+                .cloned()
+                .ok_or_else(|| ResolveError::NotFound(host.to_string()))
+        }
+    }
+
+    fn dns() -> Table {
+        let mut t = HashMap::new();
+        t.insert("example.com", vec!["93.184.216.34".parse().unwrap()]);
+        t.insert("localtest.me", vec!["127.0.0.1".parse().unwrap()]);
+        t.insert(
+            "mixed.example",
+            vec![
+                "93.184.216.34".parse().unwrap(),
+                "10.0.0.1".parse().unwrap(),
+            ],
+        );
+        t.insert("empty.example", vec![]);
+        t.insert(
+            "v6.example",
+            vec!["2606:2800:220:1:248:1893:25c8:1946".parse().unwrap()],
+        );
+        Table(t)
+    }
+
+    #[test]
+    fn public_addresses_pass_with_pinned_addresses() {
+        let f = vet("https://example.com:443/path?q=169.254.169.254", &dns()).unwrap();
+        assert_eq!(f.host, "example.com");
+        assert_eq!(f.addrs, vec!["93.184.216.34:443".parse().unwrap()]);
+        assert_eq!(
+            consequence(&f),
+            "fetch https://example.com/path?q=169.254.169.254 (93.184.216.34)"
+        );
+        let f = vet("http://[::ffff:93.184.216.34]/", &dns()).unwrap();
+        assert_eq!(f.addrs, vec!["93.184.216.34:80".parse().unwrap()]);
+        assert!(vet("http://1572395042/", &dns()).is_ok());
+        assert!(vet("http://172.15.255.255/", &dns()).is_ok());
+        assert!(vet("http://100.128.0.1/", &dns()).is_ok());
+        assert!(vet("http://93.184.216.34:8080/", &dns()).is_ok());
+        assert!(vet("http://v6.example/", &dns()).is_ok());
+        assert!(vet("http://[2002:5db8:d822::1]/", &dns()).is_ok());
+    }
+
+    #[test]
+    fn every_listed_range_is_blocked() {
+        for ip in [
+            "0.0.0.0",
+            "10.1.2.3",
+            "100.64.0.1",
+            "100.127.255.255",
+            "127.0.0.1",
+            "169.254.169.254",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.0.0.1",
+            "192.0.2.1",
+            "192.168.1.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "198.51.100.7",
+            "203.0.113.7",
+            "224.0.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "::",
+            "::1",
+            "::7f00:1",
+            "::ffff:127.0.0.1",
+            "::ffff:0:7f00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::808:808",
+            "2002:7f00:1::",
+            "2001:db8::1",
+            "2001::1",
+            "100::1",
+            "fc00::1",
+            "fd00::1",
+            "fe80::1",
+            "febf:ffff::1",
+            "fec0::1",
+            "ff02::1",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(blocked_ip(ip).is_some(), "{ip} passed");
+        }
+        for ip in ["1.1.1.1", "8.8.8.8", "93.184.216.34", "2606:4700::1111"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(blocked_ip(ip), None, "{ip}");
+        }
+    }
+
+    #[test]
+    fn schemes_are_checked_before_hosts() {
+        for u in [
+            "file:///etc/passwd",
+            "gopher://127.0.0.1:6379/_INFO",
+            "gopher://example.com/",
+            "ldap://127.0.0.1/",
+            "javascript:alert(1)",
+            " \tfile:///etc/passwd",
+            "example.com/x",
+            "//127.0.0.1/",
+        ] {
+            let e = vet(u, &dns()).unwrap_err();
+            assert!(
+                e.reason.contains("only http and https") || e.reason.contains("not an absolute"),
+                "{u:?}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_fail_closed() {
+        let e = vet("http://metadata/computeMetadata/v1/", &dns()).unwrap_err();
+        assert!(e.reason.contains("metadata"), "{e:?}");
+        let e = vet("http://nowhere.invalid/", &dns()).unwrap_err();
+        assert!(e.reason.contains("does not resolve"), "{e:?}");
+        let e = vet("http://empty.example/", &dns()).unwrap_err();
+        assert!(e.reason.contains("no address"), "{e:?}");
+        let e = vet("http://localtest.me/", &dns()).unwrap_err();
+        assert!(e.reason.contains("resolves to 127.0.0.1"), "{e:?}");
+        let e = vet("http://mixed.example/", &dns()).unwrap_err();
+        assert!(e.reason.contains("10.0.0.1"), "{e:?}");
+        for u in [
+            "http://localhost/",
+            "http://LOCALHOST./",
+            "http://a.localhost/",
+            "http://localhost%2e/",
+        ] {
+            assert!(vet(u, &dns()).is_err(), "{u}");
+        }
+    }
+
+    #[test]
+    fn parser_tricks_are_seen_through() {
+        for u in [
+            "http://2130706433/",
+            "http://0x7f.1/",
+            "http://017700000001/",
+            "http://127.0.0.1./",
+            "http://0/",
+            "http://[::ffff:7f00:1]/",
+            "http://evil.com@127.0.0.1/",
+            "http://127.0.0.1:80\\@example.com/",
+            "https:127.0.0.1",
+            "http://127.0.0\t.1/",
+            "ht\ttp://127.0.0.1/",
+            "http://①②⑦.⓪.⓪.①/",
+            "http://0x100000000/",
+            "http://256.256.256.256/",
+            "http://[fe80::1%25eth0]/",
+            "http:///",
+            "http://:80/",
+            "http://127.0.0.1%00.example.com/",
+            "http://93.184.216.34:0/",
+        ] {
+            assert!(vet(u, &dns()).is_err(), "{u:?}");
+        }
+        assert!(vet("http://127.0.0.1@example.com/", &dns()).is_ok());
+        assert!(vet("http://example.com#@127.0.0.1/", &dns()).is_ok());
+    }
+
+    #[test]
+    fn reasons_escape_what_they_show() {
+        let e = vet("gopher\n://x", &dns()).unwrap_err();
+        assert!(
+            !e.reason.contains('\n') && !e.consequence.contains('\n'),
+            "{e:?}"
+        );
+    }
+}
