@@ -1,0 +1,201 @@
+//! Decision latency (issue 3, "Performance"): a typical run_bash decision
+//! (target ≤ 20 µs), a read_file decision (≤ 3 µs), a 4 KiB script of
+//! pipelines (≤ 500 µs), and loading the default policy (≤ 5 ms).
+//!
+//! The engine's own cost is measured with in-memory filesystem facts; the
+//! `real fs` variants add the lstat calls the daemon's RealFs makes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::hint::black_box;
+use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use tollgate_policy::{
+    Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ResolveError, Resolver,
+    ToolCall,
+};
+
+struct MemFs(HashMap<PathBuf, FileFacts>);
+
+impl FsFacts for MemFs {
+    fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+        self.0.get(path).copied()
+    }
+    fn read_link(&self, _: &Path) -> Option<PathBuf> {
+        None
+    }
+}
+
+struct RealFs;
+
+impl FsFacts for RealFs {
+    fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let ft = m.file_type();
+        let kind = if ft.is_symlink() {
+            FileKind::Symlink
+        } else if ft.is_dir() {
+            FileKind::Dir
+        } else if ft.is_file() {
+            FileKind::File
+        } else {
+            FileKind::Other
+        };
+        Some(FileFacts {
+            kind,
+            size: m.len(),
+            nlink: m.nlink(),
+        })
+    }
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::read_link(path).ok()
+    }
+}
+
+struct NoDns;
+
+impl Resolver for NoDns {
+    fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
+        Err(ResolveError::NotFound(host.to_string()))
+    }
+}
+
+fn mem_fs() -> MemFs {
+    let dir = FileFacts {
+        kind: FileKind::Dir,
+        size: 0,
+        nlink: 1,
+    };
+    let file = FileFacts {
+        kind: FileKind::File,
+        size: 1234,
+        nlink: 1,
+    };
+    let mut m = HashMap::new();
+    for d in [
+        "/",
+        "/home",
+        "/home/dev",
+        "/home/dev/proj",
+        "/home/dev/proj/src",
+    ] {
+        m.insert(PathBuf::from(d), dir);
+    }
+    m.insert(PathBuf::from("/home/dev/proj/src/main.rs"), file);
+    MemFs(m)
+}
+
+fn ctx(ws: &Path) -> Context {
+    Context {
+        workspace: ws.to_path_buf(),
+        mode: Mode::Default,
+        tools: None,
+        home: Some(PathBuf::from("/home/dev")),
+        protected: vec![
+            PathBuf::from("/run/tollgate"),
+            PathBuf::from("/var/log/tollgate"),
+        ],
+        read_files: BTreeSet::new(),
+    }
+}
+
+/// A representative `[policy]` section (the workstation example's shape).
+const POLICY: &str = r#"
+allow = [
+  "run_bash(cargo test*)",
+  "run_bash(cargo build*)",
+  { rule = "run_bash(git status*)", match = ["git status", "git status --short"], not_match = ["git push", "git status; curl x"] },
+  "run_bash(git diff*)",
+  "run_bash(git log*)",
+  { rule = "webfetch(domain:docs.rs)", match = ["https://docs.rs/url"], not_match = ["https://docs.rs.evil.com/"] },
+  "webfetch(domain:*.rust-lang.org)",
+]
+ask = [
+  { rule = "read_file(./secrets/**)", match = ["./secrets/a.txt"], not_match = ["src/main.rs"] },
+  "write_file(*.lock)",
+]
+deny = [
+  "run_bash(npm publish*)",
+  { rule = "run_bash(cargo publish*)", match = ["cargo publish", "cd x && cargo publish --dry-run"], not_match = ["cargo build"] },
+]
+extra_denied_binaries = ["helm", "terraform"]
+extra_confirm_patterns = ["\\bdrop\\s+table\\b"]
+"#;
+
+/// About 4 KiB of pipelines, redirects and substitutions.
+fn script_4k() -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.len() < 4096 {
+        s.push_str(&format!(
+            "grep -rn \"TODO({i})\" src/ | sort | uniq -c | sort -rn | head -20 > reports/todo_{i}.txt && echo \"$(wc -l < reports/todo_{i}.txt) lines\"\n"
+        ));
+        i += 1;
+    }
+    s
+}
+
+fn bench(c: &mut Criterion) {
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let fs = mem_fs();
+    let ws = Path::new("/home/dev/proj");
+    let cx = ctx(ws);
+
+    let typical = ToolCall {
+        tool: "run_bash".into(),
+        args: json!({ "command": "cargo test -p tollgate-policy 2>&1 | tail -n 20" }),
+    };
+    c.bench_function("decide run_bash typical", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&typical), &cx, &fs, &NoDns)))
+    });
+
+    let read = ToolCall {
+        tool: "read_file".into(),
+        args: json!({ "path": "src/main.rs" }),
+    };
+    c.bench_function("decide read_file", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&read), &cx, &fs, &NoDns)))
+    });
+
+    let script = script_4k();
+    let long = ToolCall {
+        tool: "run_bash".into(),
+        args: json!({ "command": script }),
+    };
+    c.bench_function("decide run_bash 4 KiB script", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&long), &cx, &fs, &NoDns)))
+    });
+
+    c.bench_function("load default policy", |b| {
+        b.iter(|| black_box(Engine::new(black_box(&PolicyConfig::default())).unwrap()))
+    });
+    c.bench_function(
+        "load representative policy (toml + rules + examples)",
+        |b| {
+            b.iter(|| {
+                let cfg: PolicyConfig = toml::from_str(black_box(POLICY)).unwrap();
+                black_box(Engine::new(&cfg).unwrap())
+            })
+        },
+    );
+
+    // The same decisions on the real filesystem (lstat per component).
+    let dir = tempfile::tempdir().unwrap();
+    let real_ws = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(real_ws.join("src")).unwrap();
+    std::fs::write(real_ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let real_cx = ctx(&real_ws);
+    c.bench_function("decide read_file (real fs)", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&read), &real_cx, &RealFs, &NoDns)))
+    });
+    c.bench_function("decide run_bash typical (real fs)", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&typical), &real_cx, &RealFs, &NoDns)))
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
