@@ -112,6 +112,8 @@ impl Walker<'_> {
             return;
         }
         if let Some(kind) = self.denied(name) {
+            // Recorded too, so rule examples see every command of a line.
+            self.record(words);
             self.deny(
                 "floor:denied-binary",
                 lists::denied_reason(&show(name), kind),
@@ -174,11 +176,16 @@ impl Walker<'_> {
         if self.stopped() {
             return;
         }
-        let joined: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
-        self.report.commands.push(joined.join(" "));
+        self.record(words);
         if !matches!(name, "echo" | "printf") {
             self.scan_args(&words[1..]);
         }
+    }
+
+    /// Notes a command that runs, for rules to match.
+    fn record(&mut self, words: &[Word]) {
+        let joined: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+        self.report.commands.push(joined.join(" "));
     }
 
     fn denied(&self, name: &str) -> Option<DeniedKind> {

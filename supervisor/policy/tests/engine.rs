@@ -1,0 +1,881 @@
+//! Table tests of the whole pipeline, one group per item of the issue:
+//! registry, validation, the hard floor, rules, always-confirm, modes and
+//! the decision's fields.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use tollgate_policy::{
+    Code, Context, Decision, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, PolicyError,
+    ResolveError, Resolver, RuleSpec, ToolCall, ToolClass, Verdict, registry,
+};
+
+/// An in-memory filesystem around the workspace /w/proj.
+struct MemFs(HashMap<PathBuf, (FileFacts, Option<PathBuf>)>);
+
+fn facts(kind: FileKind, size: u64) -> FileFacts {
+    FileFacts {
+        kind,
+        size,
+        nlink: 1,
+    }
+}
+
+impl MemFs {
+    fn new() -> MemFs {
+        let mut m = HashMap::new();
+        for d in [
+            "/",
+            "/w",
+            "/w/proj",
+            "/w/proj/src",
+            "/w/proj/secrets",
+            "/etc",
+            "/home/u",
+        ] {
+            m.insert(PathBuf::from(d), (facts(FileKind::Dir, 0), None));
+        }
+        for (f, size) in [
+            ("/w/proj/README.md", 214),
+            ("/w/proj/src/main.rs", 13),
+            ("/w/proj/src/lib.rs", 500),
+            ("/w/proj/.env", 20),
+            ("/w/proj/secrets/token.txt", 9),
+            ("/w/proj/empty.txt", 0),
+            ("/etc/passwd", 1000),
+        ] {
+            m.insert(PathBuf::from(f), (facts(FileKind::File, size), None));
+        }
+        m.insert(
+            PathBuf::from("/w/proj/escape"),
+            (facts(FileKind::Symlink, 0), Some(PathBuf::from("/etc"))),
+        );
+        MemFs(m)
+    }
+}
+
+impl FsFacts for MemFs {
+    fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+        self.0.get(path).map(|n| n.0)
+    }
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.0.get(path).and_then(|n| n.1.clone())
+    }
+}
+
+struct Dns;
+
+impl Resolver for Dns {
+    fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
+        let ips: &[&str] = match host {
+            "example.com" => &["93.184.216.34"],
+            "docs.rs" => &["18.164.96.48", "2600:9000:2000::1"],
+            "rebind.example" => &["93.184.216.34", "127.0.0.1"],
+            "sub.example.org" => &["93.184.216.35"],
+            _ => return Err(ResolveError::NotFound(host.to_string())),
+        };
+        Ok(ips.iter().map(|s| s.parse().unwrap()).collect())
+    }
+}
+
+fn ctx(mode: Mode) -> Context {
+    Context {
+        workspace: PathBuf::from("/w/proj"),
+        mode,
+        tools: None,
+        home: Some(PathBuf::from("/home/u")),
+        protected: vec![PathBuf::from("/etc/tollgate")],
+        read_files: BTreeSet::new(),
+    }
+}
+
+fn decide_with(engine: &Engine, cx: &Context, tool: &str, args: Value) -> Decision {
+    engine.decide(
+        &ToolCall {
+            tool: tool.to_string(),
+            args,
+        },
+        cx,
+        &MemFs::new(),
+        &Dns,
+    )
+}
+
+fn decide(mode: Mode, tool: &str, args: Value) -> Decision {
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    decide_with(&engine, &ctx(mode), tool, args)
+}
+
+fn engine(toml_policy: &str) -> Engine {
+    let cfg: PolicyConfig = toml::from_str(toml_policy).unwrap();
+    Engine::new(&cfg).unwrap()
+}
+
+fn vr(d: &Decision) -> (Verdict, Code, Option<&str>) {
+    (d.verdict, d.code, d.rule.as_deref())
+}
+
+// ---- 1. registry ----------------------------------------------------------
+
+#[test]
+fn unknown_tools_are_denied_and_the_session_allowlist_applies() {
+    let d = decide(
+        Mode::DangerouslySkipPermissions,
+        "bash",
+        json!({"command": "ls"}),
+    );
+    assert_eq!(vr(&d), (Verdict::Deny, Code::UnknownTool, Some("registry")));
+    assert!(
+        d.reason
+            .starts_with("there is no tool named `bash`. The available tools are: read_file, "),
+        "{}",
+        d.reason
+    );
+
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let mut cx = ctx(Mode::DangerouslySkipPermissions);
+    cx.tools = Some(["read_file".to_string(), "grep".to_string()].into());
+    let d = decide_with(&engine, &cx, "run_bash", json!({"command": "ls"}));
+    assert_eq!(
+        vr(&d),
+        (Verdict::Deny, Code::NotInAllowlist, Some("session-tools"))
+    );
+    assert_eq!(
+        d.reason,
+        "`run_bash` is not among this session's tools (grep, read_file); use one of those."
+    );
+    let d = decide_with(&engine, &cx, "read_file", json!({"path": "README.md"}));
+    assert_eq!(d.verdict, Verdict::Allow);
+
+    let names: Vec<&str> = engine
+        .tools_for(cx.tools.as_ref())
+        .iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, vec!["read_file", "grep"]);
+    assert_eq!(engine.tools_for(None).len(), registry().len());
+}
+
+// ---- 2. validation before policy -------------------------------------------
+
+#[test]
+fn invalid_arguments_name_the_field_before_any_policy() {
+    for (tool, args, field) in [
+        ("read_file", json!({}), "`path`"),
+        ("read_file", json!({"path": 7}), "`path`"),
+        ("read_file", json!({"path": "a", "extra": 1}), "`extra`"),
+        (
+            "run_bash",
+            json!({"command": "ls", "timeout_s": "10"}),
+            "`timeout_s`",
+        ),
+        ("webfetch", json!({"url": ["x"]}), "`url`"),
+        (
+            "edit_file",
+            json!({"path": "a", "old_string": "x"}),
+            "`new_string`",
+        ),
+    ] {
+        let d = decide(Mode::DangerouslySkipPermissions, tool, args.clone());
+        assert_eq!(
+            vr(&d),
+            (Verdict::Deny, Code::InvalidArgs, Some("schema")),
+            "{tool} {args}"
+        );
+        assert!(d.reason.contains(field), "{tool} {args}: {}", d.reason);
+    }
+    // Even a call the floor would refuse is reported as invalid first.
+    let d = decide(
+        Mode::Default,
+        "run_bash",
+        json!({"command": "curl x", "bogus": true}),
+    );
+    assert_eq!(d.code, Code::InvalidArgs);
+}
+
+// ---- 3. the hard floor ------------------------------------------------------
+
+#[test]
+fn path_floor_through_the_engine() {
+    for (tool, args, rule) in [
+        ("read_file", json!({"path": "../x"}), "floor:path-scope"),
+        (
+            "read_file",
+            json!({"path": "/etc/passwd"}),
+            "floor:path-scope",
+        ),
+        (
+            "read_file",
+            json!({"path": "escape/passwd"}),
+            "floor:path-scope",
+        ),
+        (
+            "read_file",
+            json!({"path": "/proc/self/root/etc/passwd"}),
+            "floor:path-scope",
+        ),
+        ("read_file", json!({"path": "a\u{0}b"}), "floor:path-scope"),
+        (
+            "read_file",
+            json!({"path": "~/.bashrc"}),
+            "floor:path-scope",
+        ),
+        (
+            "read_file",
+            json!({"path": "/home/u/.ssh/id_rsa"}),
+            "floor:credential-path",
+        ),
+        (
+            "write_file",
+            json!({"path": "/etc/tollgate/x.toml", "content": "x"}),
+            "floor:protected",
+        ),
+        (
+            "write_file",
+            json!({"path": ".git/config", "content": "x"}),
+            "floor:git-internals",
+        ),
+        (
+            "glob_files",
+            json!({"pattern": "../**/*"}),
+            "floor:path-scope",
+        ),
+        (
+            "glob_files",
+            json!({"pattern": "*.rs", "path": "/etc"}),
+            "floor:path-scope",
+        ),
+        (
+            "grep",
+            json!({"pattern": "x", "glob": "/etc/*"}),
+            "floor:path-scope",
+        ),
+        ("read_file", json!({"path": "src"}), "floor:not-a-file"),
+    ] {
+        for mode in Mode::ALL {
+            let d = decide(mode, tool, args.clone());
+            assert_eq!(
+                vr(&d),
+                (Verdict::Deny, Code::PolicyDenied, Some(rule)),
+                "{tool} {args} in {mode}: {}",
+                d.reason
+            );
+        }
+    }
+    let d = decide(Mode::Default, "read_file", json!({"path": "escape/passwd"}));
+    assert_eq!(
+        d.reason,
+        "`escape/passwd` resolves to /etc/passwd, which is outside the workspace; file tools only reach files inside the workspace. Use a path relative to the workspace."
+    );
+    assert_eq!(d.consequence, "read escape/passwd");
+}
+
+#[test]
+fn secret_files_need_an_approval() {
+    let d = decide(Mode::Default, "read_file", json!({"path": ".env"}));
+    assert_eq!(
+        vr(&d),
+        (
+            Verdict::Ask,
+            Code::ApprovalRequired,
+            Some("floor:secret-file")
+        )
+    );
+    assert!(d.secret);
+    assert!(!d.destructive);
+    let d = decide(
+        Mode::AcceptEdits,
+        "run_bash",
+        json!({"command": "cat .env"}),
+    );
+    assert_eq!(
+        vr(&d),
+        (
+            Verdict::Ask,
+            Code::ApprovalRequired,
+            Some("floor:secret-file")
+        )
+    );
+    for mode in [Mode::DontAsk, Mode::DangerouslySkipPermissions] {
+        let d = decide(mode, "read_file", json!({"path": ".env"}));
+        assert_eq!(
+            vr(&d),
+            (Verdict::Deny, Code::PolicyDenied, Some("floor:secret-file")),
+            "{mode}"
+        );
+    }
+}
+
+#[test]
+fn shell_floor_through_the_engine() {
+    for (cmd, rule) in [
+        ("curl http://x", "floor:denied-binary"),
+        ("ls; c''url x", "floor:denied-binary"),
+        ("$C x", "floor:hidden-command"),
+        ("echo aGk= | base64 -d | sh", "floor:hidden-command"),
+        ("echo 'x", "floor:unparseable"),
+        ("rm -rf /", "floor:dangerous-pattern"),
+        ("echo x > /etc/hosts", "floor:path-scope"),
+        ("cat ~/.aws/credentials", "floor:credential-path"),
+    ] {
+        for mode in Mode::ALL {
+            let d = decide(mode, "run_bash", json!({ "command": cmd }));
+            assert_eq!(
+                vr(&d),
+                (Verdict::Deny, Code::PolicyDenied, Some(rule)),
+                "{cmd:?} in {mode}"
+            );
+            assert!(d.consequence.starts_with("run `"), "{}", d.consequence);
+        }
+    }
+    let d = decide(
+        Mode::Default,
+        "run_bash",
+        json!({"command": "curl http://203.0.113.7/x"}),
+    );
+    assert_eq!(
+        d.reason,
+        "`curl` is on the denied-binaries list; the sandbox has no network. Use the webfetch tool for http(s) URLs."
+    );
+    // Quoted denied words are data.
+    let d = decide(
+        Mode::DangerouslySkipPermissions,
+        "run_bash",
+        json!({"command": "echo \"curl is a tool\""}),
+    );
+    assert_eq!(d.verdict, Verdict::Allow);
+}
+
+#[test]
+fn ssrf_guard_returns_the_vetted_addresses() {
+    let d = decide(
+        Mode::DangerouslySkipPermissions,
+        "webfetch",
+        json!({"url": "https://docs.rs/url"}),
+    );
+    assert_eq!(d.verdict, Verdict::Allow);
+    let f = d.fetch.as_ref().unwrap();
+    assert_eq!(f.url, "https://docs.rs/url");
+    assert_eq!(f.host, "docs.rs");
+    assert_eq!(
+        f.addrs,
+        vec![
+            "18.164.96.48:443".parse().unwrap(),
+            "[2600:9000:2000::1]:443".parse().unwrap()
+        ]
+    );
+    assert_eq!(
+        d.consequence,
+        "fetch https://docs.rs/url (18.164.96.48, 2600:9000:2000::1)"
+    );
+    assert_eq!(d.target, "https://docs.rs/url");
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://rebind.example/",
+        "http://nowhere.example/",
+        "file:///etc/passwd",
+        "http://[::ffff:127.0.0.1]/",
+    ] {
+        let d = decide(
+            Mode::DangerouslySkipPermissions,
+            "webfetch",
+            json!({ "url": url }),
+        );
+        assert_eq!(
+            vr(&d),
+            (Verdict::Deny, Code::PolicyDenied, Some("floor:ssrf")),
+            "{url}"
+        );
+        assert!(d.fetch.is_none());
+    }
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    assert_eq!(
+        engine.vet_url("http://example.com/x", &Dns).unwrap().addrs,
+        vec!["93.184.216.34:80".parse().unwrap()]
+    );
+    let refusal = engine.vet_url("http://10.0.0.1/", &Dns).unwrap_err();
+    assert_eq!(
+        vr(&refusal),
+        (Verdict::Deny, Code::PolicyDenied, Some("floor:ssrf"))
+    );
+}
+
+// ---- 4. rules from config --------------------------------------------------
+
+const POLICY: &str = r#"
+allow = [
+  "run_bash(cargo test*)",
+  "run_bash(curl*)",
+  "read_file(./secrets/**)",
+  "webfetch(domain:docs.rs)",
+  "webfetch(domain:*.example.org)",
+  "write_file(docs/**)",
+]
+ask = ["read_file(./secrets/**)", "run_bash(git push*)", "webfetch(domain:example.com)"]
+deny = ["run_bash(cargo publish*)", "read_file(*.md)"]
+"#;
+
+#[test]
+fn rules_deny_beats_ask_beats_allow_and_never_lift_the_floor() {
+    let e = engine(POLICY);
+    let cx = ctx(Mode::Default);
+    let d = decide_with(&e, &cx, "run_bash", json!({"command": "cargo test -p x"}));
+    assert_eq!(
+        vr(&d),
+        (
+            Verdict::Allow,
+            Code::Ok,
+            Some("allow: run_bash(cargo test*)")
+        )
+    );
+    assert_eq!(d.reason, "allowed by rule `allow: run_bash(cargo test*)`.");
+    // Every command of a compound line must be allowed.
+    let d = decide_with(&e, &cx, "run_bash", json!({"command": "cargo test; ls"}));
+    assert_eq!(
+        vr(&d),
+        (Verdict::Ask, Code::ApprovalRequired, Some("mode:default"))
+    );
+    let d = decide_with(
+        &e,
+        &cx,
+        "run_bash",
+        json!({"command": "cargo test && cargo publish"}),
+    );
+    assert_eq!(
+        vr(&d),
+        (
+            Verdict::Deny,
+            Code::PolicyDenied,
+            Some("deny: run_bash(cargo publish*)")
+        )
+    );
+    // An allow rule cannot lift the floor.
+    let d = decide_with(&e, &cx, "run_bash", json!({"command": "curl x"}));
+    assert_eq!(d.rule.as_deref(), Some("floor:denied-binary"));
+    // Ask beats allow for the same path; deny beats everything.
+    let d = decide_with(&e, &cx, "read_file", json!({"path": "secrets/token.txt"}));
+    assert_eq!(
+        vr(&d),
+        (
+            Verdict::Ask,
+            Code::ApprovalRequired,
+            Some("ask: read_file(./secrets/**)")
+        )
+    );
+    let d = decide_with(&e, &cx, "read_file", json!({"path": "README.md"}));
+    assert_eq!(
+        vr(&d),
+        (
+            Verdict::Deny,
+            Code::PolicyDenied,
+            Some("deny: read_file(*.md)")
+        )
+    );
+    // Domains.
+    let d = decide_with(&e, &cx, "webfetch", json!({"url": "https://docs.rs/x"}));
+    assert_eq!(d.rule.as_deref(), Some("allow: webfetch(domain:docs.rs)"));
+    let d = decide_with(
+        &e,
+        &cx,
+        "webfetch",
+        json!({"url": "https://sub.example.org/"}),
+    );
+    assert_eq!(
+        d.rule.as_deref(),
+        Some("allow: webfetch(domain:*.example.org)")
+    );
+    let d = decide_with(&e, &cx, "webfetch", json!({"url": "https://example.com/"}));
+    assert_eq!(
+        vr(&d),
+        (
+            Verdict::Ask,
+            Code::ApprovalRequired,
+            Some("ask: webfetch(domain:example.com)")
+        )
+    );
+    // Path rules: allowed writes under docs/ need no approval in default mode.
+    let d = decide_with(
+        &e,
+        &cx,
+        "write_file",
+        json!({"path": "docs/a.md", "content": "x"}),
+    );
+    assert_eq!(
+        vr(&d),
+        (Verdict::Allow, Code::Ok, Some("allow: write_file(docs/**)"))
+    );
+}
+
+#[test]
+fn config_errors_name_the_rule() {
+    let bad = |toml_policy: &str| -> String {
+        let cfg: PolicyConfig = toml::from_str(toml_policy).unwrap();
+        Engine::new(&cfg).unwrap_err().to_string()
+    };
+    assert_eq!(
+        bad(r#"allow = ["run_bash(cargo test*"]"#),
+        "invalid rule \"run_bash(cargo test*\": a specifier is `tool` or `tool(pattern)`; the closing parenthesis is missing"
+    );
+    assert_eq!(
+        bad(r#"allow = [{ rule = "run_bash(git status*)", match = ["git diff"] }]"#),
+        "rule \"run_bash(git status*)\" fails its own example \"git diff\": it is listed under `match` but the rule does not match it"
+    );
+    // Examples are analysed like real commands: an allow rule for `git
+    // status*` does not allow `git status; curl x`.
+    let cfg: PolicyConfig = toml::from_str(
+        r#"allow = [{ rule = "run_bash(git status*)", match = ["git status", "nice git status"], not_match = ["git status; curl x", "git push"] }]"#,
+    )
+    .unwrap();
+    Engine::new(&cfg).unwrap();
+    assert!(
+        bad(r#"deny = [{ rule = "run_bash(curl*)", not_match = ["ls | curl x"] }]"#)
+            .contains("listed under `not_match`")
+    );
+    assert!(
+        bad(r#"extra_denied_binaries = ["/usr/bin/x"]"#)
+            .contains("extra_denied_binaries: /usr/bin/x")
+    );
+    assert!(
+        bad(r#"extra_confirm_patterns = ["(unclosed"]"#).contains("not a valid regular expression")
+    );
+    let err = toml::from_str::<PolicyConfig>(r#"allw = []"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("allw"), "{err}");
+    // The error type is matchable.
+    let cfg = PolicyConfig {
+        deny: vec![RuleSpec::Bare("nosuch".into())],
+        ..PolicyConfig::default()
+    };
+    assert!(matches!(
+        Engine::new(&cfg),
+        Err(PolicyError::InvalidRule { .. })
+    ));
+}
+
+// ---- 5. always-confirm --------------------------------------------------------
+
+#[test]
+fn destructive_calls_confirm_and_are_refused_when_nobody_can_confirm() {
+    for (tool, args, rule) in [
+        (
+            "run_bash",
+            json!({"command": "git push --force origin main"}),
+            "confirm:git-push-force",
+        ),
+        (
+            "run_bash",
+            json!({"command": "rm -r src"}),
+            "confirm:rm-recursive",
+        ),
+        (
+            "write_file",
+            json!({"path": "README.md", "content": ""}),
+            "confirm:empty-overwrite",
+        ),
+        (
+            "write_file",
+            json!({"path": "README.md", "content": "new"}),
+            "confirm:overwrite-unread",
+        ),
+    ] {
+        let d = decide(Mode::Default, tool, args.clone());
+        assert_eq!(
+            vr(&d),
+            (Verdict::Ask, Code::ApprovalRequired, Some(rule)),
+            "{args}"
+        );
+        assert!(d.destructive);
+        let d = decide(Mode::AcceptEdits, tool, args.clone());
+        assert_eq!((d.verdict, d.destructive), (Verdict::Ask, true), "{args}");
+        for mode in [Mode::DangerouslySkipPermissions, Mode::DontAsk] {
+            let d = decide(mode, tool, args.clone());
+            assert_eq!(
+                vr(&d),
+                (Verdict::Deny, Code::PolicyDenied, Some(rule)),
+                "{args} in {mode}"
+            );
+            assert!(d.destructive);
+        }
+    }
+    let d = decide(
+        Mode::DangerouslySkipPermissions,
+        "run_bash",
+        json!({"command": "git push -f origin main"}),
+    );
+    assert_eq!(d.target, "main");
+    assert!(d.reason.ends_with("In dangerouslySkipPermissions mode destructive calls are refused, not run; ask the user to do it or to change mode."));
+    // Overwriting a file the session has read is an ordinary write; so is
+    // writing over an empty file.
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let mut cx = ctx(Mode::AcceptEdits);
+    cx.read_files.insert(PathBuf::from("/w/proj/README.md"));
+    let d = decide_with(
+        &engine,
+        &cx,
+        "write_file",
+        json!({"path": "README.md", "content": "new"}),
+    );
+    assert_eq!((d.verdict, d.destructive), (Verdict::Allow, false));
+    let d = decide_with(
+        &engine,
+        &cx,
+        "write_file",
+        json!({"path": "empty.txt", "content": ""}),
+    );
+    assert_eq!((d.verdict, d.destructive), (Verdict::Allow, false));
+    // Extra confirm patterns from the config.
+    let e = engine_with_confirm();
+    let d = decide_with(
+        &e,
+        &ctx(Mode::Default),
+        "run_bash",
+        json!({"command": "psql -c 'DROP TABLE users'"}),
+    );
+    assert_eq!(
+        (d.verdict, d.destructive, d.rule.as_deref()),
+        (Verdict::Ask, true, Some("confirm:pattern"))
+    );
+}
+
+fn engine_with_confirm() -> Engine {
+    engine(r#"extra_confirm_patterns = ["(?i)\\bdrop\\s+table\\b"]"#)
+}
+
+// ---- 6. modes ---------------------------------------------------------------
+
+#[test]
+fn the_mode_table() {
+    use Verdict::{Allow, Ask, Deny};
+    let calls: [(&str, Value, ToolClass); 6] = [
+        ("read_file", json!({"path": "README.md"}), ToolClass::Read),
+        ("todo_list", json!({}), ToolClass::Planning),
+        (
+            "ask_question",
+            json!({"question": "ok?"}),
+            ToolClass::Interaction,
+        ),
+        (
+            "write_file",
+            json!({"path": "new.md", "content": "x"}),
+            ToolClass::Write,
+        ),
+        ("run_bash", json!({"command": "ls"}), ToolClass::Action),
+        (
+            "webfetch",
+            json!({"url": "https://example.com/"}),
+            ToolClass::Action,
+        ),
+    ];
+    let want = |mode: Mode, class: ToolClass| match (mode, class) {
+        (_, ToolClass::Read | ToolClass::Planning | ToolClass::Interaction) => Allow,
+        (Mode::Default, ToolClass::Write | ToolClass::Action) => Ask,
+        (Mode::AcceptEdits, ToolClass::Write) => Allow,
+        (Mode::AcceptEdits, ToolClass::Action) => Ask,
+        (Mode::Plan | Mode::DontAsk, ToolClass::Write | ToolClass::Action) => Deny,
+        (Mode::DangerouslySkipPermissions, ToolClass::Write | ToolClass::Action) => Allow,
+    };
+    for mode in Mode::ALL {
+        for (tool, args, class) in &calls {
+            let d = decide(mode, tool, args.clone());
+            assert_eq!(
+                d.verdict,
+                want(mode, *class),
+                "{tool} in {mode}: {}",
+                d.reason
+            );
+            let rule = d.rule.as_deref().unwrap();
+            assert!(
+                rule == format!("mode:{mode}") || rule == "mode:plan",
+                "{tool} in {mode}: {rule}"
+            );
+        }
+    }
+    // dontAsk: what rules allow runs, the rest is refused; ask rules refuse.
+    let e = engine(POLICY);
+    let cx = ctx(Mode::DontAsk);
+    assert_eq!(
+        decide_with(&e, &cx, "run_bash", json!({"command": "cargo test"})).verdict,
+        Allow
+    );
+    assert_eq!(
+        decide_with(&e, &cx, "run_bash", json!({"command": "ls"})).verdict,
+        Deny
+    );
+    let d = decide_with(&e, &cx, "webfetch", json!({"url": "https://example.com/"}));
+    assert_eq!(
+        vr(&d),
+        (
+            Deny,
+            Code::PolicyDenied,
+            Some("ask: webfetch(domain:example.com)")
+        )
+    );
+    // Plan mode refuses writes and actions even when a rule allows them.
+    let d = decide_with(
+        &e,
+        &ctx(Mode::Plan),
+        "run_bash",
+        json!({"command": "cargo test"}),
+    );
+    assert_eq!(vr(&d), (Deny, Code::PolicyDenied, Some("mode:plan")));
+}
+
+// ---- 7. the decision ------------------------------------------------------------
+
+#[test]
+fn consequences_read_as_the_brief_writes_them() {
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let cx = ctx(Mode::Default);
+    let c = |tool: &str, args: Value| decide_with(&engine, &cx, tool, args).consequence;
+    assert_eq!(
+        c("write_file", json!({"path": "README.md", "content": "x"})),
+        "overwrite README.md (existing 214 bytes will be lost)"
+    );
+    assert_eq!(
+        c(
+            "write_file",
+            json!({"path": "notes.md", "content": "a".repeat(61)})
+        ),
+        "create notes.md (61 bytes)"
+    );
+    assert_eq!(
+        c("write_file", json!({"path": "README.md", "content": ""})),
+        "write empty content over README.md (214 bytes; same as deleting it)"
+    );
+    assert_eq!(
+        c("webfetch", json!({"url": "http://93.184.216.34/"})),
+        "fetch http://93.184.216.34/ (93.184.216.34)"
+    );
+    assert_eq!(
+        c("run_bash", json!({"command": "rm -rf build"})),
+        "run `rm -rf build` in the sandbox (no network)"
+    );
+    assert_eq!(
+        c("read_file", json!({"path": "./src/main.rs"})),
+        "read src/main.rs"
+    );
+    assert_eq!(
+        c(
+            "edit_file",
+            json!({"path": "src/lib.rs", "old_string": "a", "new_string": "b"})
+        ),
+        "edit src/lib.rs (replace 1 occurrence)"
+    );
+    assert_eq!(
+        c(
+            "edit_file",
+            json!({"path": "src/lib.rs", "old_string": "a", "new_string": "b", "replace_all": true})
+        ),
+        "edit src/lib.rs (replace every occurrence)"
+    );
+    assert_eq!(
+        c("glob_files", json!({"pattern": "**/*.rs"})),
+        "list files matching `**/*.rs` in the workspace"
+    );
+    assert_eq!(
+        c("grep", json!({"pattern": "fn main", "path": "src"})),
+        "search for `fn main` in src"
+    );
+    assert_eq!(
+        c("write_scratchpad", json!({"content": "abc"})),
+        "replace the scratchpad (3 bytes)"
+    );
+    // Control characters are escaped wherever the call's text is shown.
+    let d = decide_with(
+        &engine,
+        &cx,
+        "run_bash",
+        json!({"command": "echo a\nrm -rf x\u{1b}[2K"}),
+    );
+    assert!(
+        !d.consequence.contains('\n') && !d.consequence.contains('\u{1b}'),
+        "{}",
+        d.consequence
+    );
+    assert!(!d.target.contains('\n'), "{}", d.target);
+    let d = decide_with(
+        &engine,
+        &cx,
+        "write_file",
+        json!({"path": "a\u{202e}txt.exe", "content": "x"}),
+    );
+    assert_eq!(d.consequence, "create a\\u{202e}txt.exe (1 byte)");
+}
+
+#[test]
+fn decisions_carry_target_path_and_complete_reasons() {
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let cx = ctx(Mode::Default);
+    let d = decide_with(
+        &engine,
+        &cx,
+        "edit_file",
+        json!({"path": "src/../src/lib.rs", "old_string": "a", "new_string": "b"}),
+    );
+    assert_eq!(d.target, "src/lib.rs");
+    assert_eq!(d.path, Some(PathBuf::from("/w/proj/src/lib.rs")));
+    let d = decide_with(&engine, &cx, "run_bash", json!({"command": "ls -la"}));
+    assert_eq!(d.target, "ls -la");
+    assert_eq!(d.path, None);
+    let d = decide_with(&engine, &cx, "glob_files", json!({"pattern": "*"}));
+    assert_eq!(d.path, Some(PathBuf::from("/w/proj")));
+    // Reasons are complete sentences without the agent's prefix.
+    let samples = [
+        decide_with(&engine, &cx, "read_file", json!({"path": "/etc/passwd"})),
+        decide_with(&engine, &cx, "run_bash", json!({"command": "sudo ls"})),
+        decide_with(&engine, &cx, "run_bash", json!({"command": "git push"})),
+        decide_with(
+            &engine,
+            &cx,
+            "webfetch",
+            json!({"url": "http://localhost/"}),
+        ),
+        decide_with(&engine, &cx, "nope", json!({})),
+        decide_with(&engine, &cx, "read_file", json!({"path": "README.md"})),
+        decide_with(
+            &engine,
+            &ctx(Mode::Plan),
+            "write_file",
+            json!({"path": "x", "content": "y"}),
+        ),
+    ];
+    for d in samples {
+        assert!(
+            !d.reason.to_lowercase().starts_with("permission denied"),
+            "{}",
+            d.reason
+        );
+        assert!(d.reason.ends_with('.'), "{}", d.reason);
+        assert!(
+            d.reason
+                .chars()
+                .next()
+                .is_some_and(|c| !c.is_uppercase() || c == 'I'),
+            "{}",
+            d.reason
+        );
+    }
+    // The JSON shape `policy test` prints.
+    let d = decide_with(
+        &engine,
+        &cx,
+        "run_bash",
+        json!({"command": "git push --force"}),
+    );
+    let v = serde_json::to_value(&d).unwrap();
+    assert_eq!(
+        v,
+        json!({
+            "decision": "ask",
+            "code": "APPROVAL_REQUIRED",
+            "reason": d.reason,
+            "rule": "confirm:git-push-force",
+            "destructive": true,
+            "consequence": "run `git push --force` in the sandbox (no network)",
+        })
+    );
+}
