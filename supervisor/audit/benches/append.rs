@@ -1,5 +1,7 @@
 //! Audit append benchmarks.
 //!
+//! - `append/baseline_raw_fdatasync`: a bare 400-byte `write` + `fdatasync`
+//!   on the same disk, without this crate: the floor the next line sits on.
 //! - `append/always_fsync`: one record, `sync = "always"` (write + fdatasync),
 //!   single thread. Target: median <= 1 ms on this disk.
 //! - `append/batch`: `sync = "batch"` (write; the flusher fsyncs every
@@ -57,6 +59,22 @@ fn append(c: &mut Criterion) {
         .unwrap();
     let mut g = c.benchmark_group("append");
     g.throughput(Throughput::Elements(1));
+
+    {
+        use std::io::Write;
+        let mut raw = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(root.path().join("raw"))
+            .unwrap();
+        let line = [b'x'; 400];
+        g.bench_function("baseline_raw_fdatasync", |b| {
+            b.iter(|| {
+                raw.write_all(&line).unwrap();
+                raw.sync_data().unwrap();
+            })
+        });
+    }
 
     let audit = Audit::open(&root.path().join("always"), SyncMode::Always, None).unwrap();
     let file = audit.open_session("benchAlways1").unwrap();

@@ -419,6 +419,14 @@ mod tests {
     }
 
     #[test]
+    fn shared_types_are_send_and_sync() {
+        fn is<T: Send + Sync>() {}
+        is::<AuditFile>();
+        is::<Audit>();
+        is::<crate::Redactor>();
+    }
+
+    #[test]
     fn sync_mode_names() {
         assert_eq!(
             serde_json::to_string(&SyncMode::Batch).unwrap(),
