@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -144,6 +144,10 @@ pub struct RecordedRequest {
     /// Header names lowercased, in order.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the whole request had been read.
+    pub received_at: Instant,
+    /// When the reply had been written (None: no reply, e.g. a hang).
+    pub replied_at: Option<Instant>,
 }
 
 impl RecordedRequest {
@@ -410,7 +414,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
             b
         };
         let is_chat = method == "POST" && path.ends_with("/chat/completions");
-        let reply = {
+        let (index, reply) = {
             let mut s = state
                 .lock()
                 .map_err(|_| std::io::Error::other("mock state poisoned"))?;
@@ -419,14 +423,17 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
                 path: path.clone(),
                 headers: headers.clone(),
                 body,
+                received_at: Instant::now(),
+                replied_at: None,
             });
-            if is_chat {
+            let reply = if is_chat {
                 s.queue
                     .pop_front()
                     .unwrap_or_else(|| MockReply::text("mock: no more scripted replies"))
             } else {
                 MockReply::http_error(404, "the mock serves POST /v1/chat/completions only")
-            }
+            };
+            (s.requests.len() - 1, reply)
         };
         match reply {
             MockReply::Json { status, body } => {
@@ -449,6 +456,11 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
                 return Ok(());
             }
             MockReply::Close => return Ok(()),
+        }
+        if let Ok(mut s) = state.lock()
+            && let Some(r) = s.requests.get_mut(index)
+        {
+            r.replied_at = Some(Instant::now());
         }
     }
 }

@@ -1,0 +1,377 @@
+//! End to end against a mock OpenAI-compatible server: the exact messages the
+//! model is sent (tools offered, the denial text, the trimmed context), the API
+//! key staying in the supervisor, the cost cap with the provider's usage numbers,
+//! and the provider's bad inputs (malformed JSON, non-JSON arguments, a made-up
+//! tool, HTTP 500, a hang past the timeout, a huge response).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod agent_support;
+
+use std::io::Write;
+use std::time::Duration;
+
+use agent_support::*;
+use tollgate_e2e::harness::{Dirs, Supervisor};
+use tollgate_e2e::mock_openai::{MockOpenAi, MockReply, RecordedRequest};
+
+const KEY_ENV: &str = "TOLLGATE_E2E_MOCK_KEY";
+
+fn api_key() -> String {
+    format!(
+        "sk-e2e-{:x}-never-leaves-the-supervisor",
+        std::process::id()
+    )
+}
+
+fn start(dirs: Dirs, mock: &MockOpenAi, llm_extra: &str) -> Supervisor {
+    let config = format!(
+        "[session]\napproval_timeout_s = 30\n\n[llm]\nprovider = \"openai\"\nbase_url = {}\napi_key_env = \"{KEY_ENV}\"\nmodel = \"mock-model\"\n{llm_extra}",
+        toml_str(&mock.base_url())
+    );
+    Supervisor::builder()
+        .config(&config)
+        .sandbox("native")
+        .env(KEY_ENV, &api_key())
+        .dirs(dirs)
+        .start()
+}
+
+/// Runs the blocking agent on a thread, so the mock keeps serving.
+async fn agent(sup: &Supervisor, ws: &std::path::Path, args: &[&str], stdin: &str) -> AgentRun {
+    let mut child = spawn_agent(sup, ws, args);
+    {
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.as_bytes()).unwrap();
+    }
+    tokio::task::spawn_blocking(move || wait_output(child, Duration::from_secs(120)))
+        .await
+        .unwrap()
+}
+
+fn tool_messages(req: &RecordedRequest) -> Vec<(String, String)> {
+    req.messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_is_sent_exactly_this_and_the_key_stays_in_the_supervisor() {
+    if !ready("mock_messages") {
+        return;
+    }
+    let mock = MockOpenAi::start().await.unwrap();
+    mock.push(
+        MockReply::tool_calls(
+            Some("reading first"),
+            &[("call_r", "read_file", r#"{"path":"README.md"}"#)],
+        )
+        .with_usage(120, 15),
+    );
+    mock.push(
+        MockReply::tool_calls(
+            None,
+            &[(
+                "call_w",
+                "write_file",
+                r##"{"path":"README.md","content":"# new\n"}"##,
+            )],
+        )
+        .with_usage(200, 20),
+    );
+    mock.push(
+        MockReply::text("I could not change the readme; the user declined.").with_usage(260, 12),
+    );
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    std::fs::write(ws.join("README.md"), "# old readme\n").unwrap();
+    let sup = start(dirs, &mock, "");
+    let run = agent(
+        &sup,
+        &ws,
+        &[
+            "--tools",
+            "read_file,write_file,todo_list",
+            "-p",
+            "update the readme",
+            "--output",
+            "json",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let v = run.json();
+    assert_eq!(
+        v["final_text"],
+        "I could not change the readme; the user declined."
+    );
+    assert_eq!(v["usage"]["prompt_tokens"], 580);
+    assert_eq!(v["usage"]["completion_tokens"], 47);
+
+    let reqs = mock.chat_requests();
+    assert_eq!(reqs.len(), 3);
+    // The tools offered are exactly the session's --tools, as OpenAI functions.
+    let mut offered = reqs[0].tool_names();
+    offered.sort();
+    assert_eq!(offered, vec!["read_file", "todo_list", "write_file"]);
+    let first = reqs[0].messages();
+    assert_eq!(first[0]["role"], "system");
+    let system = first[0]["content"].as_str().unwrap();
+    assert!(system.starts_with("You are a coding agent"), "{system}");
+    assert!(system.contains("A denial is final"), "{system}");
+    assert!(!system.contains(ws.to_str().unwrap()));
+    assert_eq!(first[1]["role"], "user");
+    assert_eq!(first[1]["content"], "update the readme");
+    assert_eq!(first.len(), 2);
+    // The second request carries the assistant's call and the file content.
+    let second = reqs[1].messages();
+    assert_eq!(second[2]["role"], "assistant");
+    assert_eq!(second[2]["tool_calls"][0]["id"], "call_r");
+    let tm = tool_messages(&reqs[1]);
+    assert_eq!(tm.len(), 1);
+    assert_eq!(tm[0].0, "call_r");
+    assert!(tm[0].1.contains("# old readme"), "{}", tm[0].1);
+    // The third carries the denial, worded for the model, and no is_error field.
+    let tm = tool_messages(&reqs[2]);
+    assert_eq!(tm.len(), 2);
+    assert_eq!(tm[1].0, "call_w");
+    assert!(
+        tm[1].1.starts_with("user denied: overwrite README.md")
+            && tm[1]
+                .1
+                .ends_with(". Do not retry this call; ask the user or change approach."),
+        "{}",
+        tm[1].1
+    );
+    let denial_msg = reqs[2]
+        .messages()
+        .into_iter()
+        .find(|m| m["tool_call_id"] == "call_w")
+        .unwrap();
+    assert!(denial_msg.get("is_error").is_none());
+
+    // The key: in the supervisor's Authorization header, nowhere else.
+    let key = api_key();
+    for r in &reqs {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {key}").as_str())
+        );
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains(&key),
+            "key in a request body"
+        );
+    }
+    assert!(!run.stdout.contains(&key) && !run.stderr.contains(&key));
+    for f in sup.audit_files("") {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(!text.contains(&key), "key in the audit log {}", f.display());
+    }
+    verify_audit(&sup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trimmed_context_is_what_the_model_gets() {
+    if !ready("mock_trim") {
+        return;
+    }
+    let mock = MockOpenAi::start().await.unwrap();
+    for i in 0..8 {
+        let id = format!("call_{i}");
+        mock.push(MockReply::tool_calls(
+            None,
+            &[(id.as_str(), "read_file", r#"{"path":"big.txt"}"#)],
+        ));
+    }
+    mock.push(MockReply::text("read it all"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    std::fs::write(ws.join("big.txt"), "lorem ipsum ".repeat(100)).unwrap();
+    let sup = start(dirs, &mock, "");
+    let run = agent(
+        &sup,
+        &ws,
+        &[
+            "--max-context-tokens",
+            "1500",
+            "-p",
+            "read big.txt many times",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("agent: context trimmed:"),
+        "{}",
+        run.stderr
+    );
+    let reqs = mock.chat_requests();
+    let trimmed = reqs
+        .iter()
+        .find(|r| {
+            r.messages()
+                .get(1)
+                .and_then(|m| m["content"].as_str().map(str::to_string))
+                .is_some_and(|c| c.starts_with("[Context trimmed by the agent:"))
+        })
+        .expect("a request with the trimmed context");
+    let msgs = trimmed.messages();
+    assert_eq!(msgs[0]["role"], "system");
+    assert_ne!(msgs[2]["role"], "tool", "a result was split from its call");
+    assert!(msgs.len() <= 11);
+    // The same trim is in the audit log, with the same fingerprint.
+    let id = run
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Agent started in "))
+        .and_then(|l| l.rsplit("session ").next())
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap()
+        .to_string();
+    let records = sup.session_records(&id);
+    let trim = records
+        .iter()
+        .find(|r| r["event"] == "context_trim")
+        .expect("context_trim audited");
+    let fp = trim["summary_sha256_16"].as_str().unwrap();
+    assert!(
+        msgs[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("sha256:{fp}"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cost_cap_stops_the_session_with_the_providers_usage() {
+    if !ready("mock_cost_cap") {
+        return;
+    }
+    let mock = MockOpenAi::start().await.unwrap();
+    // 20,000 prompt tokens at $1 per 1k = $20, over the $0.05 cap.
+    mock.push(MockReply::tool_calls(None, &[("c1", "todo_list", "{}")]).with_usage(20_000, 100));
+    mock.push(MockReply::text("should never be asked for"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let sup = start(
+        dirs,
+        &mock,
+        "max_cost_usd = 0.05\nprice_in_per_1k = 1.0\nprice_out_per_1k = 2.0\n",
+    );
+    let run = agent(&sup, &ws, &["-p", "spend", "--output", "json"], "").await;
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("agent: cost limit reached: "),
+        "{}",
+        run.stderr
+    );
+    let v = run.json();
+    assert_eq!(v["stop_reason"], "cost_cap");
+    assert_eq!(v["usage"]["prompt_tokens"], 20_000);
+    assert_eq!(v["usage"]["completion_tokens"], 100);
+    let cost = v["usage"]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 20.2).abs() < 1e-9, "{cost}");
+    // No second provider call was made.
+    assert_eq!(mock.chat_requests().len(), 1);
+    assert_eq!(mock.pending(), 1);
+    let id = v["session"].as_str().unwrap().to_string();
+    let records = sup.session_records(&id);
+    let ev = events(&records);
+    assert!(ev.iter().any(|e| e == "cost_limit_hit"), "{ev:?}");
+    let resp = records
+        .iter()
+        .find(|r| r["event"] == "llm_response")
+        .unwrap();
+    assert_eq!(resp["usage"]["prompt_tokens"], 20_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_bad_inputs_give_clear_messages_and_the_session_goes_on() {
+    if !ready("mock_bad_inputs") {
+        return;
+    }
+    let mock = MockOpenAi::start().await.unwrap();
+    mock.push(MockReply::malformed_json());
+    mock.push(MockReply::http_error(500, "the mock is having a bad day"));
+    mock.push(MockReply::Hang);
+    mock.push(MockReply::huge(9 * 1024 * 1024));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[
+            ("c_bad", "read_file", "{\"path\": README.md"),
+            ("c_made_up", "launch_missiles", "{}"),
+        ],
+    ));
+    mock.push(MockReply::text("recovered"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let sup = start(dirs, &mock, "timeout_s = 30\n");
+    // One user message per bad reply; the REPL must carry on after each.
+    let run = agent(
+        &sup,
+        &ws,
+        &["--llm-timeout", "2", "--tools", "read_file,todo_list"],
+        "one\ntwo\nthree\nfour\nfive\n",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let err = &run.stderr;
+    assert!(
+        err.contains("agent: llm call failed: malformed provider response"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agent: llm call failed: provider answered HTTP 500"),
+        "{err}"
+    );
+    assert!(err.contains("agent: llm timed out after 2s"), "{err}");
+    assert!(
+        err.contains("agent: llm call failed: provider response exceeds"),
+        "{err}"
+    );
+    assert!(run.stdout.contains("recovered"));
+    let reqs = mock.chat_requests();
+    let last = reqs.last().unwrap();
+    let tm = tool_messages(last);
+    assert_eq!(tm.len(), 2);
+    assert_eq!(tm[0].0, "c_bad");
+    assert!(
+        tm[0]
+            .1
+            .starts_with("Error: invalid arguments: not valid JSON: "),
+        "{}",
+        tm[0].1
+    );
+    assert_eq!(
+        tm[1],
+        (
+            "c_made_up".to_string(),
+            "Error: unknown tool 'launch_missiles'. Available tools: read_file, todo_list"
+                .to_string()
+        )
+    );
+    let id = session_id(&run);
+    let records = sup.session_records(&id);
+    let kinds: Vec<&str> = records
+        .iter()
+        .filter(|r| r["event"] == "llm_call_error")
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec!["malformed", "http_status", "timeout", "too_large"]
+    );
+    assert_eq!(
+        events(&records).last().map(String::as_str),
+        Some("session_closed")
+    );
+}
