@@ -10,11 +10,11 @@
 //! | `private-key`       | a PEM/PGP private-key block (to the END line, or to the end of the text when cut) |
 //! | `aws-access-key`    | `AKIA…` / `ASIA…` + 16 upper-case alphanumerics              |
 //! | `github-token`      | `ghp_…`, `gho_…`, `ghu_…`, `ghs_…`, `ghr_…`, `github_pat_…`  |
-//! | `api-key`           | `sk-…` (OpenAI, Anthropic `sk-ant-…`), ≥ 20 chars after `sk-` |
+//! | `api-key`           | `sk-…` (OpenAI `sk-proj-…`, Anthropic `sk-ant-…`), ≥ 20 chars after `sk-`, with at least one digit and one upper-case letter unless it starts `sk-ant-`, `sk-proj-`, `sk-svcacct-` or `sk-admin-` (so `sk-spinner-double-bounce-container` in CSS is left alone) |
 //! | `slack-token`       | `xoxb-…`, `xoxa-…`, `xoxp-…` (and `xoxo/xoxr/xoxs`)          |
-//! | `authorization`     | the value after `authorization:` / `Authorization=` (with its `Basic`/`Bearer` word kept) |
-//! | `bearer`            | the token after `Bearer `                                   |
-//! | `secret-assignment` | the value in `NAME=value` / `"name": "value"` when NAME contains secret, password, passwd, token, api_key, apikey, private_key, access_key or credential (value ≥ 8 chars, not all digits) |
+//! | `authorization`     | the value (≥ 8 chars) after `authorization:` / `Authorization=` (its `Basic`/`Bearer` word kept) |
+//! | `bearer`            | the token (≥ 8 chars) after `Bearer `                       |
+//! | `secret-assignment` | the value in `NAME=value` / `name: value` / `"name": "value"` when NAME contains secret, password, passwd, token, api_key, apikey, private_key, access_key or credential, and the value (≥ 8 chars, no spaces, quotes, `;` `,` or brackets) is not all digits and is either quoted, or assigned to an UPPER_CASE name (env files), or mixes letters and digits (`aws_secret_access_key = wJalr…`). Code such as `token = parse_token(input)` or `api_key = config.api_key` is left alone. |
 //!
 //! Each match becomes `[REDACTED:<kind>]`; for the last three the name and
 //! separator stay, so `Authorization: Bearer abc…` reads
@@ -39,9 +39,9 @@ const PATTERNS: &str = concat!(
     r"|(?P<github>(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
     r"|(?P<openai>(?-u:\b)sk-[A-Za-z0-9_\-]{20,})",
     r"|(?P<slack>(?-u:\b)xox[abposr]-[A-Za-z0-9\-]{10,})",
-    r#"|(?P<authp>(?-u:\b)(?i-u:authorization)["']?[ \t]*[:=][ \t]*["']?(?:(?i-u:basic|bearer|token|digest)[ \t]+)?)(?P<auth>[^\s"',;]+)"#,
+    r#"|(?P<authp>(?-u:\b)(?i-u:authorization)["']?[ \t]*[:=][ \t]*["']?(?:(?i-u:basic|bearer|token|digest)[ \t]+)?)(?P<auth>[^\s"',;(){}\[\]<>]{8,})"#,
     r"|(?P<bearerp>(?-u:\b)(?i-u:bearer)[ \t]+)(?P<bearer>[A-Za-z0-9._~+/\-]{8,}=*)",
-    r#"|(?P<assignp>(?-u:\b)[A-Za-z0-9_]*(?i-u:secret|password|passwd|token|api_?key|private_?key|access_?key|credential)[A-Za-z0-9_]*["']?[ \t]*[:=][ \t]*["']?)(?P<assign>[^\s"',;]{8,})"#,
+    r#"|(?P<assignp>(?-u:\b)(?P<name>[A-Za-z0-9_]*(?i-u:secret|password|passwd|token|api_?key|private_?key|access_?key|credential)[A-Za-z0-9_]*)["']?[ \t]*[:=][ \t]*(?P<quote>["']?))(?P<assign>[^\s"',;(){}\[\]<>]{8,})"#,
 );
 
 /// Redacts host secret values and well-known secret shapes.
@@ -183,18 +183,29 @@ impl Redactor {
 }
 
 fn replacement(c: &Captures<'_>) -> String {
-    const WHOLE: [(&str, &str); 6] = [
+    const WHOLE: [(&str, &str); 5] = [
         ("secret", "secret-env"),
         ("pem", "private-key"),
         ("aws", "aws-access-key"),
         ("github", "github-token"),
-        ("openai", "api-key"),
         ("slack", "slack-token"),
     ];
     for (group, kind) in WHOLE {
         if c.name(group).is_some() {
             return format!("[REDACTED:{kind}]");
         }
+    }
+    if let Some(m) = c.name("openai") {
+        let rest = &m.as_str()[3..];
+        let vendor_prefix = ["ant-", "proj-", "svcacct-", "admin-"]
+            .iter()
+            .any(|p| rest.starts_with(p));
+        let random = has_digit(rest) && rest.bytes().any(|b| b.is_ascii_uppercase());
+        return if vendor_prefix || random {
+            "[REDACTED:api-key]".to_string()
+        } else {
+            c[0].to_string()
+        };
     }
     const KEEP_PREFIX: [(&str, &str, &str); 3] = [
         ("authp", "auth", "authorization"),
@@ -203,14 +214,32 @@ fn replacement(c: &Captures<'_>) -> String {
     ];
     for (prefix, value, kind) in KEEP_PREFIX {
         if let (Some(p), Some(v)) = (c.name(prefix), c.name(value)) {
-            if kind == "secret-assignment" && v.as_str().bytes().all(|b| b.is_ascii_digit()) {
-                // `max_tokens=100000000`: a number, not a secret.
+            if kind == "secret-assignment" && !assignment_is_secret(c, v.as_str()) {
                 return c[0].to_string();
             }
             return format!("{}[REDACTED:{kind}]", p.as_str());
         }
     }
     c[0].to_string()
+}
+
+fn has_digit(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// Tells `DB_PASSWORD=hunter22` and `"api_key": "…"` (secrets) from
+/// `max_tokens=100000000` and `token = parse_token(input)` (not).
+fn assignment_is_secret(c: &Captures<'_>, value: &str) -> bool {
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        return false; // a number
+    }
+    let quoted = c.name("quote").is_some_and(|q| !q.as_str().is_empty());
+    let env_style = c.name("name").is_some_and(|n| {
+        n.as_str()
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    });
+    quoted || env_style || (has_digit(value) && value.bytes().any(|b| b.is_ascii_alphabetic()))
 }
 
 #[cfg(test)]
@@ -350,6 +379,16 @@ mod tests {
             "ghp_short",
             "password prompt shown",
             "héllo wörld ✓ AKIAIOSFODNN7EXAMPLEX",
+            // Source code a coding agent reads and later edits.
+            "let token = parse_token(input);",
+            "api_key = config.api_key",
+            "    password = getpass.getpass()",
+            "self.access_token = response.json()['access_token']",
+            "def authorization(request): ...",
+            "authorization: str = Header(...)",
+            "headers = {'Authorization': f'Bearer {self.token}'}",
+            "<div class=\"sk-spinner-double-bounce-container\">",
+            "const secretKeyLength = computeLength(bits);",
         ] {
             assert_eq!(red.redact(text), text);
             assert!(!red.contains_secret(text), "{text}");
