@@ -1,2 +1,295 @@
+//! `supervisorctl`: the operator's command line (INTERFACES.md).
+//!
+//! Exit codes: 0 success; 1 failure (including "verification failed"); 2 usage
+//! error; 3 denied. Errors print as `supervisorctl: <message>[, hint]`.
+
 #![forbid(unsafe_code)]
-fn main() {}
+
+mod approvals;
+mod audit;
+mod client;
+mod doctor;
+mod policy;
+mod sandbox;
+mod sessions;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Operate a tollgate supervisor: sessions, approvals, the kill switch,
+/// the audit log, the policy and the sandbox.
+#[derive(Debug, Parser)]
+#[command(name = "supervisorctl", version)]
+struct Cli {
+    /// operator.sock (default: $TOLLGATE_OPERATOR_SOCKET or /run/tollgate/operator.sock).
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Is the supervisor up, and how strong is its sandbox?
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions.
+    Sessions {
+        #[arg(long)]
+        json: bool,
+        /// Include ended sessions.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one session.
+    Show {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a session's token: in-flight work is killed, the agent stops.
+    Revoke {
+        session: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Kill a session (or every session) now.
+    Kill {
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        session: Option<String>,
+        #[arg(long)]
+        all: bool,
+    },
+    /// List approvals waiting for a decision.
+    Approvals {
+        #[arg(long)]
+        json: bool,
+        /// Include decided ones.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Approve a pending approval.
+    Approve {
+        approval: String,
+        #[arg(long, default_value = "once", value_parser = ["once", "session"])]
+        scope: String,
+        /// Destructive approvals: type the target (path, branch) to confirm.
+        #[arg(long)]
+        confirm: Option<String>,
+    },
+    /// Deny a pending approval.
+    Deny {
+        approval: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Follow live events: approvals, decisions, tool calls, revocations.
+    Watch {
+        #[arg(long)]
+        session: Option<String>,
+        /// JSON Lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Probe the sandbox directly.
+    #[command(subcommand)]
+    Sandbox(SandboxCmd),
+    /// The audit log.
+    #[command(subcommand)]
+    Audit(AuditCmd),
+    /// The policy engine, offline.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
+    /// Check this host: Landlock, seccomp, namespaces, cgroups, Docker,
+    /// credential paths, sockets.
+    Doctor,
+}
+
+#[derive(Debug, Subcommand)]
+enum SandboxCmd {
+    /// Run CMD in a fresh sandbox built exactly as a session's.
+    Exec {
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Run as this uid (default: the owner of the workspace).
+        #[arg(long)]
+        user: Option<u32>,
+        #[arg(long, value_parser = ["native", "docker"])]
+        backend: Option<String>,
+        #[arg(long)]
+        timeout: Option<u32>,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCmd {
+    /// Check hash chains; name the first broken line.
+    Verify {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The expected hash of the last record (catches a truncated tail).
+        /// Without it, heads recorded in the supervisor's log next to the file are used.
+        #[arg(long)]
+        head: Option<String>,
+    },
+    /// Follow a session's log.
+    Tail {
+        session: String,
+        /// The audit directory (default: asked from the supervisor).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print what is there and exit instead of following.
+        #[arg(long)]
+        no_follow: bool,
+    },
+    /// Allowed / asked / approved / denied per tool and rule, with suggestions.
+    Report {
+        /// Files or directories (default: the supervisor's audit directory).
+        paths: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCmd {
+    /// Decide JSON Lines of tool calls offline: {"tool","args","mode"?} per line.
+    Test {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        #[arg(long)]
+        mode: Option<String>,
+        /// Pin a host name: HOST=IP (repeatable).
+        #[arg(long = "resolve")]
+        resolve: Vec<String>,
+        /// Input file, or - for stdin (default).
+        file: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("supervisorctl: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("supervisorctl: {}", table::escape(&format!("{e:#}")));
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let socket = client::socket_path(cli.socket.as_deref());
+    let connect = || client::connect(&socket);
+    match cli.cmd {
+        Cmd::Status { json } => sessions::status(connect().await?, json).await.map(|()| 0),
+        Cmd::Sessions { json, all } => sessions::list(connect().await?, json, all)
+            .await
+            .map(|()| 0),
+        Cmd::Show { session, json } => sessions::show(connect().await?, session, json)
+            .await
+            .map(|()| 0),
+        Cmd::Revoke { session, reason } => sessions::revoke(connect().await?, session, reason)
+            .await
+            .map(|()| 0),
+        Cmd::Kill { session, all } => sessions::kill(connect().await?, session, all)
+            .await
+            .map(|()| 0),
+        Cmd::Approvals { json, all } => approvals::list(connect().await?, json, all)
+            .await
+            .map(|()| 0),
+        Cmd::Approve {
+            approval,
+            scope,
+            confirm,
+        } => approvals::decide(connect().await?, approval, true, scope, confirm, None)
+            .await
+            .map(|()| 0),
+        Cmd::Deny { approval, reason } => approvals::decide(
+            connect().await?,
+            approval,
+            false,
+            "once".to_string(),
+            None,
+            reason,
+        )
+        .await
+        .map(|()| 0),
+        Cmd::Watch { session, json } => approvals::watch(connect().await?, session, json)
+            .await
+            .map(|()| 0),
+        Cmd::Sandbox(SandboxCmd::Exec {
+            workspace,
+            user,
+            backend,
+            timeout,
+            cmd,
+        }) => {
+            sandbox::exec(
+                connect().await?,
+                sandbox::ExecArgs {
+                    workspace,
+                    user,
+                    backend,
+                    timeout,
+                    argv: cmd,
+                },
+            )
+            .await
+        }
+        Cmd::Audit(AuditCmd::Verify { files, head }) => Ok(audit::verify(&files, head.as_deref())),
+        Cmd::Audit(AuditCmd::Tail {
+            session,
+            dir,
+            no_follow,
+        }) => {
+            let dir = match dir {
+                Some(d) => d,
+                None => audit::dir_from_supervisor(connect().await?).await?,
+            };
+            audit::tail(&dir, &session, !no_follow).await.map(|()| 0)
+        }
+        Cmd::Audit(AuditCmd::Report { paths, json }) => {
+            let paths = if paths.is_empty() {
+                vec![audit::dir_from_supervisor(connect().await?).await?]
+            } else {
+                paths
+            };
+            audit::report(&paths, json).map(|()| 0)
+        }
+        Cmd::Policy(PolicyCmd::Test {
+            config,
+            workspace,
+            mode,
+            resolve,
+            file,
+        }) => policy::test(policy::TestArgs {
+            config,
+            workspace,
+            mode,
+            resolve,
+            file,
+        }),
+        Cmd::Doctor => doctor::run(&socket).await,
+    }
+}

@@ -1,2 +1,27 @@
 //! tollgate-supervisor: the only trusted process.
+//!
+//! It owns the gRPC services on agent.sock and operator.sock, sessions and
+//! their credentials, approvals, the LLM proxy, and `pep.rs`: the one place
+//! that calls the policy engine, then the audit log, then a sandbox backend or
+//! a tool executor. It must never run a tool whose decision record was not
+//! written, never hand a secret to the agent, and never weaken a sandbox.
+
 #![forbid(unsafe_code)]
+
+pub mod agent_service;
+pub mod approvals;
+pub mod auth;
+pub mod backends;
+pub mod chat;
+pub mod config;
+pub mod credentials;
+pub mod events;
+pub mod facts;
+pub mod llm;
+pub mod operator_service;
+pub mod pep;
+pub mod secrets;
+pub mod server;
+pub mod sessions;
+pub mod supervisor;
+pub mod workspace;

@@ -1,2 +1,73 @@
+//! `supervisor`: runs in the foreground until SIGTERM or SIGINT.
+//!
+//! Also `supervisor __sandbox-init …`: the native sandbox's single-threaded
+//! helper. That check comes first, before any thread or runtime exists.
+
 #![forbid(unsafe_code)]
-fn main() {}
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tollgate_supervisor::config::{BackendChoice, DEFAULT_CONFIG};
+use tollgate_supervisor::server::{self, Options};
+
+/// tollgate's supervisor: sandboxes, secrets, policy and the audit log.
+#[derive(Debug, Parser)]
+#[command(name = "supervisor", version)]
+struct Args {
+    /// Config file (TOML). Default: $TOLLGATE_CONFIG or /etc/tollgate/supervisor.toml
+    /// (built-in defaults when that default file is absent).
+    #[arg(long, env = "TOLLGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Directory for agent.sock and operator.sock (overrides [supervisor] state_dir).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Audit log directory (overrides [audit] dir).
+    #[arg(long)]
+    audit_dir: Option<PathBuf>,
+    /// Sandbox backend (overrides [sandbox] backend).
+    #[arg(long, value_parser = ["native", "docker"])]
+    sandbox: Option<String>,
+}
+
+fn main() -> ExitCode {
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("__sandbox-init")) {
+        return tollgate_sandbox::native::init_main();
+    }
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let opts = Options {
+        config_explicit: args.config.is_some(),
+        config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
+        state_dir: args.state_dir,
+        audit_dir: args.audit_dir,
+        sandbox: args
+            .sandbox
+            .as_deref()
+            .map(|s| BackendChoice::parse(s).unwrap_or(BackendChoice::Native)),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("supervisor: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(server::run(opts)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("supervisor: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! approvals, approve, deny, watch.
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tollgate_proto::v1 as pb;
+
+use crate::client::{Client, status_error};
+use crate::table;
+
+pub fn approval_json(a: &pb::Approval) -> Value {
+    json!({
+        "id": a.id, "session": a.session_id, "uid": a.uid, "tool": a.tool,
+        "consequence": a.consequence, "diff": a.diff, "destructive": a.destructive,
+        "target": a.target, "created_unix_ms": a.created_unix_ms,
+        "deadline_unix_ms": a.deadline_unix_ms, "rule": a.rule, "reason": a.reason,
+        "arguments": a.arguments_json, "status": a.status,
+    })
+}
+
+pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()> {
+    let list = c
+        .list_approvals(pb::ListApprovalsRequest {
+            include_decided: all,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .approvals;
+    if json_out {
+        println!("{}", Value::Array(list.iter().map(approval_json).collect()));
+        return Ok(());
+    }
+    if list.is_empty() {
+        println!("no pending approvals");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|a| {
+            vec![
+                a.id.clone(),
+                a.session_id.clone(),
+                a.status.clone(),
+                a.tool.clone(),
+                if a.status == "pending" {
+                    table::until(a.deadline_unix_ms)
+                } else {
+                    String::new()
+                },
+                format!(
+                    "{}{}",
+                    if a.destructive {
+                        "⚠ DESTRUCTIVE: "
+                    } else {
+                        ""
+                    },
+                    a.consequence
+                ),
+            ]
+        })
+        .collect();
+    table::print(
+        &[
+            "APPROVAL",
+            "SESSION",
+            "STATUS",
+            "TOOL",
+            "DEADLINE",
+            "CONSEQUENCE",
+        ],
+        &rows,
+    );
+    for a in list
+        .iter()
+        .filter(|a| a.destructive && a.status == "pending")
+    {
+        println!(
+            "\n{} is destructive: approve with --confirm {:?}",
+            a.id,
+            table::escape(&a.target)
+        );
+    }
+    Ok(())
+}
+
+pub async fn decide(
+    mut c: Client,
+    id: String,
+    approve: bool,
+    scope: String,
+    confirm: Option<String>,
+    reason: Option<String>,
+) -> anyhow::Result<()> {
+    let r = c
+        .decide_approval(pb::DecideApprovalRequest {
+            approval_id: id.clone(),
+            approve,
+            scope,
+            confirm: confirm.unwrap_or_default(),
+            reason: reason.unwrap_or_default(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    println!("{id} {} by {}", r.outcome, r.decided_by);
+    Ok(())
+}
+
+pub async fn watch(mut c: Client, session: Option<String>, json_out: bool) -> anyhow::Result<()> {
+    let mut stream = c
+        .watch_events(pb::WatchEventsRequest {
+            session_id: session.unwrap_or_default(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    while let Some(ev) = stream.next().await {
+        let ev = ev.map_err(status_error)?;
+        if json_out {
+            let fields: Value = serde_json::from_str(&ev.json).unwrap_or(Value::Null);
+            println!(
+                "{}",
+                json!({
+                    "ts_unix_ms": ev.ts_unix_ms, "session": ev.session_id, "event": ev.event,
+                    "summary": ev.summary, "fields": fields,
+                })
+            );
+        } else {
+            let secs = ev.ts_unix_ms / 1000;
+            let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+            let session = if ev.session_id.is_empty() {
+                "-".to_string()
+            } else {
+                ev.session_id.clone()
+            };
+            println!(
+                "{h:02}:{m:02}:{s:02}Z {:<12} {:<18} {}",
+                session,
+                ev.event,
+                table::escape(&ev.summary)
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! audit verify, tail, report.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context as _, anyhow};
+use tollgate_audit::tail::{FollowOptions, follow_session};
+use tollgate_audit::{VerifyError, verify_file};
+
+use crate::client::{Client, status_error};
+use crate::table;
+
+/// The audit directory the supervisor uses.
+pub async fn dir_from_supervisor(mut c: Client) -> anyhow::Result<PathBuf> {
+    let s = c
+        .status(tollgate_proto::v1::StatusRequest {})
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    Ok(PathBuf::from(s.audit_dir))
+}
+
+/// Verifies each file; returns the exit code (1 on the first broken file).
+/// Each file is checked against `head` when given, else against the head the
+/// supervisor anchored for it in its own log (when the file sits in an audit
+/// directory with supervisor logs), which also catches a truncated tail.
+pub fn verify(files: &[PathBuf], head: Option<&str>) -> u8 {
+    let mut anchors_by_dir: HashMap<PathBuf, HashMap<String, String>> = HashMap::new();
+    let mut code = 0;
+    for f in files {
+        let expected: Option<String> = match head {
+            Some(h) => Some(h.to_string()),
+            None => {
+                let dir = f
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from("."));
+                let dir = if dir.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    dir
+                };
+                let anchors = anchors_by_dir
+                    .entry(dir.clone())
+                    .or_insert_with(|| tollgate_audit::verify::anchors(&dir).unwrap_or_default());
+                f.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| anchors.get(n).cloned())
+            }
+        };
+        let shown = table::escape(&f.display().to_string());
+        match verify_file(f, expected.as_deref()) {
+            Ok(ok) => println!(
+                "{shown}: ok: {} records{}",
+                ok.records,
+                if expected.is_some() {
+                    " (head matches the anchor)"
+                } else {
+                    ""
+                }
+            ),
+            Err(e @ VerifyError::Broken { .. }) => {
+                println!("{shown}: {}", table::escape(&e.to_string()));
+                code = 1;
+            }
+            Err(e) => {
+                eprintln!("supervisorctl: {}", table::escape(&e.to_string()));
+                code = 1;
+            }
+        }
+        if code != 0 {
+            break;
+        }
+    }
+    code
+}
+
+/// Prints a session's log and follows it until the session closes or Ctrl-C.
+pub async fn tail(dir: &Path, session: &str, follow: bool) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop2.store(true, Ordering::SeqCst);
+    });
+    let dir = dir.to_path_buf();
+    let session = session.to_string();
+    let intact = tokio::task::spawn_blocking(move || {
+        let opts = FollowOptions {
+            until_closed: true,
+            ..FollowOptions::default()
+        };
+        let mut out = std::io::stdout();
+        let stop_now = move || !follow || stop.load(Ordering::SeqCst);
+        follow_session(&dir, &session, &opts, &mut out, &stop_now)
+    })
+    .await
+    .context("the tail task failed")??;
+    if intact {
+        Ok(())
+    } else {
+        Err(anyhow!("the log's chain is broken (see the !! lines)"))
+    }
+}
+
+pub fn report(paths: &[PathBuf], json_out: bool) -> anyhow::Result<()> {
+    let r = tollgate_audit::report::report(paths)?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{r}");
+    }
+    Ok(())
+}

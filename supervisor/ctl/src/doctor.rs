@@ -1,0 +1,190 @@
+//! `doctor`: one line per check, `ok` / `warn` / `fail`, with a hint.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tollgate_sandbox::{CheckStatus, DoctorCheck};
+use tollgate_supervisor::config::{Config, DEFAULT_CONFIG};
+
+fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) -> DoctorCheck {
+    DoctorCheck {
+        name: name.to_string(),
+        status,
+        detail,
+        hint: hint.map(str::to_string),
+    }
+}
+
+/// Returns the exit code: 1 when any check fails.
+pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
+    let mut checks: Vec<DoctorCheck> = Vec::new();
+
+    // The config this host would use.
+    let config_path = std::env::var_os("TOLLGATE_CONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    let config = match Config::load(&config_path, false) {
+        Ok(c) => {
+            let detail = if config_path.exists() {
+                format!("{} parses", config_path.display())
+            } else {
+                format!("{} absent: built-in defaults", config_path.display())
+            };
+            checks.push(check("config", CheckStatus::Ok, detail, None));
+            c
+        }
+        Err(e) => {
+            checks.push(check(
+                "config",
+                CheckStatus::Fail,
+                e.to_string(),
+                Some("fix the named line"),
+            ));
+            Config::default()
+        }
+    };
+
+    // The native sandbox's kernel features.
+    checks.extend(tollgate_sandbox::native::doctor_checks());
+
+    // Docker engine and image.
+    let mut dcfg = tollgate_sandbox::docker::DockerConfig::new(
+        config.supervisor.state_dir.clone(),
+        config.audit.dir.clone(),
+    );
+    dcfg.socket = config.sandbox.docker_socket.clone();
+    if !config.sandbox.image.is_empty() {
+        dcfg.image = config.sandbox.image.clone();
+    }
+    let docker_checks = tollgate_sandbox::docker::doctor_checks(&dcfg).await;
+    let docker_needed =
+        config.sandbox.backend == tollgate_supervisor::config::BackendChoice::Docker;
+    for mut c in docker_checks {
+        // Docker problems only fail the doctor when docker is the backend.
+        if c.status == CheckStatus::Fail && !docker_needed {
+            c.status = CheckStatus::Warn;
+        }
+        checks.push(c);
+    }
+
+    // Credential paths present on this host: never mounted, never a workspace.
+    let users = tollgate_supervisor::workspace::passwd();
+    let present: Vec<String> = tollgate_supervisor::workspace::credential_paths(&users)
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    checks.push(check(
+        "credential paths",
+        CheckStatus::Ok,
+        if present.is_empty() {
+            "none present on this host".to_string()
+        } else {
+            format!(
+                "present (kept out of sandboxes and workspaces): {}",
+                present.join(", ")
+            )
+        },
+        None,
+    ));
+
+    // Sockets.
+    let agent_socket = operator_socket
+        .parent()
+        .map(|d| d.join("agent.sock"))
+        .unwrap_or_else(|| PathBuf::from("/run/tollgate/agent.sock"));
+    checks.push(socket_check(
+        "operator socket",
+        operator_socket,
+        &[0o600, 0o660],
+    ));
+    checks.push(socket_check("agent socket", &agent_socket, &[0o666, 0o660]));
+    match crate::client::connect(operator_socket).await {
+        Ok(mut c) => match c.status(tollgate_proto::v1::StatusRequest {}).await {
+            Ok(s) => {
+                let s = s.into_inner();
+                let bad = s.sandbox_strength.contains("MISSING");
+                checks.push(check(
+                    "supervisor",
+                    if bad {
+                        CheckStatus::Fail
+                    } else {
+                        CheckStatus::Ok
+                    },
+                    format!(
+                        "running (pid {}), sandbox {}: {}",
+                        s.pid, s.sandbox, s.sandbox_strength
+                    ),
+                    bad.then_some(
+                        "sessions are refused until the sandbox can run at full strength",
+                    ),
+                ));
+            }
+            Err(e) => checks.push(check(
+                "supervisor",
+                CheckStatus::Fail,
+                e.message().to_string(),
+                None,
+            )),
+        },
+        Err(e) => checks.push(check(
+            "supervisor",
+            CheckStatus::Warn,
+            format!("{e:#}"),
+            Some("start it: supervisor --state-dir DIR"),
+        )),
+    }
+
+    let mut failed = false;
+    for c in &checks {
+        failed |= c.status == CheckStatus::Fail;
+        let mut line = format!(
+            "{:<4} {}: {}",
+            c.status.as_str(),
+            c.name,
+            crate::table::escape(&c.detail)
+        );
+        if let Some(h) = &c.hint
+            && c.status != CheckStatus::Ok
+        {
+            line.push_str(&format!(" (hint: {h})"));
+        }
+        println!("{line}");
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+fn socket_check(name: &str, path: &Path, modes: &[u32]) -> DoctorCheck {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            let mode = m.permissions().mode() & 0o777;
+            if modes.contains(&mode) {
+                check(
+                    name,
+                    CheckStatus::Ok,
+                    format!("{} mode {mode:o} owner {}", path.display(), m.uid()),
+                    None,
+                )
+            } else {
+                check(
+                    name,
+                    CheckStatus::Fail,
+                    format!("{} has mode {mode:o}", path.display()),
+                    Some("restart the supervisor; it sets the modes itself"),
+                )
+            }
+        }
+        Ok(_) => check(
+            name,
+            CheckStatus::Fail,
+            format!("{} is not a socket", path.display()),
+            Some("remove it"),
+        ),
+        Err(_) => check(
+            name,
+            CheckStatus::Warn,
+            format!("{} absent", path.display()),
+            Some("is the supervisor running? (--socket PATH for another state dir)"),
+        ),
+    }
+}

@@ -1,0 +1,91 @@
+//! `policy test`: the policy engine offline, JSON Lines in and out. Needs no
+//! running supervisor.
+
+use std::io::BufReader;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, anyhow};
+use tollgate_policy::policy_test::{self, TestOptions};
+use tollgate_policy::{Mode, ModeCap};
+use tollgate_supervisor::config::{Config, DEFAULT_CONFIG};
+use tollgate_supervisor::facts::{RealFs, SystemResolver};
+
+pub struct TestArgs {
+    pub config: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    pub mode: Option<String>,
+    pub resolve: Vec<String>,
+    pub file: Option<PathBuf>,
+}
+
+pub fn test(a: TestArgs) -> anyhow::Result<u8> {
+    let config = match &a.config {
+        Some(p) => Config::load(p, true)?,
+        None => match std::env::var_os("TOLLGATE_CONFIG") {
+            Some(p) => Config::load(&PathBuf::from(p), true)?,
+            None => Config::load(&PathBuf::from(DEFAULT_CONFIG), false)?,
+        },
+    };
+    let workspace = match a.workspace {
+        Some(w) => w,
+        None => std::env::current_dir().context("no current directory; pass --workspace")?,
+    };
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("workspace {}", workspace.display()))?;
+    let mode = match &a.mode {
+        Some(m) => Mode::parse(m).map_err(|e| anyhow!("--mode: {e}"))?,
+        None => Mode::Default,
+    };
+    let mut pins = Vec::new();
+    for spec in &a.resolve {
+        pins.push(SystemResolver::parse_pin(spec).map_err(|e| anyhow!("--resolve {spec:?}: {e}"))?);
+    }
+    let resolver = SystemResolver::with_pins(pins);
+    let uid = nix::unistd::getuid().as_raw();
+    let home = tollgate_supervisor::workspace::passwd()
+        .into_iter()
+        .find(|u| u.uid == uid)
+        .map(|u| u.home);
+    let mut opts = TestOptions::new(workspace, mode, config.policy.clone());
+    opts.cap = ModeCap {
+        max: config.session.max_mode,
+        allow_dangerously_skip: config.session.allow_dangerously_skip,
+    };
+    opts.home = home;
+    opts.protected = vec![
+        config.supervisor.state_dir.clone(),
+        config.audit.dir.clone(),
+    ];
+    if let Some(c) = &a.config {
+        opts.protected
+            .push(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone()));
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let result = match a.file.as_deref() {
+        None => policy_test::run(
+            &mut std::io::stdin().lock(),
+            &mut out,
+            &opts,
+            &RealFs,
+            &resolver,
+        ),
+        Some(p) if p.as_os_str() == "-" => policy_test::run(
+            &mut std::io::stdin().lock(),
+            &mut out,
+            &opts,
+            &RealFs,
+            &resolver,
+        ),
+        Some(p) => {
+            let f =
+                std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+            policy_test::run(&mut BufReader::new(f), &mut out, &opts, &RealFs, &resolver)
+        }
+    };
+    match result {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(anyhow!("{e}")),
+    }
+}

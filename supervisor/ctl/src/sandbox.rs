@@ -1,0 +1,69 @@
+//! `sandbox exec`: run a command in a fresh sandbox built exactly as a
+//! session's, with no shell policy in front. For operators, tests and
+//! outside checks of the wall itself.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use futures_util::StreamExt;
+use tollgate_proto::v1 as pb;
+
+use crate::client::{Client, status_error};
+
+pub struct ExecArgs {
+    pub workspace: Option<PathBuf>,
+    pub user: Option<u32>,
+    pub backend: Option<String>,
+    pub timeout: Option<u32>,
+    pub argv: Vec<String>,
+}
+
+/// Returns the command's exit code (128 + signal when killed by one).
+pub async fn exec(mut c: Client, a: ExecArgs) -> anyhow::Result<u8> {
+    let workspace = match a.workspace {
+        Some(w) => w,
+        None => std::env::current_dir().context("no current directory; pass --workspace")?,
+    };
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("workspace {}", workspace.display()))?;
+    let mut stream = c
+        .sandbox_exec(pb::SandboxExecRequest {
+            workspace: workspace.display().to_string(),
+            uid: a.user,
+            backend: a.backend.unwrap_or_default(),
+            timeout_s: a.timeout.unwrap_or(0),
+            argv: a.argv,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let mut stdout = std::io::stdout();
+    let mut stderr = std::io::stderr();
+    while let Some(msg) = stream.next().await {
+        match msg.map_err(status_error)?.out {
+            Some(pb::sandbox_exec_output::Out::Stdout(b)) => {
+                stdout.write_all(&b)?;
+                stdout.flush()?;
+            }
+            Some(pb::sandbox_exec_output::Out::Stderr(b)) => {
+                stderr.write_all(&b)?;
+                stderr.flush()?;
+            }
+            Some(pb::sandbox_exec_output::Out::Exit(e)) => {
+                if e.timed_out {
+                    eprintln!("supervisorctl: the command timed out and was killed");
+                }
+                return Ok(if e.signal > 0 {
+                    (128 + e.signal).clamp(1, 255) as u8
+                } else if e.code < 0 {
+                    1
+                } else {
+                    e.code.min(255) as u8
+                });
+            }
+            None => {}
+        }
+    }
+    anyhow::bail!("the supervisor ended the stream without an exit status")
+}

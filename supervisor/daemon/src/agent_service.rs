@@ -1,0 +1,293 @@
+//! AgentService on agent.sock. The auth layer has already checked the token
+//! and the peer uid; handlers find the session in the request extensions.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tollgate_proto::v1 as pb;
+use tollgate_proto::v1::agent_service_server::AgentService;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::auth::Authed;
+use crate::sessions::{Session, State, unix_ms};
+use crate::supervisor::{Peer, Supervisor};
+use crate::{chat, pep};
+
+pub struct AgentSvc {
+    pub sup: Arc<Supervisor>,
+}
+
+fn authed<T>(req: &Request<T>) -> Result<Arc<Session>, Status> {
+    req.extensions()
+        .get::<Authed>()
+        .map(|a| Arc::clone(&a.0))
+        .ok_or_else(|| Status::unauthenticated("missing bearer token"))
+}
+
+fn peer<T>(req: &Request<T>) -> Result<Peer, Status> {
+    req.extensions()
+        .get::<Peer>()
+        .copied()
+        .ok_or_else(|| Status::permission_denied("cannot identify the caller"))
+}
+
+/// The tools a session may call, as the model sees them.
+pub fn tool_specs(tools: Option<&std::collections::BTreeSet<String>>) -> Vec<pb::ToolSpec> {
+    tollgate_policy::registry()
+        .iter()
+        .filter(|t| tools.is_none_or(|allowed| allowed.contains(t.name)))
+        .map(|t| pb::ToolSpec {
+            name: t.name.to_string(),
+            description: t.description.to_string(),
+            class: t.class.as_str().to_string(),
+            parameters_json: t.parameters.to_string(),
+        })
+        .collect()
+}
+
+/// Events the agent may report for the audit log.
+const REPORTABLE: &[&str] = &[
+    "question_asked",
+    "context_trim",
+    "iteration_cap_hit",
+    "abort",
+    "turn_summary",
+];
+
+type ApprovalStream = Pin<Box<dyn Stream<Item = Result<pb::ApprovalServerMsg, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AgentService for AgentSvc {
+    async fn open_session(
+        &self,
+        req: Request<pb::OpenSessionRequest>,
+    ) -> Result<Response<pb::OpenSessionResponse>, Status> {
+        let peer = peer(&req)?;
+        let (session, token) = self.sup.open_session(peer, req.into_inner()).await?;
+        Ok(Response::new(pb::OpenSessionResponse {
+            session_id: session.id.clone(),
+            token: token.reveal().to_string(),
+            token_expires_unix_ms: unix_ms(session.token_expires()),
+            mode: session.mode.as_str().to_string(),
+            tools: tool_specs(session.tools.as_ref())
+                .into_iter()
+                .map(|t| t.name)
+                .collect(),
+            session_can_approve: self.sup.config.session.session_can_approve,
+            sandbox: session.backend.kind().as_str().to_string(),
+            max_tool_calls: session.caps.max_tool_calls,
+            max_cost_usd: session.caps.max_cost_usd,
+        }))
+    }
+
+    async fn refresh_token(
+        &self,
+        req: Request<pb::RefreshTokenRequest>,
+    ) -> Result<Response<pb::RefreshTokenResponse>, Status> {
+        let session = authed(&req)?;
+        let token = self.sup.refresh(&session)?;
+        Ok(Response::new(pb::RefreshTokenResponse {
+            token: token.reveal().to_string(),
+            token_expires_unix_ms: unix_ms(session.token_expires()),
+        }))
+    }
+
+    async fn list_tools(
+        &self,
+        req: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        let session = authed(&req)?;
+        Ok(Response::new(pb::ListToolsResponse {
+            tools: tool_specs(session.tools.as_ref()),
+        }))
+    }
+
+    async fn call_tool(
+        &self,
+        req: Request<pb::CallToolRequest>,
+    ) -> Result<Response<pb::CallToolResponse>, Status> {
+        let session = authed(&req)?;
+        let call = req.into_inner();
+        let cancel = session.cancel.child_token();
+        // If the client goes away (Ctrl-C, crash), this future is dropped and
+        // the guard cancels the call: the tool is killed, approvals withdrawn.
+        let guard = cancel.clone().drop_guard();
+        let sup = Arc::clone(&self.sup);
+        let task = tokio::spawn(async move { pep::call_tool(&sup, &session, call, cancel).await });
+        let resp = task
+            .await
+            .map_err(|e| Status::internal(format!("the call failed inside the supervisor: {e}")))?;
+        guard.disarm();
+        Ok(Response::new(resp))
+    }
+
+    async fn chat(
+        &self,
+        req: Request<pb::ChatRequest>,
+    ) -> Result<Response<pb::ChatResponse>, Status> {
+        let session = authed(&req)?;
+        let resp = chat::chat(&self.sup, &session, req.into_inner()).await?;
+        Ok(Response::new(resp))
+    }
+
+    type ApprovalsStream = ApprovalStream;
+
+    async fn approvals(
+        &self,
+        req: Request<Streaming<pb::ApprovalClientMsg>>,
+    ) -> Result<Response<Self::ApprovalsStream>, Status> {
+        let session = authed(&req)?;
+        let mut inbound = req.into_inner();
+        let mut control = session.control.subscribe();
+        let (tx, rx) = mpsc::channel::<Result<pb::ApprovalServerMsg, Status>>(64);
+        let sup = Arc::clone(&self.sup);
+        let can_approve = sup.config.session.session_can_approve;
+        // Approvals raised before the stream opened.
+        if can_approve {
+            for a in sup.approvals.pending_for(&session.id) {
+                let _ = tx
+                    .send(Ok(pb::ApprovalServerMsg {
+                        msg: Some(pb::approval_server_msg::Msg::Requested(a)),
+                    }))
+                    .await;
+            }
+        }
+        tokio::spawn(async move {
+            if !session.is_active() {
+                let _ = tx.send(Ok(ended(&session))).await;
+                return;
+            }
+            loop {
+                tokio::select! {
+                    msg = control.recv() => match msg {
+                        Ok(m) => {
+                            let is_end = matches!(m.msg, Some(pb::approval_server_msg::Msg::Ended(_)));
+                            let is_request = matches!(m.msg, Some(pb::approval_server_msg::Msg::Requested(_)));
+                            if is_request && !can_approve {
+                                continue;
+                            }
+                            if tx.send(Ok(m)).await.is_err() || is_end {
+                                break;
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    },
+                    incoming = inbound.message() => match incoming {
+                        Ok(Some(pb::ApprovalClientMsg { msg: Some(pb::approval_client_msg::Msg::Decide(d)) })) => {
+                            let answer = if !can_approve {
+                                Some("this session may not decide approvals (session_can_approve = false); an operator must".to_string())
+                            } else {
+                                let by = format!("uid {} via session", session.uid);
+                                sup.approvals.decide(&d, &by, Some(&session.id)).err().map(|e| e.to_string())
+                            };
+                            if let Some(err) = answer {
+                                let msg = pb::ApprovalServerMsg { msg: Some(pb::approval_server_msg::Msg::Error(err)) };
+                                if tx.send(Ok(msg)).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        Ok(Some(_)) => {
+                            let msg = pb::ApprovalServerMsg {
+                                msg: Some(pb::approval_server_msg::Msg::Error("empty message".to_string())),
+                            };
+                            if tx.send(Ok(msg)).await.is_err() {
+                                break;
+                            }
+                        }
+                        // The agent closed its side or went away: keep
+                        // delivering until the session ends or the receiver drops.
+                        Ok(None) | Err(_) => {
+                            loop {
+                                match control.recv().await {
+                                    Ok(m) => {
+                                        let is_end = matches!(m.msg, Some(pb::approval_server_msg::Msg::Ended(_)));
+                                        if tx.send(Ok(m)).await.is_err() || is_end {
+                                            return;
+                                        }
+                                    }
+                                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                                    Err(broadcast::error::RecvError::Closed) => return,
+                                }
+                            }
+                        }
+                    },
+                    _ = session.cancel.cancelled() => {
+                        let _ = tx.send(Ok(ended(&session))).await;
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn report_event(
+        &self,
+        req: Request<pb::ReportEventRequest>,
+    ) -> Result<Response<pb::ReportEventResponse>, Status> {
+        let session = authed(&req)?;
+        let r = req.into_inner();
+        if !REPORTABLE.contains(&r.event.as_str()) {
+            return Err(Status::invalid_argument(format!(
+                "event {:?} cannot be reported by an agent (allowed: {})",
+                r.event,
+                REPORTABLE.join(", ")
+            )));
+        }
+        if r.fields_json.len() > 16 * 1024 {
+            return Err(Status::invalid_argument("event fields exceed 16 KiB"));
+        }
+        let mut fields: Value = if r.fields_json.trim().is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(&r.fields_json)
+                .map_err(|e| Status::invalid_argument(format!("event fields are not JSON: {e}")))?
+        };
+        let Some(obj) = fields.as_object_mut() else {
+            return Err(Status::invalid_argument(
+                "event fields must be a JSON object",
+            ));
+        };
+        obj.insert("reported_by".to_string(), json!("agent"));
+        self.sup
+            .recorder
+            .to_file(&session.audit, &session.id, &r.event, fields)
+            .map_err(|e| Status::unavailable(format!("AUDIT_UNAVAILABLE: {e}")))?;
+        Ok(Response::new(pb::ReportEventResponse {}))
+    }
+
+    async fn close_session(
+        &self,
+        req: Request<pb::CloseSessionRequest>,
+    ) -> Result<Response<pb::CloseSessionResponse>, Status> {
+        let session = authed(&req)?;
+        self.sup
+            .end_session(&session, State::Closed, "closed by the agent", "agent")
+            .await;
+        let info = self.sup.session_info(&session);
+        Ok(Response::new(pb::CloseSessionResponse {
+            session: Some(info),
+        }))
+    }
+}
+
+fn ended(session: &Session) -> pb::ApprovalServerMsg {
+    let code = match session.state() {
+        State::Closed => pb::DenialCode::Unspecified,
+        State::Active | State::Revoked | State::Killed | State::Expired => {
+            pb::DenialCode::SessionRevoked
+        }
+    };
+    pb::ApprovalServerMsg {
+        msg: Some(pb::approval_server_msg::Msg::Ended(pb::SessionEnded {
+            code: code as i32,
+            reason: session.end_reason(),
+        })),
+    }
+}

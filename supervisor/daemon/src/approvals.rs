@@ -1,0 +1,332 @@
+//! Approvals: an `ask` decision waiting for a person (BRIEF section 8).
+//!
+//! Each pending approval holds a one-shot channel to the waiting call. The
+//! first decision takes the sender out of the table, so it wins; everyone
+//! after it is told who decided. This module only keeps the table and checks
+//! a decision is well-formed; `pep.rs` waits, audits and acts.
+
+use std::collections::{HashMap, VecDeque};
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+use tollgate_proto::v1 as pb;
+
+/// How an approval ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Approved { scope: Scope },
+    Denied { reason: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Once,
+    Session,
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Result<Scope, String> {
+        match s {
+            "" | "once" => Ok(Scope::Once),
+            "session" => Ok(Scope::Session),
+            other => Err(format!(
+                "unknown approval scope {other:?} (expected once or session)"
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Once => "once",
+            Scope::Session => "session",
+        }
+    }
+}
+
+/// A decision and who made it ("uid 0 via operator", "uid 1000 via session").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    pub outcome: Outcome,
+    pub decided_by: String,
+}
+
+struct Pending {
+    approval: pb::Approval,
+    tx: oneshot::Sender<Resolution>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecideError {
+    #[error("approval {0} is unknown")]
+    Unknown(String),
+    #[error("approval {id} was already {status}{by}")]
+    AlreadyDecided {
+        id: String,
+        status: String,
+        by: String,
+    },
+    #[error(
+        "approval {id} is destructive ({consequence}): confirm by typing the target, e.g. --confirm {target:?}"
+    )]
+    NeedsConfirm {
+        id: String,
+        consequence: String,
+        target: String,
+    },
+    #[error("confirmation {given:?} does not match the target {target:?} of approval {id}")]
+    ConfirmMismatch {
+        id: String,
+        given: String,
+        target: String,
+    },
+    #[error("approval {0} belongs to another session")]
+    OtherSession(String),
+    #[error("{0}")]
+    BadScope(String),
+}
+
+const DECIDED_KEPT: usize = 512;
+
+/// The table of approvals.
+#[derive(Default)]
+pub struct Approvals {
+    pending: Mutex<HashMap<String, Pending>>,
+    /// Decided approvals (newest last), with `status` set, for listings and
+    /// "already decided" answers.
+    decided: Mutex<VecDeque<(pb::Approval, String)>>,
+}
+
+impl Approvals {
+    /// Registers a pending approval; the receiver yields its resolution.
+    pub fn open(&self, approval: pb::Approval) -> oneshot::Receiver<Resolution> {
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .insert(approval.id.clone(), Pending { approval, tx });
+        rx
+    }
+
+    /// Decides a pending approval. `session` restricts the decision to that
+    /// session's approvals (decisions from the agent's own stream).
+    pub fn decide(
+        &self,
+        d: &pb::ApprovalDecision,
+        decided_by: &str,
+        session: Option<&str>,
+    ) -> Result<pb::Approval, DecideError> {
+        let scope = Scope::parse(&d.scope).map_err(DecideError::BadScope)?;
+        let mut pending = self.pending.lock();
+        let Some(p) = pending.get(&d.approval_id) else {
+            drop(pending);
+            return Err(self.not_pending(&d.approval_id));
+        };
+        if let Some(sid) = session
+            && p.approval.session_id != sid
+        {
+            return Err(DecideError::OtherSession(d.approval_id.clone()));
+        }
+        if d.approve && p.approval.destructive {
+            if d.confirm.is_empty() {
+                return Err(DecideError::NeedsConfirm {
+                    id: d.approval_id.clone(),
+                    consequence: p.approval.consequence.clone(),
+                    target: p.approval.target.clone(),
+                });
+            }
+            if d.confirm != p.approval.target {
+                return Err(DecideError::ConfirmMismatch {
+                    id: d.approval_id.clone(),
+                    given: d.confirm.clone(),
+                    target: p.approval.target.clone(),
+                });
+            }
+        }
+        let Some(p) = pending.remove(&d.approval_id) else {
+            return Err(DecideError::Unknown(d.approval_id.clone()));
+        };
+        drop(pending);
+        let outcome = if d.approve {
+            Outcome::Approved { scope }
+        } else {
+            Outcome::Denied {
+                reason: d.reason.clone(),
+            }
+        };
+        let status = if d.approve { "approved" } else { "denied" };
+        let mut approval = p.approval;
+        approval.status = status.to_string();
+        self.remember(approval.clone(), decided_by);
+        // The waiter may be gone (call cancelled a moment ago); the decision
+        // still stands in the record.
+        let _ = p.tx.send(Resolution {
+            outcome,
+            decided_by: decided_by.to_string(),
+        });
+        Ok(approval)
+    }
+
+    /// Ends a pending approval without a person (timeout, withdrawn). Returns
+    /// it when it was still pending (so the caller audits exactly once).
+    pub fn close(&self, id: &str, status: &str, by: &str) -> Option<pb::Approval> {
+        let p = self.pending.lock().remove(id)?;
+        let mut approval = p.approval;
+        approval.status = status.to_string();
+        self.remember(approval.clone(), by);
+        Some(approval)
+    }
+
+    fn remember(&self, approval: pb::Approval, by: &str) {
+        let mut decided = self.decided.lock();
+        decided.push_back((approval, by.to_string()));
+        while decided.len() > DECIDED_KEPT {
+            decided.pop_front();
+        }
+    }
+
+    fn not_pending(&self, id: &str) -> DecideError {
+        let decided = self.decided.lock();
+        match decided.iter().rev().find(|(a, _)| a.id == id) {
+            Some((a, by)) => DecideError::AlreadyDecided {
+                id: id.to_string(),
+                status: match a.status.as_str() {
+                    "timeout" => "timed out".to_string(),
+                    other => other.to_string(),
+                },
+                by: if by.is_empty() {
+                    String::new()
+                } else {
+                    format!(" by {by}")
+                },
+            },
+            None => DecideError::Unknown(id.to_string()),
+        }
+    }
+
+    pub fn list(&self, include_decided: bool) -> Vec<pb::Approval> {
+        let mut v: Vec<pb::Approval> = self
+            .pending
+            .lock()
+            .values()
+            .map(|p| p.approval.clone())
+            .collect();
+        v.sort_by_key(|a| a.created_unix_ms);
+        if include_decided {
+            v.extend(self.decided.lock().iter().map(|(a, _)| a.clone()));
+        }
+        v
+    }
+
+    pub fn get_pending(&self, id: &str) -> Option<pb::Approval> {
+        self.pending.lock().get(id).map(|p| p.approval.clone())
+    }
+
+    pub fn pending_for(&self, session: &str) -> Vec<pb::Approval> {
+        self.pending
+            .lock()
+            .values()
+            .filter(|p| p.approval.session_id == session)
+            .map(|p| p.approval.clone())
+            .collect()
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approval(id: &str, destructive: bool) -> pb::Approval {
+        pb::Approval {
+            id: id.to_string(),
+            session_id: "S".to_string(),
+            tool: "write_file".to_string(),
+            consequence: "overwrite README.md".to_string(),
+            destructive,
+            target: "README.md".to_string(),
+            status: "pending".to_string(),
+            ..Default::default()
+        }
+    }
+
+    fn decision(id: &str, approve: bool, confirm: &str) -> pb::ApprovalDecision {
+        pb::ApprovalDecision {
+            approval_id: id.to_string(),
+            approve,
+            scope: "once".to_string(),
+            confirm: confirm.to_string(),
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn first_decision_wins() {
+        let a = Approvals::default();
+        let mut rx = a.open(approval("A1", false));
+        a.decide(&decision("A1", true, ""), "uid 0 via operator", None)
+            .unwrap();
+        let err = a
+            .decide(&decision("A1", false, ""), "uid 5 via session", None)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "approval A1 was already approved by uid 0 via operator"
+        );
+        let r = rx.try_recv().unwrap();
+        assert_eq!(r.outcome, Outcome::Approved { scope: Scope::Once });
+    }
+
+    #[test]
+    fn unknown_is_an_error() {
+        let a = Approvals::default();
+        assert_eq!(
+            a.decide(&decision("nope", true, ""), "x", None)
+                .unwrap_err(),
+            DecideError::Unknown("nope".to_string())
+        );
+    }
+
+    #[test]
+    fn destructive_needs_the_typed_target() {
+        let a = Approvals::default();
+        let _rx = a.open(approval("D1", true));
+        assert!(matches!(
+            a.decide(&decision("D1", true, ""), "x", None),
+            Err(DecideError::NeedsConfirm { .. })
+        ));
+        assert!(matches!(
+            a.decide(&decision("D1", true, "readme.md"), "x", None),
+            Err(DecideError::ConfirmMismatch { .. })
+        ));
+        // Still pending after wrong confirmations; denying needs no confirmation.
+        a.decide(&decision("D1", false, ""), "x", None).unwrap();
+    }
+
+    #[test]
+    fn sessions_decide_only_their_own() {
+        let a = Approvals::default();
+        let _rx = a.open(approval("A2", false));
+        assert_eq!(
+            a.decide(&decision("A2", true, ""), "x", Some("OTHER"))
+                .unwrap_err(),
+            DecideError::OtherSession("A2".to_string())
+        );
+        a.decide(&decision("A2", true, ""), "x", Some("S")).unwrap();
+    }
+
+    #[test]
+    fn closed_approvals_report_their_status() {
+        let a = Approvals::default();
+        let _rx = a.open(approval("T1", false));
+        assert!(a.close("T1", "timeout", "").is_some());
+        assert!(a.close("T1", "timeout", "").is_none());
+        assert_eq!(
+            a.decide(&decision("T1", true, ""), "x", None)
+                .unwrap_err()
+                .to_string(),
+            "approval T1 was already timed out"
+        );
+    }
+}

@@ -1,0 +1,385 @@
+//! The supervisor's TOML config (INTERFACES.md "Supervisor config").
+//!
+//! Every section uses `deny_unknown_fields`, so a typo is an error that names
+//! the line, never a silently ignored setting. Defaults apply where the file
+//! (or a key) is absent.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tollgate_audit::SyncMode;
+use tollgate_policy::{Mode, PolicyConfig};
+
+/// Default config path (INTERFACES.md).
+pub const DEFAULT_CONFIG: &str = "/etc/tollgate/supervisor.toml";
+pub const DEFAULT_STATE_DIR: &str = "/run/tollgate";
+pub const DEFAULT_AUDIT_DIR: &str = "/var/log/tollgate";
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub supervisor: SupervisorSection,
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub audit: AuditSection,
+    #[serde(default)]
+    pub session: SessionSection,
+    #[serde(default)]
+    pub llm: LlmSection,
+    #[serde(default)]
+    pub policy: PolicyConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SupervisorSection {
+    pub state_dir: PathBuf,
+    /// Group whose members may use operator.sock (mode 0660 then).
+    pub operator_group: Option<String>,
+    pub max_sessions_per_uid: u32,
+}
+
+impl Default for SupervisorSection {
+    fn default() -> Self {
+        SupervisorSection {
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            operator_group: None,
+            max_sessions_per_uid: 16,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    Native,
+    Docker,
+}
+
+impl BackendChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendChoice::Native => "native",
+            BackendChoice::Docker => "docker",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<BackendChoice, String> {
+        match s {
+            "native" => Ok(BackendChoice::Native),
+            "docker" => Ok(BackendChoice::Docker),
+            other => Err(format!(
+                "unknown sandbox backend {other:?} (expected native or docker)"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxSection {
+    pub backend: BackendChoice,
+    /// Docker image; empty means the backend's default tag.
+    pub image: String,
+    pub memory_mb: u64,
+    pub pids: u64,
+    pub cpus: f64,
+    pub run_timeout_s: u64,
+    pub max_run_timeout_s: u64,
+    /// Size of each sandbox's private /tmp.
+    pub tmp_mb: u64,
+    /// Docker engine socket.
+    pub docker_socket: PathBuf,
+}
+
+impl Default for SandboxSection {
+    fn default() -> Self {
+        SandboxSection {
+            backend: BackendChoice::Native,
+            image: String::new(),
+            memory_mb: 2048,
+            pids: 256,
+            cpus: 1.0,
+            run_timeout_s: 120,
+            max_run_timeout_s: 600,
+            tmp_mb: 256,
+            docker_socket: PathBuf::from("/var/run/docker.sock"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSection {
+    pub dir: PathBuf,
+    pub sync: SyncMode,
+}
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        AuditSection {
+            dir: PathBuf::from(DEFAULT_AUDIT_DIR),
+            sync: SyncMode::Always,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionSection {
+    pub default_mode: Mode,
+    /// The most permissive mode a session may ask for.
+    pub max_mode: Mode,
+    pub allow_dangerously_skip: bool,
+    /// Whether the agent's own terminal may decide its session's approvals.
+    pub session_can_approve: bool,
+    pub approval_timeout_s: u64,
+    /// Approve the non-destructive ask tier automatically (unattended runs).
+    pub auto_approve: bool,
+    pub max_tool_calls: u32,
+    pub token_ttl_s: u64,
+    pub output_cap_bytes: usize,
+    /// webfetch: largest body read, and the per-fetch timeout.
+    pub fetch_max_bytes: usize,
+    pub fetch_timeout_s: u64,
+}
+
+impl Default for SessionSection {
+    fn default() -> Self {
+        SessionSection {
+            default_mode: Mode::Default,
+            max_mode: Mode::DangerouslySkipPermissions,
+            allow_dangerously_skip: true,
+            session_can_approve: true,
+            approval_timeout_s: 300,
+            auto_approve: false,
+            max_tool_calls: 200,
+            token_ttl_s: 900,
+            output_cap_bytes: 32 * 1024,
+            fetch_max_bytes: 1024 * 1024,
+            fetch_timeout_s: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderChoice {
+    Openai,
+    Script,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmSection {
+    pub provider: ProviderChoice,
+    /// OpenAI-compatible base URL, e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// Name of the environment variable holding the API key. The key stays in
+    /// the supervisor; it never reaches the agent.
+    pub api_key_env: String,
+    pub model: String,
+    pub timeout_s: u64,
+    pub max_cost_usd: f64,
+    pub price_in_per_1k: f64,
+    pub price_out_per_1k: f64,
+    /// For provider "script": a JSON array of assistant turns.
+    pub script: Option<PathBuf>,
+    /// Largest provider response body accepted.
+    pub max_response_bytes: usize,
+}
+
+impl Default for LlmSection {
+    fn default() -> Self {
+        LlmSection {
+            provider: ProviderChoice::Script,
+            base_url: String::new(),
+            api_key_env: String::new(),
+            model: String::new(),
+            timeout_s: 120,
+            max_cost_usd: 5.0,
+            price_in_per_1k: 0.0,
+            price_out_per_1k: 0.0,
+            script: None,
+            max_response_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// toml's message already names the line and column and quotes it.
+    #[error("config {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Config {
+    /// Parses config text. `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Loads `path`. When `path` is the default location and absent, the
+    /// built-in defaults apply; an explicitly named file must exist.
+    pub fn load(path: &Path, explicit: bool) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                Ok(Config::default())
+            }
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let s = &self.session;
+        if s.default_mode > s.max_mode {
+            return Err(invalid(format!(
+                "[session] default_mode {} is more permissive than max_mode {}",
+                s.default_mode, s.max_mode
+            )));
+        }
+        if s.default_mode == Mode::DangerouslySkipPermissions && !s.allow_dangerously_skip {
+            return Err(invalid(
+                "[session] default_mode dangerouslySkipPermissions while allow_dangerously_skip = false"
+                    .to_string(),
+            ));
+        }
+        if s.token_ttl_s == 0 || s.approval_timeout_s == 0 || s.output_cap_bytes == 0 {
+            return Err(invalid(
+                "[session] token_ttl_s, approval_timeout_s and output_cap_bytes must be > 0"
+                    .to_string(),
+            ));
+        }
+        let sb = &self.sandbox;
+        if sb.run_timeout_s == 0 || sb.run_timeout_s > sb.max_run_timeout_s {
+            return Err(invalid(format!(
+                "[sandbox] run_timeout_s ({}) must be > 0 and <= max_run_timeout_s ({})",
+                sb.run_timeout_s, sb.max_run_timeout_s
+            )));
+        }
+        if sb.cpus.is_nan() || sb.cpus <= 0.0 || sb.memory_mb == 0 || sb.pids == 0 {
+            return Err(invalid(
+                "[sandbox] cpus, memory_mb and pids must be > 0".to_string(),
+            ));
+        }
+        let l = &self.llm;
+        let negative_or_nan = |x: f64| x.is_nan() || x < 0.0;
+        if negative_or_nan(l.max_cost_usd)
+            || negative_or_nan(l.price_in_per_1k)
+            || negative_or_nan(l.price_out_per_1k)
+        {
+            return Err(invalid(
+                "[llm] max_cost_usd and prices must be >= 0".to_string(),
+            ));
+        }
+        if l.provider == ProviderChoice::Openai && l.base_url.is_empty() {
+            return Err(invalid(
+                "[llm] provider \"openai\" needs base_url".to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a session may use `mode` under this config.
+    pub fn mode_permitted(&self, mode: Mode) -> Result<(), String> {
+        if mode == Mode::DangerouslySkipPermissions && !self.session.allow_dangerously_skip {
+            return Err(
+                "mode dangerouslySkipPermissions is forbidden by the supervisor config".to_string(),
+            );
+        }
+        if mode > self.session.max_mode {
+            return Err(format!(
+                "mode {mode} exceeds the supervisor's max_mode {}",
+                self.session.max_mode
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_is_the_defaults() {
+        let c = Config::parse("", Path::new("x.toml")).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn a_typo_names_the_line() {
+        let text = "[session]\ndefault_mode = \"default\"\nauto_aprove = true\n";
+        let err = Config::parse(text, Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains("auto_aprove"), "{err}");
+    }
+
+    #[test]
+    fn unknown_section_is_refused() {
+        let err = Config::parse("[sesion]\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn max_mode_caps_modes() {
+        let c = Config::parse(
+            "[session]\nmax_mode = \"acceptEdits\"\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert!(c.mode_permitted(Mode::AcceptEdits).is_ok());
+        assert!(c.mode_permitted(Mode::DangerouslySkipPermissions).is_err());
+    }
+
+    #[test]
+    fn skip_can_be_forbidden() {
+        let c = Config::parse(
+            "[session]\nallow_dangerously_skip = false\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let err = c
+            .mode_permitted(Mode::DangerouslySkipPermissions)
+            .unwrap_err();
+        assert!(err.contains("forbidden"), "{err}");
+    }
+
+    #[test]
+    fn shipped_examples_load() {
+        for name in ["workstation.toml", "build-host.toml"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples")
+                .join(name);
+            let text = std::fs::read_to_string(&path).unwrap();
+            Config::parse(&text, &path).unwrap();
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Recording events: every audit record goes through here, so what operators
+//! watch (`supervisorctl watch`) is exactly what the audit log holds.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tollgate_audit::{Appended, Audit, AuditError, AuditFile};
+use tollgate_proto::v1 as pb;
+
+use crate::sessions::unix_ms;
+
+/// Writes audit records and publishes them to watchers.
+pub struct Recorder {
+    audit: Arc<Audit>,
+    watchers: broadcast::Sender<pb::Event>,
+}
+
+impl Recorder {
+    pub fn new(audit: Arc<Audit>) -> Recorder {
+        let (watchers, _) = broadcast::channel(1024);
+        Recorder { audit, watchers }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<pb::Event> {
+        self.watchers.subscribe()
+    }
+
+    /// Appends to `file` (a session's log) and publishes. The caller decides
+    /// what a failure means (for a decision record: refuse the call).
+    pub fn to_file(
+        &self,
+        file: &AuditFile,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        let summary = summarise(event, &fields);
+        let published = fields.clone();
+        let appended = file.append(session, event, fields)?;
+        self.publish(session, event, summary, published);
+        Ok(appended)
+    }
+
+    /// Appends to the supervisor's own log (a fresh one if it broke) and
+    /// publishes.
+    pub fn supervisor(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        let log = self.audit.supervisor_log()?;
+        self.to_file(&log, session, event, fields)
+    }
+
+    /// Records a session file's final head in the supervisor's log, so a
+    /// truncated tail is caught by `audit verify`.
+    pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {
+        self.audit.anchor(file, session)
+    }
+
+    /// Publishes without writing (for events already written elsewhere).
+    fn publish(&self, session: &str, event: &str, summary: String, fields: Value) {
+        // No watchers is fine.
+        let _ = self.watchers.send(pb::Event {
+            ts_unix_ms: unix_ms(SystemTime::now()),
+            session_id: session.to_string(),
+            event: event.to_string(),
+            summary,
+            json: fields.to_string(),
+        });
+    }
+}
+
+fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// One human line per event, for `supervisorctl watch`.
+pub fn summarise(event: &str, f: &Value) -> String {
+    let line = match event {
+        "permission_check" => {
+            let mut line = format!("{} {}", s(f, "tool"), s(f, "decision"));
+            let by = s(f, "allowed_by");
+            if !by.is_empty() && by != "allowed" {
+                line.push_str(&format!(" [{by}]"));
+            }
+            if !s(f, "rule").is_empty() {
+                line.push_str(&format!(" ({})", s(f, "rule")));
+            }
+            if !s(f, "consequence").is_empty() {
+                line.push_str(&format!(": {}", s(f, "consequence")));
+            }
+            line
+        }
+        "approval_requested" => format!(
+            "approval {} requested: {}{}",
+            s(f, "approval_id"),
+            s(f, "consequence"),
+            if f.get("destructive").and_then(Value::as_bool) == Some(true) {
+                " [destructive]"
+            } else {
+                ""
+            }
+        ),
+        "approval_decided" => format!(
+            "approval {} {} by {}",
+            s(f, "approval_id"),
+            s(f, "outcome"),
+            s(f, "by")
+        ),
+        "tool_started" => format!("{} started", s(f, "tool")),
+        "tool_result" => format!(
+            "{} finished: {} ({} bytes, {} ms)",
+            s(f, "tool"),
+            f.get("exit_code")
+                .map(|c| format!("exit {c}"))
+                .unwrap_or_else(|| s(f, "status").to_string()),
+            f.get("bytes").and_then(Value::as_u64).unwrap_or(0),
+            f.get("duration_ms").and_then(Value::as_u64).unwrap_or(0)
+        ),
+        "session_opened" => format!(
+            "session opened by uid {} in {} ({})",
+            f.get("uid").and_then(Value::as_u64).unwrap_or(0),
+            s(f, "workspace"),
+            s(f, "mode")
+        ),
+        "session_revoked" | "session_closed" => {
+            format!("{}: {}", event.replace('_', " "), s(f, "reason"))
+        }
+        other => {
+            let mut line = other.replace('_', " ");
+            if !s(f, "reason").is_empty() {
+                line.push_str(&format!(": {}", s(f, "reason")));
+            }
+            line
+        }
+    };
+    escape_control(&line)
+}
+
+/// Escapes control characters so a path or command cannot forge a line on
+/// an operator's terminal.
+pub fn escape_control(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A compact JSON object helper for call sites.
+pub fn fields(pairs: &[(&str, Value)]) -> Value {
+    let mut map = serde_json::Map::new();
+    for (k, v) in pairs {
+        map.insert((*k).to_string(), v.clone());
+    }
+    Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summaries_escape_control_characters() {
+        let f = json!({"tool":"read_file","decision":"allow","consequence":"read a\nb\u{1b}[2J"});
+        let line = summarise("permission_check", &f);
+        assert!(!line.contains('\n') && !line.contains('\u{1b}'), "{line}");
+        assert!(line.contains("\\n"), "{line}");
+    }
+}

@@ -1,0 +1,73 @@
+//! The Chat proxy's providers (BRIEF section 11). The supervisor holds the API
+//! key; the agent only ever talks to the supervisor.
+
+mod openai;
+mod script;
+
+use std::time::Duration;
+
+use tollgate_proto::v1 as pb;
+
+pub use openai::OpenAi;
+pub use script::Script;
+
+/// One completion from a provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub message: pb::ChatMessage,
+    /// (prompt, completion) tokens, when the provider reported them.
+    pub usage: Option<(u64, u64)>,
+    pub finish_reason: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("llm timed out after {}s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("llm call failed: cannot reach {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("llm call failed: provider answered HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("llm call failed: malformed provider response: {0}")]
+    Malformed(String),
+    #[error("llm call failed: provider response exceeds {0} bytes")]
+    TooLarge(usize),
+    #[error("llm call failed: {0}")]
+    Other(String),
+}
+
+/// A model backend.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// `turn` is the session's count of earlier Chat calls (the script
+    /// provider replays by it).
+    async fn complete(
+        &self,
+        req: &pb::ChatRequest,
+        model: &str,
+        timeout: Duration,
+        turn: u32,
+    ) -> Result<Completion, LlmError>;
+
+    fn name(&self) -> &'static str;
+}
+
+/// Cost in USD of one call.
+pub fn cost(usage: Option<(u64, u64)>, price_in_per_1k: f64, price_out_per_1k: f64) -> f64 {
+    match usage {
+        Some((p, c)) => p as f64 / 1000.0 * price_in_per_1k + c as f64 / 1000.0 * price_out_per_1k,
+        None => 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_uses_per_thousand_prices() {
+        let c = cost(Some((2000, 500)), 0.5, 2.0);
+        assert!((c - 2.0).abs() < 1e-9, "{c}");
+        assert_eq!(cost(None, 1.0, 1.0), 0.0);
+    }
+}

@@ -1,0 +1,375 @@
+//! OperatorService on operator.sock: list, inspect, approve, deny, revoke,
+//! kill, watch, and probe the sandbox directly.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::Stream;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tollgate_proto::v1 as pb;
+use tollgate_proto::v1::operator_service_server::OperatorService;
+use tollgate_sandbox::{ExecRequest, Output, SandboxSpec};
+use tonic::{Request, Response, Status};
+
+use crate::approvals::DecideError;
+use crate::config::BackendChoice;
+use crate::sessions::State;
+use crate::supervisor::{Peer, Supervisor};
+use crate::workspace::{self, WorkspaceRules};
+
+pub struct OperatorSvc {
+    pub sup: Arc<Supervisor>,
+}
+
+fn peer<T>(req: &Request<T>) -> Result<Peer, Status> {
+    req.extensions()
+        .get::<Peer>()
+        .copied()
+        .ok_or_else(|| Status::permission_denied("cannot identify the caller"))
+}
+
+fn by(peer: Peer) -> String {
+    format!("uid {} via operator", peer.uid)
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
+type ExecStream = Pin<Box<dyn Stream<Item = Result<pb::SandboxExecOutput, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl OperatorService for OperatorSvc {
+    async fn status(
+        &self,
+        _req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let sup = &self.sup;
+        let strength = sup.backends.primary().strength();
+        let mut line = strength.summary.clone();
+        if !strength.missing.is_empty() {
+            line.push_str(&format!(
+                " — MISSING: {} (sessions are refused)",
+                strength.missing.join(", ")
+            ));
+        }
+        Ok(Response::new(pb::StatusResponse {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            uptime_s: sup.started.elapsed().as_secs(),
+            sandbox: sup.backends.primary().kind().as_str().to_string(),
+            sandbox_strength: line,
+            sessions_active: sup.sessions.len() as u32,
+            approvals_pending: sup.approvals.pending_count() as u32,
+            audit_dir: sup.audit.dir().display().to_string(),
+            agent_socket: sup.paths.agent_socket.display().to_string(),
+            operator_socket: sup.paths.operator_socket.display().to_string(),
+            state_dir: sup.paths.state_dir.display().to_string(),
+            audit_sync: sup.audit.sync_mode().as_str().to_string(),
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        req: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let include_ended = req.into_inner().include_ended;
+        let mut sessions: Vec<pb::SessionInfo> = Vec::new();
+        if include_ended {
+            sessions.extend(self.sup.sessions.ended());
+        }
+        sessions.extend(
+            self.sup
+                .sessions
+                .all()
+                .iter()
+                .map(|s| self.sup.session_info(s)),
+        );
+        Ok(Response::new(pb::ListSessionsResponse { sessions }))
+    }
+
+    async fn get_session(
+        &self,
+        req: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::SessionInfo>, Status> {
+        let id = req.into_inner().session_id;
+        if let Some(s) = self.sup.sessions.get(&id) {
+            return Ok(Response::new(self.sup.session_info(&s)));
+        }
+        self.sup
+            .sessions
+            .find_ended(&id)
+            .map(Response::new)
+            .ok_or_else(|| Status::not_found(format!("session {id} is unknown")))
+    }
+
+    async fn revoke_session(
+        &self,
+        req: Request<pb::RevokeSessionRequest>,
+    ) -> Result<Response<pb::SessionInfo>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let reason = if r.reason.is_empty() {
+            format!("revoked by {}", by(peer))
+        } else {
+            r.reason.clone()
+        };
+        let session = self.active(&r.session_id)?;
+        self.sup
+            .end_session(&session, State::Revoked, &reason, &by(peer))
+            .await;
+        Ok(Response::new(self.sup.session_info(&session)))
+    }
+
+    async fn kill_session(
+        &self,
+        req: Request<pb::KillSessionRequest>,
+    ) -> Result<Response<pb::KillSessionResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let reason = if r.reason.is_empty() {
+            format!("killed by {}", by(peer))
+        } else {
+            r.reason.clone()
+        };
+        if r.all {
+            let killed = self.sup.end_all(State::Killed, &reason, &by(peer)).await;
+            return Ok(Response::new(pb::KillSessionResponse { killed }));
+        }
+        let session = self.active(&r.session_id)?;
+        let mut killed = Vec::new();
+        if self
+            .sup
+            .end_session(&session, State::Killed, &reason, &by(peer))
+            .await
+        {
+            killed.push(session.id.clone());
+        }
+        Ok(Response::new(pb::KillSessionResponse { killed }))
+    }
+
+    async fn list_approvals(
+        &self,
+        req: Request<pb::ListApprovalsRequest>,
+    ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
+        let include = req.into_inner().include_decided;
+        Ok(Response::new(pb::ListApprovalsResponse {
+            approvals: self.sup.approvals.list(include),
+        }))
+    }
+
+    async fn decide_approval(
+        &self,
+        req: Request<pb::DecideApprovalRequest>,
+    ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let d = pb::ApprovalDecision {
+            approval_id: r.approval_id,
+            approve: r.approve,
+            scope: r.scope,
+            confirm: r.confirm,
+            reason: r.reason,
+        };
+        let who = by(peer);
+        match self.sup.approvals.decide(&d, &who, None) {
+            Ok(a) => Ok(Response::new(pb::DecideApprovalResponse {
+                outcome: a.status,
+                decided_by: who,
+            })),
+            Err(e) => Err(match &e {
+                DecideError::Unknown(_) => Status::not_found(e.to_string()),
+                DecideError::AlreadyDecided { .. } => Status::failed_precondition(e.to_string()),
+                DecideError::NeedsConfirm { .. }
+                | DecideError::ConfirmMismatch { .. }
+                | DecideError::OtherSession(_)
+                | DecideError::BadScope(_) => Status::invalid_argument(e.to_string()),
+            }),
+        }
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(
+        &self,
+        req: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        let filter = req.into_inner().session_id;
+        let mut rx = self.sup.recorder.subscribe();
+        let shutdown = self.sup.shutdown.clone();
+        let (tx, out) = mpsc::channel(256);
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    ev = rx.recv() => ev,
+                    _ = shutdown.cancelled() => break,
+                };
+                let ev = match next {
+                    Ok(ev) => ev,
+                    Err(broadcast::error::RecvError::Lagged(n)) => pb::Event {
+                        event: "watch_lagged".to_string(),
+                        summary: format!("{n} events were dropped (watcher too slow)"),
+                        ..Default::default()
+                    },
+                    Err(broadcast::error::RecvError::Closed) => break,
+                };
+                if !filter.is_empty() && ev.session_id != filter && ev.event != "watch_lagged" {
+                    continue;
+                }
+                if tx.send(Ok(ev)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(out))))
+    }
+
+    type SandboxExecStream = ExecStream;
+
+    async fn sandbox_exec(
+        &self,
+        req: Request<pb::SandboxExecRequest>,
+    ) -> Result<Response<Self::SandboxExecStream>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let sup = Arc::clone(&self.sup);
+        if r.argv.is_empty() {
+            return Err(Status::invalid_argument("sandbox exec needs a command"));
+        }
+        let choice = if r.backend.is_empty() {
+            sup.backends.primary_choice()
+        } else {
+            BackendChoice::parse(&r.backend).map_err(Status::invalid_argument)?
+        };
+        let canonical = std::fs::canonicalize(&r.workspace)
+            .map_err(|e| Status::invalid_argument(format!("workspace {:?}: {e}", r.workspace)))?;
+        let owner =
+            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&canonical).map_err(|e| {
+                Status::invalid_argument(format!("workspace {}: {e}", canonical.display()))
+            })?);
+        let uid = r.uid.unwrap_or(owner);
+        if sup.rootless() && uid != sup.own_uid {
+            return Err(Status::permission_denied(format!(
+                "this supervisor runs rootless as uid {}; it can only sandbox that uid",
+                sup.own_uid
+            )));
+        }
+        let users = workspace::passwd();
+        let protected = sup.protected_paths();
+        let ws = workspace::check(
+            &canonical.display().to_string(),
+            &WorkspaceRules {
+                peer_uid: owner,
+                users: &users,
+                protected: &protected,
+            },
+        )
+        .map_err(Status::invalid_argument)?;
+        let user = users.iter().find(|u| u.uid == uid);
+        let gid = user.map(|u| u.gid).unwrap_or(uid);
+        let name = user
+            .map(|u| u.name.clone())
+            .unwrap_or_else(|| uid.to_string());
+        let id = format!(
+            "x{}",
+            &crate::credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?
+                [..11]
+        );
+        let backend = sup
+            .backends
+            .get(choice)
+            .await
+            .map_err(|e| Status::unavailable(format!("SANDBOX_UNAVAILABLE: {e}")))?;
+        let spec = SandboxSpec {
+            session_id: id.clone(),
+            workspace: ws.clone(),
+            uid,
+            gid,
+            env: crate::secrets::sandbox_env(&id, "", &name, None, None),
+            limits: crate::backends::limits(&sup.config),
+            hidden: crate::backends::hidden_paths(
+                &sup.paths.state_dir,
+                sup.audit.dir(),
+                sup.paths.config_file.as_deref(),
+            ),
+        };
+        let timeout_s = if r.timeout_s == 0 {
+            sup.config.sandbox.run_timeout_s
+        } else {
+            u64::from(r.timeout_s).min(sup.config.sandbox.max_run_timeout_s)
+        };
+        let _ = sup.recorder.supervisor(
+            &id,
+            "sandbox_exec",
+            json!({
+                "by": by(peer), "backend": choice.as_str(), "workspace": ws.display().to_string(),
+                "uid": uid, "argv": r.argv, "timeout_s": timeout_s,
+            }),
+        );
+        let sandbox = backend
+            .create(&spec)
+            .await
+            .map_err(|e| Status::unavailable(format!("SANDBOX_UNAVAILABLE: {e}")))?;
+        let (tx, out) = mpsc::channel::<Result<pb::SandboxExecOutput, Status>>(64);
+        let argv = r.argv.clone();
+        tokio::spawn(async move {
+            let (otx, mut orx) = mpsc::channel::<Output>(64);
+            let cancel = CancellationToken::new();
+            let req = ExecRequest {
+                argv,
+                cwd: Some(ws),
+                timeout: Duration::from_secs(timeout_s),
+                merge_stderr: false,
+            };
+            let forward_tx = tx.clone();
+            let forward_cancel = cancel.clone();
+            let forward = tokio::spawn(async move {
+                while let Some(o) = orx.recv().await {
+                    let msg = match o {
+                        Output::Stdout(b) => pb::sandbox_exec_output::Out::Stdout(b.to_vec()),
+                        Output::Stderr(b) => pb::sandbox_exec_output::Out::Stderr(b.to_vec()),
+                    };
+                    if forward_tx
+                        .send(Ok(pb::SandboxExecOutput { out: Some(msg) }))
+                        .await
+                        .is_err()
+                    {
+                        // The operator went away: stop the command.
+                        forward_cancel.cancel();
+                    }
+                }
+            });
+            let result = sandbox.exec(req, otx, cancel).await;
+            let _ = forward.await;
+            let _ = sandbox.destroy().await;
+            let msg = match result {
+                Ok(o) => Ok(pb::SandboxExecOutput {
+                    out: Some(pb::sandbox_exec_output::Out::Exit(pb::ExitStatus {
+                        code: o.exit_code.unwrap_or(-1),
+                        signal: o.signal.unwrap_or(0),
+                        timed_out: o.timed_out,
+                    })),
+                }),
+                Err(e) => Err(Status::unavailable(format!("SANDBOX_UNAVAILABLE: {e}"))),
+            };
+            let _ = tx.send(msg).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(out))))
+    }
+}
+
+impl OperatorSvc {
+    fn active(&self, id: &str) -> Result<Arc<crate::sessions::Session>, Status> {
+        match self.sup.sessions.get(id) {
+            Some(s) => Ok(s),
+            None => Err(match self.sup.sessions.find_ended(id) {
+                Some(info) => Status::failed_precondition(format!(
+                    "session {id} already ended ({}: {})",
+                    info.state, info.end_reason
+                )),
+                None => Status::not_found(format!("session {id} is unknown")),
+            }),
+        }
+    }
+}

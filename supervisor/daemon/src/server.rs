@@ -1,0 +1,364 @@
+//! Start-up, the two sockets, and shutdown.
+//!
+//! Privileged steps in order (docs/OPERATIONS.md lists the same):
+//! 1. load the config (a typo stops the start, naming the line);
+//! 2. prepare the state dir; open the audit dir (wrong permissions stop the
+//!    start) and the supervisor's log;
+//! 3. scan the environment for secrets (the count goes in the `config` event);
+//! 4. build the policy engine (a bad rule stops the start);
+//! 5. build the sandbox backend and reap sandboxes a crashed predecessor left;
+//! 6. bind agent.sock (0666) and operator.sock (0600, or 0660 + group),
+//!    replacing stale socket files but never a live supervisor's;
+//! 7. print the ready line, serve, and on SIGTERM/SIGINT revoke every session,
+//!    kill sandboxes, flush the audit log and remove the sockets.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde_json::json;
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+use tokio_util::sync::CancellationToken;
+use tollgate_audit::{Audit, Redactor};
+use tollgate_policy::Engine;
+use tollgate_proto::v1 as pb;
+use tonic::transport::Server;
+
+use crate::agent_service::AgentSvc;
+use crate::approvals::Approvals;
+use crate::auth::{self, Guard};
+use crate::backends::{BackendSettings, Backends};
+use crate::config::{BackendChoice, Config, ProviderChoice};
+use crate::events::Recorder;
+use crate::llm::{OpenAi, Provider, Script};
+use crate::operator_service::OperatorSvc;
+use crate::sessions::{Sessions, State};
+use crate::supervisor::{Paths, Supervisor};
+
+/// Command-line choices that override the config.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub config: PathBuf,
+    pub config_explicit: bool,
+    pub state_dir: Option<PathBuf>,
+    pub audit_dir: Option<PathBuf>,
+    pub sandbox: Option<BackendChoice>,
+}
+
+/// Runs the supervisor until a signal.
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let mut config = Config::load(&opts.config, opts.config_explicit)?;
+    if let Some(d) = &opts.state_dir {
+        config.supervisor.state_dir = d.clone();
+    }
+    if let Some(d) = &opts.audit_dir {
+        config.audit.dir = d.clone();
+    }
+    if let Some(b) = opts.sandbox {
+        config.sandbox.backend = b;
+    }
+    let own_uid = nix::unistd::getuid().as_raw();
+    let operator_gid = match &config.supervisor.operator_group {
+        Some(name) => Some(auth::group_gid(name).with_context(|| {
+            format!("operator group {name:?} does not exist; create it (groupadd {name}) or remove operator_group")
+        })?),
+        None => None,
+    };
+    let state_dir = prepare_state_dir(&config.supervisor.state_dir, own_uid)?;
+    let audit = Arc::new(Audit::open(
+        &config.audit.dir,
+        config.audit.sync,
+        operator_gid,
+    )?);
+    let audit_dir = audit.dir().to_path_buf();
+    // Opens (or rotates to) this run's supervisor log now, so a broken one
+    // is found at start.
+    audit.supervisor_log()?;
+    let recorder = Recorder::new(Arc::clone(&audit));
+
+    let host_secrets = tollgate_audit::scan_env();
+    let mut secret_values = host_secrets.values().to_vec();
+    let api_key = if config.llm.api_key_env.is_empty() {
+        None
+    } else {
+        std::env::var(&config.llm.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty())
+    };
+    if let Some(k) = &api_key {
+        secret_values.push(k.clone());
+    }
+    let redactor = Redactor::new(secret_values);
+    // The audit log redacts the same values in every record it writes.
+    audit.set_redactor(redactor.clone());
+    let engine = Engine::new(&config.policy).map_err(|e| anyhow::anyhow!("policy: {e}"))?;
+
+    let helper_exe =
+        std::env::current_exe().context("cannot find the supervisor's own executable")?;
+    let backends = Backends::new(
+        config.sandbox.backend,
+        BackendSettings {
+            helper_exe,
+            state_dir: state_dir.clone(),
+            audit_dir: audit_dir.clone(),
+            docker_socket: config.sandbox.docker_socket.clone(),
+            image: config.sandbox.image.clone(),
+        },
+    )
+    .await;
+    let llm: Arc<dyn Provider> = match config.llm.provider {
+        ProviderChoice::Script => Arc::new(match &config.llm.script {
+            Some(p) => Script::load(p).map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+            None => Script::empty(),
+        }),
+        ProviderChoice::Openai => Arc::new(
+            OpenAi::new(&config.llm.base_url, api_key, config.llm.max_response_bytes)
+                .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+        ),
+    };
+    let agent_socket = state_dir.join("agent.sock");
+    let operator_socket = state_dir.join("operator.sock");
+    let config_file = opts
+        .config
+        .exists()
+        .then(|| std::fs::canonicalize(&opts.config).unwrap_or_else(|_| opts.config.clone()));
+
+    let sup = Arc::new(Supervisor {
+        paths: Paths {
+            state_dir: state_dir.clone(),
+            agent_socket: agent_socket.clone(),
+            operator_socket: operator_socket.clone(),
+            config_file,
+        },
+        engine,
+        audit,
+        recorder,
+        redactor,
+        secrets: host_secrets,
+        sessions: Sessions::default(),
+        approvals: Approvals::default(),
+        backends,
+        llm,
+        started: Instant::now(),
+        own_uid,
+        operator_gid,
+        shutdown: CancellationToken::new(),
+        config,
+    });
+
+    let strength = sup.backends.primary().strength();
+    sup.recorder.supervisor(
+        "",
+        "config",
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "uid": own_uid,
+            "config_file": sup.paths.config_file.as_ref().map(|p| p.display().to_string()),
+            "state_dir": state_dir.display().to_string(),
+            "audit_dir": audit_dir.display().to_string(),
+            "audit_sync": sup.audit.sync_mode().as_str(),
+            "sandbox": strength.backend.as_str(),
+            "sandbox_strength": strength.summary,
+            "sandbox_missing": strength.missing,
+            "llm_provider": sup.llm.name(),
+            "host_secret_env_count": sup.secrets.count(),
+            "rules": {
+                "allow": sup.config.policy.allow.len(),
+                "ask": sup.config.policy.ask.len(),
+                "deny": sup.config.policy.deny.len(),
+            },
+            "default_mode": sup.config.session.default_mode.as_str(),
+            "max_mode": sup.config.session.max_mode.as_str(),
+            "auto_approve": sup.config.session.auto_approve,
+        }),
+    )?;
+
+    match sup.backends.primary().reap_orphans().await {
+        Ok(reaped) => {
+            for r in reaped {
+                let _ = sup.recorder.supervisor(
+                    &r.session_id,
+                    "recovered",
+                    json!({"detail": r.detail}),
+                );
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "reaping orphaned sandboxes failed"),
+    }
+
+    let agent_listener = bind(&agent_socket, 0o666, None)?;
+    let operator_listener = bind(
+        &operator_socket,
+        if operator_gid.is_some() { 0o660 } else { 0o600 },
+        operator_gid,
+    )?;
+
+    let (health_a, health_svc_a) = tonic_health::server::health_reporter();
+    health_a
+        .set_serving::<pb::agent_service_server::AgentServiceServer<AgentSvc>>()
+        .await;
+    let (health_o, health_svc_o) = tonic_health::server::health_reporter();
+    health_o
+        .set_serving::<pb::operator_service_server::OperatorServiceServer<OperatorSvc>>()
+        .await;
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+    };
+    let reflection_a = reflection().context("building the reflection service")?;
+    let reflection_o = reflection().context("building the reflection service")?;
+
+    let stop_serving = CancellationToken::new();
+    let agent_server = Server::builder()
+        .add_service(Guard::agent(
+            pb::agent_service_server::AgentServiceServer::new(AgentSvc {
+                sup: Arc::clone(&sup),
+            }),
+            Arc::clone(&sup),
+        ))
+        .add_service(health_svc_a)
+        .add_service(reflection_a)
+        .serve_with_incoming_shutdown(
+            UnixListenerStream::new(agent_listener),
+            stop_serving.clone().cancelled_owned(),
+        );
+    let operator_server = Server::builder()
+        .add_service(Guard::operator(
+            pb::operator_service_server::OperatorServiceServer::new(OperatorSvc {
+                sup: Arc::clone(&sup),
+            }),
+            Arc::clone(&sup),
+        ))
+        .add_service(health_svc_o)
+        .add_service(reflection_o)
+        .serve_with_incoming_shutdown(
+            UnixListenerStream::new(operator_listener),
+            stop_serving.clone().cancelled_owned(),
+        );
+    let servers = tokio::spawn(async move { tokio::join!(agent_server, operator_server) });
+
+    let reaper_sup = Arc::clone(&sup);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(5)) => reaper_sup.reap_expired().await,
+                _ = reaper_sup.shutdown.cancelled() => break,
+            }
+        }
+    });
+
+    eprintln!(
+        "supervisor: ready agent={} operator={} sandbox={}",
+        agent_socket.display(),
+        operator_socket.display(),
+        sup.backends.primary().kind().as_str()
+    );
+
+    let signal = wait_for_signal().await?;
+    tracing::info!(signal, "shutting down");
+    let ended = sup
+        .end_all(
+            State::Revoked,
+            &format!("supervisor shutting down ({signal})"),
+            "supervisor",
+        )
+        .await;
+    sup.shutdown.cancel();
+    let _ = sup.recorder.supervisor(
+        "",
+        "shutdown",
+        json!({
+            "signal": signal,
+            "sessions_revoked": ended.len(),
+        }),
+    );
+    stop_serving.cancel();
+    // Streams have been ended above; give in-flight unary calls a moment.
+    let _ = tokio::time::timeout(Duration::from_secs(3), servers).await;
+    sup.audit.flush()?;
+    for p in [&agent_socket, &operator_socket] {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+/// Creates the state dir (0755) or checks an existing one: owned by us and
+/// not writable by others.
+fn prepare_state_dir(dir: &Path, own_uid: u32) -> anyhow::Result<PathBuf> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => {
+            if !m.is_dir() {
+                bail!("state dir {} is not a directory", dir.display());
+            }
+            if m.uid() != own_uid {
+                bail!(
+                    "state dir {} is owned by uid {}, not by the supervisor (uid {own_uid})",
+                    dir.display(),
+                    m.uid()
+                );
+            }
+            if m.mode() & 0o022 != 0 {
+                bail!(
+                    "state dir {} is writable by group or others (mode {:o}); chmod 755 it",
+                    dir.display(),
+                    m.mode() & 0o7777
+                );
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!(
+                    "cannot create state dir {}; pass --state-dir DIR",
+                    dir.display()
+                )
+            })?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot set the mode of state dir {}", dir.display()))?;
+        }
+        Err(e) => bail!("state dir {}: {e}", dir.display()),
+    }
+    std::fs::canonicalize(dir).with_context(|| format!("state dir {}", dir.display()))
+}
+
+/// Binds a socket, replacing a stale socket file (never a live one, and
+/// never a file that is not a socket), then sets its mode and group.
+fn bind(path: &Path, mode: u32, group: Option<u32>) -> anyhow::Result<UnixListener> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_socket() {
+            bail!("{} exists and is not a socket; remove it", path.display());
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            bail!(
+                "another supervisor is listening on {}; stop it first",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("removing the stale socket {}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("cannot bind {}", path.display()))?;
+    if let Some(gid) = group {
+        nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)))
+            .with_context(|| format!("cannot set the group of {}", path.display()))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    Ok(listener)
+}

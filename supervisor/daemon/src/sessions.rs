@@ -1,0 +1,393 @@
+//! Sessions: who opened them, their credentials, caps, counters and state.
+//!
+//! The table is the single source of truth for whether a token is good. The
+//! kill switch works by flipping a session's state and cancelling its
+//! [`CancellationToken`]: every in-flight call, approval wait and stream of
+//! the session watches that token.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use tokio::sync::{OnceCell, broadcast};
+use tokio_util::sync::CancellationToken;
+use tollgate_audit::AuditFile;
+use tollgate_policy::Mode;
+use tollgate_proto::v1 as pb;
+use tollgate_sandbox::{Backend, Sandbox};
+
+use crate::credentials::{self, Presented, Token, TokenHash};
+
+/// Milliseconds since the epoch.
+pub fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Active,
+    Revoked,
+    Killed,
+    Closed,
+    Expired,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Active => "active",
+            State::Revoked => "revoked",
+            State::Killed => "killed",
+            State::Closed => "closed",
+            State::Expired => "expired",
+        }
+    }
+}
+
+/// Caps fixed at OpenSession (request clamped to config).
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    pub max_tool_calls: u32,
+    pub max_cost_usd: f64,
+    pub llm_timeout: Duration,
+}
+
+/// LLM usage so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost_usd: f64,
+    pub calls: u64,
+}
+
+struct Credentials {
+    token: TokenHash,
+    expires: SystemTime,
+    sandbox_token: TokenHash,
+}
+
+struct Status {
+    state: State,
+    end_reason: String,
+}
+
+/// One session.
+pub struct Session {
+    pub id: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+    pub workspace: PathBuf,
+    pub home: Option<PathBuf>,
+    pub mode: Mode,
+    /// The session's own allowlist (`--tools`); `None` = all.
+    pub tools: Option<BTreeSet<String>>,
+    pub caps: Caps,
+    pub model: String,
+    pub client: String,
+    pub created: SystemTime,
+    pub audit: Arc<AuditFile>,
+    /// Cancelled when the session ends for any reason.
+    pub cancel: CancellationToken,
+    pub backend: Arc<dyn Backend>,
+    /// Created lazily on the first run_bash.
+    pub sandbox: OnceCell<Arc<dyn Sandbox>>,
+    pub files: tollgate_tools::Workspace,
+    pub tool_calls: AtomicU32,
+    /// Server-to-agent control messages (approvals, session end).
+    pub control: broadcast::Sender<pb::ApprovalServerMsg>,
+    /// The sandbox-scoped token, handed to the sandbox environment only.
+    pub sandbox_token_text: Mutex<Option<String>>,
+    creds: Mutex<Credentials>,
+    status: Mutex<Status>,
+    usage: Mutex<Usage>,
+    /// Files (absolute) the session has read or written.
+    read_files: Mutex<BTreeSet<PathBuf>>,
+    /// (tool, normalised target) approved with scope "session".
+    grants: Mutex<HashSet<(String, String)>>,
+    /// Index of the next script-provider turn.
+    pub script_turn: AtomicU32,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("uid", &self.uid)
+            .field("workspace", &self.workspace)
+            .field("mode", &self.mode)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything needed to create a session, minus credentials.
+pub struct NewSession {
+    pub id: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+    pub workspace: PathBuf,
+    pub home: Option<PathBuf>,
+    pub mode: Mode,
+    pub tools: Option<BTreeSet<String>>,
+    pub caps: Caps,
+    pub model: String,
+    pub client: String,
+    pub audit: Arc<AuditFile>,
+    pub backend: Arc<dyn Backend>,
+    pub files: tollgate_tools::Workspace,
+    pub token_ttl: Duration,
+}
+
+impl Session {
+    /// Builds a session and mints its two tokens.
+    pub fn create(n: NewSession) -> Result<(Arc<Session>, Token), credentials::CredentialError> {
+        let token = credentials::mint(&n.id, false)?;
+        let sandbox_token = credentials::mint(&n.id, true)?;
+        let (control, _) = broadcast::channel(64);
+        let session = Arc::new(Session {
+            creds: Mutex::new(Credentials {
+                token: token.hash(),
+                expires: SystemTime::now() + n.token_ttl,
+                sandbox_token: sandbox_token.hash(),
+            }),
+            sandbox_token_text: Mutex::new(Some(sandbox_token.reveal().to_string())),
+            id: n.id,
+            uid: n.uid,
+            gid: n.gid,
+            pid: n.pid,
+            workspace: n.workspace,
+            home: n.home,
+            mode: n.mode,
+            tools: n.tools,
+            caps: n.caps,
+            model: n.model,
+            client: n.client,
+            created: SystemTime::now(),
+            audit: n.audit,
+            cancel: CancellationToken::new(),
+            backend: n.backend,
+            sandbox: OnceCell::new(),
+            files: n.files,
+            tool_calls: AtomicU32::new(0),
+            control,
+            status: Mutex::new(Status {
+                state: State::Active,
+                end_reason: String::new(),
+            }),
+            usage: Mutex::new(Usage::default()),
+            read_files: Mutex::new(BTreeSet::new()),
+            grants: Mutex::new(HashSet::new()),
+            script_turn: AtomicU32::new(0),
+        });
+        Ok((session, token))
+    }
+
+    pub fn state(&self) -> State {
+        self.status.lock().state
+    }
+
+    pub fn end_reason(&self) -> String {
+        self.status.lock().end_reason.clone()
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.state() == State::Active
+    }
+
+    /// Moves an active session to `state`. Returns false when it had already
+    /// ended (the first ending wins).
+    pub fn end(&self, state: State, reason: &str) -> bool {
+        let mut s = self.status.lock();
+        if s.state != State::Active {
+            return false;
+        }
+        s.state = state;
+        s.end_reason = reason.to_string();
+        drop(s);
+        self.cancel.cancel();
+        true
+    }
+
+    pub fn token_expires(&self) -> SystemTime {
+        self.creds.lock().expires
+    }
+
+    /// Replaces the control token; the old one stops working at once.
+    pub fn rotate(&self, ttl: Duration) -> Result<Token, credentials::CredentialError> {
+        let token = credentials::mint(&self.id, false)?;
+        let mut c = self.creds.lock();
+        c.token = token.hash();
+        c.expires = SystemTime::now() + ttl;
+        Ok(token)
+    }
+
+    /// Checks a presented token against this session. Constant time in the
+    /// secret.
+    pub fn check_token(&self, presented: &Presented<'_>) -> TokenCheck {
+        let c = self.creds.lock();
+        match presented {
+            Presented::Sandbox { secret, .. } => {
+                if c.sandbox_token.matches(secret) {
+                    TokenCheck::SandboxScoped
+                } else {
+                    TokenCheck::Wrong
+                }
+            }
+            Presented::Control { secret, .. } => {
+                if !c.token.matches(secret) {
+                    TokenCheck::Wrong
+                } else if SystemTime::now() >= c.expires {
+                    TokenCheck::Expired
+                } else {
+                    TokenCheck::Good
+                }
+            }
+        }
+    }
+
+    pub fn usage(&self) -> Usage {
+        *self.usage.lock()
+    }
+
+    pub fn add_usage(&self, tokens_in: u64, tokens_out: u64, cost: f64) -> Usage {
+        let mut u = self.usage.lock();
+        u.tokens_in += tokens_in;
+        u.tokens_out += tokens_out;
+        u.cost_usd += cost;
+        u.calls += 1;
+        *u
+    }
+
+    pub fn read_files(&self) -> BTreeSet<PathBuf> {
+        self.read_files.lock().clone()
+    }
+
+    pub fn mark_read(&self, path: PathBuf) {
+        self.read_files.lock().insert(path);
+    }
+
+    pub fn grant(&self, tool: &str, target: &str) {
+        self.grants
+            .lock()
+            .insert((tool.to_string(), target.to_string()));
+    }
+
+    pub fn has_grant(&self, tool: &str, target: &str) -> bool {
+        self.grants
+            .lock()
+            .contains(&(tool.to_string(), target.to_string()))
+    }
+
+    /// Counts one tool call against the cap; `false` when the cap is reached.
+    pub fn take_tool_call(&self) -> bool {
+        self.tool_calls
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.caps.max_tool_calls).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub fn info(&self, pending_approvals: u32, sandbox: &str) -> pb::SessionInfo {
+        let usage = self.usage();
+        let status = self.status.lock();
+        pb::SessionInfo {
+            id: self.id.clone(),
+            uid: self.uid,
+            gid: self.gid,
+            workspace: self.workspace.display().to_string(),
+            mode: self.mode.as_str().to_string(),
+            state: status.state.as_str().to_string(),
+            created_unix_ms: unix_ms(self.created),
+            tools: self
+                .tools
+                .as_ref()
+                .map(|t| t.iter().cloned().collect())
+                .unwrap_or_default(),
+            tool_calls: self.tool_calls.load(Ordering::SeqCst),
+            max_tool_calls: self.caps.max_tool_calls,
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+            cost_usd: usage.cost_usd,
+            max_cost_usd: self.caps.max_cost_usd,
+            pending_approvals,
+            sandbox: sandbox.to_string(),
+            end_reason: status.end_reason.clone(),
+            client: self.client.clone(),
+            pid: self.pid,
+            audit_file: self.audit.path().display().to_string(),
+            token_expires_unix_ms: unix_ms(self.token_expires()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenCheck {
+    Good,
+    Wrong,
+    Expired,
+    SandboxScoped,
+}
+
+/// All sessions: active ones, and a bounded memory of ended ones for
+/// `supervisorctl sessions` and `show`.
+#[derive(Default)]
+pub struct Sessions {
+    active: Mutex<HashMap<String, Arc<Session>>>,
+    ended: Mutex<VecDeque<pb::SessionInfo>>,
+}
+
+const ENDED_KEPT: usize = 256;
+
+impl Sessions {
+    pub fn insert(&self, s: Arc<Session>) {
+        self.active.lock().insert(s.id.clone(), s);
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.active.lock().get(id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        let mut v: Vec<_> = self.active.lock().values().cloned().collect();
+        v.sort_by_key(|s| s.created);
+        v
+    }
+
+    pub fn count_for_uid(&self, uid: u32) -> usize {
+        self.active.lock().values().filter(|s| s.uid == uid).count()
+    }
+
+    pub fn len(&self) -> usize {
+        self.active.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes an ended session from the active table, remembering its info.
+    pub fn retire(&self, id: &str, info: pb::SessionInfo) {
+        self.active.lock().remove(id);
+        let mut ended = self.ended.lock();
+        ended.push_back(info);
+        while ended.len() > ENDED_KEPT {
+            ended.pop_front();
+        }
+    }
+
+    pub fn ended(&self) -> Vec<pb::SessionInfo> {
+        self.ended.lock().iter().cloned().collect()
+    }
+
+    pub fn find_ended(&self, id: &str) -> Option<pb::SessionInfo> {
+        self.ended.lock().iter().rev().find(|i| i.id == id).cloned()
+    }
+}

@@ -1,0 +1,360 @@
+//! The supervisor's shared state and the session lifecycle: open, refresh,
+//! close, revoke, kill, and shutdown. Tool calls go through `pep.rs`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::json;
+use tollgate_audit::{Audit, EnvScan, Redactor};
+use tollgate_policy::{Engine, Mode};
+use tollgate_proto::v1 as pb;
+use tonic::Status;
+
+use crate::approvals::Approvals;
+use crate::backends::Backends;
+use crate::config::Config;
+use crate::credentials::{self, Token};
+use crate::events::Recorder;
+use crate::llm::Provider;
+use crate::sessions::{Caps, NewSession, Session, Sessions, State, unix_ms};
+use crate::workspace::{self, WorkspaceRules};
+
+/// Where the supervisor lives on disk.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub state_dir: PathBuf,
+    pub agent_socket: PathBuf,
+    pub operator_socket: PathBuf,
+    pub config_file: Option<PathBuf>,
+}
+
+/// The peer of a call, from SO_PEERCRED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+}
+
+pub struct Supervisor {
+    pub config: Config,
+    pub paths: Paths,
+    pub engine: Engine,
+    pub audit: Arc<Audit>,
+    pub recorder: Recorder,
+    pub redactor: Redactor,
+    pub secrets: EnvScan,
+    pub sessions: Sessions,
+    pub approvals: Approvals,
+    pub backends: Backends,
+    pub llm: Arc<dyn Provider>,
+    pub started: Instant,
+    /// The uid the supervisor runs as (0, or the single user in rootless mode).
+    pub own_uid: u32,
+    pub operator_gid: Option<u32>,
+    /// Cancelled when the supervisor shuts down: long-lived streams end.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("paths", &self.paths)
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Supervisor {
+    /// Paths no session may touch or use as a workspace.
+    pub fn protected_paths(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.paths.state_dir.clone(), self.audit.dir().to_path_buf()];
+        if let Some(c) = &self.paths.config_file {
+            v.push(c.clone());
+        }
+        v.push(PathBuf::from("/etc/tollgate"));
+        v
+    }
+
+    pub fn rootless(&self) -> bool {
+        self.own_uid != 0
+    }
+
+    /// OpenSession: checks, then creates the session and its audit file.
+    pub async fn open_session(
+        self: &Arc<Self>,
+        peer: Peer,
+        req: pb::OpenSessionRequest,
+    ) -> Result<(Arc<Session>, Token), Status> {
+        if self.rootless() && peer.uid != self.own_uid {
+            return Err(Status::permission_denied(format!(
+                "this supervisor runs rootless as uid {}; it serves only that uid (caller is uid {})",
+                self.own_uid, peer.uid
+            )));
+        }
+        let mode = if req.mode.is_empty() {
+            self.config.session.default_mode
+        } else {
+            Mode::parse(&req.mode).map_err(|e| Status::invalid_argument(e.to_string()))?
+        };
+        self.config
+            .mode_permitted(mode)
+            .map_err(Status::permission_denied)?;
+        let tools = if req.tools.is_empty() {
+            None
+        } else {
+            let known: BTreeSet<&str> =
+                tollgate_policy::registry().iter().map(|t| t.name).collect();
+            for t in &req.tools {
+                if !known.contains(t.as_str()) {
+                    return Err(Status::invalid_argument(format!(
+                        "unknown tool {t:?} in --tools (known: {})",
+                        known.iter().copied().collect::<Vec<_>>().join(", ")
+                    )));
+                }
+            }
+            Some(req.tools.iter().cloned().collect::<BTreeSet<String>>())
+        };
+        let max = self.config.supervisor.max_sessions_per_uid as usize;
+        if self.sessions.count_for_uid(peer.uid) >= max {
+            return Err(Status::resource_exhausted(format!(
+                "uid {} already has {max} sessions open (max_sessions_per_uid); close one first",
+                peer.uid
+            )));
+        }
+        let users = workspace::passwd();
+        let protected = self.protected_paths();
+        let ws = workspace::check(
+            &req.workspace,
+            &WorkspaceRules {
+                peer_uid: peer.uid,
+                users: &users,
+                protected: &protected,
+            },
+        )
+        .map_err(Status::invalid_argument)?;
+        tollgate_audit::audit_system_prompt(&req.system_prompt, &self.secrets)
+            .map_err(|e| Status::permission_denied(e.to_string()))?;
+        let caps = self.clamp_caps(req.caps.as_ref());
+        let owner = users.iter().find(|u| u.uid == peer.uid);
+        let gid = owner.map(|u| u.gid).unwrap_or(peer.gid);
+        let home = owner.map(|u| u.home.clone());
+        let files = tollgate_tools::Workspace::open(&ws, peer.uid, gid)
+            .map_err(|e| Status::invalid_argument(format!("workspace {}: {e}", ws.display())))?;
+        let id = credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?;
+        let audit_file = self.audit.open_session(&id).map_err(|e| {
+            Status::unavailable(format!(
+                "AUDIT_UNAVAILABLE: cannot open the session's audit log: {e}"
+            ))
+        })?;
+        let model = if req.model.is_empty() {
+            self.config.llm.model.clone()
+        } else {
+            req.model.clone()
+        };
+        let (session, token) = Session::create(NewSession {
+            id: id.clone(),
+            uid: peer.uid,
+            gid,
+            pid: peer.pid,
+            workspace: ws,
+            home,
+            mode,
+            tools,
+            caps,
+            model,
+            client: req.client.chars().take(64).collect(),
+            audit: audit_file,
+            backend: self.backends.primary(),
+            files,
+            token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
+        })
+        .map_err(|e| Status::internal(e.to_string()))?;
+        let opened = json!({
+            "uid": peer.uid,
+            "gid": gid,
+            "pid": peer.pid,
+            "workspace": session.workspace.display().to_string(),
+            "mode": mode.as_str(),
+            "tools": req.tools,
+            "max_tool_calls": caps.max_tool_calls,
+            "max_cost_usd": caps.max_cost_usd,
+            "client": session.client,
+            "sandbox": self.backends.primary().kind().as_str(),
+            "system_prompt_chars": req.system_prompt.chars().count(),
+        });
+        self.recorder
+            .to_file(&session.audit, &id, "session_opened", opened.clone())
+            .and_then(|_| {
+                let mut sup = opened;
+                sup["audit_file"] = json!(session.audit.path().display().to_string());
+                self.recorder.supervisor(&id, "session_opened", sup)
+            })
+            .map_err(|e| {
+                Status::unavailable(format!("AUDIT_UNAVAILABLE: cannot record the session: {e}"))
+            })?;
+        self.sessions.insert(Arc::clone(&session));
+        Ok((session, token))
+    }
+
+    fn clamp_caps(&self, asked: Option<&pb::SessionCaps>) -> Caps {
+        let s = &self.config.session;
+        let l = &self.config.llm;
+        let mut caps = Caps {
+            max_tool_calls: s.max_tool_calls,
+            max_cost_usd: l.max_cost_usd,
+            llm_timeout: Duration::from_secs(l.timeout_s),
+        };
+        if let Some(a) = asked {
+            if let Some(n) = a.max_tool_calls {
+                caps.max_tool_calls = caps.max_tool_calls.min(n);
+            }
+            if let Some(c) = a.max_cost_usd
+                && c.is_finite()
+                && c >= 0.0
+            {
+                caps.max_cost_usd = caps.max_cost_usd.min(c);
+            }
+            if let Some(t) = a.llm_timeout_s
+                && t > 0
+            {
+                caps.llm_timeout = caps.llm_timeout.min(Duration::from_secs(t.into()));
+            }
+        }
+        caps
+    }
+
+    /// RefreshToken: a new token; the old one stops working at once.
+    pub fn refresh(&self, session: &Session) -> Result<Token, Status> {
+        let token = session
+            .rotate(Duration::from_secs(self.config.session.token_ttl_s))
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let _ = self.recorder.to_file(
+            &session.audit,
+            &session.id,
+            "token_rotated",
+            json!({"expires_unix_ms": unix_ms(session.token_expires())}),
+        );
+        Ok(token)
+    }
+
+    /// Ends a session: marks it, cancels everything in flight, kills its
+    /// sandbox, withdraws its approvals, tells the agent, and records it.
+    /// Idempotent: the first ending wins and returns true.
+    pub async fn end_session(
+        &self,
+        session: &Arc<Session>,
+        state: State,
+        reason: &str,
+        by: &str,
+    ) -> bool {
+        if !session.end(state, reason) {
+            return false;
+        }
+        // The kill switch: destroy the sandbox first, then the bookkeeping.
+        let sandbox_result = match session.sandbox.get() {
+            Some(sb) => sb.destroy().await.map_err(|e| e.to_string()),
+            None => Ok(()),
+        };
+        for a in self.approvals.pending_for(&session.id) {
+            if let Some(a) = self.approvals.close(&a.id, "withdrawn", by) {
+                let _ = self.recorder.to_file(
+                    &session.audit,
+                    &session.id,
+                    "approval_decided",
+                    json!({"approval_id": a.id, "tool": a.tool, "outcome": "withdrawn",
+                           "by": by, "reason": format!("session {}: {reason}", state.as_str())}),
+                );
+            }
+        }
+        let code = match state {
+            State::Closed => pb::DenialCode::Unspecified,
+            State::Active | State::Revoked | State::Killed | State::Expired => {
+                pb::DenialCode::SessionRevoked
+            }
+        };
+        let _ = session.control.send(pb::ApprovalServerMsg {
+            msg: Some(pb::approval_server_msg::Msg::Ended(pb::SessionEnded {
+                code: code as i32,
+                reason: reason.to_string(),
+            })),
+        });
+        let event = match state {
+            State::Closed => "session_closed",
+            State::Active | State::Revoked | State::Killed | State::Expired => "session_revoked",
+        };
+        let usage = session.usage();
+        let mut fields = json!({
+            "state": state.as_str(),
+            "reason": reason,
+            "by": by,
+            "tool_calls": session.tool_calls.load(std::sync::atomic::Ordering::SeqCst),
+            "tokens_in": usage.tokens_in,
+            "tokens_out": usage.tokens_out,
+            "cost_usd": usage.cost_usd,
+        });
+        if let Err(e) = &sandbox_result {
+            fields["sandbox_error"] = json!(e);
+        }
+        let _ = self
+            .recorder
+            .to_file(&session.audit, &session.id, event, fields.clone());
+        if event != "session_closed" {
+            let _ = self.recorder.to_file(
+                &session.audit,
+                &session.id,
+                "session_closed",
+                json!({"state": state.as_str(), "reason": reason}),
+            );
+        }
+        fields["audit_file"] = json!(session.audit.path().display().to_string());
+        let _ = self.recorder.supervisor(&session.id, event, fields);
+        // Anchor the session file's head outside it, so a truncated tail is
+        // caught by `audit verify`.
+        if let Err(e) = self.recorder.anchor(&session.audit, &session.id) {
+            tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head");
+        }
+        let pending = 0;
+        let info = session.info(pending, session.backend.kind().as_str());
+        self.sessions.retire(&session.id, info);
+        true
+    }
+
+    /// Revokes (or kills) every active session: SIGTERM, `kill --all`.
+    pub async fn end_all(&self, state: State, reason: &str, by: &str) -> Vec<String> {
+        let sessions = self.sessions.all();
+        let ends = sessions
+            .iter()
+            .map(|s| self.end_session(s, state, reason, by));
+        let results = futures_util::future::join_all(ends).await;
+        sessions
+            .iter()
+            .zip(results)
+            .filter(|(_, ended)| *ended)
+            .map(|(s, _)| s.id.clone())
+            .collect()
+    }
+
+    /// Ends sessions whose token expired without a refresh.
+    pub async fn reap_expired(&self) {
+        let now = SystemTime::now();
+        for s in self.sessions.all() {
+            if s.token_expires() <= now {
+                self.end_session(
+                    &s,
+                    State::Expired,
+                    "token expired without a refresh",
+                    "supervisor",
+                )
+                .await;
+            }
+        }
+    }
+
+    pub fn session_info(&self, s: &Session) -> pb::SessionInfo {
+        let pending = self.approvals.pending_for(&s.id).len() as u32;
+        s.info(pending, s.backend.kind().as_str())
+    }
+}
