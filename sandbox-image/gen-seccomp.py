@@ -1,0 +1,56 @@
+import json,os,re
+names=[l.split()[1][5:] for l in open('/usr/include/x86_64-linux-gnu/asm/unistd_64.h') if l.startswith('#define __NR_')]
+# newer than the 6.1 headers, harmless; unknown names are skipped by runc
+names+=['cachestat','fchmodat2','map_shadow_stack','futex_wake','futex_wait','futex_requeue','mseal']
+deny={
+ 'admin':'acct adjtimex clock_adjtime clock_settime settimeofday reboot swapon swapoff sethostname setdomainname syslog vhangup quotactl quotactl_fd nfsservctl sysfs _sysctl ustat uselib iopl ioperm modify_ldt lookup_dcookie',
+ 'modules':'create_module init_module finit_module delete_module get_kernel_syms query_module kexec_load kexec_file_load',
+ 'mounts':'mount umount2 pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick mount_setattr',
+ 'namespaces':'unshare setns',
+ 'process-inspection':'ptrace process_vm_readv process_vm_writev kcmp pidfd_getfd process_madvise process_mrelease',
+ 'kernel-attack-surface':'bpf perf_event_open userfaultfd io_uring_setup io_uring_enter io_uring_register keyctl add_key request_key fanotify_init fanotify_mark name_to_handle_at open_by_handle_at memfd_secret migrate_pages move_pages',
+ 'obsolete':'afs_syscall tuxcall security getpmsg putpmsg vserver epoll_ctl_old epoll_wait_old',
+}
+conditional={'clone','clone3','socket','socketpair','personality','ioctl'}
+denied={n for v in deny.values() for n in v.split()}
+unknown=denied-set(names)
+assert not unknown, unknown
+allow=sorted(n for n in names if n not in denied and n not in conditional)
+prof={
+ "comment":"tollgate docker sandbox seccomp profile: an allowlist (default EPERM) for x86_64 and aarch64 only (i386 and x32 syscalls fail the architecture check); see sandbox-image/README.md",
+ "defaultAction":"SCMP_ACT_ERRNO",
+ "defaultErrnoRet":1,
+ "architectures":["SCMP_ARCH_X86_64","SCMP_ARCH_AARCH64"],
+ "syscalls":[]}
+S=prof["syscalls"]
+S.append({"comment":"ordinary process, file, socket and time syscalls","names":allow,"action":"SCMP_ACT_ALLOW"})
+S.append({"comment":"clone without namespace flags (CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET)","names":["clone"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":0x7E020000,"valueTwo":0,"op":"SCMP_CMP_MASKED_EQ"}]})
+S.append({"comment":"clone3 passes its flags in memory seccomp cannot read: ENOSYS makes libc fall back to clone","names":["clone3"],"action":"SCMP_ACT_ERRNO","errnoRet":38})
+for fam,nm in [(1,'AF_UNIX'),(2,'AF_INET'),(10,'AF_INET6')]:
+    S.append({"comment":"socket(%s); netlink, packet, vsock and the rest are refused"%nm,"names":["socket"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":fam,"op":"SCMP_CMP_EQ"}]})
+S.append({"comment":"socketpair(AF_UNIX)","names":["socketpair"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":1,"op":"SCMP_CMP_EQ"}]})
+for p in [0,8,0x20000,0x20008,0xffffffff]:
+    S.append({"comment":"personality: PER_LINUX, UNAME26, ADDR_NO_RANDOMIZE and the query only","names":["personality"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":p,"op":"SCMP_CMP_EQ"}]})
+# ioctl: allowed unless the low 32 bits of the request are TIOCSTI (0x5412) or TIOCLINUX
+# (0x541C). runc + libseccomp 2.5 silently turn a rule with two comparisons on one
+# argument into "always true", and an unconditional ALLOW overrides conditional
+# ERRNO rules, so the allowed set is spelled out as aligned blocks, one
+# single-comparison MASKED_EQ rule each.
+EXCL={0x5412,0x541C}
+blocks=[]
+def cover(prefix,n):
+    if not any(prefix<=e<prefix+(1<<n) for e in EXCL): blocks.append((prefix,n)); return
+    if n==0: return
+    cover(prefix,n-1); cover(prefix+(1<<(n-1)),n-1)
+cover(0,32)
+for prefix,n in blocks:
+    mask=(~((1<<n)-1)) & 0xFFFFFFFFFFFFFFFF
+    S.append({"comment":"ioctl requests 0x%x..0x%x"%(prefix,prefix+(1<<n)-1),"names":["ioctl"],"action":"SCMP_ACT_ALLOW","args":[{"index":1,"value":mask,"valueTwo":prefix,"op":"SCMP_CMP_MASKED_EQ"}]})
+S.append({"comment":"ioctl requests sign-extended from a negative int (bit 31 set, so never TIOCSTI/TIOCLINUX)","names":["ioctl"],"action":"SCMP_ACT_ALLOW","args":[{"index":1,"value":0xffffffff80000000,"op":"SCMP_CMP_GE"}]})
+for k,v in deny.items():
+    S.append({"comment":"refused: "+k,"names":sorted(v.split()),"action":"SCMP_ACT_ERRNO","errnoRet":1})
+out=json.dumps(prof,indent=1)
+# keep long name lists on few lines
+out=re.sub(r'\[\n\s+("[^\]]*?)\n\s*\]', lambda m: '['+' '.join(x.strip() for x in m.group(1).split('\n'))+']', out)
+open(os.path.join(os.path.dirname(os.path.abspath(__file__)),'seccomp.json'),'w').write(out+'\n')
+print(len(allow),'allowed unconditionally')
