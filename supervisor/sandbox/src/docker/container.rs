@@ -1,0 +1,348 @@
+//! The container a session gets: every setting of BRIEF section 6, built as
+//! one `ContainerCreateBody` (pure, so it is unit-tested field by field).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use bollard::models::{
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
+};
+
+use super::verify::PlannedMount;
+use crate::{SandboxError, SandboxSpec};
+
+/// Every session container carries this label with the session id.
+pub const LABEL_SESSION: &str = "tollgate.session";
+/// ... and this one, set to "1".
+pub const LABEL_MANAGED: &str = "tollgate.managed";
+/// ... and the state dir of the supervisor that made it, so `reap_orphans`
+/// touches only its own leftovers when several supervisors share one engine.
+pub const LABEL_OWNER: &str = "tollgate.state-dir";
+
+/// pid 1 of every container: docker's init (tini) runs this and reaps every
+/// exec'd orphan. 2^31-1 seconds: busybox `sleep` has no `infinity`.
+pub const IDLE_CMD: &[&str] = &["sleep", "2147483647"];
+
+const MIB: i64 = 1024 * 1024;
+
+/// The container name for a session.
+pub fn container_name(session_id: &str) -> String {
+    format!("tollgate-{session_id}")
+}
+
+/// Session ids name containers: 1 to 64 of `[A-Za-z0-9_-]`.
+pub fn check_session_id(id: &str) -> Result<(), SandboxError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(SandboxError::Refused(format!(
+            "session id {id:?} cannot name a container (1-64 of A-Z a-z 0-9 - _)"
+        )))
+    }
+}
+
+fn to_i64(v: u64, what: &str) -> Result<i64, SandboxError> {
+    i64::try_from(v).map_err(|_| SandboxError::Refused(format!("{what} {v} is too large")))
+}
+
+fn utf8(p: &Path) -> Result<&str, SandboxError> {
+    p.to_str().ok_or_else(|| {
+        SandboxError::Refused(format!(
+            "{} is not valid UTF-8 (docker cannot mount it)",
+            p.display()
+        ))
+    })
+}
+
+/// The create body for one session. `mounts[0]` is the checked, canonical
+/// workspace (also the working directory), the rest are read-only binds
+/// beneath it; each is mounted at its own path. `seccomp` is the compacted
+/// profile JSON.
+pub fn create_body(
+    spec: &SandboxSpec,
+    mounts: &[PlannedMount],
+    image: &str,
+    owner: &Path,
+    seccomp: &str,
+) -> Result<ContainerCreateBody, SandboxError> {
+    let ws = utf8(
+        &mounts
+            .first()
+            .ok_or_else(|| SandboxError::Refused("no workspace to mount".to_string()))?
+            .path,
+    )?;
+    let mut binds = Vec::with_capacity(mounts.len());
+    for m in mounts {
+        let p = utf8(&m.path)?;
+        binds.push(Mount {
+            target: Some(p.to_string()),
+            source: Some(p.to_string()),
+            typ: Some(MountType::BIND),
+            read_only: Some(m.read_only),
+            bind_options: Some(MountBindOptions {
+                propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
+                // Only the source's own filesystem: a mount someone placed
+                // beneath it shows up as an empty directory, not its content.
+                non_recursive: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    let owner = owner.to_string_lossy().into_owned();
+    let mut env = Vec::with_capacity(spec.env.len());
+    for (k, v) in &spec.env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+            return Err(SandboxError::Refused(format!(
+                "environment variable {k:?} cannot be passed to a container"
+            )));
+        }
+        env.push(format!("{k}={v}"));
+    }
+    let l = &spec.limits;
+    if l.memory_mb == 0 || l.pids == 0 || l.cpus_millis == 0 || l.tmp_mb == 0 {
+        return Err(SandboxError::Refused(format!(
+            "sandbox limits must all be set (memory_mb {}, pids {}, cpus_millis {}, tmp_mb {})",
+            l.memory_mb, l.pids, l.cpus_millis, l.tmp_mb
+        )));
+    }
+    let memory = to_i64(l.memory_mb, "memory_mb")?.saturating_mul(MIB);
+    let fsize = to_i64(l.fsize_mb, "fsize_mb")?.saturating_mul(MIB);
+    let nofile = to_i64(l.nofile, "nofile")?;
+    let ulimit = |name: &str, v: i64| ResourcesUlimits {
+        name: Some(name.to_string()),
+        soft: Some(v),
+        hard: Some(v),
+    };
+
+    let labels = HashMap::from([
+        (LABEL_SESSION.to_string(), spec.session_id.clone()),
+        (LABEL_MANAGED.to_string(), "1".to_string()),
+        (LABEL_OWNER.to_string(), owner),
+    ]);
+    // /tmp: private, sized, counted against the memory limit. Not noexec: the
+    // workspace is writable and executable anyway, and build tools and test
+    // runners execute from /tmp.
+    let tmpfs = HashMap::from([(
+        "/tmp".to_string(),
+        format!("rw,nosuid,nodev,size={}m,mode=1777", l.tmp_mb),
+    )]);
+    let host_config = HostConfig {
+        network_mode: Some("none".to_string()),
+        readonly_rootfs: Some(true),
+        tmpfs: Some(tmpfs),
+        cap_drop: Some(vec!["ALL".to_string()]),
+        cap_add: None,
+        privileged: Some(false),
+        security_opt: Some(vec![
+            "no-new-privileges:true".to_string(),
+            format!("seccomp={seccomp}"),
+        ]),
+        memory: Some(memory),
+        // memory + swap = memory: no swap.
+        memory_swap: Some(memory),
+        pids_limit: Some(to_i64(l.pids, "pids")?),
+        nano_cpus: Some(to_i64(l.cpus_millis, "cpus_millis")?.saturating_mul(1_000_000)),
+        ulimits: Some(vec![
+            ulimit("nofile", nofile),
+            ulimit("fsize", fsize),
+            ulimit("core", 0),
+        ]),
+        mounts: Some(binds),
+        binds: None,
+        volumes_from: None,
+        devices: None,
+        init: Some(true),
+        ipc_mode: Some("private".to_string()),
+        pid_mode: None,
+        userns_mode: None,
+        uts_mode: None,
+        shm_size: Some(64 * MIB),
+        // The sandbox is killed before the supervisor when memory runs out.
+        oom_score_adj: Some(500),
+        auto_remove: Some(false),
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("none".to_string()),
+            config: None,
+        }),
+        ..Default::default()
+    };
+    Ok(ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(IDLE_CMD.iter().map(|s| (*s).to_string()).collect()),
+        entrypoint: Some(Vec::new()),
+        user: Some(format!("{}:{}", spec.uid, spec.gid)),
+        working_dir: Some(ws.to_string()),
+        env: Some(env),
+        labels: Some(labels),
+        hostname: Some("sandbox".to_string()),
+        attach_stdin: Some(false),
+        attach_stdout: Some(false),
+        attach_stderr: Some(false),
+        open_stdin: Some(false),
+        tty: Some(false),
+        stop_signal: Some("SIGKILL".to_string()),
+        host_config: Some(host_config),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limits;
+    use std::path::PathBuf;
+
+    fn ws_mounts() -> Vec<PlannedMount> {
+        vec![
+            PlannedMount {
+                path: PathBuf::from("/srv/w"),
+                read_only: false,
+                dev: 1,
+                ino: 2,
+            },
+            PlannedMount {
+                path: PathBuf::from("/srv/w/.git/hooks"),
+                read_only: true,
+                dev: 1,
+                ino: 3,
+            },
+        ]
+    }
+
+    fn spec() -> SandboxSpec {
+        SandboxSpec {
+            session_id: "abcDEF012-_x".to_string(),
+            workspace: PathBuf::from("/srv/w"),
+            uid: 1000,
+            gid: 1001,
+            env: vec![
+                ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+                ("AGENT_SESSION_ID".to_string(), "abcDEF012-_x".to_string()),
+            ],
+            limits: Limits {
+                memory_mb: 512,
+                pids: 64,
+                cpus_millis: 1500,
+                nofile: 256,
+                fsize_mb: 100,
+                tmp_mb: 32,
+            },
+            hidden: vec![],
+        }
+    }
+
+    #[test]
+    fn every_brief_setting_is_in_the_body() {
+        let b = create_body(&spec(), &ws_mounts(), "img:1", Path::new("/st"), "{}").unwrap();
+        assert_eq!(b.image.as_deref(), Some("img:1"));
+        assert_eq!(b.user.as_deref(), Some("1000:1001"));
+        assert_eq!(b.working_dir.as_deref(), Some("/srv/w"));
+        assert_eq!(
+            b.env,
+            Some(vec![
+                "PATH=/usr/bin:/bin".to_string(),
+                "AGENT_SESSION_ID=abcDEF012-_x".to_string()
+            ])
+        );
+        assert_eq!(
+            b.labels,
+            Some(HashMap::from([
+                ("tollgate.session".to_string(), "abcDEF012-_x".to_string()),
+                ("tollgate.managed".to_string(), "1".to_string()),
+                ("tollgate.state-dir".to_string(), "/st".to_string()),
+            ]))
+        );
+        assert_eq!(
+            b.cmd,
+            Some(vec!["sleep".to_string(), "2147483647".to_string()])
+        );
+        let h = b.host_config.unwrap();
+        assert_eq!(h.network_mode.as_deref(), Some("none"));
+        assert_eq!(h.readonly_rootfs, Some(true));
+        assert_eq!(h.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(h.cap_add, None);
+        assert_eq!(h.privileged, Some(false));
+        assert_eq!(
+            h.security_opt,
+            Some(vec![
+                "no-new-privileges:true".to_string(),
+                "seccomp={}".to_string()
+            ])
+        );
+        assert_eq!(h.memory, Some(512 * MIB));
+        assert_eq!(h.memory_swap, Some(512 * MIB));
+        assert_eq!(h.pids_limit, Some(64));
+        assert_eq!(h.nano_cpus, Some(1_500_000_000));
+        assert_eq!(h.init, Some(true));
+        assert_eq!(
+            h.tmpfs,
+            Some(HashMap::from([(
+                "/tmp".to_string(),
+                "rw,nosuid,nodev,size=32m,mode=1777".to_string()
+            )]))
+        );
+        let ul: Vec<(String, i64, i64)> = h
+            .ulimits
+            .unwrap()
+            .into_iter()
+            .map(|u| (u.name.unwrap(), u.soft.unwrap(), u.hard.unwrap()))
+            .collect();
+        assert_eq!(
+            ul,
+            vec![
+                ("nofile".to_string(), 256, 256),
+                ("fsize".to_string(), 100 * MIB, 100 * MIB),
+                ("core".to_string(), 0, 0)
+            ]
+        );
+        let mounts: Vec<(String, String, MountType, bool)> = h
+            .mounts
+            .unwrap()
+            .into_iter()
+            .map(|m| {
+                (
+                    m.source.unwrap(),
+                    m.target.unwrap(),
+                    m.typ.unwrap(),
+                    m.read_only.unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            mounts,
+            vec![
+                ("/srv/w".into(), "/srv/w".into(), MountType::BIND, false),
+                (
+                    "/srv/w/.git/hooks".into(),
+                    "/srv/w/.git/hooks".into(),
+                    MountType::BIND,
+                    true
+                ),
+            ]
+        );
+        assert_eq!(h.binds, None);
+        assert_eq!(h.devices, None);
+    }
+
+    #[test]
+    fn bad_session_ids_and_env_are_refused() {
+        assert!(check_session_id("abc-DEF_123").is_ok());
+        for bad in ["", "a/b", "a b", "../x", "é", &"x".repeat(65)] {
+            assert!(check_session_id(bad).is_err(), "{bad:?}");
+        }
+        let mut s = spec();
+        s.env.push(("A=B".to_string(), "x".to_string()));
+        assert!(create_body(&s, &ws_mounts(), "i", Path::new("/st"), "{}").is_err());
+        let mut s = spec();
+        s.limits.pids = 0;
+        let e = create_body(&s, &ws_mounts(), "i", Path::new("/st"), "{}").unwrap_err();
+        assert!(e.to_string().contains("pids 0"), "{e}");
+    }
+}

@@ -1,0 +1,658 @@
+//! One session container as a [`Sandbox`]: exec with streamed output, timeouts
+//! enforced inside the container, cancellation, and the kill switch.
+//!
+//! An exec'd process cannot be killed through the Docker API, so every command
+//! runs under [`WRAPPER`], a few lines of POSIX sh (busybox ash and dash both
+//! run it) that:
+//! - starts the command in a new session and process group (`setsid`), with
+//!   stdin from /dev/null and no controlling terminal;
+//! - bounds it with `timeout -s KILL` *inside* the container, so a timeout holds
+//!   even when the supervisor is gone;
+//! - keeps the exec's stdin as a control channel: a line from the supervisor,
+//!   or EOF because the supervisor went away, kills the command's process group
+//!   (that is how `cancel` works);
+//! - after the command ends, kills what is left of its process group (background
+//!   children), so an exec never leaves stragglers, and exits with its status.
+//!
+//! A process that leaves the group with its own `setsid` survives that last
+//! step; Docker still ends the exec 2 s after the wrapper exits, and the
+//! process dies with the container. If a command outlives its kill for
+//! [`KILL_GRACE`] (it stopped the wrapper), the container is destroyed.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::query_parameters::{RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::errors::{is_engine_gone, status_code};
+use crate::{ExecOutcome, ExecRequest, Output, Sandbox, SandboxError};
+
+/// Runs `"$@"` (after the timeout in seconds and the merge flag) as described
+/// in the module docs. Fixed absolute paths: busybox and Debian both have
+/// /usr/bin/setsid and /usr/bin/timeout, and `$PATH` is the session's.
+pub const WRAPPER: &str = r#"unset PWD OLDPWD SHLVL
+t=$1 m=$2
+shift 2
+exec 3<&0 4>&2 2>/dev/null
+[ "$m" = 1 ] && exec 4>&1
+/usr/bin/setsid /usr/bin/timeout -s KILL "$t" "$@" </dev/null 2>&4 3<&- 4>&- &
+c=$!
+{ read -r _; kill -s KILL -- -"$c"; } <&3 4>&- &
+r=$!
+exec 3<&- 4>&-
+wait "$c"
+s=$?
+kill -s KILL -- -"$c" "$r"
+exit "$s""#;
+
+/// After the in-container timeout should have fired, how long the supervisor
+/// waits before it sends the kill itself.
+pub const BACKSTOP_GRACE: Duration = Duration::from_secs(2);
+/// After a kill was sent, how long the exec may take to end before the whole
+/// container is destroyed.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// After an exec died by SIGKILL, how long (tries × step) the engine gets to
+/// report that the whole container was killed.
+const SETTLE_TRIES: u32 = 15;
+const SETTLE_STEP: Duration = Duration::from_millis(20);
+/// Output buffered for a slow reader of `out` before it is dropped.
+const MAX_BUFFERED: usize = 8 * 1024 * 1024;
+/// How long the final flush of buffered output may wait for a slow reader.
+const FLUSH_WAIT: Duration = Duration::from_secs(5);
+
+/// The seconds given to the in-container `timeout`: whole seconds (busybox's
+/// `timeout` counts in seconds), rounded up, at least 1.
+pub fn timeout_secs(d: Duration) -> u64 {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    s.max(1)
+}
+
+/// A shell's status: 128+N means signal N (as `$?` reports it).
+pub fn split_status(code: i64) -> (Option<i32>, Option<i32>) {
+    if (129..=128 + 64).contains(&code) {
+        (None, i32::try_from(code - 128).ok())
+    } else {
+        (i32::try_from(code).ok(), None)
+    }
+}
+
+/// One session's container.
+pub struct DockerSandbox {
+    pub(super) docker: Docker,
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) session_id: String,
+    pub(super) workspace: PathBuf,
+    pub(super) socket: PathBuf,
+    pub(super) alive: Arc<AtomicBool>,
+    pub(super) destroyed: AtomicBool,
+    pub(super) watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(super) backstop_grace: Duration,
+    pub(super) kill_grace: Duration,
+}
+
+impl std::fmt::Debug for DockerSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerSandbox")
+            .field("container", &self.name)
+            .field("id", &short(&self.id))
+            .field("session", &self.session_id)
+            .field("alive", &self.is_alive())
+            .finish()
+    }
+}
+
+pub(super) fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+impl DockerSandbox {
+    /// The container's id.
+    pub fn container_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The container's name (`tollgate-<session>`).
+    pub fn container_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Marks the sandbox dead when the container stops, whoever stopped it.
+    pub(super) fn watch(&self) {
+        let docker = self.docker.clone();
+        let id = self.id.clone();
+        let alive = Arc::clone(&self.alive);
+        let handle = tokio::spawn(async move {
+            let opts = WaitContainerOptionsBuilder::new()
+                .condition("not-running")
+                .build();
+            let mut s = docker.wait_container(&id, Some(opts));
+            // Any answer (exit, error, engine gone) means the container is not
+            // running any more.
+            let _ = s.next().await;
+            alive.store(false, Ordering::SeqCst);
+        });
+        if let Ok(mut w) = self.watcher.lock() {
+            *w = Some(handle);
+        }
+    }
+
+    fn stop_watching(&self) {
+        if let Ok(mut w) = self.watcher.lock()
+            && let Some(h) = w.take()
+        {
+            h.abort();
+        }
+    }
+
+    fn engine_gone(&self, during: &str, e: &bollard::errors::Error) -> SandboxError {
+        self.alive.store(false, Ordering::SeqCst);
+        SandboxError::Gone(format!(
+            "docker engine at {} went away during {during} in container {}: {e}; \
+             its leftovers are reaped at the next supervisor start",
+            self.socket.display(),
+            self.name
+        ))
+    }
+
+    /// Why an exec could not be created or started.
+    fn exec_error(&self, during: &str, e: bollard::errors::Error) -> SandboxError {
+        if is_engine_gone(&e) {
+            return self.engine_gone(during, &e);
+        }
+        match status_code(&e) {
+            Some(404) | Some(409) => {
+                self.alive.store(false, Ordering::SeqCst);
+                SandboxError::Gone(format!(
+                    "container {} is not running (stopped or removed from outside): {e}",
+                    self.name
+                ))
+            }
+            _ => SandboxError::Other(format!("docker exec {during} in {}: {e}", self.name)),
+        }
+    }
+
+    /// After an exec ended oddly: is the container still there and running?
+    /// `Err(Gone)` when it is not.
+    async fn check_container(&self, what: &str) -> Result<(), SandboxError> {
+        match self.docker.inspect_container(&self.id, None).await {
+            Ok(info) => {
+                let state = info.state.unwrap_or_default();
+                if state.running == Some(true) {
+                    Ok(())
+                } else {
+                    self.alive.store(false, Ordering::SeqCst);
+                    Err(SandboxError::Gone(format!(
+                        "container {} was stopped from outside during {what} (status {}, exit code {})",
+                        self.name,
+                        state.status.map(|s| s.to_string()).unwrap_or_default(),
+                        state.exit_code.unwrap_or(-1)
+                    )))
+                }
+            }
+            Err(e) if status_code(&e) == Some(404) => {
+                self.alive.store(false, Ordering::SeqCst);
+                Err(SandboxError::Gone(format!(
+                    "container {} was removed from outside during {what}",
+                    self.name
+                )))
+            }
+            Err(e) if is_engine_gone(&e) => Err(self.engine_gone(what, &e)),
+            Err(e) => Err(SandboxError::Other(format!(
+                "inspecting container {}: {e}",
+                self.name
+            ))),
+        }
+    }
+
+    /// Kills and removes the container: the kill switch.
+    async fn remove(&self) -> Result<(), SandboxError> {
+        let opts = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        match self.docker.remove_container(&self.id, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            // "removal already in progress": someone else (a concurrent
+            // destroy, the engine) is removing it; wait until it is gone.
+            Err(e) if status_code(&e) == Some(409) => {
+                for _ in 0..100 {
+                    match self.docker.inspect_container(&self.id, None).await {
+                        Err(e) if status_code(&e) == Some(404) => return Ok(()),
+                        _ => tokio::time::sleep(Duration::from_millis(20)).await,
+                    }
+                }
+                Err(SandboxError::Other(format!(
+                    "container {} is still being removed after 2 s",
+                    self.name
+                )))
+            }
+            Err(e) if is_engine_gone(&e) => Err(SandboxError::Unavailable(format!(
+                "cannot remove container {}: docker engine at {} is not reachable: {e}; \
+                 start the engine (dockerd): leftovers are reaped at the next supervisor start",
+                self.name,
+                self.socket.display()
+            ))),
+            Err(e) => Err(SandboxError::Other(format!(
+                "removing container {}: {e}",
+                self.name
+            ))),
+        }
+    }
+}
+
+/// Output waiting for a slow reader, bounded.
+struct Pending {
+    queue: VecDeque<Output>,
+    bytes: usize,
+    dropped: usize,
+    closed: bool,
+}
+
+impl Pending {
+    fn push(&mut self, o: Output) {
+        let n = match &o {
+            Output::Stdout(b) | Output::Stderr(b) => b.len(),
+        };
+        if self.closed {
+            return;
+        }
+        if self.bytes + n > MAX_BUFFERED {
+            self.dropped += n;
+            return;
+        }
+        self.bytes += n;
+        self.queue.push_back(o);
+    }
+
+    fn pop(&mut self) -> Option<Output> {
+        let o = self.queue.pop_front()?;
+        let n = match &o {
+            Output::Stdout(b) | Output::Stderr(b) => b.len(),
+        };
+        self.bytes -= n;
+        Some(o)
+    }
+}
+
+async fn send_kill(input: &mut std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>) {
+    // The wrapper's reader kills the command's process group on this line (or
+    // on EOF). A failed write means the exec connection is gone already.
+    let _ = input.write_all(b"kill\n").await;
+    let _ = input.flush().await;
+}
+
+#[async_trait::async_trait]
+impl Sandbox for DockerSandbox {
+    async fn exec(
+        &self,
+        req: ExecRequest,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError> {
+        let start = Instant::now();
+        if !self.is_alive() {
+            return Err(SandboxError::Gone(format!(
+                "container {} is not running (destroyed, or stopped from outside)",
+                self.name
+            )));
+        }
+        if req.argv.is_empty() {
+            return Err(SandboxError::Other(
+                "exec needs a command (argv is empty)".to_string(),
+            ));
+        }
+        if cancel.is_cancelled() {
+            return Ok(ExecOutcome {
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                cancelled: true,
+                duration: start.elapsed(),
+            });
+        }
+        let cwd = req.cwd.clone().unwrap_or_else(|| self.workspace.clone());
+        let cwd = cwd
+            .to_str()
+            .ok_or_else(|| SandboxError::Other(format!("cwd {} is not UTF-8", cwd.display())))?
+            .to_string();
+        let secs = timeout_secs(req.timeout).to_string();
+        let merge = if req.merge_stderr { "1" } else { "0" };
+        let mut cmd: Vec<String> = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            WRAPPER.into(),
+            "tollgate-exec".into(),
+            secs,
+            merge.into(),
+        ];
+        cmd.extend(req.argv.iter().cloned());
+
+        let created = self
+            .docker
+            .create_exec(
+                &self.id,
+                CreateExecOptions::<String> {
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    tty: Some(false),
+                    cmd: Some(cmd),
+                    working_dir: Some(cwd),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| self.exec_error("exec create", e))?;
+        let started = self
+            .docker
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty: false,
+                    output_capacity: Some(64 * 1024),
+                }),
+            )
+            .await
+            .map_err(|e| self.exec_error("exec start", e))?;
+        let (mut output, mut input) = match started {
+            StartExecResults::Attached { output, input } => (output, input),
+            StartExecResults::Detached => {
+                return Err(SandboxError::Other(
+                    "docker started the exec detached".to_string(),
+                ));
+            }
+        };
+
+        let mut pending = Pending {
+            queue: VecDeque::new(),
+            bytes: 0,
+            dropped: 0,
+            closed: false,
+        };
+        let mut cancelled = false;
+        let mut backstop = false;
+        let mut escalated = false;
+        let mut stream_error: Option<String> = None;
+        let mut kill_sent: Option<tokio::time::Instant> = None;
+        let host_deadline = tokio::time::Instant::from_std(start)
+            + Duration::from_secs(timeout_secs(req.timeout))
+            + self.backstop_grace;
+        let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
+
+        loop {
+            let kill_deadline = kill_sent.map(|t| t + self.kill_grace).unwrap_or(far);
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled(), if !cancelled && kill_sent.is_none() => {
+                    cancelled = true;
+                    send_kill(&mut input).await;
+                    kill_sent = Some(tokio::time::Instant::now());
+                }
+                _ = tokio::time::sleep_until(host_deadline), if kill_sent.is_none() => {
+                    backstop = true;
+                    send_kill(&mut input).await;
+                    kill_sent = Some(tokio::time::Instant::now());
+                }
+                _ = tokio::time::sleep_until(kill_deadline), if kill_sent.is_some() => {
+                    escalated = true;
+                    break;
+                }
+                permit = out.reserve(), if !pending.queue.is_empty() && !pending.closed => match permit {
+                    Ok(p) => {
+                        if let Some(o) = pending.pop() {
+                            p.send(o);
+                        }
+                    }
+                    Err(_) => {
+                        pending.closed = true;
+                        pending.queue.clear();
+                        pending.bytes = 0;
+                    }
+                },
+                item = output.next() => match item {
+                    Some(Ok(LogOutput::StdOut { message })) | Some(Ok(LogOutput::Console { message })) => {
+                        pending.push(Output::Stdout(message));
+                    }
+                    Some(Ok(LogOutput::StdErr { message })) => pending.push(Output::Stderr(message)),
+                    Some(Ok(LogOutput::StdIn { .. })) => {}
+                    Some(Err(e)) => {
+                        stream_error = Some(e.to_string());
+                        break;
+                    }
+                    None => break,
+                },
+            }
+        }
+        drop(output);
+        drop(input);
+
+        if escalated {
+            tracing::warn!(
+                container = %self.name,
+                "a command outlived its kill by {:?}; destroying the container",
+                self.kill_grace
+            );
+            let _ = self.destroy().await;
+            flush(&out, &mut pending).await;
+            return Ok(ExecOutcome {
+                exit_code: None,
+                signal: Some(9),
+                timed_out: !cancelled,
+                cancelled,
+                duration: start.elapsed(),
+            });
+        }
+
+        // The exit code is set once the exec's process is reaped; the stream
+        // can end a moment earlier.
+        let mut exit: Option<i64> = None;
+        for attempt in 0..50 {
+            match self.docker.inspect_exec(&created.id).await {
+                Ok(info) if info.running == Some(true) && attempt < 49 => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(info) => {
+                    exit = info.exit_code;
+                    break;
+                }
+                Err(e) if is_engine_gone(&e) => {
+                    flush(&out, &mut pending).await;
+                    return Err(self.engine_gone("exec", &e));
+                }
+                Err(e) => {
+                    flush(&out, &mut pending).await;
+                    // A 404 here means the container (and its execs) went away.
+                    if status_code(&e) == Some(404) {
+                        self.check_container("exec").await?;
+                    }
+                    return Err(SandboxError::Other(format!(
+                        "docker exec inspect in {}: {e}",
+                        self.name
+                    )));
+                }
+            }
+        }
+        flush(&out, &mut pending).await;
+        if pending.dropped > 0 {
+            tracing::warn!(container = %self.name, dropped = pending.dropped, "output reader too slow; output dropped");
+        }
+
+        let elapsed = start.elapsed();
+        let killed_status = matches!(exit, Some(137) | Some(124));
+        let timed_out = !cancelled && (backstop || (elapsed >= req.timeout && killed_status));
+        // An exec killed by a signal, or one whose stream broke, may mean the
+        // container itself was killed from outside.
+        if !cancelled
+            && !timed_out
+            && (stream_error.is_some() || exit.is_none() || exit.is_some_and(|c| c > 128))
+        {
+            // A container killed from outside ends its execs with SIGKILL a
+            // moment before the engine records it as stopped: give the engine
+            // that moment before believing "running".
+            let settle = stream_error.is_some() || exit.is_none() || exit == Some(137);
+            let mut tries = if settle { SETTLE_TRIES } else { 1 };
+            loop {
+                self.check_container("exec").await?;
+                tries -= 1;
+                if tries == 0 || !self.is_alive() {
+                    break;
+                }
+                tokio::time::sleep(SETTLE_STEP).await;
+            }
+            if !self.is_alive() {
+                self.check_container("exec").await?;
+            }
+        }
+        if let Some(e) = stream_error
+            && exit.is_none()
+        {
+            return Err(SandboxError::Other(format!(
+                "exec output stream from {} broke: {e}",
+                self.name
+            )));
+        }
+        let outcome = if cancelled || timed_out {
+            ExecOutcome {
+                exit_code: None,
+                signal: Some(9),
+                timed_out,
+                cancelled,
+                duration: elapsed,
+            }
+        } else {
+            let (exit_code, signal) = split_status(exit.unwrap_or(-1));
+            ExecOutcome {
+                exit_code,
+                signal,
+                timed_out: false,
+                cancelled: false,
+                duration: elapsed,
+            }
+        };
+        Ok(outcome)
+    }
+
+    async fn destroy(&self) -> Result<(), SandboxError> {
+        self.alive.store(false, Ordering::SeqCst);
+        self.destroyed.store(true, Ordering::SeqCst);
+        self.stop_watching();
+        self.remove().await
+    }
+
+    fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+}
+
+/// Sends what is still buffered, waiting at most [`FLUSH_WAIT`] for a slow reader.
+async fn flush(out: &mpsc::Sender<Output>, pending: &mut Pending) {
+    if pending.closed {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + FLUSH_WAIT;
+    while let Some(o) = pending.pop() {
+        match tokio::time::timeout_at(deadline, out.send(o)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                pending.closed = true;
+                return;
+            }
+            Err(_) => {
+                pending.dropped += pending.bytes;
+                pending.queue.clear();
+                pending.bytes = 0;
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for DockerSandbox {
+    fn drop(&mut self) {
+        self.stop_watching();
+        if self.destroyed.load(Ordering::SeqCst) {
+            return;
+        }
+        // Dropped without destroy(): remove the container anyway, on a thread
+        // of its own so that neither a runtime shutting down nor a blocking
+        // caller keeps it alive. The next supervisor start reaps it otherwise.
+        let docker = self.docker.clone();
+        let id = self.id.clone();
+        let _ = std::thread::Builder::new()
+            .name("tollgate-docker-drop".to_string())
+            .spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    rt.block_on(async move {
+                        let opts = RemoveContainerOptionsBuilder::new()
+                            .force(true)
+                            .v(true)
+                            .build();
+                        let _ = docker.remove_container(&id, Some(opts)).await;
+                    });
+                }
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn timeout_rounds_up_to_whole_seconds() {
+        assert_eq!(timeout_secs(Duration::from_millis(1)), 1);
+        assert_eq!(timeout_secs(Duration::ZERO), 1);
+        assert_eq!(timeout_secs(Duration::from_secs(2)), 2);
+        assert_eq!(timeout_secs(Duration::from_millis(2001)), 3);
+        assert_eq!(timeout_secs(Duration::from_secs(120)), 120);
+    }
+
+    #[test]
+    fn shell_statuses_above_128_are_signals() {
+        assert_eq!(split_status(0), (Some(0), None));
+        assert_eq!(split_status(3), (Some(3), None));
+        assert_eq!(split_status(127), (Some(127), None));
+        assert_eq!(split_status(128), (Some(128), None));
+        assert_eq!(split_status(137), (None, Some(9)));
+        assert_eq!(split_status(139), (None, Some(11)));
+        assert_eq!(split_status(153), (None, Some(25)));
+        assert_eq!(split_status(255), (Some(255), None));
+        assert_eq!(split_status(-1), (Some(-1), None));
+    }
+
+    #[test]
+    fn pending_output_is_bounded() {
+        let mut p = Pending {
+            queue: VecDeque::new(),
+            bytes: 0,
+            dropped: 0,
+            closed: false,
+        };
+        let chunk = Bytes::from(vec![b'x'; 1024 * 1024]);
+        for _ in 0..10 {
+            p.push(Output::Stdout(chunk.clone()));
+        }
+        assert_eq!(p.queue.len(), 8);
+        assert_eq!(p.bytes, 8 * 1024 * 1024);
+        assert_eq!(p.dropped, 2 * 1024 * 1024);
+        assert!(p.pop().is_some());
+        assert_eq!(p.bytes, 7 * 1024 * 1024);
+    }
+}

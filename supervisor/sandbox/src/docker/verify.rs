@@ -1,0 +1,265 @@
+//! What a container really got mounted, checked after it starts.
+//!
+//! Docker resolves a bind mount's source *path* itself, some time after the
+//! supervisor checked it, so a process that can write an ancestor of that path
+//! (another session's sandbox whose workspace contains this one, say) could
+//! swap a checked directory for a symlink to `~/.ssh` in between. Each source
+//! is therefore identified (device, inode) when it is checked, and the mount
+//! the container got is compared with it once the container runs; a mismatch
+//! destroys the container and refuses the sandbox.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use futures_util::StreamExt;
+
+use crate::SandboxError;
+
+/// One bind mount: host source = target path, and the identity the source had
+/// when it was checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedMount {
+    pub path: PathBuf,
+    pub read_only: bool,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl PlannedMount {
+    /// Identifies `path` without following a final symlink (it must not be one).
+    pub fn identify(path: &Path, read_only: bool) -> Result<PlannedMount, SandboxError> {
+        let m = std::fs::symlink_metadata(path).map_err(|e| {
+            SandboxError::Refused(format!("cannot inspect {}: {e}", path.display()))
+        })?;
+        if m.file_type().is_symlink() {
+            return Err(SandboxError::Refused(format!(
+                "{} is a symlink; refusing to mount it",
+                path.display()
+            )));
+        }
+        Ok(PlannedMount {
+            path: path.to_path_buf(),
+            read_only,
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+}
+
+/// The workspace, plus `.git/hooks` and `.git/config` read-only when they exist
+/// (a hook or `core.fsmonitor` written by a sandboxed command would run on the
+/// host at the user's next git command). A symlinked `.git`, `.git/hooks` or
+/// `.git/config` is refused: its target is not the workspace's to give.
+pub fn plan(workspace: &Path, protect_git: bool) -> Result<Vec<PlannedMount>, SandboxError> {
+    let mut v = vec![PlannedMount::identify(workspace, false)?];
+    if !protect_git {
+        return Ok(v);
+    }
+    let git = workspace.join(".git");
+    match std::fs::symlink_metadata(&git) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(SandboxError::Refused(format!(
+                "{} is a symlink; refusing a workspace whose git directory lives elsewhere \
+                 (its hooks would run on the host)",
+                git.display()
+            )));
+        }
+        Ok(m) if m.is_dir() => {}
+        // No repository, or a worktree's `.git` file: nothing to protect here.
+        _ => return Ok(v),
+    }
+    for (rel, want_dir) in [("hooks", true), ("config", false)] {
+        let p = git.join(rel);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(SandboxError::Refused(format!(
+                    "{} is a symlink; refusing to mount the workspace (it must be a plain {})",
+                    p.display(),
+                    if want_dir { "directory" } else { "file" }
+                )));
+            }
+            Ok(m) if (want_dir && m.is_dir()) || (!want_dir && m.is_file()) => {
+                v.push(PlannedMount::identify(&p, true)?);
+            }
+            _ => {}
+        }
+    }
+    Ok(v)
+}
+
+fn mismatch(m: &PlannedMount, got: (u64, u64)) -> SandboxError {
+    SandboxError::Refused(format!(
+        "{} changed while its container was being created (checked device {} inode {}, \
+         mounted device {} inode {}); refusing the sandbox",
+        m.path.display(),
+        m.dev,
+        m.ino,
+        got.0,
+        got.1
+    ))
+}
+
+/// Compares what the running container has at each target with the plan.
+pub async fn verify(docker: &Docker, id: &str, plan: &[PlannedMount]) -> Result<(), SandboxError> {
+    // Fast path, same host: look through the container's init at its root.
+    if let Some(got) = via_proc(docker, id, plan).await {
+        for (m, g) in plan.iter().zip(got) {
+            if (m.dev, m.ino) != g {
+                return Err(mismatch(m, g));
+            }
+        }
+        return Ok(());
+    }
+    // Otherwise ask inside the container.
+    let got = via_exec(docker, id, plan).await?;
+    for (m, g) in plan.iter().zip(got) {
+        if (m.dev, m.ino) != g {
+            return Err(mismatch(m, g));
+        }
+    }
+    Ok(())
+}
+
+/// (dev, ino) of each target through `/proc/<init>/root`, when the init pid
+/// the engine reports is visible here and really is this container's.
+async fn via_proc(docker: &Docker, id: &str, plan: &[PlannedMount]) -> Option<Vec<(u64, u64)>> {
+    let info = docker.inspect_container(id, None).await.ok()?;
+    let pid = info.state?.pid?;
+    if pid <= 0 {
+        return None;
+    }
+    // The pid must be this container's (same pid namespace as the engine).
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    if !cgroup.contains(id) {
+        return None;
+    }
+    let mut v = Vec::with_capacity(plan.len());
+    for m in plan {
+        let p = format!("/proc/{pid}/root{}", m.path.display());
+        let meta = std::fs::symlink_metadata(&p).ok()?;
+        v.push((meta.dev(), meta.ino()));
+    }
+    Some(v)
+}
+
+/// (dev, ino) of each target, from `stat` inside the container.
+async fn via_exec(
+    docker: &Docker,
+    id: &str,
+    plan: &[PlannedMount],
+) -> Result<Vec<(u64, u64)>, SandboxError> {
+    let mut cmd = vec!["stat".to_string(), "-c".to_string(), "%d %i".to_string()];
+    for m in plan {
+        cmd.push(m.path.to_string_lossy().into_owned());
+    }
+    let fail = |e: String| SandboxError::Other(format!("verifying the container's mounts: {e}"));
+    let exec = docker
+        .create_exec(
+            id,
+            CreateExecOptions::<String> {
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(cmd),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let mut text = Vec::new();
+    match docker
+        .start_exec(&exec.id, None)
+        .await
+        .map_err(|e| fail(e.to_string()))?
+    {
+        StartExecResults::Attached { mut output, .. } => {
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(LogOutput::StdOut { message }) => text.extend_from_slice(&message),
+                    Ok(_) => {}
+                    Err(e) => return Err(fail(e.to_string())),
+                }
+            }
+        }
+        StartExecResults::Detached => return Err(fail("exec detached".to_string())),
+    }
+    let text = String::from_utf8_lossy(&text);
+    let mut v = Vec::with_capacity(plan.len());
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let dev = it.next().and_then(|s| s.parse().ok());
+        let ino = it.next().and_then(|s| s.parse().ok());
+        match (dev, ino) {
+            (Some(d), Some(i)) => v.push((d, i)),
+            _ => return Err(fail(format!("unexpected stat output {line:?}"))),
+        }
+    }
+    if v.len() != plan.len() {
+        return Err(fail(format!(
+            "stat answered for {} of {} mounts",
+            v.len(),
+            plan.len()
+        )));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tollgate-verify-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn plan_protects_git_hooks_and_config_read_only() {
+        let w = tmp("git");
+        std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
+        std::fs::write(w.join(".git/config"), "[core]\n").unwrap();
+        let p = plan(&w, true).unwrap();
+        let got: Vec<(PathBuf, bool)> = p.iter().map(|m| (m.path.clone(), m.read_only)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (w.clone(), false),
+                (w.join(".git/hooks"), true),
+                (w.join(".git/config"), true)
+            ]
+        );
+        assert_eq!(plan(&w, false).unwrap().len(), 1);
+        std::fs::remove_dir_all(&w).unwrap();
+    }
+
+    #[test]
+    fn plan_without_a_repository_is_the_workspace_alone() {
+        let w = tmp("nogit");
+        assert_eq!(plan(&w, true).unwrap().len(), 1);
+        // A worktree's .git file: nothing to protect.
+        std::fs::write(w.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        assert_eq!(plan(&w, true).unwrap().len(), 1);
+        std::fs::remove_dir_all(&w).unwrap();
+    }
+
+    #[test]
+    fn symlinked_git_parts_are_refused() {
+        let w = tmp("links");
+        let outside = tmp("links-outside");
+        std::fs::create_dir_all(w.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&outside, w.join(".git/hooks")).unwrap();
+        let e = plan(&w, true).unwrap_err();
+        assert!(e.to_string().contains("hooks is a symlink"), "{e}");
+        std::fs::remove_file(w.join(".git/hooks")).unwrap();
+        std::fs::remove_dir(w.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&outside, w.join(".git")).unwrap();
+        let e = plan(&w, true).unwrap_err();
+        assert!(e.to_string().contains(".git is a symlink"), "{e}");
+        std::fs::remove_dir_all(&w).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
+    }
+}
