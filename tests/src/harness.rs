@@ -69,7 +69,8 @@ impl Dirs {
             .tempdir()
             .expect("temp dir");
         // Other uids must be able to reach agent.sock.
-        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
         let state = root.path().join("state");
         std::fs::create_dir(&state).expect("state dir");
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -83,8 +84,12 @@ impl Dirs {
         std::fs::create_dir_all(&ws).expect("workspace");
         std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         if uid != nix::unistd::getuid().as_raw() {
-            nix::unistd::chown(&ws, Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(uid)))
-                .expect("chown workspace");
+            nix::unistd::chown(
+                &ws,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(uid)),
+            )
+            .expect("chown workspace");
         }
         std::fs::canonicalize(&ws).expect("canonical")
     }
@@ -140,7 +145,10 @@ impl Builder {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .env_remove("TOLLGATE_CONFIG")
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string()));
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string()),
+            );
         if let Some(b) = &self.sandbox {
             cmd.arg("--sandbox").arg(b);
         }
@@ -246,7 +254,10 @@ impl Supervisor {
     }
 
     pub fn ctl(&self, args: &[&str]) -> Output {
-        self.ctl_cmd().args(args).output().expect("run supervisorctl")
+        self.ctl_cmd()
+            .args(args)
+            .output()
+            .expect("run supervisorctl")
     }
 
     /// `agent` with TOLLGATE_SOCKET pointing at this supervisor.
@@ -280,7 +291,9 @@ impl Supervisor {
         loop {
             match child.try_wait() {
                 Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 _ => {
                     let _ = child.kill();
                     return child.wait().ok();

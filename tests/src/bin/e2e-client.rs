@@ -1,0 +1,85 @@
+//! A minimal AgentService client for end-to-end tests that must run as
+//! another uid (uid binding, foreign tokens). Prints `OK <detail>` or
+//! `ERR <grpc code> <message>` and exits 0 either way (2 on usage errors).
+//!
+//! e2e-client SOCKET TOKEN list-tools
+//! e2e-client SOCKET TOKEN refresh
+//! e2e-client SOCKET - open WORKSPACE          (prints OK <session> <token>)
+//! e2e-client SOCKET TOKEN decide APPROVAL_ID  (approve through the Approvals stream)
+
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tollgate_e2e::harness::{agent_client, authed};
+use tollgate_proto::v1 as pb;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        eprintln!("usage: e2e-client SOCKET TOKEN COMMAND [ARG]");
+        std::process::exit(2);
+    }
+    let (socket, token, cmd) = (&args[1], &args[2], args[3].as_str());
+    let arg = args.get(4).cloned().unwrap_or_default();
+    let mut c = agent_client(std::path::Path::new(socket)).await;
+    let result: Result<String, tonic::Status> = match cmd {
+        "list-tools" => c
+            .list_tools(authed(pb::ListToolsRequest {}, token))
+            .await
+            .map(|r| format!("{} tools", r.into_inner().tools.len())),
+        "refresh" => c
+            .refresh_token(authed(pb::RefreshTokenRequest {}, token))
+            .await
+            .map(|_| "refreshed".to_string()),
+        "open" => c
+            .open_session(pb::OpenSessionRequest {
+                workspace: arg,
+                client: "e2e-client".to_string(),
+                ..Default::default()
+            })
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                format!("{} {}", r.session_id, r.token)
+            }),
+        "decide" => {
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            tx.send(pb::ApprovalClientMsg {
+                msg: Some(pb::approval_client_msg::Msg::Decide(pb::ApprovalDecision {
+                    approval_id: arg,
+                    approve: true,
+                    scope: "once".to_string(),
+                    ..Default::default()
+                })),
+            })
+            .await
+            .unwrap();
+            let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+            match c.approvals(authed(stream, token)).await {
+                Ok(resp) => {
+                    let mut s = resp.into_inner();
+                    match tokio::time::timeout(std::time::Duration::from_secs(5), s.message()).await
+                    {
+                        Ok(Ok(Some(pb::ApprovalServerMsg {
+                            msg: Some(pb::approval_server_msg::Msg::Error(e)),
+                        }))) => Err(tonic::Status::failed_precondition(e)),
+                        Ok(Ok(Some(m))) => Ok(format!("{m:?}")),
+                        Ok(Ok(None)) => Ok("stream ended".to_string()),
+                        Ok(Err(s)) => Err(s),
+                        Err(_) => Ok("no answer".to_string()),
+                    }
+                }
+                Err(s) => Err(s),
+            }
+        }
+        other => {
+            eprintln!("unknown command {other}");
+            std::process::exit(2);
+        }
+    };
+    match result {
+        Ok(d) => println!("OK {d}"),
+        Err(s) => println!("ERR {:?} {}", s.code(), s.message()),
+    }
+}
