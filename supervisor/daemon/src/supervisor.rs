@@ -250,6 +250,7 @@ impl Supervisor {
         reason: &str,
         by: &str,
     ) -> bool {
+        let started = Instant::now();
         if !session.end(state, reason) {
             return false;
         }
@@ -258,6 +259,7 @@ impl Supervisor {
             Some(sb) => sb.destroy().await.map_err(|e| e.to_string()),
             None => Ok(()),
         };
+        tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
         for a in self.approvals.pending_for(&session.id) {
             if let Some(a) = self.approvals.close(&a.id, "withdrawn", by) {
                 let _ = self.recorder.to_file(
@@ -316,9 +318,9 @@ impl Supervisor {
         if let Err(e) = self.recorder.anchor(&session.audit, &session.id) {
             tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head");
         }
-        let pending = 0;
-        let info = session.info(pending, session.backend.kind().as_str());
+        let info = session.info(0, session.backend.kind().as_str());
         self.sessions.retire(&session.id, info);
+        tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
         true
     }
 
