@@ -45,8 +45,11 @@ fn needs_escape(c: char) -> bool {
 
 /// Escapes, then shortens to at most `max_chars` characters with an ellipsis.
 pub(crate) fn shorten(s: &str, max_chars: usize) -> String {
-    let e = escape(s);
-    if e.chars().count() <= max_chars {
+    // Escape only what can be shown (commands may be 64 KiB): escaping never
+    // shortens, so the first `max_chars` characters fill the display.
+    let cut = s.char_indices().nth(max_chars).map_or(s.len(), |(i, _)| i);
+    let e = escape(&s[..cut]);
+    if cut == s.len() && e.chars().count() <= max_chars {
         return e;
     }
     let mut t: String = e.chars().take(max_chars.saturating_sub(1)).collect();

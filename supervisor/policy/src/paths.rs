@@ -391,11 +391,18 @@ fn push_components(stack: &mut Vec<std::ffi::OsString>, p: &Path) {
 
 /// `/proc/...` and the `/dev` aliases of `/proc/self/fd`.
 fn is_magic(p: &Path) -> bool {
-    p.starts_with("/proc")
-        || p.starts_with("/dev/fd")
-        || p.starts_with("/dev/stdin")
-        || p.starts_with("/dev/stdout")
-        || p.starts_with("/dev/stderr")
+    use std::os::unix::ffi::OsStrExt;
+    let b = p.as_os_str().as_bytes();
+    under(b, b"/proc")
+        || (b.starts_with(b"/dev/")
+            && [
+                &b"/dev/fd"[..],
+                b"/dev/stdin",
+                b"/dev/stdout",
+                b"/dev/stderr",
+            ]
+            .iter()
+            .any(|m| under(b, m)))
 }
 
 /// Joins and normalises `.` and `..` without touching the filesystem.
@@ -458,43 +465,61 @@ const SYSTEM_CREDENTIALS: &[(&str, &str)] = &[
     ("/run/podman", "the Podman socket"),
 ];
 
+/// `p` is `base` or lies inside it, comparing whole components. Both are
+/// normalised absolute paths (no `.`, `..`, `//` or trailing slash), as every
+/// path built here is; `base` may be `/`.
+pub(crate) fn under(p: &[u8], base: &[u8]) -> bool {
+    let base = base.strip_suffix(b"/").unwrap_or(base);
+    p.starts_with(base) && (p.len() == base.len() || p[base.len()] == b'/')
+}
+
+/// The part of `p` below `base`, if `p` lies strictly inside it.
+fn below<'a>(p: &'a [u8], base: &[u8]) -> Option<&'a [u8]> {
+    let base = base.strip_suffix(b"/").unwrap_or(base);
+    p.strip_prefix(base)?.strip_prefix(b"/")
+}
+
 /// Names a credential path, if `p` is one or lies inside one: the session
 /// owner's home, root's, any `/home/<user>`, and the system-wide list.
+/// Called for every path argument, so it works on bytes.
 pub(crate) fn credential_kind(p: &Path, home: Option<&Path>) -> Option<&'static str> {
-    for (sys, what) in SYSTEM_CREDENTIALS {
-        if p.starts_with(sys) {
-            return Some(what);
-        }
-    }
-    if p.file_name().is_some_and(|n| n == "docker.sock") {
+    use std::os::unix::ffi::OsStrExt;
+    let b = p.as_os_str().as_bytes();
+    if b.ends_with(b"/docker.sock") {
         return Some("a Docker socket (root on the host)");
     }
-    if p.starts_with("/etc/ssh")
-        && p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("ssh_host_"))
-    {
-        return Some("an SSH host key");
-    }
-    let mut homes: Vec<&Path> = Vec::with_capacity(3);
-    if let Some(h) = home {
-        homes.push(h);
-    }
-    homes.push(Path::new("/root"));
-    let other_user;
-    if let Ok(rest) = p.strip_prefix("/home")
-        && let Some(Component::Normal(user)) = rest.components().next()
-    {
-        other_user = Path::new("/home").join(user);
-        homes.push(&other_user);
-    }
-    for h in homes {
-        if let Ok(rest) = p.strip_prefix(h) {
-            for (cred, what) in HOME_CREDENTIALS {
-                if rest.starts_with(cred) {
-                    return Some(what);
-                }
+    if b.starts_with(b"/etc/") || b.starts_with(b"/run/") || b.starts_with(b"/var/run/") {
+        for (sys, what) in SYSTEM_CREDENTIALS {
+            if under(b, sys.as_bytes()) {
+                return Some(what);
             }
         }
+        if let Some(rest) = below(b, b"/etc/ssh")
+            && rest.starts_with(b"ssh_host_")
+        {
+            return Some("an SSH host key");
+        }
+        return None;
+    }
+    let in_home = |h: &[u8]| -> Option<&'static str> {
+        let rest = below(b, h)?;
+        HOME_CREDENTIALS
+            .iter()
+            .find(|(cred, _)| under(rest, cred.as_bytes()))
+            .map(|(_, what)| *what)
+    };
+    if let Some(h) = home
+        && let Some(what) = in_home(h.as_os_str().as_bytes())
+    {
+        return Some(what);
+    }
+    if let Some(what) = in_home(b"/root") {
+        return Some(what);
+    }
+    if let Some(rest) = below(b, b"/home") {
+        let user_len = rest.iter().position(|&c| c == b'/').unwrap_or(rest.len());
+        let user_home = &b[..b"/home/".len() + user_len];
+        return in_home(user_home);
     }
     None
 }
@@ -866,6 +891,42 @@ mod tests {
         assert_eq!(
             ok(".gitattributes", Access::Write, &fs).rel,
             ".gitattributes"
+        );
+    }
+
+    #[test]
+    fn component_prefixes_on_bytes() {
+        assert!(under(b"/w/proj", b"/w/proj"));
+        assert!(under(b"/w/proj/a", b"/w/proj"));
+        assert!(!under(b"/w/proj-evil", b"/w/proj"));
+        assert!(under(b"/anything", b"/"));
+        assert!(under(b"/home/u/.ssh/id_rsa", b"/home/u/.ssh"));
+        assert_eq!(below(b"/home/u/x", b"/home/u"), Some(&b"x"[..]));
+        assert_eq!(below(b"/home/u", b"/home/u"), None);
+        assert_eq!(
+            credential_kind(Path::new("/home/bob/.ssh"), None),
+            Some("an SSH key directory")
+        );
+        assert_eq!(credential_kind(Path::new("/home/bob"), None), None);
+        assert_eq!(
+            credential_kind(Path::new("/home/u/.sshx"), Some(Path::new("/home/u"))),
+            None
+        );
+        assert_eq!(
+            credential_kind(Path::new("/srv/u/.aws/x"), Some(Path::new("/srv/u"))),
+            Some("AWS credentials")
+        );
+        assert_eq!(
+            credential_kind(Path::new("/etc/ssh/ssh_host_ed25519_key"), None),
+            Some("an SSH host key")
+        );
+        assert_eq!(
+            credential_kind(Path::new("/etc/ssh/ssh_config"), None),
+            None
+        );
+        assert_eq!(
+            credential_kind(Path::new("/x/docker.sock"), None),
+            Some("a Docker socket (root on the host)")
         );
     }
 

@@ -544,3 +544,68 @@ fn ssrf_corpus() {
     }
     tally.print_and_check("ssrf.jsonl");
 }
+
+/// The corpus through the `supervisorctl policy test` line protocol: every
+/// output line is exactly the decision the engine gives the same call, so
+/// the protocol gives the expected decisions checked above.
+#[test]
+fn corpus_through_the_policy_test_protocol() {
+    use tollgate_policy::policy_test::{TestOptions, run};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    std::fs::write(ws.join(".env"), "TOKEN=x\n").unwrap();
+    let mut input = String::new();
+    let mut calls = Vec::new();
+    for c in load("shell.jsonl") {
+        for mode in ["default", "dangerouslySkipPermissions"] {
+            let line = json!({"tool": "run_bash", "args": {"command": c["cmd"]}, "mode": mode});
+            input.push_str(&format!("{line}\n"));
+            calls.push(line);
+        }
+    }
+    for c in load("ssrf.jsonl") {
+        let line = json!({"tool": "webfetch", "args": {"url": c["url"]}, "mode": "dangerouslySkipPermissions"});
+        input.push_str(&format!("{line}\n"));
+        calls.push(line);
+    }
+    input.push_str("this line is not json\n");
+    let mut opts = TestOptions::new(ws.clone(), Mode::Default, PolicyConfig::default());
+    opts.home = Some(PathBuf::from("/home/dev"));
+    let mut out = Vec::new();
+    run(&mut input.as_bytes(), &mut out, &opts, &RealFs, &offline()).unwrap();
+    let lines: Vec<Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        calls.len() + 1,
+        "one output line per input line"
+    );
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    for (line, got) in calls.iter().zip(&lines) {
+        let mode = Mode::parse(line["mode"].as_str().unwrap()).unwrap();
+        let d = engine.decide(
+            &call(line["tool"].as_str().unwrap(), line["args"].clone()),
+            &ctx(&ws, mode),
+            &RealFs,
+            &offline(),
+        );
+        let want = json!({
+            "decision": d.verdict.as_str(),
+            "code": d.code.as_str(),
+            "reason": d.reason,
+            "rule": d.rule,
+            "destructive": d.destructive,
+            "consequence": d.consequence,
+        });
+        assert_eq!(got, &want, "{line}");
+    }
+    assert!(
+        lines.last().unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+}
