@@ -112,12 +112,26 @@ impl AgentService for AgentSvc {
     ) -> Result<Response<pb::CallToolResponse>, Status> {
         let session = authed(&req)?;
         let call = req.into_inner();
+        if !session.is_active() {
+            return Ok(Response::new(pb::CallToolResponse {
+                denied: Some(pep::revoked(&session)),
+                ..Default::default()
+            }));
+        }
         let cancel = session.cancel.child_token();
         // If the client goes away (Ctrl-C, crash), this future is dropped and
         // the guard cancels the call: the tool is killed, approvals withdrawn.
         let guard = cancel.clone().drop_guard();
         let sup = Arc::clone(&self.sup);
-        let task = tokio::spawn(async move { pep::call_tool(&sup, &session, call, cancel).await });
+        let task = tokio::spawn(async move {
+            let Some(_work) = session.begin() else {
+                return pb::CallToolResponse {
+                    denied: Some(pep::revoked(&session)),
+                    ..Default::default()
+                };
+            };
+            pep::call_tool(&sup, &session, call, cancel).await
+        });
         let resp = task
             .await
             .map_err(|e| Status::internal(format!("the call failed inside the supervisor: {e}")))?;
@@ -130,6 +144,9 @@ impl AgentService for AgentSvc {
         req: Request<pb::ChatRequest>,
     ) -> Result<Response<pb::ChatResponse>, Status> {
         let session = authed(&req)?;
+        let _work = session
+            .begin()
+            .ok_or_else(|| Status::unauthenticated(format!("session {} has ended", session.id)))?;
         let resp = chat::chat(&self.sup, &session, req.into_inner()).await?;
         Ok(Response::new(resp))
     }
@@ -232,6 +249,9 @@ impl AgentService for AgentSvc {
         req: Request<pb::ReportEventRequest>,
     ) -> Result<Response<pb::ReportEventResponse>, Status> {
         let session = authed(&req)?;
+        let _work = session
+            .begin()
+            .ok_or_else(|| Status::unauthenticated(format!("session {} has ended", session.id)))?;
         let r = req.into_inner();
         if !REPORTABLE.contains(&r.event.as_str()) {
             return Err(Status::invalid_argument(format!(

@@ -38,7 +38,15 @@ impl Recorder {
     ) -> Result<Appended, AuditError> {
         let summary = summarise(event, &fields);
         let published = fields.clone();
-        let appended = file.append(session, event, fields)?;
+        // An fsynced append blocks for the disk; let the runtime move other
+        // tasks off this worker meanwhile.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let appended = if multi_thread {
+            tokio::task::block_in_place(|| file.append(session, event, fields))?
+        } else {
+            file.append(session, event, fields)?
+        };
         self.publish(session, event, summary, published);
         Ok(appended)
     }

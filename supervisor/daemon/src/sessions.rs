@@ -113,6 +113,22 @@ pub struct Session {
     grants: Mutex<HashSet<(String, String)>>,
     /// Index of the next script-provider turn.
     pub script_turn: AtomicU32,
+    /// Calls in progress that may still write to the session's audit file.
+    inflight: AtomicU32,
+    idle: tokio::sync::Notify,
+}
+
+/// Marks one call in progress on a session; see [`Session::begin`].
+pub struct Work<'a> {
+    session: &'a Session,
+}
+
+impl Drop for Work<'_> {
+    fn drop(&mut self) {
+        if self.session.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.session.idle.notify_waiters();
+        }
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -186,8 +202,35 @@ impl Session {
             read_files: Mutex::new(BTreeSet::new()),
             grants: Mutex::new(HashSet::new()),
             script_turn: AtomicU32::new(0),
+            inflight: AtomicU32::new(0),
+            idle: tokio::sync::Notify::new(),
         });
         Ok((session, token))
+    }
+
+    /// Starts a call that writes to the audit file. `None` once the session
+    /// has ended: nothing new starts on an ended session.
+    pub fn begin(&self) -> Option<Work<'_>> {
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        let work = Work { session: self };
+        self.is_active().then_some(work)
+    }
+
+    /// Waits (up to `limit`) until no call is in progress, so the session's
+    /// last audit records, and the head anchored outside the file, come after
+    /// every call's own records.
+    pub async fn wait_idle(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.idle.notified();
+            if self.inflight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                tracing::warn!(session = %self.id, "calls still running after the session ended");
+                return;
+            }
+        }
     }
 
     pub fn state(&self) -> State {

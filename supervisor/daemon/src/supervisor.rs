@@ -228,6 +228,9 @@ impl Supervisor {
 
     /// RefreshToken: a new token; the old one stops working at once.
     pub fn refresh(&self, session: &Session) -> Result<Token, Status> {
+        let _work = session
+            .begin()
+            .ok_or_else(|| Status::unauthenticated(format!("session {} has ended", session.id)))?;
         let token = session
             .rotate(Duration::from_secs(self.config.session.token_ttl_s))
             .map_err(|e| Status::internal(e.to_string()))?;
@@ -283,6 +286,9 @@ impl Supervisor {
                 reason: reason.to_string(),
             })),
         });
+        // Cancelled calls write their own last records; those must come
+        // before the session's final ones and the anchor.
+        session.wait_idle(Duration::from_secs(3)).await;
         let event = match state {
             State::Closed => "session_closed",
             State::Active | State::Revoked | State::Killed | State::Expired => "session_revoked",
