@@ -112,6 +112,17 @@ async fn assert_stopped(sup: &Supervisor, f: InFlight, arg: &str, t0: Instant) -
         events.iter().any(|e| e["event"] == "session_revoked"),
         "no session_revoked record"
     );
+    // The cancelled call's own records come before the anchored head.
+    let files = sup.audit_files(&format!("audit-{}-", f.session));
+    let mut args = vec!["audit".to_string(), "verify".to_string()];
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = sup.ctl(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("head matches the anchor"),
+        "{text}"
+    );
     took
 }
 
