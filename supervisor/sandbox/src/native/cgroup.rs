@@ -1,0 +1,282 @@
+//! The session's cgroups (supervisor side, root only): pids, memory and cpu.
+//!
+//! cgroup v1 (this host) puts each controller in its own hierarchy; v2 has
+//! one. Either way the layout is `<hierarchy>/<parent>/<instance>/<session>`,
+//! where `instance` is derived from the supervisor's state dir, so two
+//! supervisors (or two test runs) never reap each other's cgroups.
+//!
+//! The supervisor creates the directories and writes the limits, then moves
+//! the freshly spawned helper in before it forks pid 1: every process of the
+//! sandbox is counted from the start. A rootless supervisor cannot create
+//! cgroups on this host; it relies on RLIMIT_NPROC (which then counts only
+//! the sandbox's user namespace) and RLIMIT_DATA instead.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::Limits;
+
+/// Where the controllers we use are mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Layout {
+    V1 {
+        pids: PathBuf,
+        memory: PathBuf,
+        cpu: Option<PathBuf>,
+    },
+    V2 {
+        root: PathBuf,
+        cpu: bool,
+    },
+}
+
+impl Layout {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Layout::V1 { cpu, .. } => format!(
+                "cgroup v1 pids+memory{}",
+                if cpu.is_some() { "+cpu" } else { "" }
+            ),
+            Layout::V2 { cpu, .. } => {
+                format!("cgroup v2 pids+memory{}", if *cpu { "+cpu" } else { "" })
+            }
+        }
+    }
+
+    /// The per-supervisor parent directories, one per hierarchy.
+    pub(crate) fn instance_dirs(&self, parent: &str, instance: &str) -> Vec<PathBuf> {
+        match self {
+            Layout::V1 { pids, memory, cpu } => {
+                let mut v = vec![
+                    pids.join(parent).join(instance),
+                    memory.join(parent).join(instance),
+                ];
+                if let Some(c) = cpu {
+                    v.push(c.join(parent).join(instance));
+                }
+                v
+            }
+            Layout::V2 { root, .. } => vec![root.join(parent).join(instance)],
+        }
+    }
+}
+
+/// Finds the pids and memory controllers (and cpu, optional) in
+/// /proc/self/mountinfo. None when either required one is missing.
+pub(crate) fn detect() -> Option<Layout> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut pids = None;
+    let mut memory = None;
+    let mut cpu = None;
+    let mut v2 = None;
+    for line in info.lines() {
+        // ... mountpoint options - fstype source superoptions
+        let (left, right) = line.split_once(" - ")?;
+        let mountpoint = left.split(' ').nth(4)?;
+        let mut r = right.split(' ');
+        let fstype = r.next()?;
+        let _source = r.next();
+        let superopts = r.next().unwrap_or("");
+        match fstype {
+            "cgroup" => {
+                let opts: Vec<&str> = superopts.split(',').collect();
+                if opts.contains(&"pids") {
+                    pids.get_or_insert_with(|| PathBuf::from(mountpoint));
+                }
+                if opts.contains(&"memory") {
+                    memory.get_or_insert_with(|| PathBuf::from(mountpoint));
+                }
+                if opts.contains(&"cpu") {
+                    cpu.get_or_insert_with(|| PathBuf::from(mountpoint));
+                }
+            }
+            "cgroup2" => {
+                v2.get_or_insert_with(|| PathBuf::from(mountpoint));
+            }
+            _ => {}
+        }
+    }
+    if let (Some(pids), Some(memory)) = (pids, memory) {
+        return Some(Layout::V1 { pids, memory, cpu });
+    }
+    let root = v2?;
+    let controllers = fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+    let have: Vec<&str> = controllers.split_whitespace().collect();
+    if have.contains(&"pids") && have.contains(&"memory") {
+        let cpu = have.contains(&"cpu");
+        Some(Layout::V2 { root, cpu })
+    } else {
+        None
+    }
+}
+
+/// One sandbox's cgroup directories.
+#[derive(Debug)]
+pub(crate) struct CgroupSet {
+    pub dirs: Vec<PathBuf>,
+    /// Where the OOM-kill counter lives (v1 memory.oom_control, v2 memory.events).
+    oom_file: PathBuf,
+}
+
+fn write(path: &Path, value: &str) -> io::Result<()> {
+    fs::write(path, value).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("write {value:?} to {}: {e}", path.display()),
+        )
+    })
+}
+
+fn mkdirs(p: &Path) -> io::Result<()> {
+    fs::create_dir_all(p)
+        .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", p.display())))
+}
+
+impl CgroupSet {
+    /// Creates the session's directories and writes its limits.
+    pub(crate) fn create(
+        layout: &Layout,
+        parent: &str,
+        instance: &str,
+        session: &str,
+        limits: &Limits,
+    ) -> io::Result<CgroupSet> {
+        let mib = 1024 * 1024;
+        let mem = limits.memory_mb.saturating_mul(mib);
+        let mut made: Vec<PathBuf> = Vec::new();
+        let result = (|| -> io::Result<CgroupSet> {
+            match layout {
+                Layout::V1 { pids, memory, cpu } => {
+                    let p = pids.join(parent).join(instance).join(session);
+                    mkdirs(&p)?;
+                    made.push(p.clone());
+                    write(&p.join("pids.max"), &limits.pids.to_string())?;
+                    let m = memory.join(parent).join(instance).join(session);
+                    mkdirs(&m)?;
+                    made.push(m.clone());
+                    write(&m.join("memory.limit_in_bytes"), &mem.to_string())?;
+                    let memsw = m.join("memory.memsw.limit_in_bytes");
+                    if memsw.exists() {
+                        write(&memsw, &mem.to_string())?;
+                    }
+                    let swappiness = m.join("memory.swappiness");
+                    if swappiness.exists() {
+                        let _ = write(&swappiness, "0");
+                    }
+                    if let Some(c) = cpu {
+                        let c = c.join(parent).join(instance).join(session);
+                        mkdirs(&c)?;
+                        made.push(c.clone());
+                        if limits.cpus_millis > 0 {
+                            write(&c.join("cpu.cfs_period_us"), "100000")?;
+                            write(
+                                &c.join("cpu.cfs_quota_us"),
+                                &(limits.cpus_millis * 100).to_string(),
+                            )?;
+                        }
+                    }
+                    Ok(CgroupSet {
+                        oom_file: m.join("memory.oom_control"),
+                        dirs: made.clone(),
+                    })
+                }
+                Layout::V2 { root, cpu } => {
+                    let ctrls = if *cpu {
+                        "+pids +memory +cpu"
+                    } else {
+                        "+pids +memory"
+                    };
+                    let top = root.join(parent);
+                    mkdirs(&top)?;
+                    let _ = write(&root.join("cgroup.subtree_control"), ctrls);
+                    write(&top.join("cgroup.subtree_control"), ctrls)?;
+                    let inst = top.join(instance);
+                    mkdirs(&inst)?;
+                    write(&inst.join("cgroup.subtree_control"), ctrls)?;
+                    let d = inst.join(session);
+                    mkdirs(&d)?;
+                    made.push(d.clone());
+                    write(&d.join("pids.max"), &limits.pids.to_string())?;
+                    write(&d.join("memory.max"), &mem.to_string())?;
+                    let _ = write(&d.join("memory.swap.max"), "0");
+                    if *cpu && limits.cpus_millis > 0 {
+                        write(
+                            &d.join("cpu.max"),
+                            &format!("{} 100000", limits.cpus_millis * 100),
+                        )?;
+                    }
+                    Ok(CgroupSet {
+                        oom_file: d.join("memory.events"),
+                        dirs: made.clone(),
+                    })
+                }
+            }
+        })();
+        if result.is_err() {
+            for d in made.iter().rev() {
+                let _ = fs::remove_dir(d);
+            }
+        }
+        result
+    }
+
+    /// Moves `pid` (the helper, before it forks pid 1) into every directory.
+    pub(crate) fn join(&self, pid: u32) -> io::Result<()> {
+        for d in &self.dirs {
+            write(&d.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// How many processes the memory controller has OOM-killed so far.
+    pub(crate) fn oom_kills(&self) -> u64 {
+        fs::read_to_string(&self.oom_file)
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("oom_kill ")
+                        .and_then(|v| v.trim().parse().ok())
+                })
+            })
+            .unwrap_or(0)
+    }
+
+    /// Removes the directories once every process in them is gone.
+    pub(crate) async fn remove(&self) -> io::Result<()> {
+        remove_dirs(&self.dirs).await
+    }
+}
+
+/// rmdir each directory, retrying briefly while the kernel finishes
+/// releasing the last tasks.
+pub(crate) async fn remove_dirs(dirs: &[PathBuf]) -> io::Result<()> {
+    for d in dirs {
+        let mut tries = 0;
+        loop {
+            match fs::remove_dir(d) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 200 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("rmdir {}: {e}", d.display()),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pids listed in a cgroup directory.
+pub(crate) fn procs(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}

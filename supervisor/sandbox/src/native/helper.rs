@@ -1,0 +1,338 @@
+//! `supervisor __sandbox-init --control-fd N`: the single-threaded helper.
+//!
+//! The supervisor re-executes its own binary for every sandbox; this runs
+//! before any thread exists. In order (docs/OPERATIONS.md repeats it):
+//!
+//! 1. close every inherited fd but the control socket; `setsid`; read the
+//!    [`InitConfig`] from the socket (never from argv or a file);
+//! 2. build the seccomp filters (allocation happens before any fork);
+//! 3. `unshare` new mount, pid, network, ipc, uts and cgroup namespaces
+//!    (plus a user namespace mapping only our own uid/gid when not root —
+//!    the supervisor has already put this process in the session's cgroups);
+//! 4. fork pid 1 of the new pid namespace; the helper reports pid 1's pid and
+//!    a pidfd for it to the supervisor, then only waits for it;
+//! 5. pid 1: hostname, the new root ([`super::mounts`]), rlimits
+//!    ([`super::rlimits`]), the Landlock ruleset is prepared, credentials
+//!    dropped to the session owner with no capabilities anywhere
+//!    ([`super::credentials`]), PDEATHSIG, not dumpable, no_new_privs,
+//!    Landlock enforced (checked `FullyEnforced`), seccomp last;
+//! 6. pid 1 checks its own posture in /proc/self/status (NoNewPrivs 1,
+//!    Seccomp 2, every capability set 0), reports `Ready`, and becomes the
+//!    init loop ([`super::init`]).
+//!
+//! Any failure is reported as `SetupFailed { step, error }` and the sandbox
+//! dies; the supervisor refuses the session with that message.
+
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitCode;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sched::CloneFlags;
+use nix::unistd::ForkResult;
+
+use super::protocol::{self, FromInit, InitConfig, MAX_PACKET};
+use super::{SetupError, credentials, init, landlock, mounts, rlimits, seccomp, sys};
+
+/// The argv[1] that selects this entry point.
+pub const INIT_ARG: &str = "__sandbox-init";
+
+fn parse_args() -> Result<RawFd, String> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.as_slice() {
+        [_, cmd, flag, fd] if cmd == INIT_ARG && flag == "--control-fd" => fd
+            .parse::<RawFd>()
+            .ok()
+            .filter(|fd| *fd >= 3)
+            .ok_or_else(|| format!("bad --control-fd value {fd:?}")),
+        _ => Err(format!(
+            "usage: {INIT_ARG} --control-fd N (started by the supervisor, not by hand)"
+        )),
+    }
+}
+
+/// The entry point of `supervisor __sandbox-init`. Must run before any other
+/// thread exists (the daemon calls it as the first statement of `main`).
+pub fn init_main() -> ExitCode {
+    let fd = match parse_args() {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("sandbox-init: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !sys::fd_is_open(fd) {
+        eprintln!("sandbox-init: control fd {fd} is not open");
+        return ExitCode::from(2);
+    }
+    // SAFETY: the supervisor passed this fd to us for exactly this purpose;
+    // it was checked open above and nothing else in this process owns it.
+    let ctrl = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Err(e) = sys::close_fds_except(fd) {
+        eprintln!("sandbox-init: close inherited fds: {e}");
+        return ExitCode::from(1);
+    }
+    // Commands must never inherit the control socket across execve.
+    let _ = sys::set_cloexec(fd);
+    // Out of the supervisor's session: its terminal's signals are not ours.
+    let _ = nix::unistd::setsid();
+
+    let mut buf = vec![0u8; MAX_PACKET];
+    let cfg: InitConfig = match protocol::recv(fd, &mut buf, false) {
+        Ok(Some(pkt)) => match protocol::parse(&pkt.body) {
+            Ok(c) => c,
+            Err(e) => return fail(&ctrl, "config", &e.to_string()),
+        },
+        Ok(None) => return ExitCode::from(1),
+        Err(e) => return fail(&ctrl, "config", &e.to_string()),
+    };
+    drop(buf);
+    run_helper(ctrl, &cfg)
+}
+
+/// Best effort: the supervisor may already be gone.
+fn report_failure(ctrl: RawFd, step: &str, error: &str) {
+    let _ = protocol::send(
+        ctrl,
+        &FromInit::SetupFailed {
+            step: step.to_string(),
+            error: error.to_string(),
+        },
+        &[],
+        false,
+    );
+}
+
+fn fail(ctrl: &OwnedFd, step: &str, error: &str) -> ExitCode {
+    report_failure(ctrl.as_raw_fd(), step, error);
+    ExitCode::from(1)
+}
+
+fn write_file(path: &str, data: &str) -> Result<(), SetupError> {
+    std::fs::write(path, data).map_err(|e| SetupError {
+        step: "namespaces",
+        detail: format!("write {data:?} to {path}: {e}"),
+    })
+}
+
+/// Steps 2-4. Reports its own failures on the control socket while it still
+/// owns it.
+fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig) -> ExitCode {
+    let ctrl = ctrl_fd.as_raw_fd();
+    let fail = |e: SetupError| {
+        report_failure(ctrl, e.step, &e.detail);
+        ExitCode::from(1)
+    };
+    let filters = match seccomp::build() {
+        Ok(f) => f,
+        Err(e) => {
+            return fail(SetupError {
+                step: "seccomp",
+                detail: e.to_string(),
+            });
+        }
+    };
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
+    let (outer_uid, outer_gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    if cfg.rootless {
+        flags |= CloneFlags::CLONE_NEWUSER;
+    }
+    if let Err(e) = nix::sched::unshare(flags) {
+        return fail(SetupError {
+            step: "namespaces",
+            detail: format!("unshare({flags:?}): {e}"),
+        });
+    }
+    if cfg.rootless {
+        for (path, data) in [
+            ("/proc/self/setgroups", "deny".to_string()),
+            ("/proc/self/uid_map", format!("{outer_uid} {outer_uid} 1\n")),
+            ("/proc/self/gid_map", format!("{outer_gid} {outer_gid} 1\n")),
+        ] {
+            if let Err(e) = write_file(path, &data) {
+                return fail(e);
+            }
+        }
+    }
+    // Pid 1 watches this to notice the helper dying before PDEATHSIG is armed.
+    let me = match sys::pidfd_open(nix::unistd::getpid().as_raw()) {
+        Ok(fd) => fd,
+        Err(e) => {
+            return fail(SetupError {
+                step: "namespaces",
+                detail: format!("pidfd_open(self): {e}"),
+            });
+        }
+    };
+    // SAFETY: the helper is single-threaded (init_main runs before any thread).
+    match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Child) => {
+            let err = match sandbox_init(ctrl_fd, cfg, &filters, me) {
+                Ok(never) => match never {},
+                Err(e) => e,
+            };
+            report_failure(ctrl, err.step, &err.detail);
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(1) }
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(me);
+            let reported = sys::pidfd_open(child.as_raw())
+                .map_err(|e| format!("pidfd_open({child}): {e}"))
+                .and_then(|pidfd| {
+                    protocol::send(
+                        ctrl,
+                        &FromInit::Helper {
+                            init_pid: child.as_raw(),
+                        },
+                        &[pidfd.as_raw_fd()],
+                        false,
+                    )
+                    .map_err(|e| e.to_string())
+                });
+            if let Err(e) = reported {
+                // Without its pidfd the supervisor cannot manage pid 1: end it.
+                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(child, None);
+                return fail(SetupError {
+                    step: "report",
+                    detail: e,
+                });
+            }
+            drop(ctrl_fd);
+            while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(child, None) {}
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(SetupError {
+            step: "namespaces",
+            detail: format!("fork pid 1: {e}"),
+        }),
+    }
+}
+
+/// Pid 1: every restriction, in order, then the init loop.
+fn sandbox_init(
+    ctrl_fd: OwnedFd,
+    cfg: &InitConfig,
+    filters: &seccomp::Filters,
+    helper: OwnedFd,
+) -> Result<Infallible, SetupError> {
+    let ctrl = ctrl_fd.as_raw_fd();
+    let step = |step: &'static str| {
+        move |e: nix::Error| SetupError {
+            step,
+            detail: e.to_string(),
+        }
+    };
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(step("pdeathsig"))?;
+    nix::unistd::sethostname("tollgate-sandbox").map_err(step("hostname"))?;
+    mounts::build_root(&mounts::MountPlan {
+        workspace: &cfg.workspace,
+        hidden: &cfg.hidden,
+        tmp_mb: cfg.tmp_mb,
+        protect_git: cfg.protect_git,
+        rootless: cfg.rootless,
+    })?;
+    rlimits::apply(cfg)?;
+    let prepared = landlock::prepare(&cfg.workspace, &cfg.hidden)?;
+    let envp: Vec<CString> = cfg
+        .env
+        .iter()
+        .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok())
+        .collect();
+    let path: Vec<Vec<u8>> = cfg
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin")
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| d.as_bytes().to_vec())
+        .collect();
+    nix::unistd::chdir(cfg.workspace.as_os_str()).map_err(step("chdir workspace"))?;
+    credentials::drop_to(cfg.uid, cfg.gid, cfg.rootless)?;
+    credentials::lock_init()?;
+    // The helper may have died before PDEATHSIG was armed: then stop here.
+    let mut pfd = [PollFd::new(helper.as_fd(), PollFlags::POLLIN)];
+    if poll(&mut pfd, PollTimeout::ZERO).map_err(step("pdeathsig"))? > 0 {
+        return Err(SetupError {
+            step: "pdeathsig",
+            detail: "the helper died during setup".to_string(),
+        });
+    }
+    drop(helper);
+    init::block_sigchld().map_err(step("signals"))?;
+    landlock::enforce(prepared.ruleset)?;
+    seccomp::apply(filters).map_err(|e| SetupError {
+        step: "seccomp",
+        detail: e.to_string(),
+    })?;
+    let posture = check_posture(cfg, prepared.etc_granted, prepared.etc_withheld.len())?;
+    protocol::send(ctrl, &FromInit::Ready { posture }, &[], false).map_err(|e| SetupError {
+        step: "report",
+        detail: e.to_string(),
+    })?;
+    init::run(init::Init {
+        ctrl: ctrl_fd,
+        envp,
+        path,
+        rlimit_cpu_s: cfg.rlimit_cpu_s,
+    })
+}
+
+/// Reads our own /proc/self/status and insists on the posture every command
+/// inherits: no_new_privs, seccomp filter mode, no capabilities at all.
+fn check_posture(
+    cfg: &InitConfig,
+    etc_granted: usize,
+    etc_withheld: usize,
+) -> Result<String, SetupError> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| SetupError {
+        step: "posture",
+        detail: format!("read /proc/self/status: {e}"),
+    })?;
+    let field = |name: &str| -> String {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let mut bad = Vec::new();
+    if field("NoNewPrivs") != "1" {
+        bad.push(format!("NoNewPrivs={}", field("NoNewPrivs")));
+    }
+    if field("Seccomp") != "2" {
+        bad.push(format!("Seccomp={}", field("Seccomp")));
+    }
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let v = field(cap);
+        if u64::from_str_radix(&v, 16) != Ok(0) {
+            bad.push(format!("{cap}={v}"));
+        }
+    }
+    if !bad.is_empty() {
+        return Err(SetupError {
+            step: "posture",
+            detail: format!("weak posture: {}", bad.join(" ")),
+        });
+    }
+    Ok(format!(
+        "uid={} gid={} NoNewPrivs=1 Seccomp=2 Seccomp_filters={} caps=0 landlock=fully-enforced(abi>={}) etc_entries={} etc_withheld={} workspace={}",
+        cfg.uid,
+        cfg.gid,
+        field("Seccomp_filters"),
+        landlock::MIN_ABI,
+        etc_granted,
+        etc_withheld,
+        String::from_utf8_lossy(cfg.workspace.as_os_str().as_bytes()),
+    ))
+}

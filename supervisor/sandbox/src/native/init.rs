@@ -1,0 +1,229 @@
+//! Pid 1 of the sandbox, after every restriction is in place: a tiny init.
+//!
+//! It reaps every process of the namespace, and for each [`ToInit::Exec`]
+//! forks a child that starts a new session (no controlling terminal, its own
+//! process group), takes the stdio fds the supervisor passed (so output never
+//! flows through pid 1), closes everything else, chdirs and execs. When a
+//! command's leader exits, its whole process group is killed before the
+//! leader is reaped (so its pgid cannot be reused meanwhile), then the exit
+//! status is reported. [`ToInit::Kill`] kills a command's group at once.
+//! When the supervisor's end of the control socket closes, pid 1 exits, and
+//! the kernel kills everything left in the namespace.
+//!
+//! Pid 1 is single-threaded, so its children may allocate before exec.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::{ForkResult, Pid};
+
+use super::protocol::{self, FromInit, MAX_PACKET, ToInit};
+use super::sys;
+
+pub(crate) struct Init {
+    pub ctrl: OwnedFd,
+    pub envp: Vec<CString>,
+    /// PATH entries for resolving argv[0] without a slash.
+    pub path: Vec<Vec<u8>>,
+    pub rlimit_cpu_s: u64,
+}
+
+/// Blocks SIGCHLD so it can be read from a signalfd. Call before the first fork.
+pub(crate) fn block_sigchld() -> nix::Result<()> {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
+}
+
+fn report(ctrl: RawFd, msg: &FromInit) {
+    // A failed report means the supervisor is gone; the next poll sees it.
+    let _ = protocol::send(ctrl, msg, &[], false);
+}
+
+/// Runs forever; exits the process (and so the namespace) when the
+/// supervisor goes away.
+pub(crate) fn run(init: Init) -> ! {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    let sfd = match SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
+        Ok(s) => s,
+        Err(_) => std::process::exit(70),
+    };
+    let ctrl = init.ctrl.as_raw_fd();
+    let mut running: HashMap<i32, u64> = HashMap::new();
+    let mut buf = vec![0u8; MAX_PACKET];
+    loop {
+        let (ctrl_ev, sig_ev) = {
+            let mut fds = [
+                PollFd::new(init.ctrl.as_fd(), PollFlags::POLLIN),
+                PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(_) => std::process::exit(71),
+            }
+            (
+                fds[0].revents().unwrap_or(PollFlags::empty()),
+                fds[1].revents().unwrap_or(PollFlags::empty()),
+            )
+        };
+        if sig_ev.contains(PollFlags::POLLIN) {
+            while let Ok(Some(_)) = sfd.read_signal() {}
+            reap(ctrl, &mut running);
+        }
+        if ctrl_ev.contains(PollFlags::POLLIN) {
+            match protocol::recv(ctrl, &mut buf, true) {
+                Ok(Some(pkt)) => handle(&init, &mut running, pkt),
+                Ok(None) => std::process::exit(0),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {}
+                Err(_) => std::process::exit(0),
+            }
+        } else if ctrl_ev.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+        {
+            std::process::exit(0);
+        }
+    }
+}
+
+fn reap(ctrl: RawFd, running: &mut HashMap<i32, u64>) {
+    loop {
+        // Peek first: the leader stays a zombie (its pid, and so its pgid,
+        // reserved) until its group has been killed.
+        let status = match waitid(
+            Id::All,
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(s) => s,
+        };
+        let Some(pid) = status.pid() else { return };
+        if let Some(id) = running.remove(&pid.as_raw()) {
+            let _ = kill(Pid::from_raw(-pid.as_raw()), Signal::SIGKILL);
+            let (code, signal) = match status {
+                WaitStatus::Exited(_, c) => (Some(c), None),
+                WaitStatus::Signaled(_, s, _) => (None, Some(s as i32)),
+                _ => (None, None),
+            };
+            report(ctrl, &FromInit::Exited { id, code, signal });
+        }
+        let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+    }
+}
+
+fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
+    let ctrl = init.ctrl.as_raw_fd();
+    let req: ToInit = match protocol::parse(&pkt.body) {
+        Ok(r) => r,
+        Err(_) => return,
+    };
+    match req {
+        ToInit::Kill { id } => {
+            if let Some((pid, _)) = running.iter().find(|(_, v)| **v == id) {
+                let _ = kill(Pid::from_raw(-*pid), Signal::SIGKILL);
+            }
+        }
+        ToInit::Exec { id, argv, cwd } => {
+            let fail = |error: String| report(ctrl, &FromInit::SpawnFailed { id, error });
+            if pkt.fds.len() != 3 {
+                return fail(format!("expected 3 stdio fds, got {}", pkt.fds.len()));
+            }
+            let Ok(args) = argv
+                .iter()
+                .map(|a| CString::new(a.as_bytes()))
+                .collect::<Result<Vec<_>, _>>()
+            else {
+                return fail("argv contains a NUL byte".to_string());
+            };
+            let Some(first) = argv.first() else {
+                return fail("empty argv".to_string());
+            };
+            let Ok(cwd_c) = CString::new(cwd.as_os_str().as_bytes()) else {
+                return fail("cwd contains a NUL byte".to_string());
+            };
+            let candidates: Vec<CString> = if first.contains('/') {
+                args.first().cloned().into_iter().collect()
+            } else {
+                init.path
+                    .iter()
+                    .filter_map(|dir| {
+                        let mut p = dir.clone();
+                        if !p.ends_with(b"/") {
+                            p.push(b'/');
+                        }
+                        p.extend_from_slice(first.as_bytes());
+                        CString::new(p).ok()
+                    })
+                    .collect()
+            };
+            // SAFETY: pid 1 is single-threaded, so the child may do anything
+            // the parent could; it only execs or exits.
+            match unsafe { nix::unistd::fork() } {
+                Ok(ForkResult::Child) => child(init, &pkt.fds, &args, &cwd_c, &candidates, first),
+                Ok(ForkResult::Parent { child }) => {
+                    drop(pkt.fds);
+                    running.insert(child.as_raw(), id);
+                }
+                Err(e) => fail(format!("fork: {e} (pids limit reached?)")),
+            }
+        }
+    }
+}
+
+fn child(
+    init: &Init,
+    fds: &[OwnedFd],
+    argv: &[CString],
+    cwd: &CString,
+    candidates: &[CString],
+    name: &str,
+) -> ! {
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    let _ = nix::unistd::setsid();
+    for (target, fd) in fds.iter().enumerate() {
+        if sys::dup2_raw(fd.as_raw_fd(), target as RawFd).is_err() {
+            // SAFETY: _exit is always safe; nothing to clean up in this child.
+            unsafe { libc::_exit(126) }
+        }
+    }
+    let _ = sys::close_fds_from(3);
+    let _ = sys::set_rlimit(libc::RLIMIT_CPU, init.rlimit_cpu_s);
+    if let Err(e) = nix::unistd::chdir(cwd.as_c_str()) {
+        let msg = format!("sandbox: cannot enter {}: {e}\n", cwd.to_string_lossy());
+        let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
+        // SAFETY: as above.
+        unsafe { libc::_exit(126) }
+    }
+    let mut last = Errno::ENOENT;
+    let mut saw_eacces = false;
+    for c in candidates {
+        let e = nix::unistd::execve(c, argv, &init.envp)
+            .err()
+            .unwrap_or(Errno::ENOENT);
+        match e {
+            Errno::ENOENT | Errno::ENOTDIR => {}
+            Errno::EACCES => saw_eacces = true,
+            other => {
+                last = other;
+                break;
+            }
+        }
+        last = e;
+    }
+    if saw_eacces && last != Errno::ENOEXEC {
+        last = Errno::EACCES;
+    }
+    let msg = format!("sandbox: {name}: {}\n", last.desc());
+    let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
+    let code = if last == Errno::ENOENT { 127 } else { 126 };
+    // SAFETY: _exit is always safe.
+    unsafe { libc::_exit(code) }
+}

@@ -1,0 +1,322 @@
+//! Step 8: Landlock, with `HardRequirement`, checked `FullyEnforced`.
+//!
+//! Handled (so denied unless a rule below grants it): every filesystem right
+//! of ABI 6, TCP bind and connect, abstract unix sockets and signals outside
+//! the sandbox (scopes). Granted:
+//!
+//! | where | rights |
+//! |---|---|
+//! | /usr, /bin, /sbin, /lib*, /opt | read, list, execute |
+//! | /etc, entry by entry, without secrets ([`ETC_DENIED`], `*secret*`, `*.key`, host keys, ssl/private, ...) | read (+ list for dirs) |
+//! | /proc (the sandbox's own), /sys/devices/system/cpu | read, list |
+//! | /dev | list |
+//! | /dev/{null,zero,full,random,urandom,tty} | read, write (+ ioctl for tty) |
+//! | /dev/pts | read, write, list, ioctl |
+//! | the workspace, /tmp, /dev/shm | everything except making char/block devices |
+//! | network | nothing: every TCP bind and connect is denied |
+//!
+//! Landlock does not cover chmod/chown/utime/setxattr, UDP, or connect() to
+//! pathname sockets below ABI 9; the mount namespace (what is not mounted is
+//! not there, what is mounted is read-only) and the network namespace do.
+//!
+//! A root-owned session runs as uid 0 without capabilities: file permissions
+//! do not stop it reading /etc/shadow (root owns it); only this ruleset does.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+
+use super::SetupError;
+
+/// The Landlock ABI whose features we use (scopes need 6). The kernel may be newer.
+pub(crate) const TARGET_ABI: ABI = ABI::V6;
+pub(crate) const MIN_ABI: i64 = 6;
+
+/// Top-level /etc entries never readable.
+pub(crate) const ETC_DENIED: &[&str] = &[
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "sudoers",
+    "sudoers.d",
+    "sudo_logsrvd.conf",
+    "tollgate",
+    "letsencrypt",
+    "openvpn",
+    "wireguard",
+    "ipsec.secrets",
+    "ipsec.d",
+    "krb5.keytab",
+    "NetworkManager",
+    "ppp",
+    "credstore",
+    "credstore.encrypted",
+    "libvirt",
+    "mysql",
+    "docker",
+    "containerd",
+    "kubernetes",
+    "rancher",
+    "ceph",
+    "samba",
+    "exim4",
+    "postfix",
+    "nslcd.conf",
+    "ldap.secret",
+    "pam_ldap.secret",
+    "cups",
+    "opasswd",
+];
+
+fn denied_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ETC_DENIED.contains(&name)
+        || lower.contains("secret")
+        || lower.ends_with(".key")
+        || lower.ends_with(".keytab")
+        || lower.ends_with(".p12")
+        || lower.ends_with(".pfx")
+}
+
+/// /etc subdirectories granted entry by entry, and what is left out of them.
+fn nested_denied(dir: &str, name: &str) -> bool {
+    match dir {
+        "ssh" => name.starts_with("ssh_host_") && !name.ends_with(".pub"),
+        "ssl" | "pki" => name == "private",
+        "security" => name == "opasswd",
+        _ => false,
+    }
+}
+const NESTED: &[&str] = &["ssh", "ssl", "security", "pki"];
+
+fn ro_exec() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute
+}
+fn ro_dir() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+fn ro_file() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile.into()
+}
+fn dev_rw() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate
+}
+fn rw_all() -> BitFlags<AccessFs> {
+    AccessFs::from_all(TARGET_ABI) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
+    SetupError {
+        step: "landlock",
+        detail: format!("{what}: {e}"),
+    }
+}
+
+/// What the rules grant, for the setup report.
+pub(crate) struct Prepared {
+    pub ruleset: RulesetCreated,
+    pub etc_granted: usize,
+    pub etc_withheld: Vec<String>,
+}
+
+struct Builder {
+    ruleset: Option<RulesetCreated>,
+    /// Canonical paths nothing may grant, nor an ancestor of.
+    denied: Vec<PathBuf>,
+}
+
+impl Builder {
+    /// Adds a rule for an /etc entry (following symlinks) unless its target
+    /// is, is inside, or contains a denied path (a symlink to /etc/shadow or
+    /// to / must not grant it). Missing paths are skipped.
+    fn grant_checked(
+        &mut self,
+        path: &Path,
+        dir_access: BitFlags<AccessFs>,
+        file_access: BitFlags<AccessFs>,
+    ) -> Result<bool, SetupError> {
+        let canon = match fs::canonicalize(path) {
+            Ok(c) => c,
+            Err(_) => return Ok(false),
+        };
+        if self
+            .denied
+            .iter()
+            .any(|d| canon.starts_with(d) || d.starts_with(&canon))
+        {
+            return Ok(false);
+        }
+        self.grant(&canon, dir_access, file_access)
+    }
+
+    /// Adds a rule for `path` (following symlinks). Missing paths are skipped.
+    fn grant(
+        &mut self,
+        path: &Path,
+        dir_access: BitFlags<AccessFs>,
+        file_access: BitFlags<AccessFs>,
+    ) -> Result<bool, SetupError> {
+        let canon = path;
+        let fd = match PathFd::new(canon) {
+            Ok(fd) => fd,
+            Err(_) => return Ok(false),
+        };
+        let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| err(canon.display(), e))?;
+        let access = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            dir_access
+        } else {
+            file_access
+        };
+        let ruleset = self
+            .ruleset
+            .take()
+            .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+        self.ruleset = Some(
+            ruleset
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(|e| err(format!("rule for {}", canon.display()), e))?,
+        );
+        Ok(true)
+    }
+}
+
+/// Builds the ruleset in the sandbox's own view (call after pivot_root,
+/// before dropping privileges: listing /etc needs no rights afterwards).
+pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, SetupError> {
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(TARGET_ABI))
+        .and_then(|r| r.handle_access(AccessNet::from_all(TARGET_ABI)))
+        .and_then(|r| r.scope(Scope::from_all(TARGET_ABI)))
+        .and_then(|r| r.create())
+        .map_err(|e| err("create ruleset", e))?;
+
+    let etc = Path::new("/etc");
+    let mut withheld: Vec<String> = Vec::new();
+    let mut denied: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    let entries = fs::read_dir(etc).map_err(|e| err("read /etc", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| err("read /etc", e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if denied_name(&name) {
+            denied.insert(path);
+            withheld.push(format!("/etc/{name}"));
+        } else if NESTED.contains(&name.as_str()) && path.is_dir() {
+            for sub in fs::read_dir(&path).map_err(|e| err(path.display(), e))? {
+                let sub = sub.map_err(|e| err(path.display(), e))?;
+                let sub_name = sub.file_name().to_string_lossy().into_owned();
+                let sub_path = sub.path();
+                if nested_denied(&name, &sub_name) || denied_name(&sub_name) {
+                    denied.insert(sub_path);
+                    withheld.push(format!("/etc/{name}/{sub_name}"));
+                } else if name == "pki" && sub_path.is_dir() {
+                    for leaf in fs::read_dir(&sub_path).map_err(|e| err(sub_path.display(), e))? {
+                        let leaf = leaf.map_err(|e| err(sub_path.display(), e))?;
+                        let leaf_name = leaf.file_name().to_string_lossy().into_owned();
+                        if leaf_name == "private" || denied_name(&leaf_name) {
+                            denied.insert(leaf.path());
+                            withheld.push(leaf.path().display().to_string());
+                        } else {
+                            candidates.push(leaf.path());
+                        }
+                    }
+                } else {
+                    candidates.push(sub_path);
+                }
+            }
+        } else {
+            candidates.push(path);
+        }
+    }
+    for h in hidden {
+        denied.insert(h.clone());
+    }
+    let mut denied_canon: Vec<PathBuf> = Vec::new();
+    for d in &denied {
+        denied_canon.push(d.clone());
+        if let Ok(c) = fs::canonicalize(d) {
+            denied_canon.push(c);
+        }
+    }
+    let mut b = Builder {
+        ruleset: Some(ruleset),
+        denied: denied_canon,
+    };
+
+    let mut etc_granted = 0;
+    candidates.sort();
+    for c in &candidates {
+        if b.grant_checked(c, ro_dir(), ro_file())? {
+            etc_granted += 1;
+        }
+    }
+    for name in super::mounts::SYSTEM_DIRS {
+        if *name != "etc" {
+            b.grant(
+                &Path::new("/").join(name),
+                ro_exec(),
+                ro_exec() & !AccessFs::ReadDir,
+            )?;
+        }
+    }
+    b.grant(Path::new("/proc"), ro_dir(), ro_file())?;
+    b.grant(Path::new("/sys/devices/system/cpu"), ro_dir(), ro_file())?;
+    b.grant(Path::new("/dev"), AccessFs::ReadDir.into(), BitFlags::EMPTY)?;
+    for node in super::mounts::DEV_NODES {
+        let file = if *node == "tty" {
+            dev_rw() | AccessFs::IoctlDev
+        } else {
+            dev_rw()
+        };
+        b.grant(&Path::new("/dev").join(node), file, file)?;
+    }
+    b.grant(
+        Path::new("/dev/pts"),
+        dev_rw() | AccessFs::ReadDir | AccessFs::IoctlDev,
+        dev_rw() | AccessFs::IoctlDev,
+    )?;
+    for p in [Path::new("/tmp"), Path::new("/dev/shm"), workspace] {
+        if !b.grant(p, rw_all(), rw_all() & AccessFs::from_file(TARGET_ABI))? {
+            return Err(err(p.display(), "missing in the sandbox view"));
+        }
+    }
+    withheld.sort();
+    let ruleset = b
+        .ruleset
+        .take()
+        .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+    Ok(Prepared {
+        ruleset,
+        etc_granted,
+        etc_withheld: withheld,
+    })
+}
+
+/// Restricts the calling thread (and every later child) for good.
+pub(crate) fn enforce(ruleset: RulesetCreated) -> Result<(), SetupError> {
+    let status = ruleset
+        .restrict_self()
+        .map_err(|e| err("restrict_self", e))?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(err(
+            "ruleset",
+            format!(
+                "not fully enforced ({:?}); refusing to run a weaker sandbox",
+                status.ruleset
+            ),
+        ));
+    }
+    if !status.no_new_privs {
+        return Err(err("no_new_privs", "not set"));
+    }
+    Ok(())
+}

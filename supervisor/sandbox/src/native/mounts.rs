@@ -1,0 +1,531 @@
+//! Step 3: the sandbox's filesystem, built from nothing.
+//!
+//! Not "all of / read-only": the root is a fresh tmpfs holding only
+//!
+//! - the system directories programs need ([`SYSTEM_DIRS`], including the
+//!   whole of /etc), bound read-only, nosuid, nodev. Landlock then narrows
+//!   /etc entry by entry (no shadow, sudoers, host keys, ...);
+//! - a fresh /proc of the sandbox's pid namespace, with /proc/sys,
+//!   /proc/sysrq-trigger & co read-only and kcore, keys, kallsyms & co masked;
+//! - a minimal /dev (null, zero, full, random, urandom, tty, a private devpts
+//!   and /dev/shm), /sys/devices/system/cpu read-only (CPU counts);
+//! - a private, size-limited /tmp (and /var/tmp -> /tmp), an empty /run;
+//! - the workspace, read-write at its own path; with `protect_git`, its
+//!   `.git/hooks` and `.git/config` read-only (a hook written there runs on
+//!   the host at the next `git commit`).
+//!
+//! Home directories, /root, the host's /proc, /run (docker.sock, D-Bus,
+//! ssh-agent, the supervisor's sockets), /var and everything else are not
+//! there at all. That matters because Landlock (ABI < 9) does not see
+//! `connect()` to a pathname socket and never covers chmod/chown/utime:
+//! what is not mounted cannot be reached, and what is mounted is read-only
+//! except the workspace and the private tmpfs.
+//!
+//! The workspace and the `.git` pieces are taken by file descriptor with
+//! `RESOLVE_NO_SYMLINKS` and attached with `move_mount`, so a symlink swapped
+//! into the user's tree cannot redirect a bind.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+use super::SetupError;
+use super::sys;
+
+/// Top-level host directories bound read-only (symlinks are copied as
+/// symlinks, missing ones skipped).
+pub(crate) const SYSTEM_DIRS: &[&str] = &[
+    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt", "etc",
+];
+/// Device nodes bound from the host's /dev.
+pub(crate) const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// /proc entries made read-only.
+const PROC_READONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// /proc entries masked with /dev/null.
+const PROC_MASKED: &[&str] = &[
+    "kcore",
+    "kmsg",
+    "kallsyms",
+    "keys",
+    "key-users",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+    "kpagecount",
+    "kpageflags",
+    "kpagecgroup",
+];
+/// Where the new root is assembled (a tmpfs over the host's /tmp, in our
+/// private mount namespace only).
+const NEW_ROOT: &str = "/tmp";
+
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+pub(crate) struct MountPlan<'a> {
+    pub workspace: &'a Path,
+    pub hidden: &'a [PathBuf],
+    pub tmp_mb: u64,
+    pub protect_git: bool,
+    pub rootless: bool,
+}
+
+fn err(step: &'static str, what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
+    SetupError {
+        step,
+        detail: format!("{what}: {e}"),
+    }
+}
+
+fn cpath(p: &Path) -> Result<CString, SetupError> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| err("mounts", p.display(), "path contains a NUL byte"))
+}
+
+fn tmpfs(target: &Path, flags: MsFlags, data: &str) -> Result<(), SetupError> {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(data))
+        .map_err(|e| err("mounts", format!("mount tmpfs on {}", target.display()), e))
+}
+
+/// Bind `src` on `dst` (recursively) and make it read-only, nosuid, nodev.
+fn bind_ro(src: &Path, dst: &Path) -> Result<(), SetupError> {
+    mount(
+        Some(src),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| {
+        err(
+            "mounts",
+            format!("bind {} on {}", src.display(), dst.display()),
+            e,
+        )
+    })?;
+    sys::mount_setattr_path(
+        &cpath(dst)?,
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        0,
+        true,
+    )
+    .map_err(|e| err("mounts", format!("make {} read-only", dst.display()), e))
+}
+
+fn mkdir(p: &Path, mode: u32) -> Result<(), SetupError> {
+    match fs::DirBuilder::new().mode(mode).create(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(err("mounts", format!("mkdir {}", p.display()), e)),
+    }
+}
+
+fn symlink(target: &str, link: &Path) -> Result<(), SetupError> {
+    std::os::unix::fs::symlink(target, link).map_err(|e| {
+        err(
+            "mounts",
+            format!("symlink {} -> {target}", link.display()),
+            e,
+        )
+    })
+}
+
+fn open_dir_nofollow(dirfd: i32, rel: &Path, resolve: u64) -> io::Result<OwnedFd> {
+    let c = CString::new(rel.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+    sys::openat2_path(dirfd, &c, libc::O_NOFOLLOW, resolve)
+}
+
+/// Walks `rel` beneath `root`, creating missing directories (mode 0755), and
+/// returns an `O_PATH` fd of the last one. Refuses symlinks on the way.
+fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
+    let mut cur = root
+        .try_clone()
+        .map_err(|e| err("mounts", "dup root fd", e))?;
+    for comp in rel.components() {
+        let name = match comp {
+            Component::Normal(n) => n,
+            Component::RootDir | Component::CurDir => continue,
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(err("mounts", rel.display(), "path is not normalised"));
+            }
+        };
+        let name_path = Path::new(name);
+        let next = match open_dir_nofollow(
+            cur.as_raw_fd(),
+            name_path,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+        ) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                nix::sys::stat::mkdirat(
+                    cur.as_fd(),
+                    name_path,
+                    nix::sys::stat::Mode::from_bits_truncate(0o755),
+                )
+                .map_err(|e| err("mounts", format!("mkdir {}", rel.display()), e))?;
+                open_dir_nofollow(
+                    cur.as_raw_fd(),
+                    name_path,
+                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+                )
+                .map_err(|e| err("mounts", format!("open {}", rel.display()), e))?
+            }
+            Err(e) => {
+                return Err(err(
+                    "mounts",
+                    format!("mount point {} in the sandbox", rel.display()),
+                    e,
+                ));
+            }
+        };
+        cur = next;
+    }
+    Ok(cur)
+}
+
+fn rel_of(p: &Path) -> &Path {
+    p.strip_prefix("/").unwrap_or(p)
+}
+
+/// Builds the new root and pivots into it. Runs as (namespace) root in the
+/// new mount namespace, before any privilege is dropped.
+pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
+    // Nothing we do may propagate back to the host.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| err("mounts", "make / private", e))?;
+
+    // Take the workspace by fd before /tmp is covered (it may live there).
+    let host_root = sys::openat2_path(libc::AT_FDCWD, c"/", libc::O_DIRECTORY, 0)
+        .map_err(|e| err("mounts", "open /", e))?;
+    let ws_rel = rel_of(plan.workspace);
+    let ws_src = open_dir_nofollow(
+        host_root.as_raw_fd(),
+        ws_rel,
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+    )
+    .map_err(|e| {
+        err(
+            "mounts",
+            format!("workspace {}", plan.workspace.display()),
+            format!("{e} (it must be a directory reached without symlinks)"),
+        )
+    })?;
+    let ws_tree = sys::open_tree_clone(ws_src.as_fd(), true)
+        .map_err(|e| err("mounts", "clone workspace", e))?;
+    sys::mount_setattr_fd(
+        ws_tree.as_fd(),
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        0,
+        true,
+    )
+    .map_err(|e| err("mounts", "workspace nosuid,nodev", e))?;
+    let mut git_trees: Vec<(PathBuf, OwnedFd)> = Vec::new();
+    if plan.protect_git {
+        for rel in [".git/hooks", ".git/config"] {
+            let rel = Path::new(rel);
+            let c = cpath(rel)?;
+            let fd = match sys::openat2_path(
+                ws_src.as_raw_fd(),
+                &c,
+                libc::O_NOFOLLOW,
+                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+            ) {
+                Ok(fd) => fd,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+                    continue;
+                }
+                Err(e) => {
+                    return Err(err(
+                        "mounts",
+                        format!("workspace {}", rel.display()),
+                        format!("{e} (refusing: it must not be a symlink)"),
+                    ));
+                }
+            };
+            let st = nix::sys::stat::fstat(fd.as_fd())
+                .map_err(|e| err("mounts", format!("stat {}", rel.display()), e))?;
+            let kind = st.st_mode & libc::S_IFMT;
+            if kind != libc::S_IFDIR && kind != libc::S_IFREG {
+                continue;
+            }
+            let tree = sys::open_tree_clone(fd.as_fd(), true)
+                .map_err(|e| err("mounts", format!("clone {}", rel.display()), e))?;
+            sys::mount_setattr_fd(
+                tree.as_fd(),
+                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+                0,
+                true,
+            )
+            .map_err(|e| err("mounts", format!("{} read-only", rel.display()), e))?;
+            git_trees.push((rel.to_path_buf(), tree));
+        }
+    }
+
+    let new = Path::new(NEW_ROOT);
+    tmpfs(
+        new,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=0755,size=1m",
+    )?;
+
+    // System directories.
+    for name in SYSTEM_DIRS {
+        let host = Path::new("/").join(name);
+        let dst = new.join(name);
+        let meta = match fs::symlink_metadata(&host) {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(&host)
+                .map_err(|e| err("mounts", format!("readlink {}", host.display()), e))?;
+            let target = target
+                .to_str()
+                .ok_or_else(|| err("mounts", host.display(), "symlink target is not UTF-8"))?
+                .to_string();
+            symlink(&target, &dst)?;
+        } else if meta.is_dir() {
+            mkdir(&dst, 0o755)?;
+            bind_ro(&host, &dst)?;
+        }
+    }
+    let cpu = Path::new("/sys/devices/system/cpu");
+    if cpu.is_dir() {
+        let dst = new.join("sys/devices/system/cpu");
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&dst)
+            .map_err(|e| err("mounts", format!("mkdir {}", dst.display()), e))?;
+        bind_ro(cpu, &dst)?;
+    }
+
+    // /dev
+    let dev = new.join("dev");
+    mkdir(&dev, 0o755)?;
+    tmpfs(
+        &dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=0755,size=64k",
+    )?;
+    for node in DEV_NODES {
+        let host = Path::new("/dev").join(node);
+        if !host.exists() {
+            continue;
+        }
+        let dst = dev.join(node);
+        fs::File::create(&dst)
+            .map_err(|e| err("mounts", format!("create {}", dst.display()), e))?;
+        mount(
+            Some(&host),
+            &dst,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| err("mounts", format!("bind {}", host.display()), e))?;
+        // Read-only: writes to a device still work, but a uid-0 sandbox
+        // cannot chmod or touch the host's device inode.
+        sys::mount_setattr_path(
+            &cpath(&dst)?,
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            sys::MOUNT_ATTR_NODEV,
+            false,
+        )
+        .map_err(|e| err("mounts", format!("flags of {}", dst.display()), e))?;
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        symlink(target, &dev.join(name))?;
+    }
+    let pts = dev.join("pts");
+    mkdir(&pts, 0o755)?;
+    let pts_opts = if plan.rootless {
+        "newinstance,ptmxmode=0666,mode=0620"
+    } else {
+        "newinstance,ptmxmode=0666,mode=0620,gid=5"
+    };
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some(pts_opts),
+    )
+    .map_err(|e| err("mounts", "mount devpts", e))?;
+    let shm = dev.join("shm");
+    mkdir(&shm, 0o755)?;
+    tmpfs(
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
+    )?;
+
+    // /proc of the new pid namespace.
+    let proc_dir = new.join("proc");
+    mkdir(&proc_dir, 0o555)?;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| err("mounts", "mount proc", e))?;
+    for name in PROC_READONLY {
+        let p = proc_dir.join(name);
+        if p.exists() {
+            bind_ro(&p, &p)?;
+        }
+    }
+    let null = dev.join("null");
+    for name in PROC_MASKED {
+        let p = proc_dir.join(name);
+        if p.exists() {
+            bind_ro(&null, &p)?;
+        }
+    }
+
+    // Private /tmp, /var/tmp, empty /run.
+    let tmp = new.join("tmp");
+    mkdir(&tmp, 0o1777)?;
+    tmpfs(
+        &tmp,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
+    )?;
+    mkdir(&new.join("var"), 0o755)?;
+    symlink("/tmp", &new.join("var/tmp"))?;
+    mkdir(&new.join("run"), 0o755)?;
+    symlink("/run", &new.join("var/run"))?;
+
+    // The workspace, at its own path.
+    let new_root_fd = sys::openat2_path(libc::AT_FDCWD, &cpath(new)?, libc::O_DIRECTORY, 0)
+        .map_err(|e| err("mounts", "open new root", e))?;
+    let ws_target = ensure_dirs(&new_root_fd, ws_rel)?;
+    sys::move_mount_fd(ws_tree.as_fd(), ws_target.as_fd()).map_err(|e| {
+        err(
+            "mounts",
+            format!("attach workspace {}", plan.workspace.display()),
+            e,
+        )
+    })?;
+    drop(ws_target);
+    if !git_trees.is_empty() {
+        let ws_root = open_dir_nofollow(
+            new_root_fd.as_raw_fd(),
+            ws_rel,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+        )
+        .map_err(|e| err("mounts", "open attached workspace", e))?;
+        for (rel, tree) in &git_trees {
+            let target = sys::openat2_path(
+                ws_root.as_raw_fd(),
+                &cpath(rel)?,
+                libc::O_NOFOLLOW,
+                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+            )
+            .map_err(|e| err("mounts", format!("workspace {}", rel.display()), e))?;
+            sys::move_mount_fd(tree.as_fd(), target.as_fd())
+                .map_err(|e| err("mounts", format!("protect {}", rel.display()), e))?;
+        }
+    }
+
+    // Mask hidden paths that would otherwise be visible (say, a config file
+    // under /etc). Looked up as the sandbox will see them.
+    for h in plan.hidden {
+        mask_hidden(&new_root_fd, h)?;
+    }
+
+    // Pivot: the old root is stacked on top of the new one, then detached.
+    nix::unistd::chdir(new).map_err(|e| err("pivot_root", "chdir new root", e))?;
+    nix::unistd::pivot_root(".", ".").map_err(|e| err("pivot_root", "pivot_root(., .)", e))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| err("pivot_root", "detach old root", e))?;
+    nix::unistd::chdir("/").map_err(|e| err("pivot_root", "chdir /", e))?;
+    for p in [c"/dev", c"/"] {
+        sys::mount_setattr_path(p, sys::MOUNT_ATTR_RDONLY, 0, false).map_err(|e| {
+            err(
+                "pivot_root",
+                format!("{} read-only", p.to_string_lossy()),
+                e,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+fn mask_hidden(root: &OwnedFd, h: &Path) -> Result<(), SetupError> {
+    let rel = rel_of(h);
+    if rel.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let c = cpath(rel)?;
+    let fd = match sys::openat2_path(root.as_raw_fd(), &c, libc::O_NOFOLLOW, RESOLVE_IN_ROOT) {
+        Ok(fd) => fd,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+            return Ok(());
+        }
+        Err(e) => return Err(err("mounts", format!("hidden path {}", h.display()), e)),
+    };
+    let st = nix::sys::stat::fstat(fd.as_fd())
+        .map_err(|e| err("mounts", format!("stat hidden path {}", h.display()), e))?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        let target = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        tmpfs(
+            &target,
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            "mode=000,size=4k",
+        )
+    } else if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        // A symlink itself cannot be a mount point; what it points to is
+        // either masked on its own or not visible.
+        Ok(())
+    } else {
+        // A read-only clone of /dev/null, attached by fd on the exact object.
+        let null = sys::openat2_path(libc::AT_FDCWD, c"/tmp/dev/null", 0, 0)
+            .map_err(|e| err("mounts", "open /dev/null", e))?;
+        let tree = sys::open_tree_clone(null.as_fd(), false)
+            .map_err(|e| err("mounts", "clone /dev/null", e))?;
+        sys::mount_setattr_fd(
+            tree.as_fd(),
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            0,
+            false,
+        )
+        .map_err(|e| err("mounts", "/dev/null clone read-only", e))?;
+        sys::move_mount_fd(tree.as_fd(), fd.as_fd())
+            .map_err(|e| err("mounts", format!("mask hidden path {}", h.display()), e))
+    }
+}
+
+/// Whether a path lies inside the sandbox's writable or system view (used by
+/// the supervisor to refuse hidden paths inside the workspace).
+pub(crate) fn is_within(child: &Path, parent: &Path) -> bool {
+    child.starts_with(parent)
+}
+
+/// True for names that are only `/`-separated normal components.
+pub(crate) fn is_normal_absolute(p: &Path) -> bool {
+    p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+}

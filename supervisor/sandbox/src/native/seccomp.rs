@@ -1,0 +1,734 @@
+//! Step 9 (last): the seccomp filters.
+//!
+//! Two filters, both built before the fork and installed by pid 1 as its very
+//! last restriction, inherited by every command:
+//!
+//! 1. **The allowlist** (compiled with seccompiler): every syscall in
+//!    [`ALLOWED`] passes, a few more pass only with vetted arguments
+//!    ([`conditional_rules`]), and everything else — including any syscall a
+//!    future kernel adds — fails with `EPERM`. [`DENIED`] documents what is
+//!    left out on purpose and why.
+//! 2. **The prelude** (hand-written BPF, evaluated with the allowlist; the
+//!    kernel takes the strictest answer): a foreign architecture (i386
+//!    `int 0x80`, which works from a 64-bit process on this kernel) or the x32
+//!    bit kills the process, and `clone3` returns `ENOSYS`, because its flags
+//!    sit behind a pointer seccomp cannot read; libc then falls back to
+//!    `clone`, whose flags the allowlist does inspect.
+//!
+//! Only x86_64 is supported; elsewhere the probe reports seccomp as missing
+//! and sandboxes are refused.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+/// Syscalls allowed with any arguments (x86_64 numbers).
+pub(crate) const ALLOWED: &[(&str, i64)] = &[
+    // files and descriptors
+    ("read", 0),
+    ("write", 1),
+    ("open", 2),
+    ("close", 3),
+    ("stat", 4),
+    ("fstat", 5),
+    ("lstat", 6),
+    ("poll", 7),
+    ("lseek", 8),
+    ("pread64", 17),
+    ("pwrite64", 18),
+    ("readv", 19),
+    ("writev", 20),
+    ("access", 21),
+    ("pipe", 22),
+    ("select", 23),
+    ("dup", 32),
+    ("dup2", 33),
+    ("sendfile", 40),
+    ("fcntl", 72),
+    ("flock", 73),
+    ("fsync", 74),
+    ("fdatasync", 75),
+    ("truncate", 76),
+    ("ftruncate", 77),
+    ("getdents", 78),
+    ("getcwd", 79),
+    ("chdir", 80),
+    ("fchdir", 81),
+    ("rename", 82),
+    ("mkdir", 83),
+    ("rmdir", 84),
+    ("creat", 85),
+    ("link", 86),
+    ("unlink", 87),
+    ("symlink", 88),
+    ("readlink", 89),
+    ("chmod", 90),
+    ("fchmod", 91),
+    ("chown", 92),
+    ("fchown", 93),
+    ("lchown", 94),
+    ("umask", 95),
+    ("utime", 132),
+    ("statfs", 137),
+    ("fstatfs", 138),
+    ("sync", 162),
+    ("readahead", 187),
+    ("setxattr", 188),
+    ("lsetxattr", 189),
+    ("fsetxattr", 190),
+    ("getxattr", 191),
+    ("lgetxattr", 192),
+    ("fgetxattr", 193),
+    ("listxattr", 194),
+    ("llistxattr", 195),
+    ("flistxattr", 196),
+    ("removexattr", 197),
+    ("lremovexattr", 198),
+    ("fremovexattr", 199),
+    ("getdents64", 217),
+    ("fadvise64", 221),
+    ("utimes", 235),
+    ("inotify_init", 253),
+    ("inotify_add_watch", 254),
+    ("inotify_rm_watch", 255),
+    ("openat", 257),
+    ("mkdirat", 258),
+    ("fchownat", 260),
+    ("futimesat", 261),
+    ("newfstatat", 262),
+    ("unlinkat", 263),
+    ("renameat", 264),
+    ("linkat", 265),
+    ("symlinkat", 266),
+    ("readlinkat", 267),
+    ("fchmodat", 268),
+    ("faccessat", 269),
+    ("pselect6", 270),
+    ("ppoll", 271),
+    ("splice", 275),
+    ("tee", 276),
+    ("sync_file_range", 277),
+    ("vmsplice", 278),
+    ("utimensat", 280),
+    ("fallocate", 285),
+    ("dup3", 292),
+    ("pipe2", 293),
+    ("inotify_init1", 294),
+    ("preadv", 295),
+    ("pwritev", 296),
+    ("syncfs", 306),
+    ("renameat2", 316),
+    ("copy_file_range", 326),
+    ("preadv2", 327),
+    ("pwritev2", 328),
+    ("statx", 332),
+    ("close_range", 436),
+    ("openat2", 437),
+    ("faccessat2", 439),
+    ("cachestat", 451),
+    ("fchmodat2", 452),
+    ("setxattrat", 463),
+    ("getxattrat", 464),
+    ("listxattrat", 465),
+    ("removexattrat", 466),
+    ("file_getattr", 468),
+    ("file_setattr", 469),
+    // memory
+    ("mmap", 9),
+    ("mprotect", 10),
+    ("munmap", 11),
+    ("brk", 12),
+    ("mremap", 25),
+    ("msync", 26),
+    ("mincore", 27),
+    ("madvise", 28),
+    ("mlock", 149),
+    ("munlock", 150),
+    ("mlockall", 151),
+    ("munlockall", 152),
+    ("remap_file_pages", 216),
+    ("get_mempolicy", 239),
+    ("memfd_create", 319),
+    ("membarrier", 324),
+    ("mlock2", 325),
+    ("pkey_mprotect", 329),
+    ("pkey_alloc", 330),
+    ("pkey_free", 331),
+    ("memfd_secret", 447),
+    ("map_shadow_stack", 453),
+    ("mseal", 462),
+    // signals, timers, waiting
+    ("rt_sigaction", 13),
+    ("rt_sigprocmask", 14),
+    ("rt_sigreturn", 15),
+    ("sched_yield", 24),
+    ("pause", 34),
+    ("nanosleep", 35),
+    ("getitimer", 36),
+    ("alarm", 37),
+    ("setitimer", 38),
+    ("kill", 62),
+    ("rt_sigpending", 127),
+    ("rt_sigtimedwait", 128),
+    ("rt_sigqueueinfo", 129),
+    ("rt_sigsuspend", 130),
+    ("sigaltstack", 131),
+    ("tkill", 200),
+    ("time", 201),
+    ("futex", 202),
+    ("restart_syscall", 219),
+    ("timer_create", 222),
+    ("timer_settime", 223),
+    ("timer_gettime", 224),
+    ("timer_getoverrun", 225),
+    ("timer_delete", 226),
+    ("clock_gettime", 228),
+    ("clock_getres", 229),
+    ("clock_nanosleep", 230),
+    ("epoll_wait", 232),
+    ("epoll_ctl", 233),
+    ("tgkill", 234),
+    ("epoll_create", 213),
+    ("epoll_pwait", 281),
+    ("signalfd", 282),
+    ("timerfd_create", 283),
+    ("eventfd", 284),
+    ("timerfd_settime", 286),
+    ("timerfd_gettime", 287),
+    ("signalfd4", 289),
+    ("eventfd2", 290),
+    ("epoll_create1", 291),
+    ("rt_tgsigqueueinfo", 297),
+    ("epoll_pwait2", 441),
+    ("futex_waitv", 449),
+    ("futex_wake", 454),
+    ("futex_wait", 455),
+    ("futex_requeue", 456),
+    ("gettimeofday", 96),
+    // processes (clone is conditional, see below)
+    ("fork", 57),
+    ("vfork", 58),
+    ("execve", 59),
+    ("exit", 60),
+    ("wait4", 61),
+    ("getpid", 39),
+    ("getppid", 110),
+    ("getpgrp", 111),
+    ("setsid", 112),
+    ("setpgid", 109),
+    ("getpgid", 121),
+    ("getsid", 124),
+    ("gettid", 186),
+    ("set_tid_address", 218),
+    ("exit_group", 231),
+    ("waitid", 247),
+    ("set_robust_list", 273),
+    ("get_robust_list", 274),
+    ("execveat", 322),
+    ("rseq", 334),
+    ("pidfd_send_signal", 424),
+    ("pidfd_open", 434),
+    ("process_mrelease", 448),
+    ("prctl", 157),
+    ("arch_prctl", 158),
+    ("set_thread_area", 205),
+    ("get_thread_area", 211),
+    ("uname", 63),
+    ("sysinfo", 99),
+    ("times", 100),
+    ("getrusage", 98),
+    ("getrlimit", 97),
+    ("setrlimit", 160),
+    ("prlimit64", 302),
+    ("getpriority", 140),
+    ("setpriority", 141),
+    ("sched_setparam", 142),
+    ("sched_getparam", 143),
+    ("sched_setscheduler", 144),
+    ("sched_getscheduler", 145),
+    ("sched_get_priority_max", 146),
+    ("sched_get_priority_min", 147),
+    ("sched_rr_get_interval", 148),
+    ("sched_setaffinity", 203),
+    ("sched_getaffinity", 204),
+    ("sched_setattr", 314),
+    ("sched_getattr", 315),
+    ("ioprio_set", 251),
+    ("ioprio_get", 252),
+    ("getcpu", 309),
+    ("getrandom", 318),
+    ("seccomp", 317),
+    ("landlock_create_ruleset", 444),
+    ("landlock_add_rule", 445),
+    ("landlock_restrict_self", 446),
+    ("lsm_get_self_attr", 459),
+    ("lsm_list_modules", 461),
+    // credentials: without capabilities these can only keep or drop ids
+    ("getuid", 102),
+    ("getgid", 104),
+    ("setuid", 105),
+    ("setgid", 106),
+    ("geteuid", 107),
+    ("getegid", 108),
+    ("setreuid", 113),
+    ("setregid", 114),
+    ("getgroups", 115),
+    ("setgroups", 116),
+    ("setresuid", 117),
+    ("getresuid", 118),
+    ("setresgid", 119),
+    ("getresgid", 120),
+    ("setfsuid", 122),
+    ("setfsgid", 123),
+    ("capget", 125),
+    ("capset", 126),
+    // sockets (socket and socketpair are conditional, see below); the
+    // network namespace has only a down loopback and Landlock denies TCP
+    ("connect", 42),
+    ("accept", 43),
+    ("sendto", 44),
+    ("recvfrom", 45),
+    ("sendmsg", 46),
+    ("recvmsg", 47),
+    ("shutdown", 48),
+    ("bind", 49),
+    ("listen", 50),
+    ("getsockname", 51),
+    ("getpeername", 52),
+    ("setsockopt", 54),
+    ("getsockopt", 55),
+    ("accept4", 288),
+    ("recvmmsg", 299),
+    ("sendmmsg", 307),
+    // SysV and POSIX IPC, private to the sandbox's ipc namespace
+    ("shmget", 29),
+    ("shmat", 30),
+    ("shmctl", 31),
+    ("semget", 64),
+    ("semop", 65),
+    ("semctl", 66),
+    ("shmdt", 67),
+    ("msgget", 68),
+    ("msgsnd", 69),
+    ("msgrcv", 70),
+    ("msgctl", 71),
+    ("semtimedop", 220),
+    ("mq_open", 240),
+    ("mq_unlink", 241),
+    ("mq_timedsend", 242),
+    ("mq_timedreceive", 243),
+    ("mq_notify", 244),
+    ("mq_getsetattr", 245),
+    // legacy AIO (not io_uring)
+    ("io_setup", 206),
+    ("io_destroy", 207),
+    ("io_getevents", 208),
+    ("io_submit", 209),
+    ("io_cancel", 210),
+    ("io_pgetevents", 333),
+];
+
+/// Syscalls allowed only with vetted arguments (see [`conditional_rules`]).
+pub(crate) const CONDITIONAL: &[(&str, i64)] = &[
+    ("ioctl", 16),
+    ("socket", 41),
+    ("socketpair", 53),
+    ("clone", 56),
+    ("mknod", 133),
+    ("personality", 135),
+    ("mknodat", 259),
+];
+
+/// Syscalls left out on purpose (they fail with EPERM), and why.
+pub(crate) const DENIED: &[(&str, i64, &str)] = &[
+    ("ptrace", 101, "debugging other processes"),
+    ("process_vm_readv", 310, "reads another process's memory"),
+    ("process_vm_writev", 311, "writes another process's memory"),
+    ("process_madvise", 440, "acts on another process's memory"),
+    ("pidfd_getfd", 438, "steals another process's fds"),
+    ("kcmp", 312, "inspects other processes"),
+    ("mount", 165, "mount family"),
+    ("umount2", 166, "mount family"),
+    ("pivot_root", 155, "mount family"),
+    ("chroot", 161, "mount family"),
+    ("open_tree", 428, "mount family"),
+    ("move_mount", 429, "mount family"),
+    ("fsopen", 430, "mount family"),
+    ("fsconfig", 431, "mount family"),
+    ("fsmount", 432, "mount family"),
+    ("fspick", 433, "mount family"),
+    ("mount_setattr", 442, "mount family"),
+    ("statmount", 457, "mount family"),
+    ("listmount", 458, "mount family"),
+    ("open_tree_attr", 467, "mount family"),
+    (
+        "unshare",
+        272,
+        "new namespaces (user namespaces expose the kernel)",
+    ),
+    ("setns", 308, "joining namespaces"),
+    (
+        "clone3",
+        435,
+        "flags unreadable by seccomp; ENOSYS from the prelude",
+    ),
+    ("bpf", 321, "kernel attack surface"),
+    (
+        "perf_event_open",
+        298,
+        "kernel attack surface, side channels",
+    ),
+    ("userfaultfd", 323, "kernel-exploit primitive"),
+    ("io_uring_setup", 425, "io_uring ops bypass seccomp"),
+    ("io_uring_enter", 426, "io_uring ops bypass seccomp"),
+    ("io_uring_register", 427, "io_uring ops bypass seccomp"),
+    ("keyctl", 250, "kernel keyrings are not namespaced"),
+    ("add_key", 248, "kernel keyrings are not namespaced"),
+    ("request_key", 249, "kernel keyrings are not namespaced"),
+    ("kexec_load", 246, "replaces the kernel"),
+    ("kexec_file_load", 320, "replaces the kernel"),
+    ("init_module", 175, "kernel modules"),
+    ("finit_module", 313, "kernel modules"),
+    ("delete_module", 176, "kernel modules"),
+    ("create_module", 174, "kernel modules (obsolete)"),
+    ("get_kernel_syms", 177, "kernel modules (obsolete)"),
+    ("query_module", 178, "kernel modules (obsolete)"),
+    ("reboot", 169, "host control"),
+    ("swapon", 167, "host control"),
+    ("swapoff", 168, "host control"),
+    ("acct", 163, "host control"),
+    ("quotactl", 179, "host control"),
+    ("quotactl_fd", 443, "host control"),
+    ("syslog", 103, "kernel log"),
+    ("vhangup", 153, "terminal control"),
+    ("settimeofday", 164, "host clock"),
+    ("clock_settime", 227, "host clock"),
+    ("clock_adjtime", 305, "host clock"),
+    ("adjtimex", 159, "host clock"),
+    ("sethostname", 170, "host identity"),
+    ("setdomainname", 171, "host identity"),
+    ("iopl", 172, "raw hardware access"),
+    ("ioperm", 173, "raw hardware access"),
+    ("modify_ldt", 154, "attack surface (old exploits)"),
+    ("name_to_handle_at", 303, "file handles bypass path checks"),
+    (
+        "open_by_handle_at",
+        304,
+        "file handles bypass path checks (shocker)",
+    ),
+    ("fanotify_init", 300, "filesystem-wide monitoring"),
+    ("fanotify_mark", 301, "filesystem-wide monitoring"),
+    ("lookup_dcookie", 212, "kernel profiling"),
+    ("mbind", 237, "NUMA policy (CAP_SYS_NICE class)"),
+    ("set_mempolicy", 238, "NUMA policy (CAP_SYS_NICE class)"),
+    ("migrate_pages", 256, "moves other processes' pages"),
+    ("move_pages", 279, "moves other processes' pages"),
+    ("set_mempolicy_home_node", 450, "NUMA policy"),
+    ("lsm_set_self_attr", 460, "LSM state"),
+    ("uselib", 134, "obsolete"),
+    ("ustat", 136, "obsolete"),
+    ("sysfs", 139, "obsolete"),
+    ("_sysctl", 156, "obsolete"),
+    ("nfsservctl", 180, "obsolete"),
+    ("getpmsg", 181, "unimplemented"),
+    ("putpmsg", 182, "unimplemented"),
+    ("afs_syscall", 183, "unimplemented"),
+    ("tuxcall", 184, "unimplemented"),
+    ("security", 185, "unimplemented"),
+    ("epoll_ctl_old", 214, "unimplemented"),
+    ("epoll_wait_old", 215, "unimplemented"),
+    ("vserver", 236, "unimplemented"),
+];
+
+const AF_UNIX: u64 = 1;
+const AF_INET: u64 = 2;
+const AF_INET6: u64 = 10;
+const AF_NETLINK: u64 = 16;
+/// The only netlink protocol allowed: NETLINK_ROUTE (0). In the sandbox's
+/// own network namespace it lists `lo` and, without CAP_NET_ADMIN, changes
+/// nothing; glibc needs it (getaddrinfo's AI_ADDRCONFIG, if_nameindex).
+const NETLINK_ROUTE: u64 = 0;
+/// Namespace flags in clone(2)'s flags (the low 32 bits are what the kernel reads).
+pub(crate) const CLONE_NS_FLAGS: u64 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u64;
+/// ioctl requests refused; compared on the low 32 bits only, as the kernel
+/// does (`TIOCSTI | 1 << 32` got past filters that compared 64 bits).
+pub(crate) const DENIED_IOCTLS: &[(&str, u64)] = &[
+    ("TIOCSTI", 0x5412),
+    ("TIOCLINUX", 0x541C),
+    ("TIOCCONS", 0x541D),
+    ("TIOCSETD", 0x5423),
+];
+/// personality(2) values allowed (Docker's set): PER_LINUX, UNAME26 and the query.
+const PERSONALITIES: &[u64] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
+const S_IFMT: u64 = 0o170000;
+/// mknod types allowed: regular files, FIFOs, sockets. Never devices.
+const MKNOD_TYPES: &[u64] = &[0, 0o100000, 0o010000, 0o140000];
+
+fn cond(
+    arg: u8,
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompCondition, seccompiler::BackendError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+}
+
+fn any_of(
+    arg: u8,
+    values: &[u64],
+    mask: Option<u64>,
+) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    values
+        .iter()
+        .map(|v| {
+            let op = match mask {
+                Some(m) => SeccompCmpOp::MaskedEq(m),
+                None => SeccompCmpOp::Eq,
+            };
+            SeccompRule::new(vec![cond(arg, op, *v)?])
+        })
+        .collect()
+}
+
+/// The argument-checked rules.
+pub(crate) fn conditional_rules() -> Result<Vec<(i64, Vec<SeccompRule>)>, seccompiler::BackendError>
+{
+    let ioctl = SeccompRule::new(
+        DENIED_IOCTLS
+            .iter()
+            .map(|(_, req)| cond(1, SeccompCmpOp::Ne, *req))
+            .collect::<Result<Vec<_>, _>>()?,
+    )?;
+    Ok(vec![
+        (16, vec![ioctl]),
+        (41, {
+            let mut r = any_of(0, &[AF_UNIX, AF_INET, AF_INET6], None)?;
+            r.push(SeccompRule::new(vec![
+                cond(0, SeccompCmpOp::Eq, AF_NETLINK)?,
+                cond(2, SeccompCmpOp::Eq, NETLINK_ROUTE)?,
+            ])?);
+            r
+        }),
+        (53, any_of(0, &[AF_UNIX], None)?),
+        (
+            56,
+            vec![SeccompRule::new(vec![cond(
+                0,
+                SeccompCmpOp::MaskedEq(CLONE_NS_FLAGS),
+                0,
+            )?])?],
+        ),
+        (133, any_of(1, MKNOD_TYPES, Some(S_IFMT))?),
+        (135, any_of(0, PERSONALITIES, None)?),
+        (259, any_of(2, MKNOD_TYPES, Some(S_IFMT))?),
+    ])
+}
+
+/// The compiled filters, in installation order.
+pub(crate) struct Filters {
+    pub allowlist: BpfProgram,
+    pub prelude: BpfProgram,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SeccompError {
+    #[error("seccomp filters are only built for x86_64, not {0}")]
+    UnsupportedArch(&'static str),
+    #[error("building the seccomp allowlist: {0}")]
+    Build(#[from] seccompiler::BackendError),
+    #[error("installing a seccomp filter: {0}")]
+    Apply(#[from] seccompiler::Error),
+}
+
+/// Builds both filters (allocates: call before forking).
+pub(crate) fn build() -> Result<Filters, SeccompError> {
+    if std::env::consts::ARCH != "x86_64" {
+        return Err(SeccompError::UnsupportedArch(std::env::consts::ARCH));
+    }
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for (_, nr) in ALLOWED {
+        rules.insert(*nr, Vec::new());
+    }
+    for (nr, r) in conditional_rules()? {
+        rules.insert(nr, r);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Allow,
+        TargetArch::x86_64,
+    )?;
+    let allowlist: BpfProgram = filter.try_into()?;
+    Ok(Filters {
+        allowlist,
+        prelude: prelude(),
+    })
+}
+
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JMP_JEQ_K: u16 = 0x15;
+const BPF_JMP_JGE_K: u16 = 0x35;
+const BPF_RET_K: u16 = 0x06;
+const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+const SECCOMP_DATA_NR: u32 = 0;
+const SECCOMP_DATA_ARCH: u32 = 4;
+const SYS_CLONE3: u32 = 435;
+
+fn stmt(code: u16, k: u32) -> sock_filter {
+    sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter { code, jt, jf, k }
+}
+
+/// arch != x86_64 -> kill; nr has the x32 bit -> kill; clone3 -> ENOSYS; else allow.
+pub(crate) fn prelude() -> BpfProgram {
+    vec![
+        stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH),
+        jump(BPF_JMP_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
+        jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 0, 1),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+        jump(BPF_JMP_JEQ_K, SYS_CLONE3, 0, 1),
+        stmt(
+            BPF_RET_K,
+            libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
+        ),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// Installs both filters on the calling thread (sets no_new_privs). The
+/// prelude goes last so its ENOSYS for clone3 wins over the allowlist's EPERM.
+pub(crate) fn apply(filters: &Filters) -> Result<(), SeccompError> {
+    seccompiler::apply_filter(&filters.allowlist)?;
+    seccompiler::apply_filter(&filters.prelude)?;
+    Ok(())
+}
+
+/// The whole policy as Markdown (for THREAT_MODEL.md and `doctor -v`).
+pub(crate) fn policy_markdown() -> String {
+    let mut s = String::new();
+    s.push_str("Default for anything not listed: EPERM. Foreign architectures (i386 `int 0x80`) and the x32 bit: the process is killed. `clone3`: ENOSYS.\n\n");
+    s.push_str("Allowed with conditions:\n\n");
+    for (name, nr) in CONDITIONAL {
+        let why = match *name {
+            "ioctl" => format!(
+                "request (low 32 bits) is not {}",
+                DENIED_IOCTLS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "socket" => "family is AF_UNIX, AF_INET or AF_INET6, or AF_NETLINK with protocol NETLINK_ROUTE only (no other netlink protocol, no AF_PACKET, AF_VSOCK, ...)".to_string(),
+            "socketpair" => "family is AF_UNIX".to_string(),
+            "clone" => "no CLONE_NEW* namespace flag".to_string(),
+            "mknod" | "mknodat" => "regular file, FIFO or socket; never a device".to_string(),
+            "personality" => "PER_LINUX, UNAME26 or the query (no ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC)".to_string(),
+            _ => String::new(),
+        };
+        s.push_str(&format!("- `{name}` ({nr}): {why}\n"));
+    }
+    s.push_str("\nDenied (EPERM):\n\n");
+    for (name, nr, why) in DENIED {
+        s.push_str(&format!("- `{name}` ({nr}): {why}\n"));
+    }
+    s.push_str("\nAllowed:\n\n");
+    let names: Vec<&str> = ALLOWED.iter().map(|(n, _)| *n).collect();
+    s.push_str(&names.join(", "));
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn lists_are_disjoint_and_cover_every_known_syscall() {
+        let mut seen = BTreeSet::new();
+        let all = ALLOWED
+            .iter()
+            .copied()
+            .chain(CONDITIONAL.iter().copied())
+            .chain(DENIED.iter().map(|(n, nr, _)| (*n, *nr)));
+        for (name, nr) in all {
+            assert!(seen.insert(nr), "syscall {name} ({nr}) listed twice");
+        }
+        // 0..=334 and 424..=469 minus the few numbers x86_64 never assigned
+        // (335/336 are uretprobe/uprobe, called only by kernel trampolines).
+        let expected: BTreeSet<i64> = (0..=334).chain(424..=469).collect();
+        let missing: Vec<i64> = expected.difference(&seen).copied().collect();
+        assert_eq!(missing, Vec::<i64>::new(), "unclassified syscall numbers");
+    }
+
+    #[test]
+    fn the_danger_list_is_denied() {
+        let allowed: BTreeSet<&str> = ALLOWED.iter().map(|(n, _)| *n).collect();
+        for name in [
+            "ptrace",
+            "mount",
+            "umount2",
+            "unshare",
+            "setns",
+            "bpf",
+            "keyctl",
+            "add_key",
+            "request_key",
+            "io_uring_setup",
+            "io_uring_enter",
+            "io_uring_register",
+            "perf_event_open",
+            "kexec_load",
+            "kexec_file_load",
+            "init_module",
+            "finit_module",
+            "delete_module",
+            "userfaultfd",
+            "chroot",
+            "pivot_root",
+            "acct",
+            "swapon",
+            "reboot",
+            "name_to_handle_at",
+            "open_by_handle_at",
+            "clone3",
+            "process_vm_writev",
+        ] {
+            assert!(!allowed.contains(name), "{name} must not be allowed");
+            assert!(
+                DENIED.iter().any(|(n, _, _)| *n == name),
+                "{name} must be documented in DENIED"
+            );
+        }
+    }
+
+    #[test]
+    fn filters_compile_within_the_kernel_limit() {
+        let f = build().unwrap();
+        assert!(
+            f.allowlist.len() < 4096,
+            "{} instructions",
+            f.allowlist.len()
+        );
+        assert_eq!(f.prelude.len(), 9);
+    }
+}

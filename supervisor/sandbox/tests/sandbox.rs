@@ -1,0 +1,559 @@
+//! The sandbox suite, run against every backend `common::backends()` gives
+//! (native always; docker when available). Real kernels, real processes:
+//! these need root (see `common::require_root`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{NOBODY, probe, run_argv, sh, spec, workspace};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tollgate_sandbox::{Backend, Output, Sandbox, SandboxError};
+
+async fn create(
+    b: &Arc<dyn Backend>,
+    prefix: &str,
+    ws: &std::path::Path,
+    uid: u32,
+) -> Arc<dyn Sandbox> {
+    b.create(&spec(prefix, ws, uid, uid)).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_commands_with_exit_codes_and_ordered_output() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let sb = create(&b, "basic", ws.path(), NOBODY).await;
+        let r = sh(sb.as_ref(), "echo hi; echo err >&2; exit 3").await;
+        assert_eq!(
+            (r.stdout.as_str(), r.stderr.as_str(), r.code()),
+            ("hi\n", "err\n", Some(3)),
+            "{name}"
+        );
+        let r = sh(sb.as_ref(), "id -u; pwd").await;
+        assert_eq!(
+            r.stdout,
+            format!("{NOBODY}\n{}\n", ws.path().display()),
+            "{name}"
+        );
+
+        // merge_stderr keeps the exact interleaving.
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut req = common::req(
+            &["sh", "-c", "echo a; echo b >&2; echo c; echo d >&2"],
+            Duration::from_secs(30),
+        );
+        req.merge_stderr = true;
+        let outcome = sb.exec(req, tx, CancellationToken::new()).await.unwrap();
+        let mut all = Vec::new();
+        while let Some(o) = rx.recv().await {
+            match o {
+                Output::Stdout(b) => all.extend_from_slice(&b),
+                Output::Stderr(_) => panic!("{name}: stderr chunk despite merge_stderr"),
+            }
+        }
+        assert_eq!(
+            (String::from_utf8(all).unwrap(), outcome.exit_code),
+            ("a\nb\nc\nd\n".to_string(), Some(0)),
+            "{name}"
+        );
+
+        // A missing program is reported, not mistaken for success.
+        let r = run_argv(
+            sb.as_ref(),
+            &["no-such-program-xyz"],
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(r.code(), Some(127), "{name}: {r:?}");
+
+        // Commands run concurrently in one sandbox.
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let sb = Arc::clone(&sb);
+            tasks.push(tokio::spawn(async move {
+                sh(sb.as_ref(), &format!("sleep 0.2; echo {i}")).await
+            }));
+        }
+        for (i, t) in tasks.into_iter().enumerate() {
+            assert_eq!(t.await.unwrap().stdout, format!("{i}\n"), "{name}");
+        }
+        sb.destroy().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_outside_the_workspace_are_denied_inside_allowed() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let sb = create(&b, "fs", ws.path(), NOBODY).await;
+        let marker = common::nonce();
+        let r = sh(
+            sb.as_ref(),
+            &format!("echo inside > {}/in-{marker}", ws.path().display()),
+        )
+        .await;
+        assert_eq!(r.code(), Some(0), "{name}: {r:?}");
+        let created = ws.path().join(format!("in-{marker}"));
+        assert_eq!(
+            std::fs::read_to_string(&created).unwrap(),
+            "inside\n",
+            "{name}"
+        );
+        assert_eq!(
+            std::fs::metadata(&created).unwrap().uid(),
+            NOBODY,
+            "{name}: owner on the host"
+        );
+
+        let parent = ws.path().parent().unwrap().display().to_string();
+        for target in [
+            format!("/etc/out-{marker}"),
+            format!("/usr/out-{marker}"),
+            format!("/var/out-{marker}"),
+            format!("/root/out-{marker}"),
+            format!("/home/out-{marker}"),
+        ] {
+            let r = sh(sb.as_ref(), &format!("echo x > {target}")).await;
+            assert_ne!(r.code(), Some(0), "{name}: write to {target} succeeded");
+        }
+        // /tmp is private (and so is the workspace's parent, here under
+        // /tmp): writes may work inside, but nothing reaches the host.
+        let r = sh(
+            sb.as_ref(),
+            &format!("echo x > /tmp/tmp-{marker} && cat /tmp/tmp-{marker}"),
+        )
+        .await;
+        assert_eq!(r.stdout, "x\n", "{name}");
+        let _ = sh(
+            sb.as_ref(),
+            &format!(
+                "echo x > {parent}/out-{marker}; echo x > {}/../out2-{marker}",
+                ws.path().display()
+            ),
+        )
+        .await;
+        for leaked in [
+            format!("/tmp/tmp-{marker}"),
+            format!("{parent}/out-{marker}"),
+            format!("{parent}/out2-{marker}"),
+        ] {
+            assert!(
+                !std::path::Path::new(&leaked).exists(),
+                "{name}: {leaked} exists on the host"
+            );
+        }
+        // A symlink planted in the workspace does not lead out.
+        let r = sh(
+            sb.as_ref(),
+            &format!("ln -s /etc/shadow {0}/s && cat {0}/s", ws.path().display()),
+        )
+        .await;
+        assert_ne!(r.code(), Some(0), "{name}");
+        sb.destroy().await.unwrap();
+    }
+}
+
+/// A root-owned session is uid 0 without capabilities. /etc/shadow is
+/// root's file (0640), so its owner bits would allow the read: only Landlock
+/// stops it. The file is visible in the sandbox (not masked by a mount).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etc_shadow_is_unreadable_even_for_a_uid0_session() {
+    if !common::require_root() {
+        return;
+    }
+    let secrets: Vec<&str> = ["/etc/shadow", "/etc/gshadow", "/etc/sudoers"]
+        .into_iter()
+        .filter(|p| std::path::Path::new(p).exists())
+        .collect();
+    assert!(secrets.contains(&"/etc/shadow"));
+    assert_eq!(std::fs::metadata("/etc/shadow").unwrap().uid(), 0);
+    let host_shadow = std::fs::read_to_string("/etc/shadow").unwrap();
+    for (name, b) in common::backends().await {
+        let ws = workspace(0, 0);
+        let p = common::install_probe(ws.path(), 0);
+        let sb = create(&b, "shadow", ws.path(), 0).await;
+        let r = sh(sb.as_ref(), "id -u; grep CapEff /proc/self/status").await;
+        assert_eq!(r.stdout, "0\nCapEff:\t0000000000000000\n", "{name}: {r:?}");
+        let r = sh(sb.as_ref(), "cat /etc/shadow").await;
+        assert!(
+            !r.stdout.contains(host_shadow.trim()),
+            "{name}: read the host's /etc/shadow"
+        );
+        if name == "native" {
+            // The host's /etc is bound whole: the file is there, and only
+            // Landlock refuses it.
+            let r = sh(sb.as_ref(), "test -e /etc/shadow && echo visible").await;
+            assert_eq!(r.stdout, "visible\n");
+            for s in &secrets {
+                let r = probe(sb.as_ref(), &p, &["read", s]).await;
+                assert_eq!(r.stdout, "EACCES\n", "{name}: {s}");
+            }
+            let r = probe(sb.as_ref(), &p, &["read", "/etc/passwd"]).await;
+            assert!(r.stdout.starts_with("read "), "{name}: /etc/passwd: {r:?}");
+        }
+        sb.destroy().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_proc_and_secret_env_are_out_of_reach() {
+    use std::os::unix::process::CommandExt as _;
+    if !common::require_root() {
+        return;
+    }
+    let canary = common::nonce();
+    // A host process of the sandbox uid with a secret in its environment.
+    let mut host = Command::new("sleep")
+        .arg("60")
+        .env("HOST_SECRET_CANARY", &canary)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .spawn()
+        .unwrap();
+    assert_eq!(
+        common::host_probe(&["environ", &canary]),
+        format!("FOUND in /proc/{}/environ\n", host.id()),
+        "control"
+    );
+    let host_ns = common::pidns_of(std::process::id() as i32);
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let p = common::install_probe(ws.path(), NOBODY);
+        let sb = create(&b, "proc", ws.path(), NOBODY).await;
+        let r = probe(sb.as_ref(), &p, &["environ", &canary]).await;
+        assert_eq!(r.stdout, "none\n", "{name}: {r:?}");
+        let r = sh(sb.as_ref(), "readlink /proc/self/ns/pid").await;
+        assert_ne!(r.stdout.trim(), host_ns, "{name}: the host's pid namespace");
+        if name == "native" {
+            // Pid 1 is the sandbox's own init, and not dumpable.
+            let r = probe(sb.as_ref(), &p, &["read", "/proc/1/environ"]).await;
+            assert_eq!(r.stdout, "EACCES\n", "{name}: /proc/1/environ: {r:?}");
+        }
+
+        // The environment is exactly what the spec gave: no host secrets.
+        // (A container engine adds HOSTNAME; nothing else may appear.)
+        let r = run_argv(sb.as_ref(), &["env"], Duration::from_secs(10)).await;
+        let mut got: Vec<String> = r
+            .stdout
+            .lines()
+            .filter(|l| name == "native" || !l.starts_with("HOSTNAME="))
+            .map(str::to_string)
+            .collect();
+        got.sort();
+        let mut want: Vec<String> = common::env_for(ws.path())
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        want.sort();
+        assert_eq!(got, want, "{name}");
+        sb.destroy().await.unwrap();
+    }
+    host.kill().unwrap();
+    host.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_and_udp_fail_to_loopback_and_outside() {
+    if !common::require_root() {
+        return;
+    }
+    let tcp4 = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp4.local_addr().unwrap().port().to_string();
+    tcp4.set_nonblocking(true).unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let uport = udp.local_addr().unwrap().port().to_string();
+    udp.set_nonblocking(true).unwrap();
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let p = common::install_probe(ws.path(), NOBODY);
+        let sb = create(&b, "net", ws.path(), NOBODY).await;
+        let r = probe(sb.as_ref(), &p, &["net", &port, &uport]).await;
+        let results: Vec<&str> = r.stdout.split_whitespace().collect();
+        assert_eq!(results.len(), 8, "{name}: {r:?}");
+        for (what, res) in [
+            "tcp 127.0.0.1",
+            "tcp ::1",
+            "tcp 1.1.1.1",
+            "tcp6 outside",
+            "udp 127.0.0.1",
+            "udp 8.8.8.8",
+            "udp ::1",
+            "tcp listen",
+        ]
+        .iter()
+        .zip(&results)
+        {
+            // The native sandbox's loopback is down and Landlock denies every
+            // TCP bind/connect. A container keeps its own loopback up (network
+            // none): a datagram to it stays inside, which the host-side
+            // sockets below confirm; so may a listener on it.
+            let local_ok = name != "native"
+                && ((what.starts_with("udp ")
+                    && (what.ends_with("127.0.0.1") || what.ends_with("::1")))
+                    || *what == "tcp listen");
+            assert!(
+                local_ok || !["CONNECTED", "SENT", "LISTENING"].contains(res),
+                "{name}: {what} succeeded in the sandbox"
+            );
+        }
+        // Only the sandbox's own loopback is visible (or, where netlink is
+        // refused outright, nothing at all).
+        let r = probe(sb.as_ref(), &p, &["ifaces"]).await;
+        assert!(
+            r.stdout == "lo\n" || (name != "native" && r.stdout == "EPERM\n"),
+            "{name}: {r:?}"
+        );
+        sb.destroy().await.unwrap();
+    }
+    assert!(tcp4.accept().is_err(), "the host listener got a connection");
+    let mut buf = [0u8; 8];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "the host UDP socket got a datagram"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_host_process_unshare_mount_and_ptrace_fail() {
+    use std::os::unix::process::CommandExt as _;
+    if !common::require_root() {
+        return;
+    }
+    let mut host = Command::new("sleep")
+        .arg("60")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .spawn()
+        .unwrap();
+    let hp = host.id().to_string();
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let p = common::install_probe(ws.path(), NOBODY);
+        let sb = create(&b, "proc2", ws.path(), NOBODY).await;
+        let ws_s = ws.path().display().to_string();
+        for (args, want) in [
+            (vec!["kill", hp.as_str()], "ESRCH\n"),
+            (vec!["unshare"], "EPERM EPERM EPERM EPERM\n"),
+            (vec!["clone-ns"], "EPERM\n"),
+            (vec!["mount", ws_s.as_str()], "EPERM\n"),
+            (vec!["ptrace"], "EPERM EPERM\n"),
+        ] {
+            let r = probe(sb.as_ref(), &p, &args).await;
+            assert_eq!(r.stdout, want, "{name}: probe {args:?}: {r:?}");
+        }
+        let r = sh(
+            sb.as_ref(),
+            "unshare -Ur true 2>/dev/null && echo UNSHARED || echo failed",
+        )
+        .await;
+        assert_eq!(r.stdout, "failed\n", "{name}");
+        sb.destroy().await.unwrap();
+    }
+    assert_eq!(host.try_wait().unwrap(), None, "the host process died");
+    host.kill().unwrap();
+    host.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_process_dies_with_its_session() {
+    if !common::require_root() {
+        return;
+    }
+    // Any backend: after destroy, the sandbox is gone and refuses work.
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let sb = create(&b, "bg-any", ws.path(), NOBODY).await;
+        let r = sh(
+            sb.as_ref(),
+            "setsid sleep 1000 > /dev/null 2>&1 < /dev/null & echo started",
+        )
+        .await;
+        assert_eq!(r.stdout, "started\n", "{name}");
+        sb.destroy().await.unwrap();
+        assert!(!sb.is_alive(), "{name}");
+        let r = sb
+            .exec(
+                common::req(&["true"], Duration::from_secs(5)),
+                mpsc::channel(1).0,
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(matches!(r, Err(SandboxError::Gone(_))), "{name}: {r:?}");
+        sb.destroy().await.unwrap();
+    }
+    // Native, seen from the host: the sleeper outlives its command, and
+    // nothing of the pid namespace outlives destroy().
+    let b = common::native();
+    let ws = workspace(NOBODY, NOBODY);
+    let sb = b
+        .create_native(&spec("bg", ws.path(), NOBODY, NOBODY))
+        .await
+        .unwrap();
+    let ns = common::pidns_of(sb.init_pid());
+    // setsid: the sleeper leaves the command's process group, so it survives
+    // the command; only the end of the session takes it down. The command
+    // waits until the sleeper has left its group.
+    let r = sh(
+        sb.as_ref(),
+        "setsid sh -c 'echo $$ > bgpid; exec sleep 1000' > /dev/null 2>&1 < /dev/null & \
+         while [ ! -s bgpid ]; do sleep 0.01; done; echo started",
+    )
+    .await;
+    assert_eq!(r.stdout, "started\n");
+    let mut sleepers = 0;
+    for _ in 0..100 {
+        sleepers = common::pids_in_ns(&ns)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default() == "sleep\n"
+            })
+            .count();
+        if sleepers == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        sleepers, 1,
+        "the background sleep should outlive its command"
+    );
+    sb.destroy().await.unwrap();
+    assert_eq!(
+        common::pids_in_ns(&ns),
+        Vec::<i32>::new(),
+        "processes left in the sandbox's pid namespace"
+    );
+}
+
+const POSTURE_KEYS: [&str; 7] = [
+    "NoNewPrivs",
+    "Seccomp",
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+];
+const POSTURE: &str = "NoNewPrivs:\t1\nSeccomp:\t2\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n";
+
+fn posture_of(status: &str) -> String {
+    POSTURE_KEYS
+        .iter()
+        .map(|k| {
+            status
+                .lines()
+                .find(|l| l.starts_with(&format!("{k}:")))
+                .unwrap_or_default()
+                .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_process_has_the_posture() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        for uid in [NOBODY, 0] {
+            let ws = workspace(uid, uid);
+            let sb = create(&b, "posture", ws.path(), uid).await;
+            let r = run_argv(
+                sb.as_ref(),
+                &["cat", "/proc/self/status"],
+                Duration::from_secs(10),
+            )
+            .await;
+            assert_eq!(posture_of(&r.stdout), POSTURE, "{name} uid {uid}");
+            sb.destroy().await.unwrap();
+        }
+    }
+    // Seen from the host, for pid 1 and a running command (native).
+    let b = common::native();
+    let ws = workspace(NOBODY, NOBODY);
+    let sb = b
+        .create_native(&spec("posture-host", ws.path(), NOBODY, NOBODY))
+        .await
+        .unwrap();
+    let ns = common::pidns_of(sb.init_pid());
+    let sb2 = Arc::clone(&sb);
+    let running = tokio::spawn(async move { sh(sb2.as_ref(), "sleep 3").await });
+    let mut checked = 0;
+    for _ in 0..100 {
+        let pids = common::pids_in_ns(&ns);
+        if pids.len() >= 2 {
+            for p in pids {
+                let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
+                assert_eq!(posture_of(&status), POSTURE, "host view of pid {p}");
+                assert!(
+                    status.contains(&format!("Uid:\t{NOBODY}\t{NOBODY}\t{NOBODY}\t{NOBODY}")),
+                    "{status}"
+                );
+                checked += 1;
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(checked >= 2, "pid 1 and the command were not both seen");
+    running.await.unwrap();
+    sb.destroy().await.unwrap();
+}
+
+/// Each probe first runs on the host (the control), so a pass cannot come
+/// from a kernel that lacks the feature in the first place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seccomp_blocks_int80_clone3_tiocsti_io_uring_and_friends() {
+    if !common::require_root() {
+        return;
+    }
+    assert_eq!(
+        common::host_probe(&["int80"]),
+        "int80 ok\n",
+        "control: ia32 emulation works on the host"
+    );
+    assert_eq!(common::host_probe(&["clone3"]), "CLONED\n", "control");
+    // TIOCSTI into our own controlling terminal is allowed by this kernel
+    // (dev.tty.legacy_tiocsti=1), so only seccomp can refuse it; the second
+    // request has bit 32 set, which the kernel ignores.
+    assert_eq!(common::host_probe(&["tiocsti"]), "ok ok\n", "control");
+    assert_eq!(common::host_probe(&["io_uring"]), "RING\n", "control");
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let p = common::install_probe(ws.path(), NOBODY);
+        let sb = create(&b, "seccomp", ws.path(), NOBODY).await;
+        let r = probe(sb.as_ref(), &p, &["int80"]).await;
+        assert_eq!(
+            (r.stdout.as_str(), r.outcome.signal),
+            ("", Some(libc::SIGSYS)),
+            "{name}: {r:?}"
+        );
+        for (cmd, want) in [
+            ("clone3", "ENOSYS\n"),
+            ("tiocsti", "EPERM EPERM\n"),
+            ("io_uring", "EPERM\n"),
+            // bpf, perf_event_open, userfaultfd, keyctl, personality(ADDR_NO_RANDOMIZE), name_to_handle_at
+            ("misc", "EPERM EPERM EPERM EPERM EPERM EPERM\n"),
+            // AF_NETLINK/NETLINK_AUDIT, AF_PACKET, AF_UNIX, AF_INET
+            ("sockets", "EPERM EPERM ok ok\n"),
+        ] {
+            let r = probe(sb.as_ref(), &p, &[cmd]).await;
+            assert_eq!(r.stdout, want, "{name}: probe {cmd}: {r:?}");
+        }
+        sb.destroy().await.unwrap();
+    }
+}
