@@ -137,7 +137,7 @@ pub async fn run(c: CallSettings) -> i32 {
         approver,
         transcript: Sink::Stderr,
         print_final: false,
-        show_model_text_on_denial: false,
+        full_results: false,
     };
     let mut agent = Agent::new(session, tools, stdin, ctrlc, control, opts);
     let result = agent.call_once(&c.tool, &c.args_text).await;

@@ -35,6 +35,10 @@ pub const PROJECT: &[(&str, &str)] = &[
         "test_wordfreq.py",
         include_str!("../../examples/demo/project/test_wordfreq.py"),
     ),
+    (
+        "probe.sh",
+        include_str!("../../examples/demo/project/probe.sh"),
+    ),
 ];
 
 /// The scripted model's turns (script-provider format).
@@ -371,7 +375,7 @@ async fn tour(env: &mut DemoEnv, ctrlc: &mut CtrlC) -> Result<bool, AgentError> 
         approver: Approver::Demo,
         transcript: Sink::Stdout,
         print_final: true,
-        show_model_text_on_denial: true,
+        full_results: true,
     };
     // The tour owns Ctrl-C from here; a fresh handle keeps the caller's usable.
     let mut agent = Agent::new(
@@ -496,7 +500,12 @@ mod tests {
         let text = TOUR;
         assert!(text.contains("169.254.169.254"));
         assert!(text.contains("curl"));
-        assert!(text.contains("/etc/shadow"));
+        assert!(text.contains("probe.sh"));
+        assert!(
+            PROJECT
+                .iter()
+                .any(|(p, c)| *p == "probe.sh" && c.contains("/etc/shadow"))
+        );
     }
 
     #[test]

@@ -59,8 +59,9 @@ pub struct Options {
     /// Whether the final answer is printed to the transcript (interactive) or left
     /// to the caller (`-p`).
     pub print_final: bool,
-    /// Show the whole text the model got for a denial (the demo).
-    pub show_model_text_on_denial: bool,
+    /// Show whole results (the demo): a denial as the exact text the model got,
+    /// a multi-line output line by line, both capped at 1,500 characters.
+    pub full_results: bool,
 }
 
 /// Why a user message's turn ended.
@@ -673,11 +674,8 @@ impl Agent {
                     } else {
                         String::new()
                     },
-                    reason: if approve {
-                        String::new()
-                    } else {
-                        "the demo denies overwrites to show a denial reaching the model".into()
-                    },
+                    // No reason: the model gets exactly the contract's text.
+                    reason: String::new(),
                 };
                 self.control.decide(decision).await;
                 self.awaiting = Some((a, approve, 1));
@@ -687,6 +685,9 @@ impl Agent {
         }
     }
 
+    /// A denial. The supervisor adds a non-empty reason to what the model is told
+    /// ("The user said: …"), so the agent sends one only when the call is being
+    /// abandoned anyway (Ctrl-C) and the model never sees it.
     fn deny(a: &Approval, reason: &str) -> ApprovalDecision {
         ApprovalDecision {
             approval_id: a.id.clone(),
@@ -727,13 +728,13 @@ impl Agent {
                 }
                 LineEvent::Eof => {
                     term::diag("(no input: denied)");
-                    break Self::deny(&a, "no answer at the agent's terminal (end of input)");
+                    break Self::deny(&a, "");
                 }
                 LineEvent::Line(l) => match approval::parse_answer(&l) {
                     Answer::Unclear => {
                         term::diag("please answer y, n or s");
                     }
-                    Answer::No => break Self::deny(&a, "denied at the agent's terminal"),
+                    Answer::No => break Self::deny(&a, ""),
                     answer @ (Answer::Yes | Answer::Session) => {
                         let mut scope = if answer == Answer::Session {
                             "session"
@@ -771,7 +772,7 @@ impl Agent {
                                 }
                                 LineEvent::Eof => {
                                     term::diag("(no confirmation: denied)");
-                                    break Self::deny(&a, "no confirmation typed (end of input)");
+                                    break Self::deny(&a, "");
                                 }
                                 LineEvent::Line(typed) => {
                                     if approval::confirmation_matches(&a, &typed) {
@@ -780,10 +781,7 @@ impl Agent {
                                         term::diag(
                                             "the typed text does not match the target: denied",
                                         );
-                                        break Self::deny(
-                                            &a,
-                                            "the typed confirmation did not match the target",
-                                        );
+                                        break Self::deny(&a, "");
                                     }
                                 }
                             }
@@ -842,11 +840,16 @@ impl Agent {
             Outcome::Error | Outcome::InvalidArgs | Outcome::UnknownTool => "error",
             Outcome::Aborted => "aborted",
         };
-        if self.opts.show_model_text_on_denial && ex.outcome == Outcome::Denied {
+        if self.opts.full_results && ex.outcome == Outcome::Denied {
             self.say(&format!(
                 "  ⎿ denied; the model is told: {}",
-                escape_display(&truncate_chars(text, 1_000), false)
+                escape_display(&truncate_chars(text, 1_500), false)
             ));
+        } else if self.opts.full_results && text.trim_end().contains('\n') {
+            self.say(&format!("  ⎿ {label}:"));
+            for l in truncate_chars(text.trim_end(), 1_500).lines() {
+                self.say(&format!("    │ {}", escape_display(l, false)));
+            }
         } else {
             self.say(&format!(
                 "  ⎿ {label}: {}",

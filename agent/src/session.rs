@@ -139,7 +139,7 @@ async fn run_inner(s: SessionSettings) -> Result<i32, AgentError> {
         approver: Approver::Prompt,
         transcript: sink,
         print_final: interactive,
-        show_model_text_on_denial: false,
+        full_results: false,
     };
     let mut agent = Agent::new(session, tools, stdin, ctrlc, control, opts);
     let result = match &s.prompt {

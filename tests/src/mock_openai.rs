@@ -127,11 +127,19 @@ impl MockReply {
         }
     }
 
-    /// A valid completion whose content is `bytes` long.
+    /// A valid completion whose content is `bytes` long. The body is built here,
+    /// as bytes, so serving it costs no serialisation time.
     pub fn huge(bytes: usize) -> MockReply {
-        MockReply::Json {
+        let mut body = Vec::with_capacity(bytes + 256);
+        body.extend_from_slice(
+            br#"{"id":"chatcmpl-mock","object":"chat.completion","created":0,"model":"mock-model","choices":[{"index":0,"message":{"role":"assistant","content":""#,
+        );
+        body.resize(body.len() + bytes, b'x');
+        body.extend_from_slice(br#""},"finish_reason":"stop"}]}"#);
+        MockReply::Raw {
             status: 200,
-            body: completion(&"x".repeat(bytes)),
+            content_type: "application/json".into(),
+            body,
         }
     }
 }
@@ -551,6 +559,21 @@ mod tests {
         let n = s.read(&mut buf).await.unwrap();
         assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200 OK"));
         assert_eq!(mock.requests()[0].json(), Some(json!({"a": 1})));
+    }
+
+    #[test]
+    fn huge_is_valid_json_of_that_size() {
+        let MockReply::Raw { body, .. } = MockReply::huge(1000) else {
+            panic!("huge is prebuilt");
+        };
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            v["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .len(),
+            1000
+        );
     }
 
     #[test]

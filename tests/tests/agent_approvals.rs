@@ -157,7 +157,7 @@ fn revoking_the_session_ends_the_agent_with_exit_3() {
     stdin.write_all(b"go\n").unwrap();
     watch.wait_for("[y]es / [n]o / [s]ession: ");
     let approval = wait_for_approval(&sup);
-    let session = approval["session_id"].as_str().unwrap().to_string();
+    let session = approval["session"].as_str().unwrap().to_string();
     let (code, out, err) = ctl(&sup, &["revoke", &session, "--reason", "runaway"]);
     assert_eq!(code, 0, "{out}{err}");
     let run = wait_watched(child, &watch);

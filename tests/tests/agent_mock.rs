@@ -143,13 +143,9 @@ async fn the_model_is_sent_exactly_this_and_the_key_stays_in_the_supervisor() {
     let tm = tool_messages(&reqs[2]);
     assert_eq!(tm.len(), 2);
     assert_eq!(tm[1].0, "call_w");
-    assert!(
-        tm[1].1.starts_with("user denied: overwrite README.md")
-            && tm[1]
-                .1
-                .ends_with(". Do not retry this call; ask the user or change approach."),
-        "{}",
-        tm[1].1
+    assert_eq!(
+        tm[1].1,
+        "user denied: overwrite README.md (existing 13 bytes will be lost). Do not retry this call; ask the user or change approach."
     );
     let denial_msg = reqs[2]
         .messages()

@@ -43,7 +43,7 @@ fn scripted_session_reads_is_denied_on_eof_runs_a_command_and_hits_the_turn_cap(
             {"content": "rewriting", "tool_calls": [{"name": "write_file", "arguments": {"path": "README.md", "content": "# rewritten\n"}}]},
             {"content": "running", "tool_calls": [{"name": "run_bash", "arguments": {"command": "echo hello from the sandbox"}}]},
             {"tool_calls": [{"name": "todo_list", "arguments": {}}]},
-            {"tool_calls": [{"name": "todo_list", "arguments": {}}]},
+            // The fifth Chat is the summary request after the cap of 4 turns.
             {"content": "Summary: read the readme, was refused the rewrite, ran echo."}
         ]),
     );
@@ -352,6 +352,8 @@ fn demo_runs_shows_everything_and_leaves_nothing_behind() {
         "Agent started in 'default' mode",
         "▸ read_file",
         "demo: approving write_file",
+        "demo: approving run_bash: run `sh probe.sh`",
+        "│ == cat /etc/shadow",
         "demo: denying write_file",
         "the model is told: user denied: ",
         "▸ run_bash {\"command\":\"curl",
@@ -367,6 +369,12 @@ fn demo_runs_shows_everything_and_leaves_nothing_behind() {
         .matches("denied; the model is told: Permission denied:")
         .count();
     assert!(denials >= 2, "{all}");
+    // Inside the sandbox the probe could not read /etc/shadow (no "root:" line).
+    assert!(
+        !all.lines()
+            .any(|l| l.trim_start_matches(['│', ' ']).starts_with("root:")),
+        "{all}"
+    );
     // The audit chain verified.
     assert!(all.contains(" records"), "{all}");
     // Nothing is left: the temp dir is empty and the supervisor is gone.
