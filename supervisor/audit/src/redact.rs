@@ -12,6 +12,7 @@
 //! | `github-token`      | `ghp_…`, `gho_…`, `ghu_…`, `ghs_…`, `ghr_…`, `github_pat_…`  |
 //! | `api-key`           | `sk-…` (OpenAI `sk-proj-…`, Anthropic `sk-ant-…`), ≥ 20 chars after `sk-`, with at least one digit and one upper-case letter unless it starts `sk-ant-`, `sk-proj-`, `sk-svcacct-` or `sk-admin-` (so `sk-spinner-double-bounce-container` in CSS is left alone) |
 //! | `slack-token`       | `xoxb-…`, `xoxa-…`, `xoxp-…` (and `xoxo/xoxr/xoxs`)          |
+//! | `tollgate-token`    | tollgate's own session tokens: 12 id chars, `.`, (`sbx.`,) 43 url-safe chars |
 //! | `authorization`     | the value (≥ 8 chars) after `authorization:` / `Authorization=` (its `Basic`/`Bearer` word kept) |
 //! | `bearer`            | the token (≥ 8 chars) after `Bearer `                       |
 //! | `secret-assignment` | the value in `NAME=value` / `name: value` / `"name": "value"` when NAME contains secret, password, passwd, token, api_key, apikey, private_key, access_key or credential, and the value (≥ 8 chars, no spaces, quotes, `;` `,` or brackets) is not all digits and is either quoted, or assigned to an UPPER_CASE name (env files), or mixes letters and digits (`aws_secret_access_key = wJalr…`). Code such as `token = parse_token(input)` or `api_key = config.api_key` is left alone. |
@@ -39,6 +40,7 @@ const PATTERNS: &str = concat!(
     r"|(?P<github>(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
     r"|(?P<openai>(?-u:\b)sk-[A-Za-z0-9_\-]{20,})",
     r"|(?P<slack>(?-u:\b)xox[abposr]-[A-Za-z0-9\-]{10,})",
+    r"|(?P<tollgate>[A-Za-z0-9_\-]{12}\.(?:sbx\.)?[A-Za-z0-9_\-]{43})",
     r#"|(?P<authp>(?-u:\b)(?i-u:authorization)["']?[ \t]*[:=][ \t]*["']?(?:(?i-u:basic|bearer|token|digest)[ \t]+)?)(?P<auth>[^\s"',;(){}\[\]<>]{8,})"#,
     r"|(?P<bearerp>(?-u:\b)(?i-u:bearer)[ \t]+)(?P<bearer>[A-Za-z0-9._~+/\-]{8,}=*)",
     r#"|(?P<assignp>(?-u:\b)(?P<name>[A-Za-z0-9_]*(?i-u:secret|password|passwd|token|api_?key|private_?key|access_?key|credential)[A-Za-z0-9_]*)["']?[ \t]*[:=][ \t]*(?P<quote>["']?))(?P<assign>[^\s"',;(){}\[\]<>]{8,})"#,
@@ -183,12 +185,13 @@ impl Redactor {
 }
 
 fn replacement(c: &Captures<'_>) -> String {
-    const WHOLE: [(&str, &str); 5] = [
+    const WHOLE: [(&str, &str); 6] = [
         ("secret", "secret-env"),
         ("pem", "private-key"),
         ("aws", "aws-access-key"),
         ("github", "github-token"),
         ("slack", "slack-token"),
+        ("tollgate", "tollgate-token"),
     ];
     for (group, kind) in WHOLE {
         if c.name(group).is_some() {
@@ -448,5 +451,18 @@ mod tests {
         assert!(!dbg.contains("hunter2"), "{dbg}");
         assert!(!dbg.contains("CANARY"), "{dbg}");
         assert_eq!(dbg, "Redactor { secrets: 2, ok: true }");
+    }
+
+    #[test]
+    fn tollgate_tokens_are_redacted() {
+        let r = Redactor::default();
+        let token = format!("AbCdEf012345.{}", "x".repeat(43));
+        let sbx = format!("AbCdEf012345.sbx.{}", "Y_-".repeat(14) + "z");
+        let text = format!("my token is {token} and {sbx}.");
+        let out = r.redact(&text);
+        assert_eq!(
+            out,
+            "my token is [REDACTED:tollgate-token] and [REDACTED:tollgate-token]."
+        );
     }
 }
