@@ -557,3 +557,499 @@ async fn seccomp_blocks_int80_clone3_tiocsti_io_uring_and_friends() {
         sb.destroy().await.unwrap();
     }
 }
+
+async fn collect(mut rx: mpsc::Receiver<Output>) -> (Vec<u8>, Vec<u8>) {
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    while let Some(c) = rx.recv().await {
+        match c {
+            Output::Stdout(b) => o.extend_from_slice(&b),
+            Output::Stderr(b) => e.extend_from_slice(&b),
+        }
+    }
+    (o, e)
+}
+
+/// A fork bomb is held by the pids limit and ended by the timeout; the
+/// sandbox survives it, and another session works meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_is_contained_and_another_session_still_works() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws_a = workspace(NOBODY, NOBODY);
+        let ws_b = workspace(NOBODY, NOBODY);
+        let a = create(&b, "bomb", ws_a.path(), NOBODY).await;
+        let other = create(&b, "bystander", ws_b.path(), NOBODY).await;
+        let (tx, mut rx) = mpsc::channel(64);
+        let a2 = Arc::clone(&a);
+        let bomb = tokio::spawn(async move {
+            a2.exec(
+                common::req(
+                    &["sh", "-c", "echo go; b() { b | b & }; b; wait"],
+                    Duration::from_secs(5),
+                ),
+                tx,
+                CancellationToken::new(),
+            )
+            .await
+        });
+        // Once the bomb runs, a call in a second session completes.
+        let mut err = Vec::new();
+        loop {
+            match rx.recv().await {
+                Some(Output::Stdout(s)) if s.as_ref().starts_with(b"go") => break,
+                Some(Output::Stdout(s)) => panic!("{name}: unexpected stdout {s:?}"),
+                Some(Output::Stderr(e)) => err.extend_from_slice(&e),
+                None => panic!("{name}: the bomb ended before saying go"),
+            }
+        }
+        let r = sh(other.as_ref(), "echo ok").await;
+        assert_eq!((r.stdout.as_str(), r.code()), ("ok\n", Some(0)), "{name}");
+        while let Some(o) = rx.recv().await {
+            if let Output::Stderr(b) = o {
+                err.extend_from_slice(&b);
+            }
+        }
+        // Held: forks failed at the pids limit; then it collapsed or timed out.
+        let outcome = bomb.await.unwrap().unwrap();
+        let err = String::from_utf8_lossy(&err).to_lowercase();
+        assert!(
+            err.contains("fork"),
+            "{name}: no fork failure seen: {outcome:?} {err}"
+        );
+        // The bombed sandbox itself is still usable once the group is gone.
+        let r = sh(a.as_ref(), "echo alive").await;
+        assert_eq!(r.stdout, "alive\n", "{name}");
+        a.destroy().await.unwrap();
+        other.destroy().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filling_memory_or_tmp_is_contained_and_reported() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let p = common::install_probe(ws.path(), NOBODY);
+        let sb = create(&b, "fill", ws.path(), NOBODY).await;
+        // 2 GiB against a 256 MiB limit.
+        let r = probe(sb.as_ref(), &p, &["alloc", "2048"]).await;
+        assert!(!r.stdout.contains("allocated"), "{name}: {r:?}");
+        assert_eq!(r.outcome.signal, Some(libc::SIGKILL), "{name}: {r:?}");
+        if name == "native" {
+            assert!(r.stderr.contains("out-of-memory"), "{name}: {r:?}");
+        }
+        // /tmp is a 32 MiB tmpfs.
+        let r = sh(
+            sb.as_ref(),
+            "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; echo rc=$?",
+        )
+        .await;
+        assert!(
+            r.stdout.contains("No space left on device"),
+            "{name}: {r:?}"
+        );
+        assert!(!r.stdout.contains("rc=0"), "{name}: {r:?}");
+        // A single file in the workspace is capped at fsize (64 MiB).
+        let r = sh(
+            sb.as_ref(),
+            "dd if=/dev/zero of=big bs=1M count=100 2>/dev/null; echo rc=$?; wc -c < big",
+        )
+        .await;
+        assert_eq!(
+            r.stdout,
+            format!("rc={}\n67108864\n", 128 + libc::SIGXFSZ),
+            "{name}: {r:?}"
+        );
+        let _ = sh(sb.as_ref(), "rm -f big").await;
+        // The sandbox is fine afterwards.
+        let r = sh(sb.as_ref(), "rm /tmp/fill; echo ok").await;
+        assert_eq!(r.stdout, "ok\n", "{name}");
+        sb.destroy().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_output_never_exiting_and_closed_stdout_are_handled() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        let sb = create(&b, "out", ws.path(), NOBODY).await;
+
+        // 1 GiB, all of it delivered to a consumer that keeps reading.
+        let (tx, mut rx) = mpsc::channel(16);
+        let counter = tokio::spawn(async move {
+            let mut n = 0usize;
+            while let Some(o) = rx.recv().await {
+                if let Output::Stdout(b) = o {
+                    n += b.len();
+                }
+            }
+            n
+        });
+        let outcome = sb
+            .exec(
+                common::req(
+                    &["head", "-c", "1073741824", "/dev/zero"],
+                    Duration::from_secs(300),
+                ),
+                tx,
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (counter.await.unwrap(), outcome.exit_code),
+            (1 << 30, Some(0)),
+            "{name}"
+        );
+
+        // A consumer that goes away does not block the command.
+        let (tx, rx) = mpsc::channel(1);
+        drop(rx);
+        let outcome = sb
+            .exec(
+                common::req(
+                    &["head", "-c", "268435456", "/dev/zero"],
+                    Duration::from_secs(300),
+                ),
+                tx,
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (outcome.exit_code, outcome.timed_out),
+            (Some(0), false),
+            "{name}"
+        );
+
+        // Never exits: the timeout kills it.
+        let r = run_argv(sb.as_ref(), &["sleep", "1000"], Duration::from_secs(1)).await;
+        assert!(
+            r.outcome.timed_out && r.outcome.signal == Some(libc::SIGKILL),
+            "{name}: {r:?}"
+        );
+
+        // Cancelled from outside.
+        let cancel = CancellationToken::new();
+        let (tx, rx) = mpsc::channel(16);
+        let sb2 = Arc::clone(&sb);
+        let c2 = cancel.clone();
+        let run = tokio::spawn(async move {
+            sb2.exec(
+                common::req(
+                    &["sh", "-c", "echo started; exec sleep 1000"],
+                    Duration::from_secs(600),
+                ),
+                tx,
+                c2,
+            )
+            .await
+        });
+        let mut rx = rx;
+        assert!(matches!(rx.recv().await, Some(Output::Stdout(_))), "{name}");
+        cancel.cancel();
+        let outcome = run.await.unwrap().unwrap();
+        assert!(
+            outcome.cancelled && !outcome.timed_out && outcome.signal == Some(libc::SIGKILL),
+            "{name}: {outcome:?}"
+        );
+
+        // Closes stdout early, keeps going, ends normally.
+        let r = sh(
+            sb.as_ref(),
+            "echo before; exec >&-; sleep 0.2; echo after >&2",
+        )
+        .await;
+        assert_eq!(
+            (r.stdout.as_str(), r.stderr.as_str(), r.code()),
+            ("before\n", "after\n", Some(0)),
+            "{name}"
+        );
+        sb.destroy().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_hooks_and_config_stay_read_only() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        for d in [".git/hooks", ".git/objects"] {
+            std::fs::create_dir_all(ws.path().join(d)).unwrap();
+        }
+        std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+        Command::new("chown")
+            .arg("-R")
+            .arg(format!("{NOBODY}:{NOBODY}"))
+            .arg(ws.path())
+            .status()
+            .unwrap();
+        let sb = create(&b, "git", ws.path(), NOBODY).await;
+        let r = sh(
+            sb.as_ref(),
+            "echo x > .git/hooks/pre-commit 2>/dev/null && echo HOOK || echo hook-denied; \
+             echo '[core] fsmonitor = evil' >> .git/config 2>/dev/null && echo CONFIG || echo config-denied; \
+             echo x > .git/objects/o && echo objects-ok",
+        )
+        .await;
+        assert_eq!(
+            r.stdout, "hook-denied\nconfig-denied\nobjects-ok\n",
+            "{name}: {r:?}"
+        );
+        assert!(!ws.path().join(".git/hooks/pre-commit").exists(), "{name}");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+            "[core]\n",
+            "{name}"
+        );
+        sb.destroy().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_specs_and_requests_are_refused_with_a_reason() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        // A hidden path inside the workspace would be exposed: refused.
+        let mut s = spec("hidden-in-ws", ws.path(), NOBODY, NOBODY);
+        s.hidden.push(ws.path().join("state"));
+        let e = b.create(&s).await.err().unwrap();
+        assert!(matches!(e, SandboxError::Refused(_)), "{name}: {e}");
+        let mut s = spec("bad-ws", ws.path(), NOBODY, NOBODY);
+        s.workspace = ws.path().join("missing");
+        assert!(
+            b.create(&s).await.is_err(),
+            "{name}: missing workspace accepted"
+        );
+        let mut s = spec("bad-id", ws.path(), NOBODY, NOBODY);
+        s.session_id = "../../etc".to_string();
+        assert!(
+            b.create(&s).await.is_err(),
+            "{name}: bad session id accepted"
+        );
+    }
+    // Native: a cwd with NUL or over 4096 bytes is reported, not run.
+    let b = common::native();
+    let ws = workspace(NOBODY, NOBODY);
+    let sb = b
+        .create_native(&spec("badreq", ws.path(), NOBODY, NOBODY))
+        .await
+        .unwrap();
+    let mut req = common::req(&["true"], Duration::from_secs(5));
+    req.cwd = Some(std::path::PathBuf::from("a\0b"));
+    let e = sb
+        .exec(req, mpsc::channel(4).0, CancellationToken::new())
+        .await;
+    assert!(e.is_err(), "{e:?}");
+    let mut req = common::req(&["true"], Duration::from_secs(5));
+    req.cwd = Some(ws.path().join("x".repeat(5000)));
+    let (tx, rx) = mpsc::channel(16);
+    let outcome = sb.exec(req, tx, CancellationToken::new()).await.unwrap();
+    let (_, err) = collect(rx).await;
+    assert_eq!(outcome.exit_code, Some(126));
+    assert!(
+        String::from_utf8_lossy(&err).contains("File name too long"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    let r = sh(sb.as_ref(), "echo still-fine").await;
+    assert_eq!(r.stdout, "still-fine\n");
+    sb.destroy().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_paths_are_masked() {
+    if !common::require_root() {
+        return;
+    }
+    let host = std::fs::read_to_string("/etc/hostname").unwrap();
+    assert!(!host.trim().is_empty());
+    let b = common::native();
+    let ws = workspace(NOBODY, NOBODY);
+    let mut s = spec("hidden", ws.path(), NOBODY, NOBODY);
+    s.hidden.push("/etc/hostname".into());
+    s.hidden.push("/etc/ssl".into());
+    let sb = b.create(&s).await.unwrap();
+    let r = sh(
+        sb.as_ref(),
+        "cat /etc/hostname; ls /etc/ssl/certs 2>&1 | head -1",
+    )
+    .await;
+    assert!(!r.stdout.contains(host.trim()), "{r:?}");
+    assert!(!r.stdout.contains(".pem"), "{r:?}");
+    sb.destroy().await.unwrap();
+}
+
+/// Rootless mode: the backend run by an unprivileged uid (sandbox_exec
+/// drops to it before anything else) works for that uid and refuses others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rootless_sessions_work_for_the_own_uid_only() {
+    if !common::require_root() {
+        return;
+    }
+    let exe = common::sandbox_exec_exe();
+    // nobody, and a uid with no passwd entry at all.
+    for uid in [NOBODY, 64999] {
+        let ws = workspace(uid, uid);
+        let out = Command::new(&exe)
+            .args(["--as-uid", &uid.to_string(), "--workspace"])
+            .arg(ws.path())
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "id -u; cat /proc/self/uid_map | tr -s ' '; grep -E '^(NoNewPrivs|Seccomp|CapEff|CapBnd):' /proc/self/status; \
+                 echo x > f; touch /etc/x 2>/dev/null || echo etc-denied; cat /etc/shadow 2>/dev/null || echo shadow-denied; \
+                 unshare -Ur true 2>/dev/null || echo unshare-denied",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout,
+            format!(
+                "{uid}\n {uid} {uid} 1\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\netc-denied\nshadow-denied\nunshare-denied\n"
+            ),
+            "uid {uid}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(std::fs::metadata(ws.path().join("f")).unwrap().uid(), uid);
+
+        // Another uid: refused, with the reason.
+        let out = Command::new(&exe)
+            .args([
+                "--as-uid",
+                &uid.to_string(),
+                "--user",
+                "1000",
+                "--workspace",
+            ])
+            .arg(ws.path())
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert!(
+            stderr.contains("refused") && stderr.contains("only for itself"),
+            "{stderr}"
+        );
+    }
+}
+
+/// After a supervisor crash: a sandbox left running is killed, a dead one's
+/// record and cgroups are cleaned, and each is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_of_a_crashed_supervisor_are_reaped() {
+    if !common::require_root() {
+        return;
+    }
+    let state = tempfile::Builder::new()
+        .prefix("tollgate-reap-")
+        .tempdir()
+        .unwrap();
+
+    // 1. A live orphan: a sandbox whose owner forgot it (its pid 1 still runs).
+    let first = common::native_in(state.path());
+    let ws = workspace(NOBODY, NOBODY);
+    let live = first
+        .create_native(&spec("live-orphan", ws.path(), NOBODY, NOBODY))
+        .await
+        .unwrap();
+    let live_id = live.session_id().to_string();
+    let live_ns = common::pidns_of(live.init_pid());
+    std::mem::forget(live);
+
+    // 2. A dead one: sandbox_exec killed with SIGKILL mid-command.
+    let ws2 = workspace(NOBODY, NOBODY);
+    let mut child = Command::new(common::sandbox_exec_exe())
+        .arg("--state-dir")
+        .arg(state.path())
+        .arg("--workspace")
+        .arg(ws2.path())
+        .args(["--", "sleep", "1000"])
+        .spawn()
+        .unwrap();
+    let dead_id = format!("exec-{}", child.id());
+    let record = state.path().join(format!("sandboxes/{dead_id}.json"));
+    for _ in 0..500 {
+        if record.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(record.exists(), "sandbox_exec never came up");
+    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    let cgroups: Vec<String> = rec["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert!(!cgroups.is_empty());
+    let dead_ns = common::pidns_of(rec["init_pid"].as_i64().unwrap() as i32);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Its pid 1 saw the control socket close and took the namespace down.
+    for _ in 0..500 {
+        if common::pids_in_ns(&dead_ns).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(common::pids_in_ns(&dead_ns), Vec::<i32>::new());
+
+    let second = common::native_in(state.path());
+    let mut reaped = second.reap_orphans().await.unwrap();
+    reaped.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    let mut want = vec![dead_id.clone(), live_id.clone()];
+    want.sort();
+    assert_eq!(
+        reaped
+            .iter()
+            .map(|r| r.session_id.clone())
+            .collect::<Vec<_>>(),
+        want,
+        "{reaped:?}"
+    );
+    for r in &reaped {
+        assert!(r.detail.contains("removed its cgroups"), "{r:?}");
+        if r.session_id == live_id {
+            assert!(
+                r.detail.contains("killed pid") && r.detail.contains("sandbox pid 1"),
+                "{r:?}"
+            );
+        } else {
+            // Its pid 1 was already gone (its helper may still have been
+            // on its way out).
+            assert!(!r.detail.contains("sandbox pid 1"), "{r:?}");
+        }
+    }
+    assert_eq!(
+        common::pids_in_ns(&live_ns),
+        Vec::<i32>::new(),
+        "the live orphan survived"
+    );
+    for c in cgroups {
+        assert!(!std::path::Path::new(&c).exists(), "{c} left behind");
+    }
+    assert!(
+        std::fs::read_dir(state.path().join("sandboxes"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    assert_eq!(second.reap_orphans().await.unwrap(), vec![]);
+}

@@ -208,6 +208,17 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(c, "environ") && argc > 2) return environ_scan(argv[2]);
+    if (!strcmp(c, "alloc") && argc > 2) {
+        /* Touch N MiB, one page at a time: the memory limit must stop it. */
+        long mib = atol(argv[2]);
+        for (long i = 0; i < mib; i++) {
+            char *p = malloc(1 << 20);
+            if (!p) { printf("ENOMEM after %ld MiB\n", i); return 0; }
+            for (int j = 0; j < (1 << 20); j += 4096) p[j] = 1;
+        }
+        printf("allocated %ld MiB\n", mib);
+        return 0;
+    }
     if (!strcmp(c, "misc")) {
         /* bpf, perf_event_open, userfaultfd, keyctl, personality(ADDR_NO_RANDOMIZE), mknod char dev */
         char attr[128] = {0};
