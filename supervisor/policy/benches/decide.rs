@@ -126,8 +126,22 @@ extra_denied_binaries = ["helm", "terraform"]
 extra_confirm_patterns = ["\\bdrop\\s+table\\b"]
 "#;
 
-/// About 4 KiB of pipelines, redirects and substitutions.
+/// About 4 KiB of pipelines with quoted arguments and redirects.
 fn script_4k() -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.len() < 4096 {
+        s.push_str(&format!(
+            "grep -rn \"TODO({i})\" src/ tests/ | sort | uniq -c | sort -rn | head -20 > reports/todo_{i}.txt\n"
+        ));
+        i += 1;
+    }
+    s
+}
+
+/// About 4 KiB where every line also runs a command substitution (each
+/// one is parsed again as a program of its own).
+fn script_4k_substitutions() -> String {
     let mut s = String::new();
     let mut i = 0;
     while s.len() < 4096 {
@@ -168,6 +182,28 @@ fn bench(c: &mut Criterion) {
     };
     c.bench_function("decide run_bash 4 KiB script", |b| {
         b.iter(|| black_box(engine.decide(black_box(&long), &cx, &fs, &NoDns)))
+    });
+
+    let subst = ToolCall {
+        tool: "run_bash".into(),
+        args: json!({ "command": script_4k_substitutions() }),
+    };
+    c.bench_function("decide run_bash 4 KiB script with substitutions", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&subst), &cx, &fs, &NoDns)))
+    });
+
+    // For scale: brush-parser alone on the same script.
+    c.bench_function("brush-parser alone, 4 KiB script", |b| {
+        b.iter(|| {
+            // The options the engine parses with (bash's defaults for a script).
+            let opts = brush_parser::ParserOptions {
+                enable_extended_globbing: false,
+                ..brush_parser::ParserOptions::default()
+            };
+            black_box(
+                brush_parser::Parser::new(black_box(script.as_bytes()), &opts).parse_program(),
+            )
+        })
     });
 
     c.bench_function("load default policy", |b| {

@@ -16,22 +16,32 @@ pub(crate) fn escape(s: &str) -> String {
     if !s.chars().any(needs_escape) {
         return s.to_string();
     }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
+    let mut out = String::with_capacity(s.len() + s.len() / 8 + 8);
+    // Copy runs of safe characters whole; escape the rest.
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        if !needs_escape(c) {
+            continue;
+        }
+        out.push_str(&s[start..i]);
+        start = i + c.len_utf8();
         match c {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if needs_escape(c) => {
+            c => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
-            c => out.push(c),
         }
     }
+    out.push_str(&s[start..]);
     out
 }
 
 fn needs_escape(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
     c.is_control()
         || matches!(c,
             '\u{061C}'               // Arabic letter mark

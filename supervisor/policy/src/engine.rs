@@ -138,6 +138,7 @@ impl Engine {
                         protected: &[],
                         extra_denied: &empty,
                         fs: &NoFiles,
+                        collect: true,
                     };
                     let r = shell::analyze(ex, &sc);
                     Subject::Command {
@@ -379,6 +380,7 @@ impl Engine {
             protected: &ctx.protected,
             extra_denied: &self.extra_denied,
             fs,
+            collect: self.rules.has_tool("run_bash"),
         };
         let report = shell::analyze(command, &sc);
         let consequence = format!(

@@ -315,6 +315,14 @@ pub(crate) fn follow(abs: &Path, workspace: &Path, fs: &dyn FsFacts) -> Option<P
         .map(|w| w.path)
 }
 
+/// Like [`follow`] for a path inside the (canonical) workspace, given
+/// relative to it: the workspace itself is not walked again.
+pub(crate) fn follow_inside(workspace: &Path, rel: &Path, fs: &dyn FsFacts) -> Option<PathBuf> {
+    walk_path(workspace.to_path_buf(), rel, workspace, fs)
+        .ok()
+        .map(|w| w.path)
+}
+
 /// Resolves like the kernel's path walk: lstat each component, follow
 /// symlinks (relative ones from the link's directory), `..` from the real
 /// parent. Components under a missing directory are missing too.

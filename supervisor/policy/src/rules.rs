@@ -106,6 +106,13 @@ impl RuleSet {
         None
     }
 
+    /// Whether any rule names this tool.
+    pub(crate) fn has_tool(&self, tool: &str) -> bool {
+        [&self.deny, &self.ask, &self.allow]
+            .iter()
+            .any(|rules| rules.iter().any(|r| r.tool == tool))
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.deny.len() + self.ask.len() + self.allow.len()
     }

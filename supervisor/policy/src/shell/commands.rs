@@ -92,7 +92,7 @@ impl Walker<'_> {
                 "floor:hidden-command",
                 format!(
                     "the command name `{}` is only known when the command runs (a variable, substitution or glob), so it cannot be checked. Write the command name literally.",
-                    show(&cmd.raw)
+                    show(cmd.raw())
                 ),
             );
             return;
@@ -184,6 +184,9 @@ impl Walker<'_> {
 
     /// Notes a command that runs, for rules to match.
     fn record(&mut self, words: &[Word]) {
+        if !self.sc.collect {
+            return;
+        }
         let joined: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
         self.report.commands.push(joined.join(" "));
     }
@@ -513,13 +516,15 @@ impl Walker<'_> {
         p.starts_with("/tmp") && p != Path::new("/tmp")
     }
 
-    /// Credential and protected paths: refused for any access.
-    fn sensitive(&mut self, p: &Path, shown: &str) -> bool {
+    /// Credential and protected paths: refused for any access. `raw` is the
+    /// argument as written, for the reason.
+    fn sensitive(&mut self, p: &Path, raw: &str) -> bool {
         if let Some(hit) = self.sc.protected.iter().find(|prot| p.starts_with(prot)) {
             self.deny(
                 "floor:protected",
                 format!(
-                    "`{shown}` is one of the supervisor's own files ({}); commands can never touch it.",
+                    "`{}` is one of the supervisor's own files ({}); commands can never touch it.",
+                    show(raw),
                     show(&hit.to_string_lossy())
                 ),
             );
@@ -529,7 +534,8 @@ impl Walker<'_> {
             self.deny(
                 "floor:credential-path",
                 format!(
-                    "`{shown}` is {what}; credential paths are never available to commands. Ask the user if the task really needs it."
+                    "`{}` is {what}; credential paths are never available to commands. Ask the user if the task really needs it.",
+                    show(raw)
                 ),
             );
             return true;
@@ -549,19 +555,20 @@ impl Walker<'_> {
         {
             return;
         }
-        let shown = show(&w.raw);
         let literal = if w.glob { glob_dir(t) } else { t };
         let p = self.place(literal);
-        if self.sensitive(&p, &shown) {
+        if self.sensitive(&p, w.raw()) {
             return;
         }
+        let shown = || show(w.raw());
         let Ok(rel) = p.strip_prefix(self.sc.workspace) else {
             if Self::under_private_tmp(&p) {
                 return;
             }
             let computed = if w.dynamic {
                 format!(
-                    " (`{shown}` is only partly known before it runs; with its variables empty it is that path)"
+                    " (`{}` is only partly known before it runs; with its variables empty it is that path)",
+                    shown()
                 )
             } else {
                 String::new()
@@ -579,13 +586,14 @@ impl Walker<'_> {
             self.deny(
                 "floor:git-internals",
                 format!(
-                    "{what} writes to `{shown}`; git's config and hooks run commands when git runs (also on the host), so commands never write them. Use `git` subcommands instead."
+                    "{what} writes to `{}`; git's config and hooks run commands when git runs (also on the host), so commands never write them. Use `git` subcommands instead.",
+                    shown()
                 ),
             );
             return;
         }
         if !w.glob
-            && let Some(real) = paths::follow(&p, self.sc.workspace, self.sc.fs)
+            && let Some(real) = paths::follow_inside(self.sc.workspace, rel, self.sc.fs)
             && real != p
             && !real.starts_with(self.sc.workspace)
             && !Self::under_private_tmp(&real)
@@ -593,7 +601,8 @@ impl Walker<'_> {
             self.deny(
                 "floor:path-scope",
                 format!(
-                    "{what} writes to `{shown}`, a symlink to {}, outside the workspace.",
+                    "{what} writes to `{}`, a symlink to {}, outside the workspace.",
+                    shown(),
                     show(&real.to_string_lossy())
                 ),
             );
@@ -609,7 +618,7 @@ impl Walker<'_> {
         }
         let literal = if w.glob { glob_dir(&w.text) } else { &w.text };
         let p = self.place(literal);
-        if !self.sensitive(&p, &show(&w.raw)) {
+        if !self.sensitive(&p, w.raw()) {
             self.note_secret(&p, &w.text);
         }
     }
@@ -657,15 +666,27 @@ impl Walker<'_> {
                                 "floor:credential-path",
                                 format!(
                                     "`{}` may match credential paths; credential paths are never available to commands.",
-                                    show(&w.raw)
+                                    show(w.raw())
                                 ),
                             );
                             return;
                         }
                         continue;
                     }
+                    // A relative path without `..`, from the workspace,
+                    // stays inside it: no credential path can be there.
+                    let inside = !cand.starts_with('/')
+                        && self.cwd.as_deref() == Some(self.sc.workspace)
+                        && !cand.split('/').any(|c| c == "..");
+                    if inside && !self.protected_inside {
+                        if is_secret_file_name(basename(cand)) {
+                            let p = self.place(cand);
+                            self.note_secret(&p, cand);
+                        }
+                        continue;
+                    }
                     let p = self.place(cand);
-                    if self.sensitive(&p, &show(&w.raw)) {
+                    if self.sensitive(&p, w.raw()) {
                         return;
                     }
                     self.note_secret(&p, cand);
@@ -753,7 +774,7 @@ impl Walker<'_> {
                 "floor:dangerous-pattern",
                 format!(
                     "`{cmd} -r {}`: the target is only known when the command runs; if the variable is empty or unset it deletes from `/`. Name the directory literally.",
-                    show(&w.raw)
+                    show(w.raw())
                 ),
             );
             return None;
@@ -764,7 +785,7 @@ impl Walker<'_> {
         }
         let literal = if w.glob { glob_dir(t) } else { t };
         let p = self.place(literal);
-        let shown = show(&w.raw);
+        let shown = show(w.raw());
         if recursive {
             let broad = if p == Path::new("/") {
                 Some("the whole filesystem")
@@ -787,7 +808,7 @@ impl Walker<'_> {
                 return None;
             }
         }
-        if self.sensitive(&p, &shown) {
+        if self.sensitive(&p, w.raw()) {
             return None;
         }
         let Ok(rel) = p.strip_prefix(self.sc.workspace) else {
@@ -954,7 +975,7 @@ impl Walker<'_> {
                         "floor:dangerous-pattern",
                         format!(
                             "`find {} -delete` deletes outside the workspace (or somewhere only known at run time). Limit it to a directory inside the workspace.",
-                            show(&s.raw)
+                            show(s.raw())
                         ),
                     );
                     return;
@@ -1174,7 +1195,7 @@ impl Walker<'_> {
                 "floor:hidden-command",
                 format!(
                     "`{}` uses git's ext:: transport, which runs a command. Use an ordinary remote.",
-                    show(&ext.raw)
+                    show(ext.raw())
                 ),
             );
             return;

@@ -39,6 +39,8 @@ pub(crate) struct ShellCtx<'a> {
     /// `extra_denied_binaries` from the config.
     pub extra_denied: &'a HashSet<String>,
     pub fs: &'a dyn FsFacts,
+    /// Fill `commands` and `outer` (only rules read them).
+    pub collect: bool,
 }
 
 /// One thing the analysis found.
@@ -99,6 +101,8 @@ struct Walker<'a> {
     concurrent: usize,
     /// Inside `while true` / `until false`.
     endless: usize,
+    /// Some protected path lies inside the workspace.
+    protected_inside: bool,
 }
 
 impl<'a> Walker<'a> {
@@ -113,6 +117,7 @@ impl<'a> Walker<'a> {
             functions: Vec::new(),
             concurrent: 0,
             endless: 0,
+            protected_inside: sc.protected.iter().any(|p| p.starts_with(sc.workspace)),
         }
     }
 
@@ -444,7 +449,7 @@ impl<'a> Walker<'a> {
         if self.stopped() {
             return;
         }
-        if !words.is_empty() {
+        if self.sc.collect && !words.is_empty() {
             let joined: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
             self.report.outer.push(joined.join(" "));
         }

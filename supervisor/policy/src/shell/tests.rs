@@ -59,6 +59,7 @@ fn run_with(cmd: &str, extra: &[&str]) -> Report {
         protected: &protected,
         extra_denied: &extra,
         fs: &fs,
+        collect: true,
     };
     analyze(cmd, &sc)
 }

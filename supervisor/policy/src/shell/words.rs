@@ -18,7 +18,7 @@ pub(crate) struct Word {
     pub dynamic: bool,
     /// Holds an unquoted glob (`* ? [`) or brace (`{a,b}`) pattern.
     pub glob: bool,
-    /// The word as written (for messages).
+    /// The word as written, for messages; empty when it equals `text`.
     pub raw: String,
 }
 
@@ -29,7 +29,16 @@ impl Word {
             text: s.to_string(),
             dynamic: false,
             glob: false,
-            raw: s.to_string(),
+            raw: String::new(),
+        }
+    }
+
+    /// The word as written.
+    pub(crate) fn raw(&self) -> &str {
+        if self.raw.is_empty() {
+            &self.text
+        } else {
+            &self.raw
         }
     }
 }
@@ -44,8 +53,12 @@ pub(crate) struct Env<'a> {
     pub cwd: &'a str,
 }
 
+/// Parser options as bash has them when it runs a script: extglob off.
 pub(crate) fn options() -> ParserOptions {
-    ParserOptions::default()
+    ParserOptions {
+        enable_extended_globbing: false,
+        ..ParserOptions::default()
+    }
 }
 
 /// Characters that make a word more than plain text.
@@ -71,10 +84,52 @@ fn is_plain(raw: &str) -> bool {
     })
 }
 
+/// Quote removal for the common case: plain text, `'…'` and `"…"` without
+/// any expansion or escape inside. `None` means the word needs the full
+/// word parser.
+fn simple_quotes(raw: &str) -> Option<Word> {
+    let mut text = String::with_capacity(raw.len());
+    let mut glob = false;
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => loop {
+                match chars.next()? {
+                    '\'' => break,
+                    c => text.push(c),
+                }
+            },
+            '"' => loop {
+                match chars.next()? {
+                    '"' => break,
+                    '$' | '`' | '\\' => return None,
+                    c => text.push(c),
+                }
+            },
+            '$' | '`' | '\\' | '~' | '{' | '(' | '!' | '@' | '+' => return None,
+            '*' | '?' => {
+                glob = true;
+                text.push(c);
+            }
+            '[' => return None,
+            c => text.push(c),
+        }
+    }
+    Some(Word {
+        text,
+        dynamic: false,
+        glob,
+        raw: raw.to_string(),
+    })
+}
+
 /// Evaluates `raw`. Command substitutions are appended to `subs`.
 pub(crate) fn eval(raw: &str, env: &Env, subs: &mut Vec<String>) -> Result<Word, WordError> {
     if is_plain(raw) {
         return Ok(Word::literal(raw));
+    }
+    if let Some(w) = simple_quotes(raw) {
+        return Ok(w);
     }
     let pieces = parse(raw)?;
     let mut w = Word {
@@ -421,6 +476,49 @@ mod tests {
         assert!(!ev("[[").0.glob);
         assert!(!ev("\"*\"").0.glob);
         assert!(!ev("\\*").0.glob);
+    }
+
+    #[test]
+    fn the_quote_fast_path_agrees_with_the_word_parser() {
+        let env = Env {
+            home: "/home/u",
+            cwd: "/w",
+        };
+        for raw in [
+            "'a b'",
+            "\"a b\"",
+            "a'b'\"c\"d",
+            "\"TODO(1)\"",
+            "'*'",
+            "a*b",
+            "'it''s'",
+            "\"\"",
+            "''",
+            "\"a'b\"",
+            "'a\"b'",
+            "x=\"1 2\"",
+            "\"é ü\"",
+        ] {
+            let fast = simple_quotes(raw).unwrap_or_else(|| panic!("{raw:?} not on the fast path"));
+            let pieces = parse(raw).unwrap();
+            let mut slow = Word {
+                raw: raw.to_string(),
+                ..Word::default()
+            };
+            pieces_into(&pieces, false, &env, &mut Vec::new(), &mut slow).unwrap();
+            assert_eq!(fast, slow, "{raw:?}");
+        }
+        for raw in [
+            "\"$x\"",
+            "'unterminated",
+            "\"a",
+            "\"a\\\"b\"",
+            "~/x",
+            "a[1]",
+            "{a,b}",
+        ] {
+            assert!(simple_quotes(raw).is_none(), "{raw:?}");
+        }
     }
 
     #[test]
