@@ -1,0 +1,217 @@
+//! run_bash through the whole path (issue 4): output order and caps, exit
+//! codes, timeouts, and hostile commands contained within their limits while
+//! the supervisor stays responsive to other sessions.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use tollgate_e2e::harness::{Supervisor, authed, root_or_skip};
+use tollgate_proto::v1 as pb;
+
+const CONFIG: &str = r#"
+[sandbox]
+pids = 64
+memory_mb = 256
+tmp_mb = 16
+run_timeout_s = 20
+max_run_timeout_s = 30
+
+[session]
+output_cap_bytes = 4096
+
+[llm]
+provider = "script"
+"#;
+
+async fn session(sup: &Supervisor, name: &str) -> String {
+    let ws = sup.dirs.workspace(name, 0);
+    // Hostile programs live in scripts: the policy cannot read inside them,
+    // so what stops them is the sandbox.
+    for (file, body) in [
+        ("bomb.sh", "f() { f | f & }; f\nsleep 3; echo survived\n"),
+        (
+            "hog.py",
+            "b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n",
+        ),
+    ] {
+        std::fs::write(ws.join(file), body).unwrap();
+    }
+    let mut c = sup.agent_client().await;
+    c.open_session(pb::OpenSessionRequest {
+        workspace: ws.display().to_string(),
+        mode: "dangerouslySkipPermissions".to_string(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .token
+}
+
+async fn bash(
+    sup: &Supervisor,
+    token: &str,
+    command: &str,
+    timeout_s: Option<u64>,
+) -> pb::CallToolResponse {
+    let mut c = sup.agent_client().await;
+    let mut args = serde_json::json!({ "command": command });
+    if let Some(t) = timeout_s {
+        args["timeout_s"] = t.into();
+    }
+    c.call_tool(authed(
+        pb::CallToolRequest {
+            call_id: "b".to_string(),
+            tool: "run_bash".to_string(),
+            arguments_json: args.to_string(),
+        },
+        token,
+    ))
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_is_interleaved_in_order_with_the_exit_code() {
+    if !root_or_skip("output_is_interleaved_in_order_with_the_exit_code") {
+        return;
+    }
+    let sup = Supervisor::builder().config(CONFIG).start();
+    let t = session(&sup, "ws").await;
+    let r = bash(&sup, &t, "echo one; echo two >&2; echo three; exit 7", None).await;
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.exit_code, Some(7));
+    assert_eq!(r.output, "one\ntwo\nthree\n");
+    let r = bash(&sup, &t, "echo hi", None).await;
+    assert_eq!((r.output.as_str(), r.exit_code), ("hi\n", Some(0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_output_cap_adds_a_notice() {
+    if !root_or_skip("the_output_cap_adds_a_notice") {
+        return;
+    }
+    let sup = Supervisor::builder().config(CONFIG).start();
+    let t = session(&sup, "ws").await;
+    let r = bash(&sup, &t, "seq 1 100000", None).await;
+    assert!(r.ok && r.truncated, "{r:?}");
+    assert!(r.output.len() < 4096 + 300, "{} bytes", r.output.len());
+    assert!(
+        r.output.contains("output truncated"),
+        "{}",
+        &r.output[r.output.len() - 200..]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_commands_are_contained_and_the_supervisor_stays_responsive() {
+    if !root_or_skip("hostile_commands_are_contained_and_the_supervisor_stays_responsive") {
+        return;
+    }
+    let sup = Supervisor::builder().config(CONFIG).start();
+    let hostile = session(&sup, "hostile").await;
+    let calm = session(&sup, "calm").await;
+    let cases: [(&str, &str, Option<u64>); 6] = [
+        ("fork bomb", "sh bomb.sh", Some(10)),
+        ("fill memory", "python3 hog.py; echo rc=$?", Some(20)),
+        (
+            "fill /tmp",
+            "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1; echo rc=$?",
+            Some(20),
+        ),
+        (
+            "print 1 GB",
+            "head -c 1000000000 /dev/zero | tr '\\0' x; echo",
+            Some(25),
+        ),
+        ("never exit", "sleep 1000", Some(2)),
+        (
+            "close stdout early",
+            "exec 1>&-; exec 2>&-; sleep 1; echo gone",
+            Some(10),
+        ),
+    ];
+    for (name, cmd, timeout) in cases {
+        let sup_socket = sup.agent_socket.clone();
+        let calm_token = calm.clone();
+        // Meanwhile, another session's call completes.
+        let probe = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut c = tollgate_e2e::harness::agent_client(&sup_socket).await;
+            c.call_tool(authed(
+                pb::CallToolRequest {
+                    call_id: "calm".to_string(),
+                    tool: "run_bash".to_string(),
+                    arguments_json: r#"{"command":"echo calm"}"#.to_string(),
+                },
+                &calm_token,
+            ))
+            .await
+            .unwrap()
+            .into_inner()
+        });
+        let r = tokio::time::timeout(Duration::from_secs(60), bash(&sup, &hostile, cmd, timeout))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the call did not come back"));
+        let calm_r = tokio::time::timeout(Duration::from_secs(30), probe)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the supervisor stopped answering other sessions"))
+            .unwrap();
+        assert!(
+            calm_r.ok && calm_r.output == "calm\n",
+            "{name}: the calm session got {calm_r:?}"
+        );
+        eprintln!(
+            "{name}: exit {:?}, {} bytes, truncated {}",
+            r.exit_code,
+            r.output.len(),
+            r.truncated
+        );
+        assert!(
+            r.ok,
+            "{name}: the command ran and ended within its limits: {r:?}"
+        );
+        assert!(
+            r.output.len() <= 4096 + 400,
+            "{name}: output not capped ({} bytes)",
+            r.output.len()
+        );
+        match name {
+            "never exit" => assert!(
+                r.output.contains("timed out after 2s"),
+                "{name}: {}",
+                r.output
+            ),
+            "print 1 GB" => assert!(r.truncated, "{name}"),
+            "fill /tmp" => assert!(
+                r.output.contains("No space left") || r.output.contains("rc=1"),
+                "{name}: {}",
+                r.output
+            ),
+            "fill memory" => assert!(!r.output.contains("rc=0"), "{name}: {}", r.output),
+            _ => {}
+        }
+    }
+    // The session still works after all that.
+    let r = bash(&sup, &hostile, "echo still here", None).await;
+    assert_eq!(r.output, "still here\n", "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeout_is_clamped_to_the_config_maximum() {
+    if !root_or_skip("the_timeout_is_clamped_to_the_config_maximum") {
+        return;
+    }
+    let sup = Supervisor::builder()
+        .config(
+            "[sandbox]\nrun_timeout_s = 1\nmax_run_timeout_s = 2\n[llm]\nprovider = \"script\"\n",
+        )
+        .start();
+    let t = session(&sup, "ws").await;
+    let r = bash(&sup, &t, "sleep 30", Some(3600)).await;
+    assert!(r.output.contains("timed out after 2s"), "{}", r.output);
+    let r = bash(&sup, &t, "sleep 30", None).await;
+    assert!(r.output.contains("timed out after 1s"), "{}", r.output);
+}
