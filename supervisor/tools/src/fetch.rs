@@ -27,6 +27,7 @@ use reqwest::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_TYPE, HeaderValue, LOCATI
 use tollgate_policy::VettedFetch;
 use url::Url;
 
+use crate::html::{Rendering, html_to_text};
 use crate::paths::escape_bytes;
 use crate::{ToolError, ToolOutput, cap_text};
 
@@ -56,10 +57,6 @@ impl Default for FetchLimits {
     }
 }
 
-/// Width HTML is rendered at.
-const HTML_WIDTH: usize = 100;
-/// The stack of the thread that renders HTML (deeply nested markup recurses).
-const HTML_STACK_BYTES: usize = 64 * 1024 * 1024;
 const SNIFF_BYTES: usize = 8192;
 
 /// Fetches `first` (already vetted), connecting ONLY to its vetted
@@ -120,15 +117,23 @@ async fn fetch_hops(
                     max: limits.max_redirects,
                 });
             }
-            hop = vetter
-                .vet(next.as_str())
-                .map_err(|reason| ToolError::RedirectRefused {
-                    url: show_url(next.as_str()),
-                    reason,
-                })?;
+            hop = vet_hop(vetter, next.as_str()).map_err(|reason| ToolError::RedirectRefused {
+                url: show_url(next.as_str()),
+                reason,
+            })?;
             continue;
         }
         return read_body(response, url, chain, limits).await;
+    }
+}
+
+/// Calls the vetter, which may resolve names (blocking): on a multi-thread
+/// runtime the worker thread is handed over to other tasks while it does.
+fn vet_hop(vetter: &dyn HopVetter, url: &str) -> Result<VettedFetch, String> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| vetter.vet(url)),
+        _ => vetter.vet(url),
     }
 }
 
@@ -433,7 +438,17 @@ async fn read_body(
                 .unwrap_or_default()
         ),
         BodyKind::Text => String::from_utf8_lossy(&body).into_owned(),
-        BodyKind::Html => html_to_text(body).await?,
+        BodyKind::Html => {
+            let (text, how) = html_to_text(body).await?;
+            match how {
+                Rendering::Rendered => {}
+                Rendering::Stripped => head.insert_str(
+                    head.len() - 1,
+                    "Note: the HTML is nested too deeply to render; tags were stripped\n",
+                ),
+            }
+            text
+        }
     };
     let mut out = cap_text(
         &text,
@@ -443,26 +458,6 @@ async fn read_body(
     out.text.insert_str(0, &head);
     out.truncated |= cut;
     Ok(out)
-}
-
-/// Renders HTML as text on a thread with a large stack (deeply nested markup
-/// recurses in the renderer; the input is at most max_bytes).
-async fn html_to_text(body: Vec<u8>) -> Result<String, ToolError> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("tollgate-html".into())
-        .stack_size(HTML_STACK_BYTES)
-        .spawn(move || {
-            let rendered = html2text::from_read(&body[..], HTML_WIDTH)
-                .map_err(|e| format!("cannot convert the HTML to text: {e}"));
-            let _ = tx.send(rendered);
-        })
-        .map_err(|e| ToolError::Internal(format!("cannot start the HTML thread: {e}")))?;
-    match rx.await {
-        Ok(Ok(text)) => Ok(text),
-        Ok(Err(reason)) => Err(ToolError::Internal(reason)),
-        Err(_) => Err(ToolError::Internal("the HTML renderer panicked".into())),
-    }
 }
 
 #[cfg(test)]

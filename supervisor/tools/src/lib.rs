@@ -21,6 +21,7 @@ mod diff;
 mod error;
 mod fetch;
 mod fsops;
+mod html;
 mod owner;
 mod paths;
 mod read;
