@@ -67,6 +67,23 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         checks.push(c);
     }
 
+    // Hard links to files outside a workspace are invisible to path checks;
+    // the kernel's protections keep a sandbox from making them.
+    for knob in ["protected_hardlinks", "protected_symlinks"] {
+        let path = format!("/proc/sys/fs/{knob}");
+        let value = std::fs::read_to_string(&path).unwrap_or_default();
+        checks.push(if value.trim() == "1" {
+            check(knob, CheckStatus::Ok, format!("fs.{knob} = 1"), None)
+        } else {
+            check(
+                knob,
+                CheckStatus::Warn,
+                format!("fs.{knob} = {:?}", value.trim()),
+                Some("sysctl -w fs.protected_hardlinks=1 fs.protected_symlinks=1"),
+            )
+        });
+    }
+
     // Credential paths present on this host: never mounted, never a workspace.
     let users = tollgate_supervisor::workspace::passwd();
     let present: Vec<String> = tollgate_supervisor::workspace::credential_paths(&users)
@@ -130,8 +147,9 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         Err(e) => checks.push(check(
             "supervisor",
             CheckStatus::Warn,
+            // The message already carries its hint.
             format!("{e:#}"),
-            Some("start it: supervisor --state-dir DIR"),
+            None,
         )),
     }
 
