@@ -211,6 +211,8 @@ pub struct Agent {
     opts: Options,
     pub stats: Stats,
     queued: VecDeque<Approval>,
+    /// Whether a CallTool is waiting: only then can an approval be pending.
+    call_in_flight: bool,
     /// The approval we last answered: (approval, approved?, attempts).
     awaiting: Option<(Approval, bool, u8)>,
     next_local_id: u64,
@@ -240,6 +242,7 @@ impl Agent {
             opts,
             stats: Stats::default(),
             queued: VecDeque::new(),
+            call_in_flight: false,
             awaiting: None,
             next_local_id: 0,
         }
@@ -276,7 +279,11 @@ impl Agent {
                 self.repair_history(
                     "Error: aborted by the user (Ctrl-C) before this call finished.",
                 );
-                self.say("^C aborted: the turn was stopped and its tool call cancelled");
+                if self.stdin.is_tty {
+                    // The terminal echoed ^C on the line of whatever was running.
+                    self.say("");
+                }
+                self.say("aborted (Ctrl-C): the turn was stopped and its tool call cancelled");
                 self.session
                     .report("abort", json!({ "reason": "ctrl-c", "turns": turns }))
                     .await;
@@ -532,7 +539,11 @@ impl Agent {
         let mut noted = note.is_none();
         loop {
             if let Some(a) = self.queued.pop_front() {
-                self.on_requested(a).await?;
+                // An approval belongs to the CallTool in flight; with none in
+                // flight it is stale (already withdrawn) and is not offered.
+                if self.call_in_flight {
+                    self.on_requested(a).await?;
+                }
                 continue;
             }
             let got = tokio::select! {
@@ -594,6 +605,7 @@ impl Agent {
                 Ok(())
             }
             Some(ServerEvent::Resolved(r)) => {
+                self.queued.retain(|q| q.id != r.approval_id);
                 let ours = match &self.awaiting {
                     Some((a, approved, _)) if a.id == r.approval_id => {
                         let matches = (*approved && r.outcome == "approved")
@@ -624,6 +636,7 @@ impl Agent {
                 match &self.awaiting {
                     Some((a, _, attempts))
                         if *attempts < MAX_DECISION_ATTEMPTS
+                            && self.call_in_flight
                             && self.opts.approver == Approver::Prompt =>
                     {
                         self.queued.push_front(a.clone());
@@ -686,8 +699,8 @@ impl Agent {
     }
 
     /// A denial. The supervisor adds a non-empty reason to what the model is told
-    /// ("The user said: …"), so the agent sends one only when the call is being
-    /// abandoned anyway (Ctrl-C) and the model never sees it.
+    /// ("The user said: …"), so the agent's denials carry none: the model gets
+    /// exactly the contract's text.
     fn deny(a: &Approval, reason: &str) -> ApprovalDecision {
         ApprovalDecision {
             approval_id: a.id.clone(),
@@ -712,10 +725,9 @@ impl Agent {
             let ev = match self.read_line(Some(&a.id)).await {
                 Ok(ev) => ev,
                 Err(Interrupt::CtrlC) => {
-                    term::diag("");
-                    self.control
-                        .decide(Self::deny(&a, "aborted at the agent's terminal (ctrl-c)"))
-                        .await;
+                    // Dropping the CallTool withdraws the approval; a decision
+                    // sent now would only race the withdrawal.
+                    self.awaiting = None;
                     return Err(Interrupt::CtrlC);
                 }
                 Err(e) => return Err(e),
@@ -753,13 +765,7 @@ impl Agent {
                             let ev = match self.read_line(Some(&a.id)).await {
                                 Ok(ev) => ev,
                                 Err(Interrupt::CtrlC) => {
-                                    term::diag("");
-                                    self.control
-                                        .decide(Self::deny(
-                                            &a,
-                                            "aborted at the agent's terminal (ctrl-c)",
-                                        ))
-                                        .await;
+                                    self.awaiting = None;
                                     return Err(Interrupt::CtrlC);
                                 }
                                 Err(e) => return Err(e),
@@ -1004,10 +1010,13 @@ impl Agent {
             }
             Approver::Prompt | Approver::Demo => "  … still running",
         };
+        self.call_in_flight = true;
         let result = self
             .drive(async move { client.call_tool(req).await }, Some(note))
-            .await?;
-        match result {
+            .await;
+        self.call_in_flight = false;
+        self.queued.clear();
+        match result? {
             Ok(r) => Ok(r.into_inner()),
             Err(status) => match status.code() {
                 Code::Unauthenticated | Code::PermissionDenied => Err(Interrupt::Fatal(

@@ -88,6 +88,32 @@ impl Drop for CancelGuard {
     }
 }
 
+/// Like the supervisor: a CallTool dropped while its approval is pending
+/// withdraws the approval, and late decisions on it are refused.
+struct WithdrawGuard {
+    st: Arc<Mutex<St>>,
+    control: broadcast::Sender<ApprovalServerMsg>,
+    id: String,
+    armed: bool,
+}
+
+impl Drop for WithdrawGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.st.lock().unwrap().pending.remove(&self.id);
+            let _ = self
+                .control
+                .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
+                    approval_id: self.id.clone(),
+                    outcome: "withdrawn".into(),
+                    decided_by: "agent disconnected".into(),
+                    scope: String::new(),
+                    reason: String::new(),
+                })));
+        }
+    }
+}
+
 fn token_of<T>(req: &Request<T>) -> String {
     req.metadata()
         .get("authorization")
@@ -214,10 +240,17 @@ impl AgentService for Fake {
                     .unwrap()
                     .pending
                     .insert(approval.id.clone(), tx);
+                let mut withdraw = WithdrawGuard {
+                    st: self.st.clone(),
+                    control: self.control.clone(),
+                    id: approval.id.clone(),
+                    armed: true,
+                };
                 let _ = self
                     .control
                     .send(msg(approval_server_msg::Msg::Requested(approval.clone())));
                 let d = rx.await.unwrap();
+                withdraw.armed = false;
                 let _ =
                     self.control
                         .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
@@ -1065,7 +1098,12 @@ async fn ctrl_c_cancels_the_in_flight_tool_and_the_turn() {
     let out = finish(child).await;
     drop(stdin);
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(out.stderr.contains("^C aborted"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("aborted (Ctrl-C): the turn was stopped"),
+        "{}",
+        out.stderr
+    );
     wait_until("the server to see the cancellation", || {
         s.st().cancelled == 1
     })
@@ -1116,6 +1154,53 @@ async fn ctrl_c_in_the_repl_keeps_the_session_and_the_history_valid() {
         st.chats[1].messages.last().unwrap().content.as_deref(),
         Some("second")
     );
+}
+
+/// Regression: Ctrl-C at an approval prompt used to send a denial that raced the
+/// withdrawal; the supervisor's "already withdrawn" error then re-opened the dead
+/// approval's prompt on the next turn, which hung there.
+#[tokio::test]
+async fn ctrl_c_at_an_approval_prompt_does_not_reopen_it() {
+    let s = Server::start().await;
+    s.replies(vec![
+        Ok(calls_reply(None, &[("w1", "write_file", "{}")])),
+        Ok(text_reply("second answer")),
+    ]);
+    s.behave(
+        "write_file",
+        Behaviour::Approval {
+            approval: approval(
+                "ap1",
+                "write_file",
+                "create a.txt (1 bytes)",
+                "a.txt",
+                false,
+            ),
+            ok_output: "written".into(),
+        },
+    );
+    let mut child = s.agent(&[]).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"first\n").await.unwrap();
+    wait_until("the approval", || s.st().pending.contains_key("ap1")).await;
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    wait_until("the abort report", || report(&s.st(), "abort").is_some()).await;
+    stdin.write_all(b"second\n").await.unwrap();
+    drop(stdin);
+    let out = finish(child).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("second answer"), "{}", out.stdout);
+    assert_eq!(
+        out.stderr.matches("[y]es / [n]o / [s]ession").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("did not accept"), "{}", out.stderr);
+    let st = s.st();
+    assert!(st.decisions.is_empty(), "no decision races the withdrawal");
+    assert_eq!(st.cancelled, 1);
 }
 
 #[tokio::test]

@@ -325,8 +325,11 @@ async fn write_response(
         reason(status),
         body.len()
     );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body).await?;
+    // One write: a separate head and body meet Nagle and delayed ACKs (40 ms).
+    let mut out = Vec::with_capacity(head.len() + body.len());
+    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(body);
+    stream.write_all(&out).await?;
     stream.flush().await
 }
 
@@ -356,6 +359,7 @@ fn dechunk(buf: &[u8]) -> Option<Vec<u8>> {
 
 /// Serves one keep-alive connection.
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {

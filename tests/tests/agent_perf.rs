@@ -89,6 +89,11 @@ async fn turn_overhead_and_agent_rss() {
         .windows(2)
         .map(|w| w[1].received_at - w[0].replied_at.unwrap())
         .collect();
+    if std::env::var("TOLLGATE_PERF_TRACE").is_ok() {
+        for (i, g) in gaps.iter().enumerate().step_by(25) {
+            println!("agent_perf: turn {i}: {g:?}");
+        }
+    }
     gaps.sort();
     let pct = |p: f64| gaps[((gaps.len() as f64 - 1.0) * p) as usize];
     let _ = std::io::stdout().flush();

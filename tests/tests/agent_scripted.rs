@@ -17,7 +17,7 @@ const README: &str = "# project\n\nThe original readme.\n";
 
 fn start(dirs: Dirs, script: &std::path::Path, extra: &str) -> Supervisor {
     let config = format!(
-        "[session]\napproval_timeout_s = 30\n\n[llm]\nprovider = \"script\"\nscript = {}\n\n[policy]\nallow = [\"run_bash(echo *)\"]\n{extra}",
+        "[session]\napproval_timeout_s = 30\n\n[llm]\nprovider = \"script\"\nscript = {}\n\n[policy]\nallow = [\"run_bash(echo *)\", \"run_bash(sleep *)\"]\n{extra}",
         toml_str(&script.to_string_lossy())
     );
     Supervisor::builder()
@@ -391,4 +391,84 @@ fn demo_runs_shows_everything_and_leaves_nothing_behind() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "the demo's supervisor (pid {pid}) is still running"
     );
+}
+
+/// Processes whose command line is exactly `argv`.
+fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0u8])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+#[test]
+fn ctrl_c_aborts_the_turn_and_the_supervisor_kills_the_tool() {
+    if !ready("ctrl_c_kills_tool") {
+        return;
+    }
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    // A duration no other process on the machine will be sleeping for.
+    let secs = format!("{}", 7_000 + std::process::id() % 1_000);
+    let script = write_script(
+        &dirs,
+        "turns.json",
+        &json!([
+            {"tool_calls": [{"name": "run_bash", "arguments": {"command": format!("sleep {secs}")}}]},
+            {"content": "never reached"}
+        ]),
+    );
+    let sup = start(dirs, &script, "");
+    let mut child = spawn_agent(&sup, &ws, &["-p", "sleep a long time"]);
+    let watch = StderrWatch::new(&mut child);
+    let stdin = child.stdin.take().unwrap();
+    let mut sleeping = Vec::new();
+    for _ in 0..1500 {
+        sleeping = pids_running(&["sleep", &secs]);
+        if !sleeping.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !sleeping.is_empty(),
+        "the sandboxed sleep never started:\n{}",
+        watch.text()
+    );
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let run = wait_watched(child, &watch);
+    drop(stdin);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("aborted (Ctrl-C): the turn was stopped"),
+        "{}",
+        run.stderr
+    );
+    // The supervisor killed the tool.
+    let mut gone = false;
+    for _ in 0..1500 {
+        if sleeping
+            .iter()
+            .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone, "the sandboxed sleep survived the Ctrl-C");
+    let id = session_id(&run);
+    let records = sup.session_records(&id);
+    let ev = events(&records);
+    let abort = records
+        .iter()
+        .find(|r| r["event"] == "abort")
+        .expect("abort reported");
+    assert_eq!(abort["reason"], "ctrl-c");
+    assert!(ev.iter().any(|e| e == "session_closed"), "{ev:?}");
 }
