@@ -100,7 +100,7 @@ pub async fn run(c: CallSettings) -> i32 {
         Ok(w) => w,
         Err(e) => {
             print(&error_json(&e.to_string()));
-            term::diag(&format!("agent: {e}"));
+            term::error(&e);
             return e.exit_code();
         }
     };
@@ -120,7 +120,7 @@ pub async fn run(c: CallSettings) -> i32 {
                 AgentError::Refused(msg) => print(&denied_json("POLICY_DENIED", msg, "")),
                 _ => print(&error_json(&e.to_string())),
             }
-            term::diag(&format!("agent: {e}"));
+            term::error(&e);
             return e.exit_code();
         }
     };
@@ -154,11 +154,11 @@ pub async fn run(c: CallSettings) -> i32 {
         }
         Err(Interrupt::Fatal(AgentError::Revoked(reason))) => {
             agent.session.abandon();
-            term::diag(&format!("agent: session revoked: {reason}"));
+            term::error(&format!("session revoked: {reason}"));
             (denied_json("SESSION_REVOKED", &reason, ""), 3)
         }
         Err(Interrupt::Fatal(e)) => {
-            term::diag(&format!("agent: {e}"));
+            term::error(&e);
             (error_json(&e.to_string()), e.exit_code())
         }
     };

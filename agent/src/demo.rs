@@ -196,7 +196,7 @@ pub async fn run() -> i32 {
     let mut env = match DemoEnv::create() {
         Ok(e) => e,
         Err(e) => {
-            term::diag(&format!("agent: {e}"));
+            term::error(&e);
             return 1;
         }
     };
@@ -217,7 +217,7 @@ pub async fn run() -> i32 {
             }
         }
         Err(e) => {
-            term::diag(&format!("agent: demo failed: {e}"));
+            term::error(&format!("demo failed: {e}"));
             for l in env.log_tail() {
                 term::diag(&format!("  supervisor: {l}"));
             }
@@ -414,7 +414,7 @@ fn audit_summary(env: &DemoEnv) -> bool {
     let ctl = match sibling("supervisorctl") {
         Ok(p) => p,
         Err(e) => {
-            term::diag(&format!("agent: {e}"));
+            term::error(&e);
             return false;
         }
     };

@@ -70,7 +70,7 @@ pub async fn run(s: SessionSettings) -> i32 {
     match run_inner(s).await {
         Ok(code) => code,
         Err(e) => {
-            term::diag(&format!("agent: {e}"));
+            term::error(&e);
             e.exit_code()
         }
     }
@@ -164,7 +164,7 @@ async fn run_inner(s: SessionSettings) -> Result<i32, AgentError> {
                 });
                 term::line(Sink::Stdout, &out.to_string());
             }
-            term::diag(&format!("agent: {e}"));
+            term::error(&e);
             term::diag(&summary_line(&agent.session.id, &agent.stats, None));
             return Ok(e.exit_code());
         }

@@ -175,3 +175,12 @@ pub fn prompt(text: &str) {
 pub fn diag(text: &str) {
     line(Sink::Stderr, text);
 }
+
+/// An error on stderr as `agent: <message>`, escaped (messages can carry paths
+/// and text from the workspace or the model).
+pub fn error(e: &dyn std::fmt::Display) {
+    diag(&format!(
+        "agent: {}",
+        crate::text::escape_display(&e.to_string(), false)
+    ));
+}
