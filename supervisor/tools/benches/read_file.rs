@@ -66,5 +66,26 @@ fn bench_read_file(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_read_file);
+/// The floor of the design, for comparison: a fresh std::thread per
+/// operation answering over a tokio oneshot, doing nothing else.
+fn bench_thread_handoff(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    c.bench_function("fresh_thread_oneshot_handoff", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                std::thread::spawn(move || {
+                    let _ = tx.send(black_box(1u8));
+                });
+                rx.await.unwrap()
+            })
+        })
+    });
+}
+
+criterion_group!(benches, bench_read_file, bench_thread_handoff);
 criterion_main!(benches);

@@ -46,6 +46,11 @@ async fn serve(mut stream: TcpStream, name: &'static str) {
             Ok(0) | Err(_) => return,
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
+        if head.first() == Some(&0x16) {
+            // A TLS ClientHello: answer like a plain HTTP server would.
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            return;
+        }
         if head.len() > 16 * 1024 {
             return;
         }
@@ -592,4 +597,24 @@ async fn non_http_schemes_are_refused_before_connecting() {
         assert!(matches!(err, ToolError::InvalidUrl { .. }), "{url}: {err}");
     }
     assert_eq!(s.connections.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn https_is_spoken_to_the_pinned_address() {
+    // The plain-HTTP test server cannot complete a TLS handshake: the fetch
+    // must reach it (pinned) and fail in TLS, not for lack of https support.
+    let s = start_server("127.0.0.1", "one").await;
+    let url = format!("https://pinned.test:{}/text", s.addr.port());
+    let err = webfetch(
+        &vetted(&url, "pinned.test", s.addr),
+        &limits(),
+        &TestVetter::new(&[]),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ToolError::Fetch { .. }), "{err}");
+    assert!(!err.to_string().contains("scheme"), "{err}");
+    // rustls read an HTTP answer where a TLS record belongs.
+    assert!(err.to_string().contains("corrupt message"), "{err}");
+    assert_eq!(s.connections.load(Ordering::SeqCst), 1, "{err}");
 }
