@@ -1,10 +1,11 @@
 //! read_file of a 4 KiB text file, end to end through this crate: path
-//! mapping, a fresh thread switched to the session owner (when root), the
-//! openat2-beneath open, the read and the `cat -n` formatting.
+//! mapping, the hand-off to the session's worker thread (switched to uid
+//! 65534 when run as root: the production path), the openat2-beneath open,
+//! the read and the `cat -n` formatting.
 //!
-//! `cargo bench -p tollgate-tools --bench read_file`; criterion prints the
-//! median ("time: [low median high]"). Run as root it measures the
-//! credential switch to uid 65534 too (the production path).
+//! `cargo bench -p tollgate-tools --bench read_file`. criterion prints
+//! `time: [low estimate high]` for the mean; the median is in
+//! `$CARGO_TARGET_DIR/criterion/<bench>/new/estimates.json` ("median").
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -66,15 +67,16 @@ fn bench_read_file(c: &mut Criterion) {
     });
 }
 
-/// The floor of the design, for comparison: a fresh std::thread per
-/// operation answering over a tokio oneshot, doing nothing else.
+/// For comparison: the cost of the design the workers replaced, a fresh
+/// std::thread per operation answering over a tokio oneshot, doing nothing
+/// else.
 fn bench_thread_handoff(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    c.bench_function("fresh_thread_oneshot_handoff", |b| {
+    c.bench_function("baseline_fresh_thread_per_op", |b| {
         b.iter(|| {
             rt.block_on(async {
                 let (tx, rx) = tokio::sync::oneshot::channel();

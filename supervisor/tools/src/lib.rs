@@ -3,11 +3,11 @@
 //! File tools (read_file, write_file, edit_file, glob_files, grep) run as the
 //! session owner, beneath the workspace, with the kernel enforcing "beneath"
 //! (openat2 RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS through cap-std), so a
-//! symlink swapped in after the policy check cannot escape. Each operation runs
-//! on a thread of its own whose filesystem uid/gid and supplementary groups are
-//! the session owner's, so files it creates belong to the owner and the owner's
-//! permissions apply. Writes are atomic (temp file, fsync, rename beneath).
-//! webfetch connects only to addresses the policy vetted, follows no redirect
+//! symlink swapped in after the policy check cannot escape. They run on the
+//! session's own worker threads, whose filesystem uid/gid and supplementary
+//! groups are the session owner's (switched once, never back), so files they
+//! create belong to the owner and the owner's permissions apply. Writes are
+//! atomic (temp file, fsync, rename beneath). webfetch connects only to addresses the policy vetted, follows no redirect
 //! by itself and re-vets every hop.
 //!
 //! It makes no policy decisions: the daemon's `pep.rs` decides, then calls

@@ -8,7 +8,7 @@ use cap_std::fs::Dir;
 
 use crate::diff;
 use crate::fsops::{atomic_replace, open_existing_for_write, open_parent};
-use crate::owner::{Owner, run_as_owner};
+use crate::owner::{Owner, OwnerPool};
 use crate::paths::{display_path, relative_to_root, show_rel, split_parent};
 use crate::read;
 use crate::search::{self, GrepArgs};
@@ -18,20 +18,20 @@ use crate::{ToolError, ToolOutput};
 /// beneath, and the session owner whose credentials they run with.
 pub struct Workspace {
     inner: Arc<Inner>,
+    pool: OwnerPool,
 }
 
 struct Inner {
     root: PathBuf,
     dir: Dir,
-    owner: Arc<Owner>,
 }
 
 impl std::fmt::Debug for Workspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Workspace")
             .field("root", &self.inner.root)
-            .field("uid", &self.inner.owner.uid())
-            .field("gid", &self.inner.owner.gid())
+            .field("uid", &self.pool.owner().uid())
+            .field("gid", &self.pool.owner().gid())
             .finish()
     }
 }
@@ -65,8 +65,8 @@ impl Workspace {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
                 dir,
-                owner: Arc::new(owner),
             }),
+            pool: OwnerPool::new(owner),
         })
     }
 
@@ -76,12 +76,12 @@ impl Workspace {
 
     /// The session owner's uid.
     pub fn uid(&self) -> u32 {
-        self.inner.owner.uid()
+        self.pool.owner().uid()
     }
 
     /// The session owner's gid.
     pub fn gid(&self) -> u32 {
-        self.inner.owner.gid()
+        self.pool.owner().gid()
     }
 
     /// Maps a resolved absolute path to the path relative to the root.
@@ -96,7 +96,7 @@ impl Workspace {
         F: FnOnce(&Inner) -> Result<T, ToolError> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
-        run_as_owner(Arc::clone(&self.inner.owner), move || work(&inner)).await
+        self.pool.run(move || work(&inner)).await
     }
 
     /// `cat -n` style lines: `offset` is the first line (1-based, default 1),
