@@ -122,3 +122,34 @@ fn workspace_open_wants_an_absolute_canonical_directory() {
     assert_eq!(ws.root(), f.root);
     assert_eq!((ws.uid(), ws.gid()), (uid, gid));
 }
+
+/// The daemon keeps a Workspace in a shared session and awaits the tools on
+/// tokio worker threads: the handle must be Send + Sync, the futures Send.
+#[test]
+fn the_workspace_and_its_futures_can_cross_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let f = Fixture::new();
+    send_sync(&f.ws);
+    let p = f.p("x.txt");
+    send(&f.ws.read_file(&p, None, None, CAP));
+    send(&f.ws.write_file(&p, "x"));
+    send(&f.ws.edit_file(&p, "a", "b", false));
+    send(&f.ws.glob_files("*", None, CAP));
+    send(&f.ws.grep("x", None, None, false, CAP));
+    send(&f.ws.preview_write(&p, "x", CAP));
+    send(&f.ws.preview_edit(&p, "a", "b", false, CAP));
+    struct V;
+    impl tollgate_tools::HopVetter for V {
+        fn vet(&self, url: &str) -> Result<tollgate_policy::VettedFetch, String> {
+            Err(url.to_string())
+        }
+    }
+    let first = tollgate_policy::VettedFetch {
+        url: "http://a.test/".into(),
+        host: "a.test".into(),
+        addrs: vec![],
+    };
+    let limits = tollgate_tools::FetchLimits::default();
+    send(&tollgate_tools::webfetch(&first, &limits, &V));
+}
