@@ -5,5 +5,6 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod escape;
 pub mod harness;
 pub mod mock_openai;

@@ -1,0 +1,213 @@
+//! The escape corpus (`/work/shared/corpus/escape.jsonl`) against the real
+//! sandboxes: every case that escapes without a sandbox (live) must be
+//! BLOCKED inside, and nothing may escape at all. Parametrised over the
+//! runner: `examples/sandbox_exec` (the native backend, no daemon), and
+//! `supervisorctl sandbox exec` against a real supervisor with
+//! `--backend native` and `--backend docker`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+use tollgate_e2e::escape::{self, Fixture, Limits, Runner, SandboxExecRunner, SupervisorctlRunner};
+use tollgate_e2e::harness::{self, Supervisor};
+
+/// Corpus runs are heavy (CPU burners, disk fills): one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const UID: u32 = 65534;
+
+/// examples/sandbox_exec of tollgate-sandbox: $TOLLGATE_SANDBOX_EXEC, else
+/// next to the other binaries, built on demand.
+fn sandbox_exec() -> PathBuf {
+    if let Some(p) = std::env::var_os("TOLLGATE_SANDBOX_EXEC") {
+        return PathBuf::from(p);
+    }
+    let p = harness::bin_dir().join("examples/sandbox_exec");
+    if !p.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "tollgate-sandbox",
+                "--example",
+                "sandbox_exec",
+            ])
+            .status()
+            .expect("run cargo to build examples/sandbox_exec");
+        assert!(st.success(), "building examples/sandbox_exec failed");
+    }
+    assert!(
+        p.exists(),
+        "{} missing; set TOLLGATE_SANDBOX_EXEC",
+        p.display()
+    );
+    p
+}
+
+fn cases() -> Vec<escape::Case> {
+    escape::load_cases(&escape::corpus_path())
+}
+
+/// Runs the corpus, prints the report, fails on any escape or on a live
+/// case not shown blocked. Returns the rows for further checks.
+fn check(
+    runner: &dyn Runner,
+    fx: &mut Fixture,
+    cases: &[escape::Case],
+    min_live: usize,
+) -> Vec<escape::Row> {
+    let rows = escape::run_corpus(cases, fx, runner);
+    let report = escape::report(&runner.name(), &rows);
+    println!("{report}");
+    let failed: Vec<&escape::Row> = rows.iter().filter(|r| r.failed()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} case(s) failed:\n{report}",
+        failed.len()
+    );
+    let live = rows.iter().filter(|r| r.live()).count();
+    assert!(
+        live >= min_live,
+        "only {live} live cases (expected at least {min_live}): the control is not escaping, so the test proves little\n{report}"
+    );
+    rows
+}
+
+fn native_limits() -> Limits {
+    Limits {
+        pids: 128,
+        memory_mb: 512,
+        disk_mb: 64,
+        tmp_mb: 64,
+        nofile: 256,
+        cpu_s: 3,
+        timeout_s: 20,
+    }
+}
+
+#[test]
+fn escape_corpus_native_via_sandbox_exec() {
+    if !harness::root_or_skip("escape_corpus_native_via_sandbox_exec") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let runner = SandboxExecRunner {
+        exe: sandbox_exec(),
+    };
+    let mut fx = Fixture::new(UID, native_limits());
+    let rows = check(&runner, &mut fx, &cases(), 30);
+    // The pty cases are testable with this runner: TIOCSTI must be live.
+    let tiocsti = rows
+        .iter()
+        .find(|r| r.id == "sys-tiocsti")
+        .expect("sys-tiocsti in the corpus");
+    assert!(tiocsti.live(), "TIOCSTI not live under a pty: {tiocsti:?}");
+}
+
+/// A root-owned session: uid 0 without capabilities. /etc/shadow is root's,
+/// so only the sandbox (Landlock) can refuse it.
+#[test]
+fn uid0_session_cannot_read_etc_shadow() {
+    if !harness::root_or_skip("uid0_session_cannot_read_etc_shadow") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cases: Vec<escape::Case> = cases()
+        .into_iter()
+        .filter(|c| c.id == "fs-etc-shadow")
+        .collect();
+    assert_eq!(cases.len(), 1);
+    let mut fx = Fixture::new(0, native_limits());
+    let runner = SandboxExecRunner {
+        exe: sandbox_exec(),
+    };
+    check(&runner, &mut fx, &cases, 1);
+    let sup = supervisor(&native_limits());
+    let runner = SupervisorctlRunner {
+        supervisorctl: harness::bin("supervisorctl"),
+        operator_socket: sup.operator_socket.clone(),
+        backend: "native".into(),
+    };
+    check(&runner, &mut fx, &cases, 1);
+}
+
+fn supervisor(l: &Limits) -> Supervisor {
+    let config = format!(
+        "[sandbox]\nmemory_mb = {}\npids = {}\ntmp_mb = {}\nrun_timeout_s = {}\nmax_run_timeout_s = {}\n\n[llm]\nprovider = \"script\"\n",
+        l.memory_mb, l.pids, l.tmp_mb, l.timeout_s, l.timeout_s
+    );
+    let mut b = Supervisor::builder().config(&config).sandbox("native");
+    // The supervisor holds the secrets; the sandbox must not.
+    for (k, v) in escape::secret_env(
+        "supervisor-env-canary",
+        std::path::Path::new("/nonexistent"),
+    ) {
+        b = b.env(&k, &v);
+    }
+    b.start()
+}
+
+/// The supervisor's own limits: file size is the backend default (1024 MiB),
+/// CPU time is bounded by the wall-clock timeout.
+fn supervisor_limits() -> Limits {
+    Limits {
+        pids: 128,
+        memory_mb: 512,
+        disk_mb: 1024,
+        tmp_mb: 64,
+        nofile: 1024,
+        cpu_s: 20,
+        timeout_s: 20,
+    }
+}
+
+#[test]
+fn escape_corpus_native_via_supervisorctl() {
+    if !harness::root_or_skip("escape_corpus_native_via_supervisorctl") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let l = supervisor_limits();
+    let sup = supervisor(&l);
+    let runner = SupervisorctlRunner {
+        supervisorctl: harness::bin("supervisorctl"),
+        operator_socket: sup.operator_socket.clone(),
+        backend: "native".into(),
+    };
+    let mut fx = Fixture::new(UID, l);
+    check(&runner, &mut fx, &cases(), 30);
+}
+
+#[test]
+fn escape_corpus_docker_via_supervisorctl() {
+    if !harness::root_or_skip("escape_corpus_docker_via_supervisorctl") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let l = supervisor_limits();
+    let sup = supervisor(&l);
+    let runner = SupervisorctlRunner {
+        supervisorctl: harness::bin("supervisorctl"),
+        operator_socket: sup.operator_socket.clone(),
+        backend: "docker".into(),
+    };
+    let mut fx = Fixture::new(UID, l);
+    // Is the docker backend usable here at all?
+    let probe = runner.run(&fx, "python3 -c 'print(1)'", None);
+    if probe.code != Some(0) {
+        let why = format!(
+            "docker backend or an image with python3 unavailable: {}",
+            probe.stderr.trim()
+        );
+        if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+            panic!("{why}");
+        }
+        eprintln!("skipped: needs docker: {why}");
+        return;
+    }
+    fx.restore();
+    check(&runner, &mut fx, &cases(), 30);
+}
