@@ -70,9 +70,7 @@ pub async fn call_tool(
 
     // Step 2: the engine. Arguments that are not JSON never reach it.
     let decision = match serde_json::from_str::<Value>(&req.arguments_json) {
-        Ok(args) => decide(sup, session, &tool, args.clone())
-            .await
-            .map(|d| (d, args)),
+        Ok(args) => Ok((decide(sup, session, &tool, args.clone()).await, args)),
         Err(e) => Err(Decision::deny(
             Code::InvalidArgs,
             format!("the arguments for {tool} are not valid JSON ({e}); send a JSON object"),
@@ -225,7 +223,7 @@ async fn decide(
     session: &Arc<Session>,
     tool: &str,
     args: Value,
-) -> Result<Decision, Decision> {
+) -> Decision {
     let ctx = Context {
         workspace: session.workspace.clone(),
         mode: session.mode,
@@ -238,9 +236,15 @@ async fn decide(
         tool: tool.to_string(),
         args,
     };
+    if tool != "webfetch" {
+        // Pure and microseconds: decide right here.
+        return sup
+            .engine
+            .decide(&call, &ctx, &RealFs, &SystemResolver::default());
+    }
     // DNS may block: decide off the async threads.
     let sup2 = Arc::clone(sup);
-    let d = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         sup2.engine
             .decide(&call, &ctx, &RealFs, &SystemResolver::default())
     })
@@ -251,8 +255,7 @@ async fn decide(
             format!("the policy engine failed on this call ({e}); the call is refused"),
             Some("floor:engine-failure"),
         )
-    });
-    Ok(d)
+    })
 }
 
 fn audit_decision(
