@@ -532,6 +532,45 @@ pub(crate) fn credential_kind(p: &Path, home: Option<&Path>) -> Option<&'static 
     None
 }
 
+/// Whether a glob (an absolute path pattern, `~` already expanded) can match
+/// a credential path or something inside one. Compares component by
+/// component; `*` does not match a leading dot, as in bash without dotglob.
+pub(crate) fn glob_reaches_credential(pattern: &str, home: Option<&Path>) -> bool {
+    let pcs: Vec<&str> = pattern
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let comp_match = |p: &str, c: &str| -> bool {
+        if c == "*" {
+            // Any user's home directory.
+            return true;
+        }
+        if !p.contains(['*', '?', '[', '{']) {
+            return p == c;
+        }
+        if c.starts_with('.') && !p.starts_with('.') {
+            return false;
+        }
+        match globset::Glob::new(p) {
+            Ok(g) => g.compile_matcher().is_match(c),
+            Err(_) => true,
+        }
+    };
+    let reaches = |cred: &str| -> bool {
+        let cs: Vec<&str> = cred.split('/').filter(|c| !c.is_empty()).collect();
+        pcs.len() >= cs.len() && cs.iter().zip(&pcs).all(|(c, p)| comp_match(p, c))
+    };
+    let home = home.map(|h| h.to_string_lossy().into_owned());
+    for h in home.iter().map(String::as_str).chain(["/root", "/home/*"]) {
+        for (cred, _) in HOME_CREDENTIALS {
+            if reaches(&format!("{h}/{cred}")) {
+                return true;
+            }
+        }
+    }
+    SYSTEM_CREDENTIALS.iter().any(|(sys, _)| reaches(sys))
+}
+
 /// True when `rel` (workspace-relative) lies inside a `.git` directory, in
 /// any letter case (the workspace may be shared with a case-insensitive host).
 pub(crate) fn is_git_internal(rel: &Path) -> bool {
@@ -936,6 +975,31 @@ mod tests {
             credential_kind(Path::new("/x/docker.sock"), None),
             Some("a Docker socket (root on the host)")
         );
+    }
+
+    #[test]
+    fn globs_that_can_reach_credentials() {
+        let home = Some(Path::new("/home/u"));
+        for g in [
+            "/home/u/.s*/id_rsa",
+            "/home/*/.ssh/id_rsa",
+            "/root/.aws/*",
+            "/etc/sha*",
+            "/home/u/.{ssh,aws}",
+            "/home/u/.[s]sh/x",
+        ] {
+            assert!(glob_reaches_credential(g, home), "{g}");
+        }
+        for g in [
+            "/*",
+            "/home/u/*",
+            "/home/*",
+            "/w/proj/*.rs",
+            "/etc/*.conf",
+            "/home/u/src/*",
+        ] {
+            assert!(!glob_reaches_credential(g, home), "{g}");
+        }
     }
 
     #[test]

@@ -139,6 +139,7 @@ impl Walker<'_> {
             n if SHELLS.contains(&n) && self.shell(name, words, stdin) => return,
             n if SHELLS.contains(&n) => {}
             n if lists::is_interpreter(n) => self.interpreter(name, words, stdin),
+            "source" | "." => self.source(words, stdin),
             "alias" => self.alias(words),
             "trap" => self.trap(words),
             "git" => self.git(words),
@@ -429,7 +430,19 @@ impl Walker<'_> {
             self.nested_script(&what, words.get(i));
             return true;
         }
-        if i < words.len() && !s_flag {
+        if let Some(script) = words.get(i)
+            && !s_flag
+        {
+            if script.dynamic {
+                self.deny(
+                    "floor:hidden-command",
+                    format!(
+                        "`{name} {}` runs a script that is only known when it runs (a substitution or variable), so it cannot be checked. Run the commands directly.",
+                        show(script.raw())
+                    ),
+                );
+                return true;
+            }
             // A script file: its content is the sandbox's business.
             return false;
         }
@@ -464,6 +477,25 @@ impl Walker<'_> {
                 ),
             ),
             Stdin::Doc(_) | Stdin::File | Stdin::Inherited => {}
+        }
+    }
+
+    /// `source FILE`: a file's content is the sandbox's business, but a
+    /// computed or piped one hides the commands.
+    fn source(&mut self, words: &[Word], stdin: &Stdin) {
+        let i = after_options(words, 1, &[]);
+        match words.get(i) {
+            Some(w) if w.dynamic => self.deny(
+                "floor:hidden-command",
+                format!(
+                    "`source {}` runs commands that are only known when it runs, so they cannot be checked. Run the commands directly.",
+                    show(w.raw())
+                ),
+            ),
+            Some(w) if matches!(w.text.as_str(), "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0") => {
+                self.program_from_stdin("source", stdin, true);
+            }
+            Some(_) | None => {}
         }
     }
 
@@ -654,14 +686,12 @@ impl Walker<'_> {
                 }
                 if cand.contains('/') || cand.starts_with('.') {
                     if w.glob {
-                        let prefix = glob_prefix(cand);
-                        let p = self.place(prefix).to_string_lossy().into_owned();
-                        let p = if prefix.ends_with('/') {
-                            format!("{p}/")
+                        let pattern = if cand.starts_with('/') {
+                            cand.to_string()
                         } else {
-                            p
+                            format!("{}/{cand}", self.base().to_string_lossy())
                         };
-                        if self.glob_reaches_credential(&p) {
+                        if paths::glob_reaches_credential(&pattern, Some(self.sc.home)) {
                             self.deny(
                                 "floor:credential-path",
                                 format!(
@@ -696,37 +726,6 @@ impl Walker<'_> {
                 }
             }
         }
-    }
-
-    /// Whether a glob whose literal part is `prefix` (absolute) can match a
-    /// credential path. A prefix ending in `/` cannot reach dot-files.
-    fn glob_reaches_credential(&self, prefix: &str) -> bool {
-        if prefix.ends_with('/') {
-            return false;
-        }
-        let home = self.sc.home.to_string_lossy();
-        for h in [home.as_ref(), "/root"] {
-            for cred in [
-                ".ssh",
-                ".aws",
-                ".config/gcloud",
-                ".docker",
-                ".kube",
-                ".gnupg",
-                ".netrc",
-                ".git-credentials",
-                ".azure",
-                ".pgpass",
-            ] {
-                let full = format!("{h}/{cred}");
-                if full.starts_with(prefix) || prefix.starts_with(&full) {
-                    return true;
-                }
-            }
-        }
-        ["/etc/shadow", "/etc/gshadow", "/etc/sudoers"]
-            .iter()
-            .any(|c| c.starts_with(prefix) && prefix.len() > "/etc/".len())
     }
 
     fn rm(&mut self, words: &[Word]) {

@@ -209,6 +209,10 @@ fn hidden_commands_are_refused() {
         "cat x | python3",
         "bash -c \"$CMD\"",
         "git clone 'ext::sh -c curl% x' d",
+        ". <(echo Y3VybA== | base64 -d)",
+        "source <(cat x)",
+        "bash <(echo aGk= | base64 -d)",
+        "echo x | source /dev/stdin",
     ] {
         assert_eq!(denied(cmd), "floor:hidden-command", "{cmd:?}");
     }
@@ -263,6 +267,10 @@ fn redirect_targets_are_writes_and_path_scoped() {
     assert_eq!(denied("tar czf - ~/.ssh ~/.aws"), "floor:credential-path");
     assert_eq!(denied("shred -u ~/.ssh/id_rsa"), "floor:credential-path");
     assert_eq!(denied("cat ~/.s*/id_rsa"), "floor:credential-path");
+    assert_eq!(denied("cat /home/*/.ssh/id_rsa"), "floor:credential-path");
+    assert_eq!(denied("cp -r ~/.{ssh,aws} /tmp/x"), "floor:credential-path");
+    clean("ls ~/* src/*.rs");
+    clean("source ./env.sh");
     assert_eq!(denied("cat /etc/shadow"), "floor:credential-path");
     assert_eq!(
         denied("cat --file=/root/.aws/credentials"),
