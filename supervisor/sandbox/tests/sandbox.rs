@@ -532,6 +532,17 @@ async fn seccomp_blocks_int80_clone3_tiocsti_io_uring_and_friends() {
     // request has bit 32 set, which the kernel ignores.
     assert_eq!(common::host_probe(&["tiocsti"]), "ok ok\n", "control");
     assert_eq!(common::host_probe(&["io_uring"]), "RING\n", "control");
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(common::probe_exe())
+        .arg("setid")
+        .current_dir(scratch.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ok ok ok ok ok ok ok ok 700 ok\n",
+        "control"
+    );
     for (name, b) in common::backends().await {
         let ws = workspace(NOBODY, NOBODY);
         let p = common::install_probe(ws.path(), NOBODY);
@@ -553,6 +564,25 @@ async fn seccomp_blocks_int80_clone3_tiocsti_io_uring_and_friends() {
         ] {
             let r = probe(sb.as_ref(), &p, &[cmd]).await;
             assert_eq!(r.stdout, want, "{name}: probe {cmd}: {r:?}");
+        }
+        if name == "native" {
+            // Set-id bits via open, openat, creat, mknod, chmod, fchmodat,
+            // fchmod; fchmod without them works; the mode; openat2 -> ENOSYS.
+            let r = probe(sb.as_ref(), &p, &["setid"]).await;
+            assert_eq!(
+                r.stdout, "EPERM EPERM EPERM EPERM EPERM EPERM EPERM ok 700 ENOSYS\n",
+                "{name}: {r:?}"
+            );
+            // A uid-0 session cannot leave a setuid-root binary behind.
+            let ws0 = workspace(0, 0);
+            let sb0 = create(&b, "setid-root", ws0.path(), 0).await;
+            let r = sh(
+                sb0.as_ref(),
+                "cp /bin/true t && chmod u+s t; ls -l t | cut -c1-10",
+            )
+            .await;
+            assert_eq!(r.stdout, "-rwxr-xr-x\n", "{name}: {r:?}");
+            sb0.destroy().await.unwrap();
         }
         sb.destroy().await.unwrap();
     }

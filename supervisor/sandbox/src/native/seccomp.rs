@@ -11,9 +11,16 @@
 //! 2. **The prelude** (hand-written BPF, evaluated with the allowlist; the
 //!    kernel takes the strictest answer): a foreign architecture (i386
 //!    `int 0x80`, which works from a 64-bit process on this kernel) or the x32
-//!    bit kills the process, and `clone3` returns `ENOSYS`, because its flags
-//!    sit behind a pointer seccomp cannot read; libc then falls back to
-//!    `clone`, whose flags the allowlist does inspect.
+//!    bit kills the process, and `clone3` and `openat2` return `ENOSYS`,
+//!    because their flags and mode sit behind pointers seccomp cannot read;
+//!    libc then falls back to `clone` and `openat`, which the allowlist
+//!    inspects.
+//!
+//! Among the argument checks: no namespace flags for `clone`, only
+//! AF_UNIX/AF_INET/AF_INET6 (and NETLINK_ROUTE) sockets, no TIOCSTI-class
+//! ioctls (low 32 bits compared), no device nodes, and no set-user-ID or
+//! set-group-ID bit on any file the sandbox creates or chmods: a uid-0
+//! session could otherwise leave a setuid-root binary in the workspace.
 //!
 //! Only x86_64 is supported; elsewhere the probe reports seccomp as missing
 //! and sandboxes are refused.
@@ -30,7 +37,6 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     // files and descriptors
     ("read", 0),
     ("write", 1),
-    ("open", 2),
     ("close", 3),
     ("stat", 4),
     ("fstat", 5),
@@ -60,13 +66,10 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("rename", 82),
     ("mkdir", 83),
     ("rmdir", 84),
-    ("creat", 85),
     ("link", 86),
     ("unlink", 87),
     ("symlink", 88),
     ("readlink", 89),
-    ("chmod", 90),
-    ("fchmod", 91),
     ("chown", 92),
     ("fchown", 93),
     ("lchown", 94),
@@ -94,7 +97,6 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("inotify_init", 253),
     ("inotify_add_watch", 254),
     ("inotify_rm_watch", 255),
-    ("openat", 257),
     ("mkdirat", 258),
     ("fchownat", 260),
     ("futimesat", 261),
@@ -104,7 +106,6 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("linkat", 265),
     ("symlinkat", 266),
     ("readlinkat", 267),
-    ("fchmodat", 268),
     ("faccessat", 269),
     ("pselect6", 270),
     ("ppoll", 271),
@@ -126,10 +127,8 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("pwritev2", 328),
     ("statx", 332),
     ("close_range", 436),
-    ("openat2", 437),
     ("faccessat2", 439),
     ("cachestat", 451),
-    ("fchmodat2", 452),
     ("setxattrat", 463),
     ("getxattrat", 464),
     ("listxattrat", 465),
@@ -333,6 +332,13 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
 
 /// Syscalls allowed only with vetted arguments (see [`conditional_rules`]).
 pub(crate) const CONDITIONAL: &[(&str, i64)] = &[
+    ("open", 2),
+    ("creat", 85),
+    ("chmod", 90),
+    ("fchmod", 91),
+    ("openat", 257),
+    ("fchmodat", 268),
+    ("fchmodat2", 452),
     ("ioctl", 16),
     ("socket", 41),
     ("socketpair", 53),
@@ -374,6 +380,11 @@ pub(crate) const DENIED: &[(&str, i64, &str)] = &[
         "clone3",
         435,
         "flags unreadable by seccomp; ENOSYS from the prelude",
+    ),
+    (
+        "openat2",
+        437,
+        "its mode sits behind a pointer seccomp cannot read; ENOSYS from the prelude, libc falls back to openat",
     ),
     ("bpf", 321, "kernel attack surface"),
     (
@@ -470,6 +481,13 @@ pub(crate) const DENIED_IOCTLS: &[(&str, u64)] = &[
 /// personality(2) values allowed (Docker's set): PER_LINUX, UNAME26 and the query.
 const PERSONALITIES: &[u64] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
 const S_IFMT: u64 = 0o170000;
+/// Set-user-ID and set-group-ID: no file the sandbox creates or chmods may
+/// carry them. A uid-0 session could otherwise leave a setuid-root binary in
+/// the workspace for any local user, and any session a setuid-owner binary
+/// that runs as the owner outside the sandbox.
+const S_ISUID_ISGID: u64 = 0o6000;
+const O_CREAT: u64 = 0o100;
+const O_TMPFILE_BIT: u64 = 0o20000000;
 /// mknod types allowed: regular files, FIFOs, sockets. Never devices.
 const MKNOD_TYPES: &[u64] = &[0, 0o100000, 0o010000, 0o140000];
 
@@ -496,6 +514,29 @@ fn any_of(
             SeccompRule::new(vec![cond(arg, op, *v)?])
         })
         .collect()
+}
+
+fn no_setid(mode_arg: u8) -> Result<SeccompRule, seccompiler::BackendError> {
+    SeccompRule::new(vec![cond(
+        mode_arg,
+        SeccompCmpOp::MaskedEq(S_ISUID_ISGID),
+        0,
+    )?])
+}
+
+/// Allowed when not creating, or creating without set-id bits.
+fn creating_without_setid(
+    flags_arg: u8,
+    mode_arg: u8,
+) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    Ok(vec![
+        SeccompRule::new(vec![cond(
+            flags_arg,
+            SeccompCmpOp::MaskedEq(O_CREAT | O_TMPFILE_BIT),
+            0,
+        )?])?,
+        no_setid(mode_arg)?,
+    ])
 }
 
 /// The argument-checked rules.
@@ -526,9 +567,18 @@ pub(crate) fn conditional_rules() -> Result<Vec<(i64, Vec<SeccompRule>)>, seccom
                 0,
             )?])?],
         ),
-        (133, any_of(1, MKNOD_TYPES, Some(S_IFMT))?),
+        (133, any_of(1, MKNOD_TYPES, Some(S_IFMT | S_ISUID_ISGID))?),
         (135, any_of(0, PERSONALITIES, None)?),
-        (259, any_of(2, MKNOD_TYPES, Some(S_IFMT))?),
+        (259, any_of(2, MKNOD_TYPES, Some(S_IFMT | S_ISUID_ISGID))?),
+        // open(path, flags, mode) / openat(dirfd, path, flags, mode): the
+        // mode matters only when creating.
+        (2, creating_without_setid(1, 2)?),
+        (257, creating_without_setid(2, 3)?),
+        (85, vec![no_setid(1)?]),
+        (90, vec![no_setid(1)?]),
+        (91, vec![no_setid(1)?]),
+        (268, vec![no_setid(2)?]),
+        (452, vec![no_setid(2)?]),
     ])
 }
 
@@ -582,6 +632,7 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const SECCOMP_DATA_NR: u32 = 0;
 const SECCOMP_DATA_ARCH: u32 = 4;
 const SYS_CLONE3: u32 = 435;
+const SYS_OPENAT2: u32 = 437;
 
 fn stmt(code: u16, k: u32) -> sock_filter {
     sock_filter {
@@ -596,7 +647,9 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-/// arch != x86_64 -> kill; nr has the x32 bit -> kill; clone3 -> ENOSYS; else allow.
+/// arch != x86_64 -> kill; nr has the x32 bit -> kill; clone3 or openat2 ->
+/// ENOSYS (their arguments sit behind pointers; libc falls back to clone and
+/// openat, which the allowlist inspects); else allow.
 pub(crate) fn prelude() -> BpfProgram {
     vec![
         stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH),
@@ -605,7 +658,8 @@ pub(crate) fn prelude() -> BpfProgram {
         stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
         jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 0, 1),
         stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
-        jump(BPF_JMP_JEQ_K, SYS_CLONE3, 0, 1),
+        jump(BPF_JMP_JEQ_K, SYS_CLONE3, 1, 0),
+        jump(BPF_JMP_JEQ_K, SYS_OPENAT2, 0, 1),
         stmt(
             BPF_RET_K,
             libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
@@ -615,7 +669,8 @@ pub(crate) fn prelude() -> BpfProgram {
 }
 
 /// Installs both filters on the calling thread (sets no_new_privs). The
-/// prelude goes last so its ENOSYS for clone3 wins over the allowlist's EPERM.
+/// prelude goes last so its ENOSYS for clone3 and openat2 wins over the
+/// allowlist's EPERM.
 pub(crate) fn apply(filters: &Filters) -> Result<(), SeccompError> {
     seccompiler::apply_filter(&filters.allowlist)?;
     seccompiler::apply_filter(&filters.prelude)?;
@@ -625,7 +680,7 @@ pub(crate) fn apply(filters: &Filters) -> Result<(), SeccompError> {
 /// The whole policy as Markdown (for THREAT_MODEL.md and `doctor -v`).
 pub(crate) fn policy_markdown() -> String {
     let mut s = String::new();
-    s.push_str("Default for anything not listed: EPERM. Foreign architectures (i386 `int 0x80`) and the x32 bit: the process is killed. `clone3`: ENOSYS.\n\n");
+    s.push_str("Default for anything not listed: EPERM. Foreign architectures (i386 `int 0x80`) and the x32 bit: the process is killed. `clone3` and `openat2`: ENOSYS.\n\n");
     s.push_str("Allowed with conditions:\n\n");
     for (name, nr) in CONDITIONAL {
         let why = match *name {
@@ -640,7 +695,9 @@ pub(crate) fn policy_markdown() -> String {
             "socket" => "family is AF_UNIX, AF_INET or AF_INET6, or AF_NETLINK with protocol NETLINK_ROUTE only (no other netlink protocol, no AF_PACKET, AF_VSOCK, ...)".to_string(),
             "socketpair" => "family is AF_UNIX".to_string(),
             "clone" => "no CLONE_NEW* namespace flag".to_string(),
-            "mknod" | "mknodat" => "regular file, FIFO or socket; never a device".to_string(),
+            "mknod" | "mknodat" => "regular file, FIFO or socket, without set-user/group-ID; never a device".to_string(),
+            "open" | "openat" => "not creating (no O_CREAT/O_TMPFILE), or creating without S_ISUID/S_ISGID in the mode".to_string(),
+            "creat" | "chmod" | "fchmod" | "fchmodat" | "fchmodat2" => "mode without S_ISUID/S_ISGID".to_string(),
             "personality" => "PER_LINUX, UNAME26 or the query (no ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC)".to_string(),
             _ => String::new(),
         };
@@ -729,6 +786,6 @@ mod tests {
             "{} instructions",
             f.allowlist.len()
         );
-        assert_eq!(f.prelude.len(), 9);
+        assert_eq!(f.prelude.len(), 10);
     }
 }

@@ -208,6 +208,26 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(c, "environ") && argc > 2) return environ_scan(argv[2]);
+    if (!strcmp(c, "setid")) {
+        /* Set-id bits through every door; then the same without them. */
+        int fd = open("setid-a", O_WRONLY | O_CREAT | O_EXCL, 04755);
+        r(fd); printf(" "); if (fd >= 0) close(fd);
+        r(syscall(SYS_openat, AT_FDCWD, "setid-b", O_WRONLY | O_CREAT | O_EXCL, 02755)); printf(" ");
+        r(syscall(SYS_creat, "setid-c", 04755)); printf(" ");
+        r(mknod("setid-d", S_IFREG | 04755, 0)); printf(" ");
+        fd = open("plain", O_WRONLY | O_CREAT | O_TRUNC, 0755);
+        if (fd >= 0) close(fd);
+        r(chmod("plain", 04755)); printf(" ");
+        r(syscall(SYS_fchmodat, AT_FDCWD, "plain", 02755)); printf(" ");
+        fd = open("plain", O_RDONLY);
+        r(fchmod(fd, 06755)); printf(" ");
+        r(fchmod(fd, 0700)); printf(" ");
+        struct stat st; stat("plain", &st);
+        printf("%o ", st.st_mode & 07777);
+        r(syscall(437, AT_FDCWD, "plain", (char[24]){0}, 24)); printf("\n");
+        unlink("setid-a"); unlink("setid-b"); unlink("setid-c"); unlink("setid-d"); unlink("plain");
+        return 0;
+    }
     if (!strcmp(c, "alloc") && argc > 2) {
         /* Touch N MiB, one page at a time: the memory limit must stop it. */
         long mib = atol(argv[2]);
