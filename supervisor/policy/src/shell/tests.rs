@@ -420,6 +420,15 @@ fn rule_subjects_strip_wrappers() {
     assert_eq!(r.commands, vec!["cargo test"]);
 }
 
+/// Found by the fuzzer: brush-parser 0.4 unwraps a redirect's fd number and
+/// panics on overflow. The panic is contained and the command refused.
+#[test]
+fn regression_brush_fd_number_overflow_is_contained() {
+    let cmd = ". ..\u{ca}. 4444444444444444444444444444444444444444444444444444444444<. ...";
+    assert_eq!(denied(cmd), "floor:unparseable");
+    assert_eq!(denied("cat 99999999999999999999<x"), "floor:unparseable");
+}
+
 #[test]
 fn odd_input_never_panics() {
     for cmd in [
