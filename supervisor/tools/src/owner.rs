@@ -19,7 +19,10 @@
 //!
 //! A worker never switches back and never serves another session: it only
 //! ever holds this owner's credentials, and it ends when the session's
-//! workspace is dropped or after [`IDLE_EXIT`] without work. (A fresh thread
+//! workspace is dropped or after [`IDLE_EXIT`] without work. Before each job
+//! it checks its credentials are still the owner's (glibc broadcasts a
+//! process-wide setuid/setgroups to every thread) and ends, failing the job,
+//! if not. (A fresh thread
 //! per operation was measured first: on this 2-core machine under load it
 //! cost 120-200 µs per operation against about 8 µs for a hand-off to a
 //! waiting worker, which the read_file budget cannot afford.)
@@ -115,6 +118,40 @@ impl Owner {
             return Err(fail(format!(
                 "the thread's filesystem ids are {fsuid}:{fsgid} after the switch"
             )));
+        }
+        Ok(())
+    }
+}
+
+impl Owner {
+    /// Before each job: are the thread's credentials still the owner's?
+    /// Nothing in tollgate changes them, but glibc's setuid/setgroups family
+    /// called anywhere in the supervisor process would be broadcast to every
+    /// thread, workers included; if that ever happens, fail closed.
+    fn verify_this_thread(&self) -> Result<(), ToolError> {
+        let (uid, gid, groups) = match self {
+            Owner::Current { .. } => return Ok(()),
+            Owner::Switch { uid, gid, groups } => (*uid, *gid, groups),
+        };
+        let fail = |reason: String| ToolError::Credentials { uid, gid, reason };
+        // Setting the value the thread already has changes nothing and
+        // returns the current one.
+        let fsgid = nix::unistd::setfsgid(Gid::from_raw(gid)).as_raw();
+        let fsuid = nix::unistd::setfsuid(Uid::from_raw(uid)).as_raw();
+        if fsuid != uid || fsgid != gid {
+            return Err(fail(format!(
+                "the worker's filesystem ids changed to {fsuid}:{fsgid}"
+            )));
+        }
+        let mut now: Vec<u32> = rustix::process::getgroups()
+            .map_err(|e| fail(format!("getgroups failed: {e}")))?
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect();
+        now.sort_unstable();
+        now.dedup();
+        if &now != groups {
+            return Err(fail(format!("the worker's groups changed to {now:?}")));
         }
         Ok(())
     }
@@ -268,12 +305,17 @@ fn worker(shared: Arc<Shared>) {
     loop {
         if let Some(job) = state.queue.pop_front() {
             drop(state);
-            let status = switched.clone();
+            let status = match &switched {
+                Ok(()) => shared.owner.verify_this_thread().map_err(|e| e.to_string()),
+                Err(reason) => Err(reason.clone()),
+            };
+            let keep = status.is_ok();
             // A panicking job must not take the worker's bookkeeping with it.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || job(status)));
-            if switched.is_err() {
-                // Never keep a thread that failed to switch: end, so the
-                // next job gets a fresh attempt on a fresh thread.
+            if !keep {
+                // Never keep a thread whose switch failed or whose
+                // credentials drifted: end, so the next job gets a fresh
+                // attempt on a fresh thread.
                 let mut state = shared.lock();
                 state.workers -= 1;
                 return;
@@ -366,6 +408,37 @@ mod tests {
             .unwrap()
             .to_string();
         assert_eq!(fs_uid, "0");
+    }
+
+    #[test]
+    fn a_worker_whose_credentials_drift_is_caught() {
+        if !is_root() {
+            if std::env::var("TOLLGATE_REQUIRE_ROOT").as_deref() == Ok("1") {
+                panic!("needs root");
+            }
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let owner = Owner::for_session(65534, 65534).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                owner.apply_to_this_thread().unwrap();
+                owner.verify_this_thread().unwrap();
+                // What a glibc setfsuid/setgroups broadcast would do.
+                nix::unistd::setfsuid(Uid::from_raw(0));
+                let err = owner.verify_this_thread().unwrap_err();
+                assert!(
+                    err.to_string()
+                        .ends_with("the worker's filesystem ids changed to 0:65534"),
+                    "{err}"
+                );
+                owner.apply_to_this_thread().unwrap();
+                owner.verify_this_thread().unwrap();
+                rustix::thread::set_thread_groups(&[rustix::thread::Gid::from_raw(0)]).unwrap();
+                let err = owner.verify_this_thread().unwrap_err();
+                assert!(err.to_string().contains("groups changed to [0]"), "{err}");
+            });
+        });
     }
 
     #[test]
