@@ -457,7 +457,9 @@ impl Fixture {
                     match map.get(key) {
                         Some(v) => out.push_str(v),
                         None => {
-                            return Err(format!("placeholder {{{key}}} not available on this host"));
+                            return Err(format!(
+                                "placeholder {{{key}}} not available on this host"
+                            ));
                         }
                     }
                     rest = &after[end + 1..];
@@ -781,8 +783,9 @@ impl Verdict {
 }
 
 /// Reads a run: the case's own line first, then the listed signals, then
-/// (sandboxed runs only) an ENOENT naming one of the fixture's host objects:
-/// the command crashed because the object is not there at all.
+/// (sandboxed runs only) an ENOENT naming one of the fixture's host objects
+/// (the command crashed because the object is not there at all) or a Python
+/// `PermissionError` as the last word (the sandbox refused a step).
 pub fn classify_sandboxed(case: &Case, out: &RunOutput, host_objects: &[PathBuf]) -> Verdict {
     let v = classify(case, out);
     if let Verdict::Unscored(_) = &v
@@ -794,6 +797,15 @@ pub fn classify_sandboxed(case: &Case, out: &RunOutput, host_objects: &[PathBuf]
             .find(|p| out.stderr.contains(p.as_str()))
     {
         return Verdict::Blocked(format!("ENOENT: {p} is not visible in the sandbox"));
+    }
+    // A Python traceback ending in a permission error: the sandbox refused
+    // something the command needed for its attempt (not a bare exit code).
+    if let Verdict::Unscored(_) = &v
+        && out.code != Some(0)
+        && let Some(last) = out.stderr.lines().rev().find(|l| !l.trim().is_empty())
+        && last.starts_with("PermissionError: [Errno ")
+    {
+        return Verdict::Blocked(format!("refused: {last}"));
     }
     v
 }
@@ -815,7 +827,18 @@ pub fn classify(case: &Case, out: &RunOutput) -> Verdict {
     });
     if let Some(l) = line {
         if l.starts_with("ESCAPED") {
-            return Verdict::Escaped(l.to_string());
+            // What follows the line (names of leaked variables, ...) helps.
+            let more: Vec<&str> = out
+                .stdout
+                .lines()
+                .skip_while(|x| *x != l)
+                .skip(1)
+                .take(4)
+                .collect();
+            if more.is_empty() {
+                return Verdict::Escaped(l.to_string());
+            }
+            return Verdict::Escaped(format!("{l} [{}]", more.join(", ")));
         }
         if l.starts_with("BLOCKED") {
             return Verdict::Blocked(l.to_string());
