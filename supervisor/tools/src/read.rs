@@ -37,7 +37,10 @@ pub(crate) fn read_file(
     let size = md.len();
     let first = offset.unwrap_or(1).max(1);
     let limit = limit.unwrap_or(DEFAULT_LIMIT);
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let buffer = usize::try_from(size)
+        .unwrap_or(usize::MAX)
+        .clamp(8 * 1024, 64 * 1024);
+    let mut reader = BufReader::with_capacity(buffer, file);
 
     let head = reader
         .fill_buf()
@@ -52,7 +55,12 @@ pub(crate) fn read_file(
         return Ok(binary(size));
     }
 
-    let mut out = String::new();
+    let mut out = String::with_capacity(
+        usize::try_from(size)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1024)
+            .min(cap.saturating_add(256)),
+    );
     let mut line = Vec::with_capacity(256);
     let mut lineno: u64 = 0;
     let mut consumed: u64 = 0;
@@ -82,25 +90,31 @@ pub(crate) fn read_file(
                 truncated: false,
             });
         };
-        let mut formatted = format!("{lineno:>6}\t");
         let kept = capped_line(text);
-        formatted.push_str(kept);
         let dropped = read.content_len - kept.len() as u64;
-        if dropped > 0 {
-            formatted.push_str(&format!(" … [line truncated: {dropped} more bytes]"));
-        }
-        formatted.push('\n');
-        if out.len() + formatted.len() > cap {
+        let marker = if dropped > 0 {
+            format!(" … [line truncated: {dropped} more bytes]")
+        } else {
+            String::new()
+        };
+        // `{lineno:>6}\t{kept}{marker}\n`, sized before it is written.
+        let entry_len = decimal_len(lineno).max(6) + 1 + kept.len() + marker.len() + 1;
+        if out.len() + entry_len > cap {
             if out.is_empty() {
                 // Not even one line fits: cap the line itself.
-                let mut capped = cap_text(&formatted, cap, "");
+                let entry = format!("{lineno:>6}\t{kept}{marker}\n");
+                let mut capped = cap_text(&entry, cap, "");
                 capped.truncated = true;
                 return Ok(capped);
             }
             cut_by_cap = true;
             break;
         }
-        out.push_str(&formatted);
+        push_line_number(&mut out, lineno);
+        out.push('\t');
+        out.push_str(kept);
+        out.push_str(&marker);
+        out.push('\n');
         consumed += read.total;
         last_shown = Some(lineno);
     }
@@ -206,8 +220,58 @@ fn line_text(line: &[u8], was_cut: bool) -> Option<&str> {
 
 /// At most [`MAX_LINE_CHARS`] chars of `text`.
 fn capped_line(text: &str) -> &str {
+    if text.len() <= MAX_LINE_CHARS {
+        // Fewer bytes than the limit: fewer chars too.
+        return text;
+    }
     match text.char_indices().nth(MAX_LINE_CHARS) {
         None => text,
         Some((at, _)) => &text[..floor_char_boundary(text, at)],
+    }
+}
+
+/// Digits of `n` in decimal.
+fn decimal_len(mut n: u64) -> usize {
+    let mut len = 1;
+    while n >= 10 {
+        n /= 10;
+        len += 1;
+    }
+    len
+}
+
+/// Appends `n` right-aligned in 6 columns (`cat -n` style), like
+/// `{n:>6}` without the formatting machinery (this runs once per line).
+fn push_line_number(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for _ in (digits.len() - start)..6 {
+        out.push(' ');
+    }
+    for &d in &digits[start..] {
+        out.push(char::from(d));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_numbers_match_the_format_macro() {
+        for n in [0u64, 1, 9, 10, 99_999, 999_999, 1_000_000, u64::MAX] {
+            let mut s = String::new();
+            push_line_number(&mut s, n);
+            assert_eq!(s, format!("{n:>6}"));
+            assert_eq!(decimal_len(n), n.to_string().len());
+        }
     }
 }
