@@ -110,7 +110,7 @@ async fn fetch_hops(
                 url: escape_bytes(location.as_bytes(), 200),
                 reason: format!("not a valid URL relative to {url}: {e}"),
             })?;
-            chain.push(format!("{} {}", status.as_u16(), url));
+            chain.push(format!("{} {}", status.as_u16(), show_url(url.as_str())));
             if chain.len() > usize::from(limits.max_redirects) {
                 return Err(ToolError::TooManyRedirects {
                     url: show_url(&first.url),
