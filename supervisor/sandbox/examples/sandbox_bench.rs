@@ -114,6 +114,7 @@ async fn run(rounds: usize) -> Result<(), String> {
     );
 
     let (mut create, mut destroy) = (Vec::new(), Vec::new());
+    let mut steps: Vec<Vec<(String, u64)>> = Vec::new();
     for i in 0..rounds {
         let t = Instant::now();
         let sb = backend
@@ -121,11 +122,20 @@ async fn run(rounds: usize) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         create.push(t.elapsed());
+        steps.push(sb.setup_timings().to_vec());
         let t = Instant::now();
         sb.destroy().await.map_err(|e| e.to_string())?;
         destroy.push(t.elapsed());
     }
     let create_med = stats("create sandbox (until ready)", create);
+    if let Some(first) = steps.first() {
+        println!("  setup steps (median of each step's end, µs since the helper started):");
+        for (k, (name, _)) in first.iter().enumerate() {
+            let mut v: Vec<u64> = steps.iter().filter_map(|s| s.get(k).map(|x| x.1)).collect();
+            v.sort_unstable();
+            println!("    {name:<28} {:>8}", v[v.len() / 2]);
+        }
+    }
     stats("destroy sandbox (all processes gone)", destroy);
 
     let sb: Arc<dyn Sandbox> = backend

@@ -6,8 +6,10 @@
 //! supervisors (or two test runs) never reap each other's cgroups.
 //!
 //! The supervisor creates the directories and writes the limits, then moves
-//! the freshly spawned helper in before it forks pid 1: every process of the
-//! sandbox is counted from the start. A rootless supervisor cannot create
+//! the sandbox's pid 1 in while it sets itself up, and answers `Ready` only
+//! once that is done: every command is forked inside. (Pid 1's cgroup
+//! namespace is rooted at the supervisor's cgroup, so inside
+//! /proc/self/cgroup shows `/<parent>/<instance>/<session>`.) A rootless supervisor cannot create
 //! cgroups on this host; it relies on RLIMIT_NPROC (which then counts only
 //! the sandbox's user namespace) and RLIMIT_DATA instead.
 
@@ -222,14 +224,6 @@ impl CgroupSet {
         result
     }
 
-    /// Moves `pid` (the helper, before it forks pid 1) into every directory.
-    pub(crate) fn join(&self, pid: u32) -> io::Result<()> {
-        for d in &self.dirs {
-            write(&d.join("cgroup.procs"), &pid.to_string())?;
-        }
-        Ok(())
-    }
-
     /// How many processes the memory controller has OOM-killed so far.
     pub(crate) fn oom_kills(&self) -> u64 {
         fs::read_to_string(&self.oom_file)
@@ -247,6 +241,15 @@ impl CgroupSet {
     pub(crate) async fn remove(&self) -> io::Result<()> {
         remove_dirs(&self.dirs).await
     }
+}
+
+/// Moves `pid` (the sandbox's pid 1, before it forks any command) into
+/// every directory.
+pub(crate) fn join_dirs(dirs: &[PathBuf], pid: i32) -> io::Result<()> {
+    for d in dirs {
+        write(&d.join("cgroup.procs"), &pid.to_string())?;
+    }
+    Ok(())
 }
 
 /// rmdir each directory, retrying briefly while the kernel finishes

@@ -7,10 +7,10 @@
 //!    [`InitConfig`] from the socket (never from argv or a file);
 //! 2. build the seccomp filters (allocation happens before any fork);
 //! 3. `unshare` new mount, pid, network, ipc, uts and cgroup namespaces
-//!    (plus a user namespace mapping only our own uid/gid when not root —
-//!    the supervisor has already put this process in the session's cgroups);
+//!    (plus a user namespace mapping only our own uid/gid when not root);
 //! 4. fork pid 1 of the new pid namespace; the helper reports pid 1's pid and
-//!    a pidfd for it to the supervisor, then only waits for it;
+//!    a pidfd for it to the supervisor (which moves pid 1 into the session's
+//!    cgroups meanwhile), then only waits for it;
 //! 5. pid 1: hostname, the new root ([`super::mounts`]), rlimits
 //!    ([`super::rlimits`]), the Landlock ruleset is prepared, credentials
 //!    dropped to the session owner with no capabilities anywhere
@@ -28,6 +28,7 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::CloneFlags;
@@ -56,6 +57,7 @@ fn parse_args() -> Result<RawFd, String> {
 /// The entry point of `supervisor __sandbox-init`. Must run before any other
 /// thread exists (the daemon calls it as the first statement of `main`).
 pub fn init_main() -> ExitCode {
+    let mut clock = Clock::new();
     let fd = match parse_args() {
         Ok(fd) => fd,
         Err(e) => {
@@ -89,7 +91,27 @@ pub fn init_main() -> ExitCode {
         Err(e) => return fail(&ctrl, "config", &e.to_string()),
     };
     drop(buf);
-    run_helper(ctrl, &cfg)
+    clock.mark("config");
+    run_helper(ctrl, &cfg, clock)
+}
+
+/// Setup step timings, reported with `Ready` (for logs and benchmarks).
+struct Clock {
+    start: Instant,
+    marks: Vec<(String, u64)>,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock {
+            start: Instant::now(),
+            marks: Vec::with_capacity(16),
+        }
+    }
+    fn mark(&mut self, step: &str) {
+        let us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.marks.push((step.to_string(), us));
+    }
 }
 
 /// Best effort: the supervisor may already be gone.
@@ -119,7 +141,7 @@ fn write_file(path: &str, data: &str) -> Result<(), SetupError> {
 
 /// Steps 2-4. Reports its own failures on the control socket while it still
 /// owns it.
-fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig) -> ExitCode {
+fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode {
     let ctrl = ctrl_fd.as_raw_fd();
     let fail = |e: SetupError| {
         report_failure(ctrl, e.step, &e.detail);
@@ -134,6 +156,7 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig) -> ExitCode {
             });
         }
     };
+    clock.mark("seccomp-build");
     let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWNET
@@ -161,6 +184,7 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig) -> ExitCode {
             }
         }
     }
+    clock.mark("unshare");
     // Pid 1 watches this to notice the helper dying before PDEATHSIG is armed.
     let me = match sys::pidfd_open(nix::unistd::getpid().as_raw()) {
         Ok(fd) => fd,
@@ -174,7 +198,8 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig) -> ExitCode {
     // SAFETY: the helper is single-threaded (init_main runs before any thread).
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Child) => {
-            let err = match sandbox_init(ctrl_fd, cfg, &filters, me) {
+            clock.mark("fork");
+            let err = match sandbox_init(ctrl_fd, cfg, &filters, me, clock) {
                 Ok(never) => match never {},
                 Err(e) => e,
             };
@@ -223,6 +248,7 @@ fn sandbox_init(
     cfg: &InitConfig,
     filters: &seccomp::Filters,
     helper: OwnedFd,
+    mut clock: Clock,
 ) -> Result<Infallible, SetupError> {
     let ctrl = ctrl_fd.as_raw_fd();
     let step = |step: &'static str| {
@@ -240,8 +266,10 @@ fn sandbox_init(
         protect_git: cfg.protect_git,
         rootless: cfg.rootless,
     })?;
+    clock.mark("mounts");
     rlimits::apply(cfg)?;
     let prepared = landlock::prepare(&cfg.workspace, &cfg.hidden)?;
+    clock.mark("landlock-prepare");
     let envp: Vec<CString> = cfg
         .env
         .iter()
@@ -260,6 +288,7 @@ fn sandbox_init(
     nix::unistd::chdir(cfg.workspace.as_os_str()).map_err(step("chdir workspace"))?;
     credentials::drop_to(cfg.uid, cfg.gid, cfg.rootless)?;
     credentials::lock_init()?;
+    clock.mark("credentials");
     // The helper may have died before PDEATHSIG was armed: then stop here.
     let mut pfd = [PollFd::new(helper.as_fd(), PollFlags::POLLIN)];
     if poll(&mut pfd, PollTimeout::ZERO).map_err(step("pdeathsig"))? > 0 {
@@ -271,12 +300,19 @@ fn sandbox_init(
     drop(helper);
     init::block_sigchld().map_err(step("signals"))?;
     landlock::enforce(prepared.ruleset)?;
+    clock.mark("landlock");
     seccomp::apply(filters).map_err(|e| SetupError {
         step: "seccomp",
         detail: e.to_string(),
     })?;
+    clock.mark("seccomp");
     let posture = check_posture(cfg, prepared.etc_granted, prepared.etc_withheld.len())?;
-    protocol::send(ctrl, &FromInit::Ready { posture }, &[], false).map_err(|e| SetupError {
+    clock.mark("posture");
+    let ready = FromInit::Ready {
+        posture,
+        timings: clock.marks,
+    };
+    protocol::send(ctrl, &ready, &[], false).map_err(|e| SetupError {
         step: "report",
         detail: e.to_string(),
     })?;

@@ -156,6 +156,43 @@ impl Builder {
         self.grant(&canon, dir_access, file_access)
     }
 
+    /// An /etc entry as readdir saw it: a plain file or directory is opened
+    /// as is (O_NOFOLLOW, no lookup beyond /etc); a symlink goes through
+    /// [`Builder::grant_checked`].
+    fn grant_entry(
+        &mut self,
+        path: &Path,
+        ft: Option<fs::FileType>,
+        dir_access: BitFlags<AccessFs>,
+        file_access: BitFlags<AccessFs>,
+    ) -> Result<bool, SetupError> {
+        let Some(ft) = ft.filter(|t| !t.is_symlink()) else {
+            return self.grant_checked(path, dir_access, file_access);
+        };
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+            return Ok(false);
+        };
+        let Ok(fd) = super::sys::openat2_path(libc::AT_FDCWD, &c, libc::O_NOFOLLOW, 0) else {
+            return Ok(false);
+        };
+        let access = if ft.is_dir() { dir_access } else { file_access };
+        self.add(path, PathBeneath::new(fd, access))?;
+        Ok(true)
+    }
+
+    fn add<F: AsFd>(&mut self, path: &Path, rule: PathBeneath<F>) -> Result<(), SetupError> {
+        let ruleset = self
+            .ruleset
+            .take()
+            .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+        self.ruleset = Some(
+            ruleset
+                .add_rule(rule)
+                .map_err(|e| err(format!("rule for {}", path.display()), e))?,
+        );
+        Ok(())
+    }
+
     /// Adds a rule for `path` (following symlinks). Missing paths are skipped.
     fn grant(
         &mut self,
@@ -163,26 +200,17 @@ impl Builder {
         dir_access: BitFlags<AccessFs>,
         file_access: BitFlags<AccessFs>,
     ) -> Result<bool, SetupError> {
-        let canon = path;
-        let fd = match PathFd::new(canon) {
+        let fd = match PathFd::new(path) {
             Ok(fd) => fd,
             Err(_) => return Ok(false),
         };
-        let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| err(canon.display(), e))?;
+        let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| err(path.display(), e))?;
         let access = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
             dir_access
         } else {
             file_access
         };
-        let ruleset = self
-            .ruleset
-            .take()
-            .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
-        self.ruleset = Some(
-            ruleset
-                .add_rule(PathBeneath::new(fd, access))
-                .map_err(|e| err(format!("rule for {}", canon.display()), e))?,
-        );
+        self.add(path, PathBeneath::new(fd, access))?;
         Ok(true)
     }
 }
@@ -201,7 +229,7 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
     let etc = Path::new("/etc");
     let mut withheld: Vec<String> = Vec::new();
     let mut denied: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut candidates: Vec<PathBuf> = Vec::new();
+    let mut candidates: Vec<(PathBuf, Option<fs::FileType>)> = Vec::new();
     let entries = fs::read_dir(etc).map_err(|e| err("read /etc", e))?;
     for entry in entries {
         let entry = entry.map_err(|e| err("read /etc", e))?;
@@ -226,15 +254,15 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
                             denied.insert(leaf.path());
                             withheld.push(leaf.path().display().to_string());
                         } else {
-                            candidates.push(leaf.path());
+                            candidates.push((leaf.path(), leaf.file_type().ok()));
                         }
                     }
                 } else {
-                    candidates.push(sub_path);
+                    candidates.push((sub_path, sub.file_type().ok()));
                 }
             }
         } else {
-            candidates.push(path);
+            candidates.push((path, entry.file_type().ok()));
         }
     }
     for h in hidden {
@@ -253,9 +281,8 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
     };
 
     let mut etc_granted = 0;
-    candidates.sort();
-    for c in &candidates {
-        if b.grant_checked(c, ro_dir(), ro_file())? {
+    for (c, ft) in &candidates {
+        if b.grant_entry(c, *ft, ro_dir(), ro_file())? {
             etc_granted += 1;
         }
     }

@@ -349,6 +349,7 @@ impl NativeBackend {
                 Ok(())
             });
         }
+        let launched = std::time::Instant::now();
         let mut child = cmd.spawn().map_err(|e| SandboxError::Io {
             context: format!("start sandbox helper {}", self.cfg.helper_exe.display()),
             source: e,
@@ -370,7 +371,12 @@ impl NativeBackend {
             record: None,
         };
         match self.handshake(ours, init_cfg, &mut teardown).await {
-            Ok((ctrl, init_pid, posture)) => {
+            Ok((ctrl, init_pid, posture, mut timings)) => {
+                timings.push((
+                    "ready (supervisor side)".to_string(),
+                    u64::try_from(launched.elapsed().as_micros()).unwrap_or(u64::MAX),
+                ));
+                tracing::debug!(session = %init_cfg.session_id, ?timings, "native sandbox ready");
                 let init_start = record::start_time(init_pid).unwrap_or(0);
                 let helper_start = record::start_time(helper_pid as i32).unwrap_or(0);
                 let rec = record::Record {
@@ -403,6 +409,7 @@ impl NativeBackend {
                     workspace: init_cfg.workspace.clone(),
                     init_pid,
                     posture,
+                    timings,
                     ctrl,
                     shared,
                     next_id: AtomicU64::new(1),
@@ -424,13 +431,7 @@ impl NativeBackend {
         ours: OwnedFd,
         init_cfg: &InitConfig,
         teardown: &mut Teardown,
-    ) -> Result<(AsyncControl, i32, String), SandboxError> {
-        if let (Some(cg), Some((child, _))) = (&teardown.cgroups, &teardown.helper) {
-            cg.join(child.id()).map_err(|e| SandboxError::Io {
-                context: "move the sandbox helper into its cgroups".to_string(),
-                source: e,
-            })?;
-        }
+    ) -> Result<(AsyncControl, i32, String, Vec<(String, u64)>), SandboxError> {
         let ctrl = AsyncControl::new(ours).map_err(|e| SandboxError::Io {
             context: "control socket".to_string(),
             source: e,
@@ -445,6 +446,11 @@ impl NativeBackend {
         let wait = async {
             let mut buf = vec![0u8; protocol::MAX_PACKET];
             let mut init_pid = None;
+            // Pid 1 is moved into the session's cgroups while it sets itself
+            // up (a cgroup v1 migration waits for RCU grace periods: ms). It
+            // forks no command before `Ready` has been answered, so every
+            // command starts inside them.
+            let mut joining: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
             loop {
                 let pkt = match ctrl.recv(&mut buf).await {
                     Ok(Some(p)) => p,
@@ -479,14 +485,39 @@ impl NativeBackend {
                             })?,
                         ));
                         init_pid = Some(pid);
+                        if let (Some(cg), Some((_, pidfd))) = (&teardown.cgroups, &teardown.init) {
+                            // Still pid 1 (its helper has not reaped it), so
+                            // the number names the right process.
+                            sys::pidfd_send_signal(pidfd.get_ref().as_fd(), 0).map_err(|e| {
+                                SandboxError::Unavailable(format!(
+                                    "sandbox pid 1 died during setup: {e}"
+                                ))
+                            })?;
+                            let dirs = cg.dirs.clone();
+                            joining = Some(tokio::task::spawn_blocking(move || {
+                                cgroup::join_dirs(&dirs, pid)
+                            }));
+                        }
                     }
-                    FromInit::Ready { posture } => {
+                    FromInit::Ready { posture, timings } => {
                         let pid = init_pid.ok_or_else(|| {
                             SandboxError::Other(
                                 "sandbox ready before its pid was known".to_string(),
                             )
                         })?;
-                        return Ok((pid, posture));
+                        if let Some(j) = joining.take() {
+                            j.await
+                                .map_err(|e| SandboxError::Other(format!("cgroup join task: {e}")))?
+                                .map_err(|e| SandboxError::Io {
+                                    context: "move the sandbox into its cgroups".to_string(),
+                                    source: e,
+                                })?;
+                        } else if teardown.cgroups.is_some() {
+                            return Err(SandboxError::Other(
+                                "sandbox ready before it could join its cgroups".to_string(),
+                            ));
+                        }
+                        return Ok((pid, posture, timings));
                     }
                     FromInit::SetupFailed { step, error } => {
                         return Err(SandboxError::Unavailable(format!(
@@ -501,15 +532,15 @@ impl NativeBackend {
                 }
             }
         };
-        let (pid, posture) = tokio::time::timeout(self.opts.setup_timeout, wait)
+        let (pid, posture, timings) = tokio::time::timeout(self.opts.setup_timeout, wait)
             .await
             .map_err(|_| {
-                SandboxError::Unavailable(format!(
-                    "sandbox for session {session} not ready within {:?}",
-                    self.opts.setup_timeout
-                ))
-            })??;
-        Ok((ctrl, pid, posture))
+            SandboxError::Unavailable(format!(
+                "sandbox for session {session} not ready within {:?}",
+                self.opts.setup_timeout
+            ))
+        })??;
+        Ok((ctrl, pid, posture, timings))
     }
 
     fn instance_dirs(&self) -> Vec<PathBuf> {
@@ -667,6 +698,7 @@ pub struct NativeSandbox {
     workspace: PathBuf,
     init_pid: i32,
     posture: String,
+    timings: Vec<(String, u64)>,
     ctrl: Arc<AsyncControl>,
     shared: Arc<Shared>,
     next_id: AtomicU64,
@@ -694,6 +726,12 @@ impl NativeSandbox {
     /// What pid 1 verified about itself before reporting ready.
     pub fn posture(&self) -> &str {
         &self.posture
+    }
+
+    /// When each setup step ended, in µs since the helper started (the
+    /// helper's own clock; the last entry is the supervisor's, from spawn).
+    pub fn setup_timings(&self) -> &[(String, u64)] {
+        &self.timings
     }
 
     pub fn session_id(&self) -> &str {

@@ -62,8 +62,12 @@ pub(crate) enum FromInit {
     /// From the helper: pid 1's pid in the supervisor's pid namespace.
     /// Carries one fd: a pidfd for it.
     Helper { init_pid: i32 },
-    /// From pid 1: fully restricted, waiting for requests.
-    Ready { posture: String },
+    /// From pid 1: fully restricted, waiting for requests. `timings`: each
+    /// setup step's end, in µs since the helper started.
+    Ready {
+        posture: String,
+        timings: Vec<(String, u64)>,
+    },
     /// From the helper or pid 1: a setup step failed; the sandbox is gone.
     SetupFailed { step: String, error: String },
     /// Command `id` ended.
