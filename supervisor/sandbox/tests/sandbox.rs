@@ -1083,3 +1083,81 @@ async fn orphans_of_a_crashed_supervisor_are_reaped() {
     );
     assert_eq!(second.reap_orphans().await.unwrap(), vec![]);
 }
+
+/// This host (root, Landlock 7, cgroup v1) gives full strength: nothing is
+/// missing, and doctor says so line by line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_strength_here_and_doctor_agrees() {
+    if !common::require_root() {
+        return;
+    }
+    let b = common::native();
+    let s = b.strength();
+    assert_eq!(s.missing, Vec::<String>::new(), "{s:?}");
+    assert!(
+        s.summary.contains("Landlock ABI") && s.summary.contains("root (cgroup"),
+        "{s:?}"
+    );
+    let checks = tollgate_sandbox::native::doctor_checks();
+    let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "landlock",
+            "seccomp",
+            "namespaces",
+            "mount api",
+            "user namespaces",
+            "cgroups"
+        ]
+    );
+    for c in &checks {
+        assert_eq!(c.status, tollgate_sandbox::CheckStatus::Ok, "{c:?}");
+    }
+    let policy = tollgate_sandbox::native::seccomp_policy_markdown();
+    for must in [
+        "`ptrace`",
+        "`io_uring_setup`",
+        "`unshare`",
+        "`mount`",
+        "`bpf`",
+        "`keyctl`",
+        "TIOCSTI",
+    ] {
+        assert!(policy.contains(must), "{must} missing from the policy text");
+    }
+}
+
+/// When the host cannot give what is required, sessions are refused with
+/// the missing piece named; nothing weaker runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_too_weak_is_refused_with_the_reason() {
+    if !common::require_root() {
+        return;
+    }
+    let opts = tollgate_sandbox::native::NativeOptions {
+        min_landlock_abi: 99,
+        ..common::native_options()
+    };
+    let b = tollgate_sandbox::native::NativeBackend::with_options(
+        tollgate_sandbox::native::NativeConfig {
+            helper_exe: common::helper_exe(),
+            state_dir: common::state_dir().to_path_buf(),
+        },
+        opts,
+    )
+    .unwrap();
+    let s = b.strength();
+    assert_eq!(s.missing.len(), 1, "{s:?}");
+    assert!(
+        s.missing[0].starts_with("Landlock ABI 7 (need >= 99"),
+        "{s:?}"
+    );
+    let ws = workspace(NOBODY, NOBODY);
+    match b.create(&spec("weak", ws.path(), NOBODY, NOBODY)).await {
+        Err(SandboxError::Unavailable(m)) => {
+            assert!(m.contains("Landlock ABI 7 (need >= 99"), "{m}")
+        }
+        other => panic!("expected Unavailable, got {:?}", other.map(|_| "a sandbox")),
+    }
+}

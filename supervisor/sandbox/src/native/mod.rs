@@ -95,6 +95,9 @@ pub struct NativeOptions {
     /// How long to keep reading output after a command's group was killed
     /// (a process that left the group may still hold the pipe).
     pub drain_grace: Duration,
+    /// The Landlock ABI to insist on; values below the 6 the rules need are
+    /// raised to 6 (a lower setting never weakens the sandbox).
+    pub min_landlock_abi: i64,
 }
 
 impl Default for NativeOptions {
@@ -106,6 +109,7 @@ impl Default for NativeOptions {
             cgroup_parent: "tollgate".to_string(),
             setup_timeout: Duration::from_secs(10),
             drain_grace: Duration::from_millis(250),
+            min_landlock_abi: 6,
         }
     }
 }
@@ -164,13 +168,15 @@ impl NativeBackend {
             source: e,
         })?;
         let instance = instance_name(&state_dir);
+        let mut probe = probe::probe();
+        probe.need_abi = opts.min_landlock_abi;
         Ok(NativeBackend {
             cfg: NativeConfig {
                 helper_exe: cfg.helper_exe,
                 state_dir,
             },
             opts,
-            probe: probe::probe(),
+            probe,
             instance,
         })
     }

@@ -14,6 +14,8 @@ const NAMESPACES: &[&str] = &["mnt", "pid", "net", "ipc", "uts", "cgroup"];
 
 #[derive(Debug, Clone)]
 pub(crate) struct Probe {
+    /// The Landlock ABI sandboxes require (never below [`landlock::MIN_ABI`]).
+    pub need_abi: i64,
     pub rootless: bool,
     pub uid: u32,
     pub landlock_abi: i64,
@@ -63,6 +65,7 @@ pub(crate) fn probe() -> Probe {
         .filter(|ns| !Path::new("/proc/self/ns").join(ns).exists())
         .collect();
     Probe {
+        need_abi: landlock::MIN_ABI,
         rootless,
         uid,
         landlock_abi: sys::landlock_abi(),
@@ -85,11 +88,11 @@ impl Probe {
     /// What stops full strength. Empty = sandboxes can be built.
     pub(crate) fn missing(&self) -> Vec<String> {
         let mut m = Vec::new();
-        if self.landlock_abi < landlock::MIN_ABI {
+        let need = self.need_abi.max(landlock::MIN_ABI);
+        if self.landlock_abi < need {
             m.push(format!(
-                "Landlock ABI {} (need >= {}: filesystem, TCP and scope rules; enable with lsm=landlock on a 6.7+ kernel)",
+                "Landlock ABI {} (need >= {need}: filesystem, TCP and scope rules; enable with lsm=landlock on a 6.7+ kernel)",
                 self.landlock_abi,
-                landlock::MIN_ABI
             ));
         }
         if !self.seccomp {
