@@ -145,16 +145,12 @@ fn is_format_char(c: char) -> bool {
         0x061C | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2069 | 0xFEFF)
 }
 
-/// Workspace secret files (BRIEF 4): `.env*`, `*.pem`, `id_*`, `.netrc`,
-/// `credentials*`. grep does not search them (reading one needs an approval
-/// through read_file, and grep would leak it without one).
+/// Workspace secret files (BRIEF 4), as the policy defines them (`.env*`,
+/// keys, `id_*`, `.netrc`, `credentials*`, ...). grep does not search them
+/// (reading one needs an approval through read_file, and grep would leak it
+/// without one).
 pub(crate) fn is_secret_name(name: &OsStr) -> bool {
-    let lower = name.to_string_lossy().to_ascii_lowercase();
-    lower.starts_with(".env")
-        || lower.ends_with(".pem")
-        || lower.starts_with("id_")
-        || lower == ".netrc"
-        || lower.starts_with("credentials")
+    tollgate_policy::is_secret_file_name(&name.to_string_lossy())
 }
 
 #[cfg(test)]

@@ -20,8 +20,8 @@
 //! search directory, `*` stays within one directory and `**` crosses them
 //! (`src/**/*.rs`). Results are sorted by path.
 //!
-//! grep skips workspace secret files (`.env*`, `*.pem`, `id_*`, `.netrc`,
-//! `credentials*`): reading those needs an approval through read_file, and
+//! grep skips workspace secret files (as `tollgate_policy::is_secret_file_name`
+//! defines them: `.env*`, keys, `id_*`, `.netrc`, `credentials*`, ...): reading those needs an approval through read_file, and
 //! grep would otherwise show their content without one. It says how many it
 //! skipped.
 
@@ -334,7 +334,7 @@ pub(crate) fn grep(dir: &Dir, root: &Path, args: GrepArgs<'_>) -> Result<ToolOut
     }
     if secret_skipped > 0 {
         text.push_str(&format!(
-            "[{secret_skipped} secret file(s) (.env*, *.pem, id_*, .netrc, credentials*) not searched; read them with read_file, which asks for approval]\n"
+            "[{secret_skipped} secret file(s) (.env, keys, credentials, ...) not searched; read them with read_file, which asks for approval]\n"
         ));
     }
     if unreadable > 0 {

@@ -134,7 +134,7 @@ async fn grep_prints_path_line_text_and_respects_ignore_files() {
         out.text,
         ".github/workflows/ci.yml:1:# TODO: cache\n\
          src/net/client.rs:1:// TODO: retry\n\
-         [2 secret file(s) (.env*, *.pem, id_*, .netrc, credentials*) not searched; read them with read_file, which asks for approval]\n"
+         [2 secret file(s) (.env, keys, credentials, ...) not searched; read them with read_file, which asks for approval]\n"
     );
     assert!(!out.truncated);
 }
@@ -182,7 +182,7 @@ async fn grep_skips_binaries_symlinks_out_and_secret_files() {
     assert_eq!(
         out.text,
         "no matches for binary|outside|hunter2 in .\n\
-         [2 secret file(s) (.env*, *.pem, id_*, .netrc, credentials*) not searched; read them with read_file, which asks for approval]\n"
+         [2 secret file(s) (.env, keys, credentials, ...) not searched; read them with read_file, which asks for approval]\n"
     );
     // Named explicitly, a secret file is still not searched.
     let out =
