@@ -25,6 +25,7 @@ mod container;
 mod errors;
 mod exec;
 mod mounts;
+mod pidfd;
 mod seccomp;
 mod verify;
 
@@ -41,7 +42,7 @@ use bollard::query_parameters::{
 
 pub use container::{LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION, container_name, create_body};
 pub use errors::{is_engine_gone, status_code};
-pub use exec::{DockerSandbox, WRAPPER, split_status, timeout_secs};
+pub use exec::{DockerSandbox, WRAPPER, command_line, quote_word, split_status, timeout_secs};
 pub use mounts::{CREDENTIAL_SUBPATHS, Forbidden, check_workspace, forbidden_paths, local_homes};
 pub use seccomp::DEFAULT_PROFILE as DEFAULT_SECCOMP_PROFILE;
 pub use verify::{PlannedMount, plan as plan_mounts, verify as verify_mounts};
@@ -87,6 +88,9 @@ pub struct DockerConfig {
     pub homes: Vec<PathBuf>,
     /// Mount the workspace's `.git/hooks` and `.git/config` read-only.
     pub protect_git: bool,
+    /// Keep one exec started ahead of time per sandbox (see [`exec`]): saves
+    /// the engine's exec start-up on each command.
+    pub warm_exec: bool,
     /// The seccomp profile (JSON). Must be an allowlist.
     pub seccomp_profile: String,
     /// Timeout of each API request until its answer starts.
@@ -116,6 +120,7 @@ impl DockerConfig {
             hidden: Vec::new(),
             homes: local_homes(),
             protect_git: true,
+            warm_exec: true,
             seccomp_profile: seccomp::DEFAULT_PROFILE.to_string(),
             api_timeout: Duration::from_secs(60),
             backstop_grace: exec::BACKSTOP_GRACE,
@@ -293,7 +298,7 @@ impl DockerBackend {
             Ok(c) => c,
             Err(e) => return Err(self.create_error(&name, e)),
         };
-        let sandbox = DockerSandbox {
+        let mut sandbox = DockerSandbox {
             docker: self.docker.clone(),
             id: created.id.clone(),
             name,
@@ -305,6 +310,8 @@ impl DockerBackend {
             watcher: std::sync::Mutex::new(None),
             backstop_grace: self.cfg.backstop_grace,
             kill_grace: self.cfg.kill_grace,
+            warm: self.cfg.warm_exec.then(Arc::default),
+            init: None,
         };
         // From here on, a failure removes the container (the sandbox's Drop
         // would too; destroy() does it now and reports).
@@ -327,11 +334,16 @@ impl DockerBackend {
             });
         }
         // Docker resolved the sources itself: make sure it mounted what was checked.
-        if let Err(e) = verify::verify(&self.docker, &created.id, &mounts).await {
-            let _ = sandbox.destroy().await;
-            return Err(e);
-        }
+        let init_pid = match verify::verify(&self.docker, &created.id, &mounts).await {
+            Ok(pid) => pid,
+            Err(e) => {
+                let _ = sandbox.destroy().await;
+                return Err(e);
+            }
+        };
+        sandbox.init = init_pid.and_then(|pid| pidfd::open_for_container(pid, &created.id));
         sandbox.watch();
+        sandbox.start_refill();
         Ok(sandbox)
     }
 

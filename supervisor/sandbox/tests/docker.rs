@@ -517,8 +517,13 @@ async fn destroy_is_the_kill_switch() {
         })
     };
     assert_eq!(rx.recv().await.unwrap(), Output::Stdout("started\n".into()));
+    // Root and a local engine: the kill goes straight to the container's init.
+    assert!(sb.has_fast_kill());
+    let info = engine().inspect_container(&id, None).await.unwrap();
+    let init = info.state.unwrap().pid.unwrap();
     sb.destroy().await.unwrap();
     assert!(!sb.is_alive());
+    assert!(!Path::new(&format!("/proc/{init}")).exists());
     // The container is gone, not just stopped.
     let e = engine().inspect_container(&id, None).await.unwrap_err();
     assert_eq!(tollgate_sandbox::docker::status_code(&e), Some(404), "{e}");
@@ -985,5 +990,72 @@ async fn a_mount_that_is_not_what_was_checked_is_refused() {
         other => panic!("expected Refused, got {other:?}"),
     }
     sb.destroy().await.unwrap();
+    assert_nothing_left(&s.state).await;
+}
+
+#[tokio::test]
+async fn warm_and_cold_execs_behave_the_same() {
+    let Some(s) = setup("warm").await else { return };
+    let mut cold_cfg = s.backend.config().clone();
+    cold_cfg.warm_exec = false;
+    let cold_backend = DockerBackend::connect(cold_cfg).await.unwrap();
+    let warm_spec = spec(&s.ws.path);
+    let mut cold_spec = warm_spec.clone();
+    cold_spec.session_id = docker_common::session_id();
+    let warm = s.backend.create_sandbox(&warm_spec).await.unwrap();
+    let cold = cold_backend.create_sandbox(&cold_spec).await.unwrap();
+    std::fs::create_dir(s.ws.path.join("sub dir")).unwrap();
+    let tricky = [
+        "printf",
+        "%s|",
+        "two words",
+        "",
+        "it's",
+        "a\nb",
+        "$HOME `id` $(id) \\ \"q\"",
+        "*",
+        "--",
+        "ünï",
+    ];
+    let mut in_sub = req(&["pwd"], T, false);
+    in_sub.cwd = Some(s.ws.path.join("sub dir"));
+    let mut missing_cwd = req(&["pwd"], T, false);
+    missing_cwd.cwd = Some(s.ws.path.join("missing"));
+    let cases = vec![
+        req(&tricky, T, false),
+        req(&["sh", "-c", "echo out; echo err >&2; exit 7"], T, false),
+        req(&["sh", "-c", "echo out; echo err >&2; exit 7"], T, true),
+        req(&["sh", "-c", "kill -TERM $$"], T, false),
+        req(&["env"], T, false),
+        in_sub,
+        req(&["no-such-command"], T, false),
+    ];
+    // Several rounds, so the warm sandbox serves from its warm exec.
+    for round in 0..3 {
+        for r in &cases {
+            let (a, ao) = run(&warm, r.clone()).await;
+            let (b, bo) = run(&cold, r.clone()).await;
+            let (a, b) = (a.unwrap(), b.unwrap());
+            assert_eq!(
+                (a.exit_code, a.signal, stdout(&ao), stderr(&ao)),
+                (b.exit_code, b.signal, stdout(&bo), stderr(&bo)),
+                "round {round}: {:?}",
+                r.argv
+            );
+        }
+    }
+    let (a, ao) = run(&warm, req(&tricky, T, false)).await;
+    assert_eq!(a.unwrap().exit_code, Some(0));
+    assert_eq!(
+        stdout(&ao),
+        "two words||it's|a\nb|$HOME `id` $(id) \\ \"q\"|*|--|ünï|"
+    );
+    // A cwd that does not exist fails in both, without running the command.
+    let (a, _) = run(&warm, missing_cwd.clone()).await;
+    let (b, _) = run(&cold, missing_cwd).await;
+    assert!(a.map(|o| o.exit_code != Some(0)).unwrap_or(true));
+    assert!(b.map(|o| o.exit_code != Some(0)).unwrap_or(true));
+    warm.destroy().await.unwrap();
+    cold.destroy().await.unwrap();
     assert_nothing_left(&s.state).await;
 }

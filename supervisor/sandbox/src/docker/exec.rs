@@ -14,6 +14,15 @@
 //! - after the command ends, kills what is left of its process group (background
 //!   children), so an exec never leaves stragglers, and exits with its status.
 //!
+//! Starting an exec costs the engine tens of milliseconds (runc joins the
+//! namespaces and compiles the seccomp profile each time), so each sandbox
+//! keeps one *warm* exec: the wrapper started ahead of time with `-` as its
+//! first argument, waiting for its command as one line on stdin (fields
+//! single-quoted for `eval "set -- …"`, newlines spelled `"$NL"`). `exec`
+//! takes it when it is there and healthy, writes the line, and starts the
+//! next one in the background; otherwise it starts a cold exec with the
+//! command in argv. Both then behave the same.
+//!
 //! A process that leaves the group with its own `setsid` survives that last
 //! step; Docker still ends the exec 2 s after the wrapper exits, and the
 //! process dies with the container. If a command outlives its kill for
@@ -29,7 +38,7 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::query_parameters::{RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +49,15 @@ use crate::{ExecOutcome, ExecRequest, Output, Sandbox, SandboxError};
 /// Runs `"$@"` (after the timeout in seconds and the merge flag) as described
 /// in the module docs. Fixed absolute paths: busybox and Debian both have
 /// /usr/bin/setsid and /usr/bin/timeout, and `$PATH` is the session's.
-pub const WRAPPER: &str = r#"unset PWD OLDPWD SHLVL
+pub const WRAPPER: &str = r#"if [ "$1" = - ]; then
+NL='
+'
+IFS= read -r l || exit 0
+eval "set -- $l" || exit 126
+cd -- "$1" || exit 126
+shift
+fi
+unset PWD OLDPWD SHLVL
 t=$1 m=$2
 shift 2
 exec 3<&0 4>&2 2>/dev/null
@@ -65,6 +82,8 @@ pub const KILL_GRACE: Duration = Duration::from_secs(5);
 /// report that the whole container was killed.
 const SETTLE_TRIES: u32 = 15;
 const SETTLE_STEP: Duration = Duration::from_millis(20);
+/// How long an exec waits for a warm exec that is being started.
+const WARM_WAIT: Duration = Duration::from_secs(2);
 /// Output buffered for a slow reader of `out` before it is dropped.
 const MAX_BUFFERED: usize = 8 * 1024 * 1024;
 /// How long the final flush of buffered output may wait for a slow reader.
@@ -86,6 +105,150 @@ pub fn split_status(code: i64) -> (Option<i32>, Option<i32>) {
     }
 }
 
+type OutputStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+>;
+type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// An exec started ahead of time, its wrapper waiting for a command line.
+pub(super) struct Warm {
+    exec_id: String,
+    output: OutputStream,
+    input: InputSink,
+}
+
+/// The slot holding a sandbox's warm exec, and whether one is being started.
+#[derive(Default)]
+pub(super) struct WarmState {
+    ready: tokio::sync::Mutex<Option<Warm>>,
+    filling: AtomicBool,
+    filled: tokio::sync::Notify,
+}
+
+pub(super) type WarmSlot = Arc<WarmState>;
+
+impl WarmState {
+    /// The warm exec: the one waiting, or the one being started (waited for
+    /// up to `wait`: it is further along than a cold start would be).
+    async fn take(&self, wait: Duration) -> Option<Warm> {
+        let notified = self.filled.notified();
+        if let Some(w) = self.ready.lock().await.take() {
+            return Some(w);
+        }
+        if !self.filling.load(Ordering::SeqCst) {
+            return None;
+        }
+        let _ = tokio::time::timeout(wait, notified).await;
+        self.ready.lock().await.take()
+    }
+
+    pub(super) async fn clear(&self) {
+        self.ready.lock().await.take();
+    }
+}
+
+/// Single-quotes a word for the wrapper's `eval "set -- …"`, keeping the line
+/// one line: a newline becomes `'"$NL"'`.
+pub fn quote_word(w: &str) -> String {
+    let mut q = String::with_capacity(w.len() + 2);
+    q.push('\'');
+    for c in w.chars() {
+        match c {
+            '\'' => q.push_str("'\\''"),
+            '\n' => q.push_str("'\"$NL\"'"),
+            c => q.push(c),
+        }
+    }
+    q.push('\'');
+    q
+}
+
+/// The line a warm wrapper reads: cwd, timeout, merge flag, argv.
+pub fn command_line(cwd: &str, secs: &str, merge: &str, argv: &[String]) -> String {
+    let mut l = String::new();
+    for w in [cwd, secs, merge]
+        .into_iter()
+        .chain(argv.iter().map(String::as_str))
+    {
+        if !l.is_empty() {
+            l.push(' ');
+        }
+        l.push_str(&quote_word(w));
+    }
+    l.push('\n');
+    l
+}
+
+async fn start_exec(
+    docker: &Docker,
+    container: &str,
+    cmd: Vec<String>,
+    cwd: String,
+) -> Result<(String, OutputStream, InputSink), (&'static str, bollard::errors::Error)> {
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions::<String> {
+                attach_stdin: Some(true),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                tty: Some(false),
+                cmd: Some(cmd),
+                working_dir: Some(cwd),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| ("exec create", e))?;
+    let started = docker
+        .start_exec(
+            &created.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: false,
+                output_capacity: Some(64 * 1024),
+            }),
+        )
+        .await
+        .map_err(|e| ("exec start", e))?;
+    match started {
+        StartExecResults::Attached { output, input } => Ok((created.id, output, input)),
+        StartExecResults::Detached => Err((
+            "exec start",
+            bollard::errors::Error::DockerStreamError {
+                error: "docker started the exec detached".to_string(),
+            },
+        )),
+    }
+}
+
+/// Starts a warm exec and puts it in the slot (unless one is there or being
+/// started).
+pub(super) async fn refill(docker: Docker, container: String, workspace: String, slot: WarmSlot) {
+    if slot.ready.lock().await.is_some() || slot.filling.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let cmd = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        WRAPPER.to_string(),
+        "tollgate-exec".to_string(),
+        "-".to_string(),
+    ];
+    if let Ok((exec_id, output, input)) = start_exec(&docker, &container, cmd, workspace).await {
+        let mut s = slot.ready.lock().await;
+        if s.is_none() {
+            *s = Some(Warm {
+                exec_id,
+                output,
+                input,
+            });
+        }
+    }
+    slot.filling.store(false, Ordering::SeqCst);
+    slot.filled.notify_waiters();
+}
+
 /// One session's container.
 pub struct DockerSandbox {
     pub(super) docker: Docker,
@@ -99,6 +262,10 @@ pub struct DockerSandbox {
     pub(super) watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub(super) backstop_grace: Duration,
     pub(super) kill_grace: Duration,
+    /// The warm exec, when enabled.
+    pub(super) warm: Option<WarmSlot>,
+    /// A pidfd on the container's init, when the engine is on this host.
+    pub(super) init: Option<std::os::fd::OwnedFd>,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -125,6 +292,56 @@ impl DockerSandbox {
     /// The container's name (`tollgate-<session>`).
     pub fn container_name(&self) -> &str {
         &self.name
+    }
+
+    /// True when the kill switch can kill the container's init directly
+    /// (engine on this host), not only through the engine.
+    pub fn has_fast_kill(&self) -> bool {
+        self.init.is_some()
+    }
+
+    /// Waits (up to `timeout`) until a warm exec is ready, starting one if
+    /// none is; true when one is. For callers that know a command is coming
+    /// (and benchmarks that must not measure against background work).
+    pub async fn prepare(&self, timeout: Duration) -> bool {
+        let Some(slot) = &self.warm else {
+            return false;
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if slot.ready.lock().await.is_some() {
+                return true;
+            }
+            if !self.is_alive() || tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            if !slot.filling.load(Ordering::SeqCst) {
+                refill(
+                    self.docker.clone(),
+                    self.id.clone(),
+                    self.workspace.to_string_lossy().into_owned(),
+                    Arc::clone(slot),
+                )
+                .await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+
+    /// Starts the next warm exec in the background (after a command, so that it
+    /// never competes with one for the engine).
+    pub(super) fn start_refill(&self) {
+        if let Some(slot) = &self.warm
+            && self.is_alive()
+        {
+            tokio::spawn(refill(
+                self.docker.clone(),
+                self.id.clone(),
+                self.workspace.to_string_lossy().into_owned(),
+                Arc::clone(slot),
+            ));
+        }
     }
 
     /// Marks the sandbox dead when the container stops, whoever stopped it.
@@ -329,50 +546,41 @@ impl Sandbox for DockerSandbox {
             .to_string();
         let secs = timeout_secs(req.timeout).to_string();
         let merge = if req.merge_stderr { "1" } else { "0" };
-        let mut cmd: Vec<String> = vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            WRAPPER.into(),
-            "tollgate-exec".into(),
-            secs,
-            merge.into(),
-        ];
-        cmd.extend(req.argv.iter().cloned());
+        if req.argv.iter().any(|a| a.contains('\0')) || cwd.contains('\0') {
+            return Err(SandboxError::Other(
+                "exec argv and cwd cannot contain NUL bytes".to_string(),
+            ));
+        }
 
-        let created = self
-            .docker
-            .create_exec(
-                &self.id,
-                CreateExecOptions::<String> {
-                    attach_stdin: Some(true),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    tty: Some(false),
-                    cmd: Some(cmd),
-                    working_dir: Some(cwd),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| self.exec_error("exec create", e))?;
-        let started = self
-            .docker
-            .start_exec(
-                &created.id,
-                Some(StartExecOptions {
-                    detach: false,
-                    tty: false,
-                    output_capacity: Some(64 * 1024),
-                }),
-            )
-            .await
-            .map_err(|e| self.exec_error("exec start", e))?;
-        let (mut output, mut input) = match started {
-            StartExecResults::Attached { output, input } => (output, input),
-            StartExecResults::Detached => {
-                return Err(SandboxError::Other(
-                    "docker started the exec detached".to_string(),
-                ));
+        // The warm exec, when one is waiting and still healthy.
+        let mut started = None;
+        if let Some(slot) = &self.warm {
+            let taken = slot.take(WARM_WAIT).await;
+            if let Some(mut w) = taken
+                && w.output.next().now_or_never().is_none()
+            {
+                let line = command_line(&cwd, &secs, merge, &req.argv);
+                if w.input.write_all(line.as_bytes()).await.is_ok() && w.input.flush().await.is_ok()
+                {
+                    started = Some((w.exec_id, w.output, w.input));
+                }
+            }
+        }
+        let (exec_id, mut output, mut input) = match started {
+            Some(s) => s,
+            None => {
+                let mut cmd: Vec<String> = vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    WRAPPER.into(),
+                    "tollgate-exec".into(),
+                    secs,
+                    merge.into(),
+                ];
+                cmd.extend(req.argv.iter().cloned());
+                start_exec(&self.docker, &self.id, cmd, cwd)
+                    .await
+                    .map_err(|(during, e)| self.exec_error(during, e))?
             }
         };
 
@@ -460,7 +668,7 @@ impl Sandbox for DockerSandbox {
         // can end a moment earlier.
         let mut exit: Option<i64> = None;
         for attempt in 0..50 {
-            match self.docker.inspect_exec(&created.id).await {
+            match self.docker.inspect_exec(&exec_id).await {
                 Ok(info) if info.running == Some(true) && attempt < 49 => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
@@ -542,13 +750,27 @@ impl Sandbox for DockerSandbox {
                 duration: elapsed,
             }
         };
+        self.start_refill();
         Ok(outcome)
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
         self.alive.store(false, Ordering::SeqCst);
         self.destroyed.store(true, Ordering::SeqCst);
+        // Fast path: SIGKILL the init (and with it the pid namespace) now,
+        // and wait until it is gone; the engine then only cleans up.
+        if let Some(fd) = self.init.as_ref().and_then(|f| f.try_clone().ok())
+            && super::pidfd::kill(&fd)
+        {
+            let _ = tokio::task::spawn_blocking(move || {
+                super::pidfd::wait_exit(&fd, Duration::from_secs(2))
+            })
+            .await;
+        }
         self.stop_watching();
+        if let Some(slot) = &self.warm {
+            slot.clear().await;
+        }
         self.remove().await
     }
 
@@ -614,6 +836,52 @@ impl Drop for DockerSandbox {
 mod tests {
     use super::*;
     use bytes::Bytes;
+
+    #[test]
+    fn command_lines_round_trip_through_a_real_sh() {
+        let argv: Vec<String> = [
+            "printf",
+            "%s|",
+            "plain",
+            "two words",
+            "",
+            "it's",
+            "'",
+            "a\nb",
+            "\n",
+            "$HOME `id` $(id) \\ \"q\"",
+            "*",
+            "-",
+            "--",
+            "ünï",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+        let line = command_line("/w d", "7", "1", &argv);
+        assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+        let script = "NL='\n'\nIFS= read -r l\neval \"set -- $l\"\nprintf '%s|' \"$@\"";
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let mut want = String::from("/w d|7|1|");
+        for a in &argv {
+            want.push_str(a);
+            want.push('|');
+        }
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
+    }
 
     #[test]
     fn timeout_rounds_up_to_whole_seconds() {

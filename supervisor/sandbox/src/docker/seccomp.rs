@@ -14,10 +14,23 @@ use crate::SandboxError;
 /// The profile shipped in `sandbox-image/seccomp.json`.
 pub const DEFAULT_PROFILE: &str = include_str!("../../../../sandbox-image/seccomp.json");
 
+/// The libseccomp name of this machine's architecture.
+pub fn native_arch() -> Option<&'static str> {
+    match std::env::consts::ARCH {
+        "x86_64" => Some("SCMP_ARCH_X86_64"),
+        "aarch64" => Some("SCMP_ARCH_AARCH64"),
+        _ => None,
+    }
+}
+
 /// Checks that a profile is JSON with the fields Docker needs, and returns it
-/// compacted (it travels inside `HostConfig.SecurityOpt`).
+/// compacted (it travels inside `HostConfig.SecurityOpt`), its architectures
+/// narrowed to this machine's: runc compiles the profile for every listed
+/// architecture at every exec, and a second one measured about 24 ms of each
+/// exec here (Docker 20.10, runc 1.1.5). Syscalls of any other architecture
+/// (i386, x32) still fail the architecture check.
 pub fn validate(profile: &str) -> Result<String, SandboxError> {
-    let v: serde_json::Value = serde_json::from_str(profile).map_err(|e| {
+    let mut v: serde_json::Value = serde_json::from_str(profile).map_err(|e| {
         SandboxError::Unavailable(format!("seccomp profile is not valid JSON: {e}"))
     })?;
     let default_action = v
@@ -34,6 +47,18 @@ pub fn validate(profile: &str) -> Result<String, SandboxError> {
         return Err(SandboxError::Unavailable(
             "seccomp profile has no syscalls list".to_string(),
         ));
+    }
+    if let Some(arch) = native_arch() {
+        let listed = v
+            .get("architectures")
+            .and_then(|a| a.as_array())
+            .is_some_and(|a| a.iter().any(|x| x == arch));
+        if !listed {
+            return Err(SandboxError::Unavailable(format!(
+                "seccomp profile does not cover this machine's architecture ({arch})"
+            )));
+        }
+        v["architectures"] = serde_json::json!([arch]);
     }
     Ok(v.to_string())
 }
@@ -55,12 +80,18 @@ mod tests {
 
     #[test]
     fn shipped_profile_is_an_allowlist_without_the_dangerous_calls() {
+        let raw: serde_json::Value = serde_json::from_str(DEFAULT_PROFILE).unwrap();
+        assert_eq!(
+            raw["architectures"],
+            serde_json::json!(["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"])
+        );
         let compact = validate(DEFAULT_PROFILE).unwrap();
         let v: serde_json::Value = serde_json::from_str(&compact).unwrap();
         assert_eq!(v["defaultAction"], "SCMP_ACT_ERRNO");
+        // Only this machine's architecture goes to the engine.
         assert_eq!(
             v["architectures"],
-            serde_json::json!(["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"])
+            serde_json::json!([native_arch().unwrap()])
         );
         let allowed = names_with(&v, "SCMP_ACT_ALLOW");
         for must in [
@@ -147,6 +178,15 @@ mod tests {
         ] {
             assert!(allows(good), "{good:#x} refused");
         }
+    }
+
+    #[test]
+    fn a_profile_without_this_architecture_is_refused() {
+        let e = validate(
+            r#"{"defaultAction":"SCMP_ACT_ERRNO","architectures":["SCMP_ARCH_PPC64LE"],"syscalls":[]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("architecture"), "{e}");
     }
 
     #[test]

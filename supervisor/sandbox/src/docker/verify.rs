@@ -103,15 +103,21 @@ fn mismatch(m: &PlannedMount, got: (u64, u64)) -> SandboxError {
 }
 
 /// Compares what the running container has at each target with the plan.
-pub async fn verify(docker: &Docker, id: &str, plan: &[PlannedMount]) -> Result<(), SandboxError> {
+/// Returns the container init's pid when it is visible from here (same host,
+/// same pid namespace as the engine).
+pub async fn verify(
+    docker: &Docker,
+    id: &str,
+    plan: &[PlannedMount],
+) -> Result<Option<i64>, SandboxError> {
     // Fast path, same host: look through the container's init at its root.
-    if let Some(got) = via_proc(docker, id, plan).await {
+    if let Some((pid, got)) = via_proc(docker, id, plan).await {
         for (m, g) in plan.iter().zip(got) {
             if (m.dev, m.ino) != g {
                 return Err(mismatch(m, g));
             }
         }
-        return Ok(());
+        return Ok(Some(pid));
     }
     // Otherwise ask inside the container.
     let got = via_exec(docker, id, plan).await?;
@@ -120,12 +126,16 @@ pub async fn verify(docker: &Docker, id: &str, plan: &[PlannedMount]) -> Result<
             return Err(mismatch(m, g));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// (dev, ino) of each target through `/proc/<init>/root`, when the init pid
 /// the engine reports is visible here and really is this container's.
-async fn via_proc(docker: &Docker, id: &str, plan: &[PlannedMount]) -> Option<Vec<(u64, u64)>> {
+async fn via_proc(
+    docker: &Docker,
+    id: &str,
+    plan: &[PlannedMount],
+) -> Option<(i64, Vec<(u64, u64)>)> {
     let info = docker.inspect_container(id, None).await.ok()?;
     let pid = info.state?.pid?;
     if pid <= 0 {
@@ -142,7 +152,7 @@ async fn via_proc(docker: &Docker, id: &str, plan: &[PlannedMount]) -> Option<Ve
         let meta = std::fs::symlink_metadata(&p).ok()?;
         v.push((meta.dev(), meta.ino()));
     }
-    Some(v)
+    Some((pid, v))
 }
 
 /// (dev, ino) of each target, from `stat` inside the container.
