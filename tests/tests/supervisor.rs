@@ -364,7 +364,7 @@ async fn mode_caps_and_unknown_tools_are_refused_at_open() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied);
-    assert!(err.message().contains("forbidden"), "{}", err.message());
+    assert!(err.message().contains("forbids"), "{}", err.message());
     let err = c
         .open_session(pb::OpenSessionRequest {
             workspace: ws.display().to_string(),

@@ -5,8 +5,8 @@ use std::io::BufReader;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, anyhow};
+use tollgate_policy::Mode;
 use tollgate_policy::policy_test::{self, TestOptions};
-use tollgate_policy::{Mode, ModeCap};
 use tollgate_supervisor::config::{Config, DEFAULT_CONFIG};
 use tollgate_supervisor::facts::{RealFs, SystemResolver};
 
@@ -47,10 +47,7 @@ pub fn test(a: TestArgs) -> anyhow::Result<u8> {
         .find(|u| u.uid == uid)
         .map(|u| u.home);
     let mut opts = TestOptions::new(workspace, mode, config.policy.clone());
-    opts.cap = ModeCap {
-        max: config.session.max_mode,
-        allow_dangerously_skip: config.session.allow_dangerously_skip,
-    };
+    opts.cap = config.mode_cap();
     opts.home = home;
     opts.protected = vec![
         config.supervisor.state_dir.clone(),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use tollgate_audit::SyncMode;
-use tollgate_policy::{Mode, PolicyConfig};
+use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
 /// Default config path (INTERFACES.md).
 pub const DEFAULT_CONFIG: &str = "/etc/tollgate/supervisor.toml";
@@ -303,20 +303,20 @@ impl Config {
         Ok(())
     }
 
+    /// The config's cap on the modes a session may ask for.
+    pub fn mode_cap(&self) -> ModeCap {
+        ModeCap {
+            max: self.session.max_mode,
+            allow_dangerously_skip: self.session.allow_dangerously_skip,
+        }
+    }
+
     /// Whether a session may use `mode` under this config.
     pub fn mode_permitted(&self, mode: Mode) -> Result<(), String> {
-        if mode == Mode::DangerouslySkipPermissions && !self.session.allow_dangerously_skip {
-            return Err(
-                "mode dangerouslySkipPermissions is forbidden by the supervisor config".to_string(),
-            );
-        }
-        if mode > self.session.max_mode {
-            return Err(format!(
-                "mode {mode} exceeds the supervisor's max_mode {}",
-                self.session.max_mode
-            ));
-        }
-        Ok(())
+        self.mode_cap()
+            .check(mode)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -369,7 +369,7 @@ mod tests {
         let err = c
             .mode_permitted(Mode::DangerouslySkipPermissions)
             .unwrap_err();
-        assert!(err.contains("forbidden"), "{err}");
+        assert!(err.contains("forbids"), "{err}");
     }
 
     #[test]
