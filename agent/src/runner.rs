@@ -825,7 +825,11 @@ impl Agent {
         self.session
             .report(
                 "question_asked",
-                json!({ "question": question, "answer": answer }),
+                // The supervisor takes at most 16 KiB of fields per event.
+                json!({
+                    "question": truncate_chars(question, 4_000),
+                    "answer": truncate_chars(&answer, 4_000),
+                }),
             )
             .await;
         Ok(answer)

@@ -53,6 +53,7 @@ enum Behaviour {
 struct St {
     chat_replies: VecDeque<Result<ChatResponse, Status>>,
     chats: Vec<ChatRequest>,
+    chat_times: Vec<std::time::Instant>,
     chat_tokens: Vec<String>,
     calls: Vec<CallToolRequest>,
     behaviours: HashMap<String, Behaviour>,
@@ -336,6 +337,7 @@ impl AgentService for Fake {
     async fn chat(&self, req: Request<ChatRequest>) -> Result<Response<ChatResponse>, Status> {
         let token = token_of(&req);
         let mut st = self.st.lock().unwrap();
+        st.chat_times.push(std::time::Instant::now());
         st.chat_tokens.push(token);
         st.chats.push(req.into_inner());
         match st.chat_replies.pop_front() {
@@ -1502,5 +1504,34 @@ async fn refusals_and_usage_errors() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "agent: mode dangerouslySkipPermissions is not allowed by this supervisor\n"
+    );
+}
+
+/// A measurement, not a test: the agent's own share of a turn (receive a Chat
+/// response, run a planning tool, check the context budget, send the next Chat),
+/// with a server that answers at once. Run with
+/// `cargo test --release -p tollgate-agent --test contract -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement; run with --ignored --nocapture"]
+async fn agent_share_of_a_turn() {
+    const TURNS: usize = 300;
+    let s = Server::start().await;
+    let mut replies = Vec::new();
+    for i in 0..TURNS {
+        let id = format!("c{i}");
+        replies.push(Ok(calls_reply(None, &[(id.as_str(), "todo_list", "{}")])));
+    }
+    replies.push(Ok(text_reply("done")));
+    s.replies(replies);
+    let out = s.run(&["--max-turns", "1000", "-p", "loop"], "").await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let st = s.st();
+    let mut gaps: Vec<Duration> = st.chat_times.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort();
+    println!(
+        "agent share of a turn over {TURNS} turns (gRPC both ways included): median {:?}, p90 {:?}, max {:?}",
+        gaps[gaps.len() / 2],
+        gaps[gaps.len() * 9 / 10],
+        gaps.last().unwrap()
     );
 }

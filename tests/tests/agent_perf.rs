@@ -32,6 +32,15 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// utime + stime of a process, in clock ticks (100 per second here).
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement; run with --ignored --nocapture"]
 async fn turn_overhead_and_agent_rss() {
@@ -70,18 +79,22 @@ async fn turn_overhead_and_agent_rss() {
     );
     drop(child.stdin.take());
     let pid = child.id();
+    let sup_pid = sup.pid();
+    let sup_cpu_before = cpu_ticks(sup_pid).unwrap_or(0);
     let sampler = std::thread::spawn(move || {
-        let mut peak = 0;
+        let (mut peak, mut cpu) = (0, 0);
         while let Some(kib) = peak_rss_kib(pid) {
             peak = peak.max(kib);
+            cpu = cpu_ticks(pid).unwrap_or(cpu);
             std::thread::sleep(Duration::from_millis(5));
         }
-        peak
+        (peak, cpu)
     });
     let run = tokio::task::spawn_blocking(move || wait_output(child, Duration::from_secs(600)))
         .await
         .unwrap();
-    let peak_kib = sampler.join().unwrap();
+    let (peak_kib, agent_ticks) = sampler.join().unwrap();
+    let sup_ticks = cpu_ticks(sup_pid).unwrap_or(0).saturating_sub(sup_cpu_before);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let reqs = mock.chat_requests();
     assert_eq!(reqs.len(), TURNS + 1);
@@ -104,5 +117,11 @@ async fn turn_overhead_and_agent_rss() {
         pct(0.99),
         gaps.last().unwrap(),
         peak_kib as f64 / 1024.0
+    );
+    // CPU time does not count waiting for a busy machine's cores.
+    println!(
+        "agent_perf: CPU per turn: agent {:.2} ms (whole run incl. start-up), supervisor {:.2} ms",
+        agent_ticks as f64 * 10.0 / TURNS as f64,
+        sup_ticks as f64 * 10.0 / TURNS as f64
     );
 }
