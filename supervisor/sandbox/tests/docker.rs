@@ -362,16 +362,14 @@ async fn a_full_or_closed_output_channel_never_blocks_the_command() {
         .await
         .unwrap();
     assert_eq!(o.exit_code, Some(4));
-    // A receiver that is never drained: one slot, then full.
+    // A receiver that is never drained: one slot, then full, while 32 MiB
+    // come out. The command still finishes (the stalled reader stops holding
+    // it up after a while).
     let (tx, _rx) = mpsc::channel(1);
     let o = sb
         .exec(
             req(
-                &[
-                    "sh",
-                    "-c",
-                    "for i in 1 2 3 4 5 6 7 8; do echo $i; done; exit 5",
-                ],
+                &["sh", "-c", "head -c 33554432 /dev/zero; exit 5"],
                 T,
                 false,
             ),
@@ -381,6 +379,25 @@ async fn a_full_or_closed_output_channel_never_blocks_the_command() {
         .await
         .unwrap();
     assert_eq!(o.exit_code, Some(5));
+    // A slow reader that keeps reading gets every byte.
+    let (tx, mut rx) = mpsc::channel(2);
+    let slow = tokio::spawn(async move {
+        let mut n = 0usize;
+        while let Some(Output::Stdout(b)) = rx.recv().await {
+            n += b.len();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        n
+    });
+    let o = sb
+        .exec(
+            req(&["head", "-c", "25165824", "/dev/zero"], T, false),
+            tx,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((o.exit_code, slow.await.unwrap()), (Some(0), 24 << 20));
     sb.destroy().await.unwrap();
     assert_nothing_left(&s.state).await;
 }

@@ -84,9 +84,12 @@ const SETTLE_TRIES: u32 = 15;
 const SETTLE_STEP: Duration = Duration::from_millis(20);
 /// How long an exec waits for a warm exec that is being started.
 const WARM_WAIT: Duration = Duration::from_secs(2);
-/// Output buffered for a slow reader of `out` before it is dropped.
+/// Output buffered for a slow reader of `out`; beyond it the stream waits.
 const MAX_BUFFERED: usize = 8 * 1024 * 1024;
-/// How long the final flush of buffered output may wait for a slow reader.
+/// A reader of `out` that takes nothing for this long no longer holds the
+/// command up: its output is dropped instead.
+const READER_STALL: Duration = Duration::from_secs(5);
+/// How long the final flush waits for a reader to take the next piece.
 const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
 /// The seconds given to the in-container `timeout`: whole seconds (busybox's
@@ -478,14 +481,17 @@ struct Pending {
 }
 
 impl Pending {
-    fn push(&mut self, o: Output) {
+    /// Queues a piece. The stream is not read while the queue holds
+    /// [`MAX_BUFFERED`] or more, so it goes over by one piece at most; only
+    /// for a stalled reader (`dropping`) is what does not fit dropped.
+    fn push(&mut self, o: Output, dropping: bool) {
         let n = match &o {
             Output::Stdout(b) | Output::Stderr(b) => b.len(),
         };
         if self.closed {
             return;
         }
-        if self.bytes + n > MAX_BUFFERED {
+        if dropping && self.bytes + n > MAX_BUFFERED {
             self.dropped += n;
             return;
         }
@@ -599,9 +605,16 @@ impl Sandbox for DockerSandbox {
             + Duration::from_secs(timeout_secs(req.timeout))
             + self.backstop_grace;
         let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
+        // A reader of `out` that falls behind slows the command down (the
+        // stream is not read while the buffer is full); one that takes
+        // nothing for READER_STALL stops holding it up: from then on what
+        // does not fit is dropped.
+        let mut last_progress = tokio::time::Instant::now();
+        let mut dropping = false;
 
         loop {
             let kill_deadline = kill_sent.map(|t| t + self.kill_grace).unwrap_or(far);
+            let full = pending.bytes >= MAX_BUFFERED && !pending.closed;
             tokio::select! {
                 biased;
                 _ = cancel.cancelled(), if !cancelled && kill_sent.is_none() => {
@@ -623,6 +636,8 @@ impl Sandbox for DockerSandbox {
                         if let Some(o) = pending.pop() {
                             p.send(o);
                         }
+                        last_progress = tokio::time::Instant::now();
+                        dropping = false;
                     }
                     Err(_) => {
                         pending.closed = true;
@@ -630,11 +645,17 @@ impl Sandbox for DockerSandbox {
                         pending.bytes = 0;
                     }
                 },
-                item = output.next() => match item {
+                _ = tokio::time::sleep_until(last_progress + READER_STALL), if full && !dropping => {
+                    tracing::warn!(container = %self.name, "output reader stalled for {READER_STALL:?}; dropping output");
+                    dropping = true;
+                }
+                item = output.next(), if !full || dropping => match item {
                     Some(Ok(LogOutput::StdOut { message })) | Some(Ok(LogOutput::Console { message })) => {
-                        pending.push(Output::Stdout(message));
+                        pending.push(Output::Stdout(message), dropping);
                     }
-                    Some(Ok(LogOutput::StdErr { message })) => pending.push(Output::Stderr(message)),
+                    Some(Ok(LogOutput::StdErr { message })) => {
+                        pending.push(Output::Stderr(message), dropping);
+                    }
                     Some(Ok(LogOutput::StdIn { .. })) => {}
                     Some(Err(e)) => {
                         stream_error = Some(e.to_string());
@@ -779,14 +800,14 @@ impl Sandbox for DockerSandbox {
     }
 }
 
-/// Sends what is still buffered, waiting at most [`FLUSH_WAIT`] for a slow reader.
+/// Sends what is still buffered to a reader that keeps taking it; one that
+/// takes nothing for [`FLUSH_WAIT`] gets the rest dropped.
 async fn flush(out: &mpsc::Sender<Output>, pending: &mut Pending) {
     if pending.closed {
         return;
     }
-    let deadline = tokio::time::Instant::now() + FLUSH_WAIT;
     while let Some(o) = pending.pop() {
-        match tokio::time::timeout_at(deadline, out.send(o)).await {
+        match tokio::time::timeout(FLUSH_WAIT, out.send(o)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => {
                 pending.closed = true;
@@ -914,13 +935,19 @@ mod tests {
             closed: false,
         };
         let chunk = Bytes::from(vec![b'x'; 1024 * 1024]);
-        for _ in 0..10 {
-            p.push(Output::Stdout(chunk.clone()));
+        // A live reader: nothing is dropped (the caller stops reading instead).
+        for _ in 0..9 {
+            p.push(Output::Stdout(chunk.clone()), false);
         }
-        assert_eq!(p.queue.len(), 8);
-        assert_eq!(p.bytes, 8 * 1024 * 1024);
-        assert_eq!(p.dropped, 2 * 1024 * 1024);
+        assert_eq!((p.queue.len(), p.dropped), (9, 0));
+        // A stalled one: what does not fit is dropped.
+        p.push(Output::Stdout(chunk.clone()), true);
+        assert_eq!(p.queue.len(), 9);
+        assert_eq!(p.bytes, 9 * 1024 * 1024);
+        assert_eq!(p.dropped, 1024 * 1024);
         assert!(p.pop().is_some());
-        assert_eq!(p.bytes, 7 * 1024 * 1024);
+        assert!(p.pop().is_some());
+        p.push(Output::Stdout(chunk.clone()), true);
+        assert_eq!((p.queue.len(), p.bytes), (8, 8 * 1024 * 1024));
     }
 }
