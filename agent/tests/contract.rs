@@ -1183,23 +1183,43 @@ async fn ctrl_c_at_an_approval_prompt_does_not_reopen_it() {
     );
     let mut child = s.agent(&[]).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
+    // Read stderr as it comes, to send Ctrl-C only once the prompt is open.
+    let mut err_pipe = child.stderr.take().unwrap();
+    let err = Arc::new(Mutex::new(String::new()));
+    let err2 = err.clone();
+    let reader = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err_pipe.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            err2.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
     stdin.write_all(b"first\n").await.unwrap();
-    wait_until("the approval", || s.st().pending.contains_key("ap1")).await;
+    wait_until("the prompt", || {
+        err.lock().unwrap().contains("[y]es / [n]o / [s]ession")
+    })
+    .await;
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     wait_until("the abort report", || report(&s.st(), "abort").is_some()).await;
     stdin.write_all(b"second\n").await.unwrap();
     drop(stdin);
     let out = finish(child).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    reader.await.unwrap();
+    let stderr = err.lock().unwrap().clone();
+    assert_eq!(out.code, 0, "{stderr}");
     assert!(out.stdout.contains("second answer"), "{}", out.stdout);
     assert_eq!(
-        out.stderr.matches("[y]es / [n]o / [s]ession").count(),
+        stderr.matches("[y]es / [n]o / [s]ession").count(),
         1,
-        "{}",
-        out.stderr
+        "{stderr}"
     );
-    assert!(!out.stderr.contains("did not accept"), "{}", out.stderr);
+    assert!(!stderr.contains("did not accept"), "{stderr}");
     let st = s.st();
     assert!(st.decisions.is_empty(), "no decision races the withdrawal");
     assert_eq!(st.cancelled, 1);
