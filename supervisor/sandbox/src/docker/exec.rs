@@ -326,6 +326,10 @@ impl DockerSandbox {
                     Arc::clone(slot),
                 )
                 .await;
+                if slot.ready.lock().await.is_none() {
+                    // The engine refused: do not hammer it.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
             } else {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }

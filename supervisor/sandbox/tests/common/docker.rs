@@ -227,6 +227,27 @@ pub async fn backend() -> Option<Arc<dyn Backend>> {
     Some(Arc::new(b))
 }
 
+/// The Docker backend with the full image (`tollgate-sandbox:<version>`, from
+/// `sandbox-image/build.sh`), which has python3 for the escape corpus; None
+/// (after saying why) when that image is not built. Not governed by
+/// TOLLGATE_REQUIRE_DOCKER (CI builds only the minimal image); callers that
+/// need it set their own requirement.
+pub async fn backend_full() -> Option<Arc<dyn Backend>> {
+    let state = state_dir("full");
+    if let Err(why) = prepare().await {
+        return skip(&why);
+    }
+    let mut cfg = config(&state);
+    cfg.image = tollgate_sandbox::docker::default_image();
+    match DockerBackend::connect(cfg).await {
+        Ok(b) => Some(Arc::new(b)),
+        Err(e) => {
+            eprintln!("inconclusive: the full docker image is not available: {e}");
+            None
+        }
+    }
+}
+
 /// Containers (any state) labelled with `state`'s dir: what a test leaves behind.
 pub async fn containers_of(state: &Path) -> Vec<String> {
     use bollard::query_parameters::ListContainersOptionsBuilder;
