@@ -168,7 +168,13 @@ async fn prepare() -> Result<(), String> {
         .clone()
 }
 
-/// Removes containers whose state-dir label names a test process that has exited.
+/// The pid in a test state dir's name (`<tag>-<pid>-<n>`).
+fn owner_pid(name: &str) -> Option<u32> {
+    name.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok())
+}
+
+/// Removes containers whose state-dir label names a test process that has
+/// exited, then those processes' state dirs.
 async fn reap_dead_test_processes(docker: &bollard::Docker) {
     use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
     let filters = std::collections::HashMap::from([("label", vec![format!("{LABEL_MANAGED}=1")])]);
@@ -187,9 +193,7 @@ async fn reap_dead_test_processes(docker: &bollard::Docker) {
         let Some(rest) = owner.strip_prefix(&format!("{TEST_ROOT}/")) else {
             continue;
         };
-        // <tag>-<pid>-<n>
-        let pid = rest.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
-        let Some(pid) = pid else { continue };
+        let Some(pid) = owner_pid(rest) else { continue };
         if Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
@@ -200,6 +204,16 @@ async fn reap_dead_test_processes(docker: &bollard::Docker) {
                     Some(RemoveContainerOptionsBuilder::new().force(true).build()),
                 )
                 .await;
+        }
+    }
+    if let Ok(rd) = std::fs::read_dir(TEST_ROOT) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = owner_pid(&name)
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
         }
     }
 }
