@@ -7,6 +7,7 @@
 
 mod approvals;
 mod audit;
+mod bench;
 mod client;
 mod doctor;
 mod policy;
@@ -108,6 +109,35 @@ enum Cmd {
     /// Check this host: Landlock, seccomp, namespaces, cgroups, Docker,
     /// credential paths, sockets.
     Doctor,
+    /// Measure every figure of docs/PERFORMANCE.md against its baselines
+    /// (starts its own supervisors on a temporary directory; run as root).
+    Bench {
+        /// Write the table as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Samples per measurement (after a warm-up).
+        #[arg(long, default_value_t = 200)]
+        samples: usize,
+        /// A short smoke run: at most 30 samples (below what the page needs).
+        #[arg(long)]
+        quick: bool,
+        /// Samples for container creation and `docker run --rm` (each takes
+        /// most of a second).
+        #[arg(long, default_value_t = 10)]
+        container_samples: usize,
+        /// Directory for the temporary files (default: $TMPDIR or /tmp).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Docker image for the docker rows (default: the minimal sandbox image).
+        #[arg(long)]
+        image: Option<String>,
+        /// Leave out the docker rows.
+        #[arg(long)]
+        no_docker: bool,
+        /// The bench supervisors' audit sync mode.
+        #[arg(long, default_value = "always", value_parser = ["always", "batch"])]
+        audit_sync: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -291,5 +321,31 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             file,
         }),
         Cmd::Doctor => doctor::run(&socket).await,
+        Cmd::Bench {
+            json,
+            samples,
+            quick,
+            container_samples,
+            dir,
+            image,
+            no_docker,
+            audit_sync,
+        } => {
+            bench::run(bench::Args {
+                json,
+                samples,
+                quick,
+                container_samples,
+                dir,
+                image,
+                no_docker,
+                audit_sync: if audit_sync == "batch" {
+                    tollgate_audit::SyncMode::Batch
+                } else {
+                    tollgate_audit::SyncMode::Always
+                },
+            })
+            .await
+        }
     }
 }

@@ -1,0 +1,324 @@
+//! The Docker side: `docker exec` and `docker run --rm` through the CLI (what
+//! people use without us) against our docker backend's run_bash and session
+//! container, on the same image.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::anyhow;
+
+use super::harness::{
+    AgentSession, SupervisorProc, TempRoot, blocking, run_checked, run_quiet, time_async,
+    time_blocking, warmup_for, which,
+};
+use super::stats::{Row, Target, Unit, fmt_nanos};
+
+pub const DOCKER_RUN: &str = "base.docker_run_rm";
+pub const DOCKER_EXEC: &str = "base.docker_cli_exec";
+const RUN_BASH: &str = "docker.run_bash_true";
+const CREATE: &str = "docker.container_create";
+const TRUE_ARGS: &str = r#"{"command":"true"}"#;
+
+const RUN_NAME: &str = "docker run --rm --network none IMAGE true (baseline)";
+const EXEC_NAME: &str = "docker exec CTR true via the CLI (baseline)";
+const RUN_BASH_NAME: &str = "run_bash `true`, docker sandbox, via gRPC";
+const CREATE_NAME: &str = "create + start a session container";
+
+pub struct Plan<'a> {
+    pub samples: usize,
+    /// Samples for the container creations (each takes most of a second).
+    pub container_samples: usize,
+    pub image: &'a str,
+    pub supervisor_exe: &'a Path,
+    /// The config for the docker supervisor (the bench writes it).
+    pub config: String,
+}
+
+/// Is there an engine and the image? `Err` is the reason to print as MISSING.
+fn check_engine(image: &str) -> Result<PathBuf, String> {
+    let docker =
+        which("docker").ok_or("the docker CLI is not installed (apt-get install docker.io)")?;
+    run_checked(Command::new(&docker).args(["version", "--format", "{{.Server.Version}}"]))
+        .map_err(|e| format!("the docker engine is not reachable: {e:#}"))?;
+    run_checked(Command::new(&docker).args(["image", "inspect", "--format", "{{.Id}}", image]))
+        .map_err(|_| {
+            format!("docker image {image} is missing; build it: sandbox-image/build.sh --minimal")
+        })?;
+    Ok(docker)
+}
+
+fn all_missing(reason: &str) -> Vec<Row> {
+    vec![
+        Row::missing(DOCKER_RUN, RUN_NAME, Unit::Nanos, reason),
+        Row::missing(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, reason),
+        Row::missing(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, reason)
+            .with_baseline(DOCKER_EXEC)
+            .with_target(run_bash_target()),
+        Row::missing(CREATE, CREATE_NAME, Unit::Nanos, reason)
+            .with_baseline(DOCKER_RUN)
+            .with_target(create_target()),
+    ]
+}
+
+fn run_bash_target() -> Target {
+    Target::RatioAtMost {
+        factor: 0.7,
+        issue: 8,
+    }
+}
+
+fn create_target() -> Target {
+    Target::RatioAtMost {
+        factor: 1.2,
+        issue: 8,
+    }
+}
+
+/// Removes a container by name when dropped.
+struct Container {
+    docker: PathBuf,
+    name: String,
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = run_quiet(Command::new(&self.docker).args(["rm", "-f", self.name.as_str()]));
+    }
+}
+
+pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
+    let image = plan.image.to_string();
+    let docker = match blocking(move || Ok(check_engine(&image))).await {
+        Ok(Ok(d)) => d,
+        Ok(Err(reason)) => return all_missing(&reason),
+        Err(e) => return all_missing(&format!("{e:#}")),
+    };
+    let mut rows = Vec::new();
+
+    // Baseline 1: docker run --rm (create, start, run, wait, remove).
+    let (d, image, c) = (
+        docker.clone(),
+        plan.image.to_string(),
+        plan.container_samples,
+    );
+    rows.push(
+        match blocking(move || {
+            time_blocking(2, c, |_| {
+                run_quiet(Command::new(&d).args([
+                    "run",
+                    "--rm",
+                    "--network",
+                    "none",
+                    image.as_str(),
+                    "true",
+                ]))
+            })
+        })
+        .await
+        {
+            Ok(s) => Row::latency(DOCKER_RUN, RUN_NAME, &s).with_note(format!(
+                "{} samples: each takes a large part of a second",
+                s.len()
+            )),
+            Err(e) => Row::failed(DOCKER_RUN, RUN_NAME, Unit::Nanos, format!("{e:#}")),
+        },
+    );
+
+    // Baseline 2: docker exec in a running container.
+    let name = format!("tollgate-bench-{}", std::process::id());
+    let (d, image, nm, n) = (
+        docker.clone(),
+        plan.image.to_string(),
+        name.clone(),
+        plan.samples,
+    );
+    rows.push(
+        match blocking(move || {
+            run_checked(Command::new(&d).args([
+                "run",
+                "-d",
+                "--rm",
+                "--network",
+                "none",
+                "--name",
+                nm.as_str(),
+                image.as_str(),
+            ]))?;
+            let _guard = Container {
+                docker: d.clone(),
+                name: nm.clone(),
+            };
+            time_blocking(warmup_for(n), n, |_| {
+                run_quiet(Command::new(&d).args(["exec", nm.as_str(), "true"]))
+            })
+        })
+        .await
+        {
+            Ok(s) => Row::latency(DOCKER_EXEC, EXEC_NAME, &s),
+            Err(e) => Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}")),
+        },
+    );
+
+    // Ours: a supervisor with the docker backend on the same image.
+    let dir = match root.subdir("sup-docker") {
+        Ok(d) => d,
+        Err(e) => {
+            rows.push(Row::failed(
+                RUN_BASH,
+                RUN_BASH_NAME,
+                Unit::Nanos,
+                format!("{e:#}"),
+            ));
+            return rows;
+        }
+    };
+    let ws = match root.subdir("ws-docker") {
+        Ok(d) => d,
+        Err(e) => {
+            rows.push(Row::failed(
+                RUN_BASH,
+                RUN_BASH_NAME,
+                Unit::Nanos,
+                format!("{e:#}"),
+            ));
+            return rows;
+        }
+    };
+    let (exe, cfg, d2) = (
+        plan.supervisor_exe.to_path_buf(),
+        plan.config.clone(),
+        dir.clone(),
+    );
+    let sup = match blocking(move || SupervisorProc::start(&exe, &d2, &cfg, "docker")).await {
+        Ok(s) => s,
+        Err(e) => {
+            let why = format!("{e:#}");
+            rows.push(
+                Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, why.clone())
+                    .with_baseline(DOCKER_EXEC)
+                    .with_target(run_bash_target()),
+            );
+            rows.push(
+                Row::failed(CREATE, CREATE_NAME, Unit::Nanos, why)
+                    .with_baseline(DOCKER_RUN)
+                    .with_target(create_target()),
+            );
+            return rows;
+        }
+    };
+    let mut sessions = Vec::new();
+    rows.push(
+        match run_bash(&sup, &ws, plan.samples, &mut sessions).await {
+            Ok(s) => Row::latency(RUN_BASH, RUN_BASH_NAME, &s).with_note(
+                "warm container; policy decision, 3 audit records, exec through the engine API",
+            ),
+            Err(e) => Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, format!("{e:#}")),
+        }
+        .with_baseline(DOCKER_EXEC)
+        .with_target(run_bash_target()),
+    );
+    rows.push(
+        match create(&sup, &ws, plan.container_samples, &mut sessions).await {
+            Ok((diffs, cold)) => Row::latency_ns(CREATE, CREATE_NAME, &diffs).with_note(format!(
+                "{} samples; first run_bash `true` of a fresh session minus its second (the first's median alone: {}); removal happens at close, outside the figure",
+                diffs.len(),
+                fmt_nanos(cold)
+            )),
+            Err(e) => Row::failed(CREATE, CREATE_NAME, Unit::Nanos, format!("{e:#}")),
+        }
+        .with_baseline(DOCKER_RUN)
+        .with_target(create_target()),
+    );
+    let log = sup.stderr();
+    let _ = blocking(move || {
+        let mut sup = sup;
+        sup.stop();
+        // The supervisor removes its containers on SIGTERM; sweep any it left.
+        for id in sessions {
+            let filter = format!("label=tollgate.session={id}");
+            if let Ok(out) = run_checked(Command::new(&docker).args(["ps", "-aq", "--filter", filter.as_str()])) {
+                for c in out.split_whitespace() {
+                    eprintln!("supervisorctl: bench: removing container {c} the docker supervisor left (session {id})");
+                    let _ = run_quiet(Command::new(&docker).args(["rm", "-f", c]));
+                }
+            }
+        }
+        Ok(())
+    })
+    .await;
+    if rows
+        .iter()
+        .any(|r| matches!(r.status, super::stats::Status::Failed(_)))
+        && !log.trim().is_empty()
+    {
+        eprintln!(
+            "supervisorctl: bench: the docker supervisor's stderr:\n{}",
+            log.trim_end()
+        );
+    }
+    rows
+}
+
+async fn run_bash(
+    sup: &SupervisorProc,
+    ws: &Path,
+    n: usize,
+    sessions: &mut Vec<String>,
+) -> anyhow::Result<Vec<std::time::Duration>> {
+    let s =
+        AgentSession::open(sup.agent_channel().await?, ws, "dangerouslySkipPermissions").await?;
+    sessions.push(s.id.clone());
+    let samples = time_async(warmup_for(n), n, |_| {
+        let mut s = s.clone();
+        async move { s.call("run_bash", TRUE_ARGS).await }
+    })
+    .await?;
+    s.close().await?;
+    Ok(samples)
+}
+
+async fn create(
+    sup: &SupervisorProc,
+    ws: &Path,
+    n: usize,
+    sessions: &mut Vec<String>,
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    let ch = sup.agent_channel().await?;
+    let mut diffs = Vec::with_capacity(n);
+    let mut colds = Vec::with_capacity(n);
+    for i in 0..n + 1 {
+        let mut s = AgentSession::open(ch.clone(), ws, "dangerouslySkipPermissions").await?;
+        sessions.push(s.id.clone());
+        let t = Instant::now();
+        s.call("run_bash", TRUE_ARGS).await?;
+        let cold = t.elapsed();
+        let t = Instant::now();
+        s.call("run_bash", TRUE_ARGS).await?;
+        let warm = t.elapsed();
+        s.close().await?;
+        // The first one warms the engine's caches.
+        if i > 0 {
+            diffs.push(cold.as_nanos() as f64 - warm.as_nanos() as f64);
+            colds.push(cold.as_nanos() as f64);
+        }
+    }
+    colds.sort_by(f64::total_cmp);
+    let cold = super::stats::percentile(&colds, 0.5).ok_or_else(|| anyhow!("no samples"))?;
+    Ok((diffs, cold))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_engine_keeps_every_docker_row() {
+        let rows = all_missing("the docker engine is not reachable");
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, [DOCKER_RUN, DOCKER_EXEC, RUN_BASH, CREATE]);
+        assert!(rows.iter().all(|r| matches!(&r.status, super::super::stats::Status::Missing(w) if w.contains("not reachable"))));
+        // Their targets stay visible, unjudged.
+        assert!(rows[2].target.is_some() && rows[3].target.is_some());
+    }
+}

@@ -1,0 +1,431 @@
+//! What every measurement group needs: a temporary directory that goes away,
+//! a real `supervisor` process on it, authenticated clients, and sample loops
+//! with a warm-up.
+
+use std::future::Future;
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use tollgate_proto::v1 as pb;
+use tollgate_proto::v1::agent_service_client::AgentServiceClient;
+use tollgate_proto::v1::operator_service_client::OperatorServiceClient;
+use tonic::transport::{Channel, Endpoint};
+
+/// A directory removed (with everything in it) when dropped.
+pub struct TempRoot {
+    path: PathBuf,
+}
+
+impl TempRoot {
+    /// `<parent>/tollgate-bench-<pid>-<n>`, mode 0755 (sandboxes traverse it
+    /// to reach their workspace).
+    pub fn new(parent: &Path) -> anyhow::Result<TempRoot> {
+        let pid = std::process::id();
+        for n in 0..100u32 {
+            let path = parent.join(format!("tollgate-bench-{pid}-{n}"));
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                        .with_context(|| format!("cannot chmod {}", path.display()))?;
+                    let path = std::fs::canonicalize(&path)
+                        .with_context(|| format!("cannot resolve {}", path.display()))?;
+                    return Ok(TempRoot { path });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(anyhow!(
+                        "cannot create a temporary directory in {}: {e}, hint: pass --dir DIR",
+                        parent.display()
+                    ));
+                }
+            }
+        }
+        bail!(
+            "cannot create a temporary directory in {}: 100 names taken",
+            parent.display()
+        )
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A fresh subdirectory (0755).
+    pub fn subdir(&self, name: &str) -> anyhow::Result<PathBuf> {
+        let p = self.path.join(name);
+        std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()))?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("cannot chmod {}", p.display()))?;
+        Ok(p)
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            eprintln!(
+                "supervisorctl: bench: cannot remove {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+/// A `supervisor` started by the bench. SIGTERM and a wait when dropped.
+pub struct SupervisorProc {
+    child: Option<Child>,
+    pub agent_socket: PathBuf,
+    pub operator_socket: PathBuf,
+    pub audit_dir: PathBuf,
+    log: Arc<Mutex<String>>,
+}
+
+impl SupervisorProc {
+    /// Writes `config` to `<dir>/supervisor.toml` and starts `exe` with state
+    /// and audit dirs under `dir`; returns once it printed its ready line.
+    pub fn start(
+        exe: &Path,
+        dir: &Path,
+        config: &str,
+        backend: &str,
+    ) -> anyhow::Result<SupervisorProc> {
+        let config_path = dir.join("supervisor.toml");
+        std::fs::write(&config_path, config)
+            .with_context(|| format!("cannot write {}", config_path.display()))?;
+        let state_dir = dir.join("state");
+        let audit_dir = dir.join("audit");
+        let mut child = Command::new(exe)
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .arg("--audit-dir")
+            .arg(&audit_dir)
+            .arg("--sandbox")
+            .arg(backend)
+            .env_remove("TOLLGATE_CONFIG")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {}", exe.display()))?;
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        if let Some(stderr) = child.stderr.take() {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                let mut tx = Some(tx);
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if line.starts_with("supervisor: ready ")
+                        && let Some(tx) = tx.take()
+                    {
+                        let _ = tx.send(());
+                    }
+                    if let Ok(mut l) = log.lock() {
+                        l.push_str(&line);
+                        l.push('\n');
+                    }
+                }
+            });
+        }
+        let mut sup = SupervisorProc {
+            child: Some(child),
+            agent_socket: state_dir.join("agent.sock"),
+            operator_socket: state_dir.join("operator.sock"),
+            audit_dir,
+            log,
+        };
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let status = sup.stop();
+            std::thread::sleep(Duration::from_millis(50));
+            bail!(
+                "the {backend} supervisor did not get ready (exit {status:?}); its stderr:\n{}",
+                sup.stderr().trim_end()
+            );
+        }
+        Ok(sup)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Everything it printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// VmRSS in MiB.
+    pub fn rss_mib(&self) -> Option<f64> {
+        proc_status_kib(self.pid()?, "VmRSS:").map(|k| k as f64 / 1024.0)
+    }
+
+    /// SIGTERM, then up to 15 s for a clean shutdown, then SIGKILL.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).ok()?);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => {
+                    eprintln!(
+                        "supervisorctl: bench: supervisor ignored SIGTERM for 15 s; killing it"
+                    );
+                    let _ = child.kill();
+                    return child.wait().ok();
+                }
+            }
+        }
+    }
+
+    pub async fn agent_channel(&self) -> anyhow::Result<Channel> {
+        channel(&self.agent_socket).await
+    }
+
+    pub async fn operator(&self) -> anyhow::Result<OperatorServiceClient<Channel>> {
+        Ok(OperatorServiceClient::new(
+            channel(&self.operator_socket).await?,
+        ))
+    }
+}
+
+impl Drop for SupervisorProc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A field of /proc/<pid>/status in KiB (`VmRSS:`, `VmHWM:`).
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// A channel over a unix socket.
+pub async fn channel(socket: &Path) -> anyhow::Result<Channel> {
+    Endpoint::from_shared(format!("unix://{}", socket.display()))
+        .context("bad socket path")?
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", socket.display()))
+}
+
+/// A request carrying `authorization: Bearer <token>`.
+pub fn authed<T>(msg: T, token: &str) -> anyhow::Result<tonic::Request<T>> {
+    let mut req = tonic::Request::new(msg);
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}")
+            .parse()
+            .map_err(|_| anyhow!("the session token is not a valid header value"))?,
+    );
+    Ok(req)
+}
+
+/// An open session, as an agent holds it.
+#[derive(Clone)]
+pub struct AgentSession {
+    pub client: AgentServiceClient<Channel>,
+    pub id: String,
+    pub token: String,
+}
+
+impl AgentSession {
+    pub async fn open(ch: Channel, workspace: &Path, mode: &str) -> anyhow::Result<AgentSession> {
+        let mut client = AgentServiceClient::new(ch);
+        let resp = client
+            .open_session(pb::OpenSessionRequest {
+                workspace: workspace.display().to_string(),
+                mode: mode.to_string(),
+                client: "supervisorctl bench".to_string(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| anyhow!("OpenSession failed: {}", s.message()))?
+            .into_inner();
+        Ok(AgentSession {
+            client,
+            id: resp.session_id,
+            token: resp.token,
+        })
+    }
+
+    /// One CallTool; any outcome but a successful run is an error naming why.
+    pub async fn call(&mut self, tool: &str, args: &str) -> anyhow::Result<pb::CallToolResponse> {
+        let req = authed(
+            pb::CallToolRequest {
+                call_id: "bench".to_string(),
+                tool: tool.to_string(),
+                arguments_json: args.to_string(),
+            },
+            &self.token,
+        )?;
+        let resp = self
+            .client
+            .call_tool(req)
+            .await
+            .map_err(|s| anyhow!("CallTool {tool} failed: {}", s.message()))?
+            .into_inner();
+        check_ok(tool, &resp)?;
+        Ok(resp)
+    }
+
+    pub async fn list_tools(&mut self) -> anyhow::Result<usize> {
+        let req = authed(pb::ListToolsRequest {}, &self.token)?;
+        let resp = self
+            .client
+            .list_tools(req)
+            .await
+            .map_err(|s| anyhow!("ListTools failed: {}", s.message()))?;
+        Ok(resp.into_inner().tools.len())
+    }
+
+    pub async fn close(mut self) -> anyhow::Result<()> {
+        let req = authed(pb::CloseSessionRequest {}, &self.token)?;
+        self.client
+            .close_session(req)
+            .await
+            .map_err(|s| anyhow!("CloseSession failed: {}", s.message()))?;
+        Ok(())
+    }
+}
+
+/// A CallTool response that did not run the tool, as an error.
+pub fn check_ok(tool: &str, resp: &pb::CallToolResponse) -> anyhow::Result<()> {
+    if let Some(d) = &resp.denied {
+        bail!(
+            "{tool} was refused ({}: {}){}",
+            pb::DenialCode::try_from(d.code)
+                .map(|c| c.as_str_name().to_string())
+                .unwrap_or_else(|_| d.code.to_string()),
+            d.reason,
+            if d.rule.is_empty() {
+                String::new()
+            } else {
+                format!(" [rule {}]", d.rule)
+            }
+        );
+    }
+    if !resp.ok {
+        bail!("{tool} failed: {}", resp.error);
+    }
+    if let Some(code) = resp.exit_code
+        && code != 0
+    {
+        bail!("{tool} exited {code}: {}", resp.output.trim_end());
+    }
+    Ok(())
+}
+
+/// Warm-up iterations before `n` timed ones.
+pub fn warmup_for(n: usize) -> usize {
+    (n / 10).clamp(3, 30)
+}
+
+/// Runs `f` `warmup` times untimed, then `n` times timed. `f` gets the
+/// iteration number (warm-up included), so each call can use fresh names.
+pub async fn time_async<F, Fut, T>(
+    warmup: usize,
+    n: usize,
+    mut f: F,
+) -> anyhow::Result<Vec<Duration>>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    for i in 0..warmup {
+        f(i).await?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for i in warmup..warmup + n {
+        let t = Instant::now();
+        f(i).await?;
+        out.push(t.elapsed());
+    }
+    Ok(out)
+}
+
+/// The same for blocking work (call it inside `spawn_blocking`).
+pub fn time_blocking<F>(warmup: usize, n: usize, mut f: F) -> anyhow::Result<Vec<Duration>>
+where
+    F: FnMut(usize) -> anyhow::Result<()>,
+{
+    for i in 0..warmup {
+        f(i)?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for i in warmup..warmup + n {
+        let t = Instant::now();
+        f(i)?;
+        out.push(t.elapsed());
+    }
+    Ok(out)
+}
+
+/// Runs blocking work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| anyhow!("a measurement thread failed: {e}"))?
+}
+
+/// Finds a program on PATH.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+/// Runs a command once with output captured; an error carries its stderr.
+pub fn run_checked(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} failed ({}): {}",
+            cmd.get_program(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs a command with no output captured; only its exit status counts.
+pub fn run_quiet(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    if !status.success() {
+        bail!("{:?} failed ({status})", cmd.get_program());
+    }
+    Ok(())
+}

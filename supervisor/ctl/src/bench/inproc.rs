@@ -1,0 +1,280 @@
+//! In-process measurements: the policy decision alone (the same engine,
+//! filesystem facts and resolver the daemon uses) and an audit append (the
+//! same writer, on the same filesystem as the bench supervisor's audit dir).
+
+use std::collections::BTreeSet;
+use std::hint::black_box;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+use serde_json::json;
+use tollgate_audit::{Audit, SyncMode};
+use tollgate_policy::{Context, Engine, Mode, PolicyConfig, ToolCall};
+use tollgate_supervisor::facts::{RealFs, SystemResolver};
+
+use super::harness::{time_blocking, warmup_for};
+use super::stats::{Row, Target, Unit, fmt_nanos};
+
+/// Issue 3's four criterion cases, timed one call at a time. Decisions are
+/// cheap, so each gets ten times the sample count.
+pub fn policy(dir: &Path, n: usize) -> Vec<Row> {
+    match policy_inner(dir, n) {
+        Ok(rows) => rows,
+        Err(e) => vec![Row::failed(
+            "policy.decide_run_bash",
+            "policy decision: run_bash typical",
+            Unit::Nanos,
+            format!("{e:#}"),
+        )],
+    }
+}
+
+fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
+    let ws = dir.join("policy-ws");
+    std::fs::create_dir_all(ws.join("src")).context("creating the policy workspace")?;
+    std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").context("writing src/main.rs")?;
+    let ws = std::fs::canonicalize(&ws).context("resolving the policy workspace")?;
+    // The first load in this process builds the lazily initialised tables
+    // (the tool registry and its schemas); later loads reuse them.
+    let t = Instant::now();
+    let engine = Engine::new(&PolicyConfig::default()).map_err(|e| anyhow!("policy: {e}"))?;
+    let first_load = t.elapsed();
+    let cx = Context {
+        workspace: ws.clone(),
+        mode: Mode::Default,
+        tools: None,
+        home: std::env::var_os("HOME").map(PathBuf::from),
+        protected: vec![dir.join("state"), dir.join("audit")],
+        read_files: BTreeSet::new(),
+    };
+    let dns = SystemResolver::default();
+    let many = n * 10;
+    let decide = |call: ToolCall| -> anyhow::Result<Vec<Duration>> {
+        time_blocking(warmup_for(many), many, |_| {
+            black_box(engine.decide(black_box(&call), &cx, &RealFs, &dns));
+            Ok(())
+        })
+    };
+    let typical = decide(ToolCall {
+        tool: "run_bash".into(),
+        args: json!({ "command": "cargo test -p tollgate-policy 2>&1 | tail -n 20" }),
+    })?;
+    let read = decide(ToolCall {
+        tool: "read_file".into(),
+        args: json!({ "path": "src/main.rs" }),
+    })?;
+    let script = decide(ToolCall {
+        tool: "run_bash".into(),
+        args: json!({ "command": script_4k() }),
+    })?;
+    let load = time_blocking(warmup_for(n), n, |_| {
+        black_box(Engine::new(black_box(&PolicyConfig::default())).map_err(|e| anyhow!("{e}"))?);
+        Ok(())
+    })?;
+    let load_repr = time_blocking(warmup_for(n), n, |_| {
+        let cfg: PolicyConfig = toml::from_str(black_box(REPRESENTATIVE))?;
+        black_box(Engine::new(&cfg).map_err(|e| anyhow!("{e}"))?);
+        Ok(())
+    })?;
+    let real = "real fs (lstat per path component), default policy, default mode";
+    Ok(vec![
+        Row::latency(
+            "policy.decide_run_bash",
+            "policy decision: run_bash `cargo test … | tail`",
+            &typical,
+        )
+        .with_target(Target::MedianAtMostNanos {
+            value: 20_000.0,
+            issue: 3,
+        })
+        .with_note(real),
+        Row::latency(
+            "policy.decide_read_file",
+            "policy decision: read_file src/main.rs",
+            &read,
+        )
+        .with_target(Target::MedianAtMostNanos {
+            value: 3_000.0,
+            issue: 3,
+        })
+        .with_note(real),
+        Row::latency(
+            "policy.decide_script_4k",
+            "policy decision: 4 KiB pipeline script",
+            &script,
+        )
+        .with_target(Target::MedianAtMostNanos {
+            value: 500_000.0,
+            issue: 3,
+        })
+        .with_note(real),
+        Row::latency("policy.load_default", "load the default policy", &load)
+            .with_target(Target::MedianAtMostNanos {
+                value: 5_000_000.0,
+                issue: 3,
+            })
+            .with_note(format!(
+                "the first load in a process (which builds the tool registry) took {}",
+                fmt_nanos(first_load.as_nanos() as f64)
+            )),
+        Row::latency(
+            "policy.load_representative",
+            "load a representative policy (TOML, rules, examples)",
+            &load_repr,
+        )
+        .with_note("the workstation example's shape: 7 allow, 2 ask, 2 deny rules with match/not_match examples; no target of its own (#3's is for the default policy)"),
+    ])
+}
+
+/// A representative `[policy]` section (the criterion bench's).
+const REPRESENTATIVE: &str = r#"
+allow = [
+  "run_bash(cargo test*)",
+  "run_bash(cargo build*)",
+  { rule = "run_bash(git status*)", match = ["git status", "git status --short"], not_match = ["git push", "git status; curl x"] },
+  "run_bash(git diff*)",
+  "run_bash(git log*)",
+  { rule = "webfetch(domain:docs.rs)", match = ["https://docs.rs/url"], not_match = ["https://docs.rs.evil.com/"] },
+  "webfetch(domain:*.rust-lang.org)",
+]
+ask = [
+  { rule = "read_file(./secrets/**)", match = ["./secrets/a.txt"], not_match = ["src/main.rs"] },
+  "write_file(*.lock)",
+]
+deny = [
+  "run_bash(npm publish*)",
+  { rule = "run_bash(cargo publish*)", match = ["cargo publish", "cd x && cargo publish --dry-run"], not_match = ["cargo build"] },
+]
+extra_denied_binaries = ["helm", "terraform"]
+extra_confirm_patterns = ["\\bdrop\\s+table\\b"]
+"#;
+
+/// About 4 KiB of pipelines, redirects and substitutions (the criterion
+/// bench's input).
+fn script_4k() -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.len() < 4096 {
+        s.push_str(&format!(
+            "grep -rn \"TODO({i})\" src/ | sort | uniq -c | sort -rn | head -20 > reports/todo_{i}.txt && echo \"$(wc -l < reports/todo_{i}.txt) lines\"\n"
+        ));
+        i += 1;
+    }
+    s
+}
+
+fn fields(i: usize) -> serde_json::Value {
+    json!({
+        "call_id": format!("call_{i}"),
+        "tool": "run_bash",
+        "decision": "ask",
+        "code": "APPROVAL_REQUIRED",
+        "rule": "ask: run_bash(cargo *)",
+        "reason": "run_bash needs approval in default mode",
+        "consequence": "run `cargo test --workspace` in the sandbox (no network)",
+    })
+}
+
+/// One append with fsync (`sync = "always"`) against a raw write+fdatasync,
+/// and the batch mode's rate.
+pub fn audit(dir: &Path, n: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let raw_line = [b'x'; 400];
+    let raw = (|| -> anyhow::Result<Vec<Duration>> {
+        let path = dir.join("raw-fdatasync");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        time_blocking(warmup_for(n), n, |_| {
+            f.write_all(&raw_line)?;
+            f.sync_data()?;
+            Ok(())
+        })
+    })();
+    rows.push(match raw {
+        Ok(s) => Row::latency(
+            "base.write_fdatasync",
+            "write(2) + fdatasync, 400 B (baseline)",
+            &s,
+        ),
+        Err(e) => Row::failed(
+            "base.write_fdatasync",
+            "write(2) + fdatasync, 400 B (baseline)",
+            Unit::Nanos,
+            format!("{e:#}"),
+        ),
+    });
+
+    let always = (|| -> anyhow::Result<Vec<Duration>> {
+        let audit = Audit::open(&dir.join("audit-always"), SyncMode::Always, None)?;
+        let file = audit.open_session("benchAppend1")?;
+        time_blocking(warmup_for(n), n, |i| {
+            file.append("benchAppend1", "permission_check", fields(i))?;
+            Ok(())
+        })
+    })();
+    rows.push(match always {
+        Ok(s) => Row::latency(
+            "audit.append_always",
+            "audit append, sync = always (fdatasync)",
+            &s,
+        )
+        .with_baseline("base.write_fdatasync")
+        .with_target(Target::MedianAtMostNanos {
+            value: 1_000_000.0,
+            issue: 7,
+        })
+        .with_note(
+            "a ~330-byte permission_check record: encode, redact, chain hash, one write, fdatasync",
+        ),
+        Err(e) => Row::failed(
+            "audit.append_always",
+            "audit append, sync = always (fdatasync)",
+            Unit::Nanos,
+            format!("{e:#}"),
+        ),
+    });
+
+    let records = (n * 250).max(50_000);
+    let batch = (|| -> anyhow::Result<f64> {
+        let audit = Audit::open(&dir.join("audit-batch"), SyncMode::Batch, None)?;
+        let file = audit.open_session("benchBatch01")?;
+        for i in 0..1000 {
+            file.append("benchBatch01", "permission_check", fields(i))?;
+        }
+        audit.flush()?;
+        let t = Instant::now();
+        for i in 0..records {
+            file.append("benchBatch01", "permission_check", fields(i))?;
+        }
+        audit.flush()?;
+        Ok(records as f64 / t.elapsed().as_secs_f64())
+    })();
+    rows.push(match batch {
+        Ok(rate) => Row::value(
+            "audit.batch_rate",
+            "audit append rate, sync = batch (1 thread)",
+            Unit::PerSecond,
+            rate,
+            records,
+        )
+        .with_target(Target::AtLeastPerSecond {
+            value: 20_000.0,
+            issue: 7,
+        })
+        .with_note(
+            "records appended back to back, then a final flush; the rate includes the flush",
+        ),
+        Err(e) => Row::failed(
+            "audit.batch_rate",
+            "audit append rate, sync = batch (1 thread)",
+            Unit::PerSecond,
+            format!("{e:#}"),
+        ),
+    });
+    rows
+}

@@ -1,0 +1,546 @@
+//! `supervisorctl bench`: every figure of the performance page, beside the
+//! tools people would otherwise use, in one run (issue 9).
+//!
+//! It starts its own supervisors (the `supervisor` binary next to this one)
+//! on a temporary directory with a config it writes (script provider, native
+//! sandbox, `dangerouslySkipPermissions` allowed, audit `sync = "always"`),
+//! measures each group with a warm-up and `--samples` samples, prints one
+//! table (or `--json`), then stops the supervisors with SIGTERM and removes
+//! its directory and containers. A baseline that is not installed is a
+//! MISSING row with the reason; a measurement that fails is a FAILED row with
+//! the reason; neither is ever dropped.
+//!
+//! Groups, one file each: `inproc` (policy decision, audit append),
+//! `baselines` (fork/exec, unshare, bwrap), `native` (through gRPC on the
+//! native supervisor), `agent` (the real agent binary, per model turn),
+//! `docker` (the CLI against our docker backend).
+
+mod agent;
+mod baselines;
+mod docker;
+mod harness;
+mod inproc;
+mod native;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use serde::Serialize;
+
+use harness::{SupervisorProc, TempRoot, blocking};
+use stats::{Row, Status, Unit, fmt_value};
+
+/// What the issue asks for at least.
+pub const MIN_SAMPLES: usize = 200;
+
+/// Options of `supervisorctl bench`.
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub json: bool,
+    pub samples: usize,
+    pub quick: bool,
+    /// Samples for container creation and `docker run --rm`.
+    pub container_samples: usize,
+    /// Where the temporary directory goes (default: $TMPDIR or /tmp).
+    pub dir: Option<PathBuf>,
+    /// The docker image (default: the minimal sandbox image).
+    pub image: Option<String>,
+    /// Leave the docker group out (its rows say so).
+    pub no_docker: bool,
+    /// The bench supervisors' `[audit] sync`: "always" (default) or "batch".
+    pub audit_sync: tollgate_audit::SyncMode,
+}
+
+/// The JSON document (`--json`).
+#[derive(Debug, Serialize)]
+struct Report {
+    tool: &'static str,
+    version: &'static str,
+    date: String,
+    host: Host,
+    root: bool,
+    audit_sync: &'static str,
+    samples: usize,
+    quick: bool,
+    duration_s: f64,
+    groups: Vec<Group>,
+    rows: Vec<Row>,
+}
+
+#[derive(Debug, Serialize)]
+struct Host {
+    kernel: String,
+    cpu: String,
+    cores: usize,
+    loadavg_start: String,
+    loadavg_end: String,
+}
+
+/// Runs the benchmark; returns the exit code (0: every row measured or
+/// MISSING; 1: some measurement FAILED). Missed targets do not change it:
+/// the table says which and by how much.
+pub async fn run(args: Args) -> anyhow::Result<u8> {
+    let args = normalise(args);
+    let started = Instant::now();
+    let loadavg_start = loadavg();
+    let root_user = nix::unistd::geteuid().is_root();
+    if !root_user {
+        eprintln!(
+            "supervisorctl: bench: not running as root: the native sandbox may be refused (its rows then say why); run it with sudo for the figures of the performance page"
+        );
+    }
+    if args.samples < MIN_SAMPLES {
+        eprintln!(
+            "supervisorctl: bench: {} samples per measurement (the performance page uses at least {MIN_SAMPLES})",
+            args.samples
+        );
+    }
+    let own = std::env::current_exe().context("cannot find supervisorctl's own executable")?;
+    let bin_dir = own
+        .parent()
+        .ok_or_else(|| anyhow!("supervisorctl's executable has no directory"))?
+        .to_path_buf();
+    let supervisor_exe = bin_dir.join("supervisor");
+    if !supervisor_exe.is_file() {
+        bail!(
+            "no supervisor binary at {}, hint: build it next to supervisorctl (cargo build --release)",
+            supervisor_exe.display()
+        );
+    }
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let root = TempRoot::new(&parent)?;
+    let docker_name = format!("tollgate-bench-{}", std::process::id());
+
+    let mut progress = Progress::new();
+    let measured = tokio::select! {
+        r = measure(&args, &root, &supervisor_exe, &bin_dir, &mut progress) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
+    };
+    // A docker baseline container is removed by its guard; after an
+    // interrupt its thread may not get there.
+    if !args.no_docker
+        && let Some(d) = harness::which("docker")
+    {
+        let _ = harness::run_quiet(std::process::Command::new(d).args([
+            "rm",
+            "-f",
+            docker_name.as_str(),
+        ]));
+    }
+    let mut rows = measured?;
+    stats::judge(&mut rows);
+    drop(root);
+
+    let report = Report {
+        tool: "supervisorctl bench",
+        version: env!("CARGO_PKG_VERSION"),
+        date: tollgate_audit::record::Timestamp::now().rfc3339(),
+        host: Host {
+            kernel: read_trim("/proc/sys/kernel/osrelease"),
+            cpu: cpu_model(),
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
+            loadavg_start,
+            loadavg_end: loadavg(),
+        },
+        root: root_user,
+        audit_sync: args.audit_sync.as_str(),
+        samples: args.samples,
+        quick: args.quick,
+        duration_s: started.elapsed().as_secs_f64(),
+        groups: progress.done,
+        rows,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).context("encoding the report")?
+        );
+    } else {
+        print_report(&report);
+    }
+    let failed = report
+        .rows
+        .iter()
+        .any(|r| matches!(r.status, Status::Failed(_)));
+    Ok(u8::from(failed))
+}
+
+fn normalise(mut a: Args) -> Args {
+    if a.quick {
+        a.samples = a.samples.min(30);
+        a.container_samples = a.container_samples.min(3);
+    }
+    a.samples = a.samples.max(5);
+    a.container_samples = a.container_samples.max(1);
+    a
+}
+
+/// How long each group took.
+#[derive(Debug, Clone, Serialize)]
+struct Group {
+    name: String,
+    seconds: f64,
+}
+
+/// Progress lines (on stderr, so `--json > file` stays clean) and the time
+/// each group took.
+struct Progress {
+    start: Instant,
+    current: Option<(String, Instant)>,
+    done: Vec<Group>,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            start: Instant::now(),
+            current: None,
+            done: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, name: &str) {
+        self.finish();
+        eprintln!(
+            "supervisorctl: bench: [{:5.1} s] {name}",
+            self.start.elapsed().as_secs_f64()
+        );
+        self.current = Some((name.to_string(), Instant::now()));
+    }
+
+    fn finish(&mut self) {
+        if let Some((name, t)) = self.current.take() {
+            self.done.push(Group {
+                name,
+                seconds: t.elapsed().as_secs_f64(),
+            });
+        }
+    }
+}
+
+async fn measure(
+    args: &Args,
+    root: &TempRoot,
+    supervisor_exe: &Path,
+    bin_dir: &Path,
+    progress: &mut Progress,
+) -> anyhow::Result<Vec<Row>> {
+    let n = args.samples;
+    let mut rows = Vec::new();
+
+    progress.step("policy decisions and audit appends (in process)");
+    let dir = root.subdir("inproc")?;
+    let d2 = dir.clone();
+    rows.extend(blocking(move || Ok(inproc::policy(&d2, n))).await?);
+    rows.extend(blocking(move || Ok(inproc::audit(&dir, n))).await?);
+
+    progress.step("process baselines: fork/exec, unshare, bwrap");
+    rows.extend(blocking(move || Ok(baselines::run(n))).await?);
+
+    progress.step("native supervisor over gRPC");
+    let script = root.path().join("script.json");
+    std::fs::write(&script, agent::script(agent::turns_for(n)))
+        .with_context(|| format!("cannot write {}", script.display()))?;
+    let native_dir = root.subdir("sup-native")?;
+    let config = config_toml(&script, None, args.audit_sync);
+    let exe = supervisor_exe.to_path_buf();
+    let nd = native_dir.clone();
+    match blocking(move || SupervisorProc::start(&exe, &nd, &config, "native")).await {
+        Ok(sup) => {
+            let plan = native::Plan {
+                samples: n,
+                throughput_for: if args.quick {
+                    Duration::from_millis(500)
+                } else {
+                    Duration::from_secs(2)
+                },
+            };
+            let native_rows = native::run(&sup, root, &plan).await;
+            let failed = native_rows
+                .iter()
+                .any(|r| matches!(r.status, Status::Failed(_)));
+            rows.extend(native_rows);
+            progress.step("agent per-turn overhead and memory");
+            let ws = root.subdir("ws-agent")?;
+            rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
+            if failed {
+                eprintln!(
+                    "supervisorctl: bench: the native supervisor's stderr:\n{}",
+                    sup.stderr().trim_end()
+                );
+            }
+            blocking(move || {
+                let mut sup = sup;
+                sup.stop();
+                Ok(())
+            })
+            .await?;
+        }
+        Err(e) => {
+            let why = format!("{e:#}");
+            for (id, name, unit) in [
+                (
+                    "native.session_open_close",
+                    "OpenSession + CloseSession",
+                    Unit::Nanos,
+                ),
+                ("native.list_tools", "ListTools, authenticated", Unit::Nanos),
+                (
+                    "native.run_bash_true",
+                    "run_bash true (native)",
+                    Unit::Nanos,
+                ),
+                ("native.read_file_4k", "read_file 4 KiB", Unit::Nanos),
+                ("native.write_file_4k", "write_file 4 KiB", Unit::Nanos),
+                ("agent.turn_overhead", "agent turn overhead", Unit::Nanos),
+            ] {
+                rows.push(Row::failed(id, name, unit, why.clone()));
+            }
+        }
+    }
+
+    let image = args
+        .image
+        .clone()
+        .unwrap_or_else(tollgate_sandbox::docker::minimal_image);
+    if args.no_docker {
+        for (id, name) in [
+            (docker::DOCKER_RUN, "docker run --rm … true"),
+            (docker::DOCKER_EXEC, "docker exec CTR true"),
+            ("docker.run_bash_true", "run_bash true (docker)"),
+            (
+                "docker.container_create",
+                "create + start a session container",
+            ),
+        ] {
+            rows.push(Row::missing(
+                id,
+                name,
+                Unit::Nanos,
+                "left out (--no-docker)",
+            ));
+        }
+    } else {
+        progress.step(&format!(
+            "docker: CLI baselines and the docker backend on {image}"
+        ));
+        let plan = docker::Plan {
+            samples: n,
+            container_samples: args.container_samples,
+            image: &image,
+            supervisor_exe,
+            config: config_toml(&script, Some(&image), args.audit_sync),
+        };
+        rows.extend(docker::run(root, &plan).await);
+    }
+    progress.finish();
+    Ok(rows)
+}
+
+/// The bench supervisor's config.
+fn config_toml(script: &Path, image: Option<&str>, sync: tollgate_audit::SyncMode) -> String {
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let mut c = String::from(
+        "# written by supervisorctl bench\n\
+         [supervisor]\nmax_sessions_per_uid = 256\n\n\
+         [audit]\nsync = \"{SYNC}\"\n\n\
+         [session]\ndefault_mode = \"default\"\nallow_dangerously_skip = true\n\
+         session_can_approve = false\napproval_timeout_s = 30\n\
+         max_tool_calls = 1000000\ntoken_ttl_s = 3600\n\n",
+    )
+    .replace("{SYNC}", sync.as_str());
+    if let Some(image) = image {
+        c.push_str(&format!("[sandbox]\nimage = {}\n\n", quote(image)));
+    }
+    c.push_str(&format!(
+        "[llm]\nprovider = \"script\"\nscript = {}\n",
+        quote(&script.display().to_string())
+    ));
+    c
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn loadavg() -> String {
+    read_trim("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn print_report(r: &Report) {
+    println!(
+        "tollgate {} bench, {}: kernel {}, {} ({} cores), load {} → {}, audit sync {}{}",
+        r.version,
+        r.date,
+        r.host.kernel,
+        r.host.cpu,
+        r.host.cores,
+        r.host.loadavg_start,
+        r.host.loadavg_end,
+        r.audit_sync,
+        if r.root { "" } else { ", NOT root" }
+    );
+    let name_of = |id: &str| {
+        r.rows
+            .iter()
+            .find(|x| x.id == id)
+            .map_or_else(|| id.to_string(), |x| x.name.clone())
+    };
+    let mut table = Vec::new();
+    let mut notes = Vec::new();
+    for row in &r.rows {
+        let (median, p99) = match &row.status {
+            Status::Measured => (
+                row.median.map_or("-".into(), |v| fmt_value(row.unit, v)),
+                row.p99.map_or("-".into(), |v| fmt_value(row.unit, v)),
+            ),
+            Status::Missing(why) => {
+                notes.push(format!("{}: MISSING: {why}", row.name));
+                ("MISSING".into(), "-".into())
+            }
+            Status::Failed(why) => {
+                notes.push(format!("{}: FAILED: {why}", row.name));
+                ("FAILED".into(), "-".into())
+            }
+        };
+        if !row.note.is_empty() && row.status == Status::Measured {
+            notes.push(format!("{}: {}", row.name, row.note));
+        }
+        let met = match (&row.target, row.met) {
+            (None, _) => "-",
+            (Some(_), Some(true)) => "yes",
+            (Some(_), Some(false)) => "NO",
+            (Some(_), None) => "?",
+        };
+        table.push(vec![
+            row.name.clone(),
+            row.samples.to_string(),
+            median,
+            p99,
+            row.baseline.as_deref().map_or("-".into(), name_of),
+            row.ratio.map_or("-".into(), |q| format!("{q:.2}×")),
+            row.target
+                .as_ref()
+                .map_or("-".into(), stats::Target::describe),
+            met.to_string(),
+        ]);
+    }
+    println!();
+    crate::table::print(
+        &[
+            "measurement",
+            "samples",
+            "median",
+            "p99",
+            "baseline",
+            "ratio",
+            "target",
+            "met",
+        ],
+        &table,
+    );
+    if !notes.is_empty() {
+        println!();
+        for n in notes {
+            println!("- {}", crate::table::escape(&n));
+        }
+    }
+    let missed: Vec<&Row> = r.rows.iter().filter(|x| x.met == Some(false)).collect();
+    let open: Vec<&Row> = r
+        .rows
+        .iter()
+        .filter(|x| x.target.is_some() && x.met.is_none())
+        .collect();
+    println!();
+    println!(
+        "{} rows in {:.1} s; targets met: {}, missed: {}{}, not judged: {}{}",
+        r.rows.len(),
+        r.duration_s,
+        r.rows.iter().filter(|x| x.met == Some(true)).count(),
+        missed.len(),
+        list(&missed),
+        open.len(),
+        list(&open),
+    );
+    println!(
+        "time per group: {}",
+        r.groups
+            .iter()
+            .map(|g| format!("{} {:.1} s", g.name, g.seconds))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+}
+
+fn list(rows: &[&Row]) -> String {
+    if rows.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({})",
+            rows.iter()
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bench_configs_are_accepted_by_the_supervisor() {
+        let script = Path::new("/tmp/script.json");
+        for (image, sync) in [
+            (None, tollgate_audit::SyncMode::Always),
+            (
+                Some("tollgate-sandbox:0.1.0-minimal"),
+                tollgate_audit::SyncMode::Batch,
+            ),
+        ] {
+            let text = config_toml(script, image, sync);
+            let c =
+                tollgate_supervisor::config::Config::parse(&text, Path::new("bench.toml")).unwrap();
+            assert_eq!(c.audit.sync, sync);
+            assert_eq!(c.llm.script.as_deref(), Some(script));
+            assert_eq!(c.sandbox.image, image.unwrap_or(""));
+            assert!(c.session.allow_dangerously_skip);
+            assert!(c.supervisor.max_sessions_per_uid >= 133);
+        }
+    }
+
+    #[test]
+    fn quick_caps_the_samples() {
+        let a = normalise(Args {
+            json: false,
+            samples: 200,
+            quick: true,
+            container_samples: 10,
+            dir: None,
+            image: None,
+            no_docker: true,
+            audit_sync: tollgate_audit::SyncMode::Always,
+        });
+        assert_eq!((a.samples, a.container_samples), (30, 3));
+    }
+}

@@ -1,0 +1,556 @@
+//! End to end through gRPC on the native supervisor: sessions, ListTools,
+//! run_bash, file tools, sandbox creation, approvals, concurrency and the
+//! supervisor's memory.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::json;
+use tollgate_proto::v1 as pb;
+
+use super::baselines::BWRAP;
+use super::harness::{
+    AgentSession, SupervisorProc, TempRoot, authed, blocking, check_ok, time_async, time_blocking,
+    warmup_for,
+};
+use super::stats::{Row, Target, Unit, fmt_nanos};
+
+const READ_ARGS: &str = r#"{"path":"data4k.txt"}"#;
+const TRUE_ARGS: &str = r#"{"command":"true"}"#;
+
+/// Settings for this group.
+pub struct Plan {
+    pub samples: usize,
+    /// How long each throughput phase runs.
+    pub throughput_for: Duration,
+}
+
+/// Runs the group; a measurement that fails becomes a FAILED row with the
+/// reason, and the others still run.
+pub async fn run(sup: &SupervisorProc, root: &TempRoot, plan: &Plan) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let ws = match prepare_workspace(root) {
+        Ok(ws) => ws,
+        Err(e) => {
+            rows.push(Row::failed(
+                "native.setup",
+                "native workspace",
+                Unit::Nanos,
+                format!("{e:#}"),
+            ));
+            return rows;
+        }
+    };
+    let n = plan.samples;
+
+    // Memory first, before the other measurements grow the heap.
+    match memory(sup, &ws).await {
+        Ok(mut r) => rows.append(&mut r),
+        Err(e) => rows.push(Row::failed(
+            "native.rss_100_sessions",
+            "supervisor RSS, 100 idle sessions",
+            Unit::Mib,
+            format!("{e:#}"),
+        )),
+    }
+    rows.push(or_failed(
+        "native.session_open_close",
+        "OpenSession + CloseSession (no sandbox)",
+        Unit::Nanos,
+        open_close(sup, &ws, n).await,
+    ));
+    rows.push(or_failed(
+        "native.list_tools",
+        "ListTools, authenticated",
+        Unit::Nanos,
+        list_tools(sup, &ws, n).await,
+    ));
+    rows.push(or_failed(
+        "native.run_bash_true",
+        "run_bash `true`, native sandbox, via gRPC",
+        Unit::Nanos,
+        run_bash_true(sup, &ws, n).await,
+    ));
+    rows.push(or_failed(
+        "native.sandbox_create",
+        "create a session's native sandbox",
+        Unit::Nanos,
+        sandbox_create(sup, &ws, n).await,
+    ));
+    match files(sup, &ws, n).await {
+        Ok(mut r) => rows.append(&mut r),
+        Err(e) => rows.push(Row::failed(
+            "native.read_file_4k",
+            "read_file 4 KiB via gRPC",
+            Unit::Nanos,
+            format!("{e:#}"),
+        )),
+    }
+    rows.push(or_failed(
+        "native.approve_to_start",
+        "approve → tool started (operator approval)",
+        Unit::Nanos,
+        approval(sup, &ws, n).await,
+    ));
+    match throughput(sup, &ws, n, plan.throughput_for).await {
+        Ok(mut r) => rows.append(&mut r),
+        Err(e) => rows.push(Row::failed(
+            "native.read_file_32_sessions",
+            "read_file calls/s across 32 sessions",
+            Unit::PerSecond,
+            format!("{e:#}"),
+        )),
+    }
+    rows
+}
+
+fn or_failed(id: &str, name: &str, unit: Unit, r: anyhow::Result<Row>) -> Row {
+    r.unwrap_or_else(|e| Row::failed(id, name, unit, format!("{e:#}")))
+}
+
+fn prepare_workspace(root: &TempRoot) -> anyhow::Result<PathBuf> {
+    let ws = root.subdir("ws-native")?;
+    let mut data = String::with_capacity(4096);
+    let mut i = 0;
+    while data.len() < 4096 {
+        data.push_str(&format!("line {i:05}: the quick brown fox jumps over it\n"));
+        i += 1;
+    }
+    data.truncate(4096);
+    std::fs::write(ws.join("data4k.txt"), &data).context("writing data4k.txt")?;
+    std::fs::write(ws.join("out4k.txt"), &data).context("writing out4k.txt")?;
+    Ok(ws)
+}
+
+fn content_4k() -> String {
+    "0123456789abcdef".repeat(256)
+}
+
+async fn memory(sup: &SupervisorProc, ws: &Path) -> anyhow::Result<Vec<Row>> {
+    let idle = sup
+        .rss_mib()
+        .ok_or_else(|| anyhow!("cannot read the supervisor's /proc/<pid>/status"))?;
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        let ch = sup.agent_channel().await?;
+        let s = AgentSession::open(ch, ws, "default").await?;
+        // An idle agent keeps its control stream open.
+        let mut c = s.client.clone();
+        let stream = c
+            .approvals(authed(
+                futures_util::stream::pending::<pb::ApprovalClientMsg>(),
+                &s.token,
+            )?)
+            .await
+            .map_err(|e| anyhow!("Approvals stream: {}", e.message()))?
+            .into_inner();
+        held.push((s, stream));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let with = sup
+        .rss_mib()
+        .ok_or_else(|| anyhow!("cannot read the supervisor's /proc/<pid>/status"))?;
+    for (s, stream) in held {
+        drop(stream);
+        s.close().await?;
+    }
+    Ok(vec![
+        Row::value(
+            "native.rss_idle",
+            "supervisor RSS, no session (baseline)",
+            Unit::Mib,
+            idle,
+            1,
+        ),
+        Row::value(
+            "native.rss_100_sessions",
+            "supervisor RSS, 100 idle sessions",
+            Unit::Mib,
+            with,
+            1,
+        )
+        .with_baseline("native.rss_idle")
+        .with_target(Target::AtMostMib {
+            value: 30.0,
+            issue: 2,
+        })
+        .with_note("VmRSS; each session on its own connection with its Approvals stream open, no sandbox yet"),
+    ])
+}
+
+async fn open_close(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
+    let ch = sup.agent_channel().await?;
+    let s = time_async(warmup_for(n), n, |_| {
+        let ch = ch.clone();
+        async move {
+            let s = AgentSession::open(ch, ws, "default").await?;
+            s.close().await
+        }
+    })
+    .await?;
+    Ok(Row::latency(
+        "native.session_open_close",
+        "OpenSession + CloseSession (no sandbox)",
+        &s,
+    )
+    .with_target(Target::MedianAtMostNanos {
+        value: 2_000_000.0,
+        issue: 2,
+    })
+    .with_note("includes the session's audit file, its records and the head anchored in the supervisor log"))
+}
+
+async fn list_tools(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
+    let s = AgentSession::open(sup.agent_channel().await?, ws, "default").await?;
+    let samples = time_async(warmup_for(n), n, |_| {
+        let mut s = s.clone();
+        async move { s.list_tools().await }
+    })
+    .await?;
+    s.close().await?;
+    Ok(
+        Row::latency("native.list_tools", "ListTools, authenticated", &samples).with_target(
+            Target::MedianAtMostNanos {
+                value: 150_000.0,
+                issue: 2,
+            },
+        ),
+    )
+}
+
+async fn run_bash_true(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
+    let s =
+        AgentSession::open(sup.agent_channel().await?, ws, "dangerouslySkipPermissions").await?;
+    let samples = time_async(warmup_for(n), n, |_| {
+        let mut s = s.clone();
+        async move { s.call("run_bash", TRUE_ARGS).await }
+    })
+    .await?;
+    s.close().await?;
+    Ok(Row::latency(
+        "native.run_bash_true",
+        "run_bash `true`, native sandbox, via gRPC",
+        &samples,
+    )
+    .with_baseline(BWRAP)
+    .with_target(Target::RatioAtMost {
+        factor: 0.6,
+        issue: 4,
+    })
+    .with_note("warm sandbox; policy decision, 3 audit records, exec in the session's sandbox"))
+}
+
+/// Open a session, time its first run_bash `true` (which creates the
+/// sandbox) and its second (warm); the sample is first − second.
+async fn sandbox_create(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
+    let ch = sup.agent_channel().await?;
+    let mut diffs = Vec::with_capacity(n);
+    let mut cold_all = Vec::with_capacity(n);
+    let warmup = warmup_for(n).min(5);
+    for i in 0..warmup + n {
+        let mut s = AgentSession::open(ch.clone(), ws, "dangerouslySkipPermissions").await?;
+        let t = Instant::now();
+        s.call("run_bash", TRUE_ARGS).await?;
+        let cold = t.elapsed();
+        let t = Instant::now();
+        s.call("run_bash", TRUE_ARGS).await?;
+        let warm = t.elapsed();
+        s.close().await?;
+        if i >= warmup {
+            diffs.push(cold.as_nanos() as f64 - warm.as_nanos() as f64);
+            cold_all.push(cold.as_nanos() as f64);
+        }
+    }
+    cold_all.sort_by(f64::total_cmp);
+    let cold_median = super::stats::percentile(&cold_all, 0.5).unwrap_or(0.0);
+    Ok(Row::latency_ns(
+        "native.sandbox_create",
+        "create a session's native sandbox",
+        &diffs,
+    )
+    .with_target(Target::MedianAtMostNanos {
+        value: 15_000_000.0,
+        issue: 4,
+    })
+    .with_note(format!(
+        "first run_bash `true` of a fresh session minus its second (the first's median alone: {})",
+        fmt_nanos(cold_median)
+    )))
+}
+
+async fn files(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
+    let data = ws.join("data4k.txt");
+    let host_read = blocking(move || {
+        time_blocking(warmup_for(n), n, |_| {
+            let bytes = std::fs::read(&data)?;
+            std::hint::black_box(bytes);
+            Ok(())
+        })
+    })
+    .await?;
+    let s = AgentSession::open(sup.agent_channel().await?, ws, "acceptEdits").await?;
+    let read = time_async(warmup_for(n), n, |_| {
+        let mut s = s.clone();
+        async move { s.call("read_file", READ_ARGS).await }
+    })
+    .await?;
+
+    let dir = ws.to_path_buf();
+    let content = content_4k();
+    let c2 = content.clone();
+    let host_write = blocking(move || {
+        time_blocking(warmup_for(n), n, |_| {
+            atomic_write(&dir, "host4k.txt", c2.as_bytes())
+        })
+    })
+    .await?;
+    // Overwriting a file the session has not read asks; read it once.
+    let mut s2 = s.clone();
+    s2.call("read_file", r#"{"path":"out4k.txt"}"#).await?;
+    let args = json!({"path": "out4k.txt", "content": content}).to_string();
+    let write = time_async(warmup_for(n), n, |_| {
+        let mut s = s.clone();
+        let args = args.clone();
+        async move { s.call("write_file", &args).await }
+    })
+    .await?;
+    s.close().await?;
+    Ok(vec![
+        Row::latency(
+            "host.read_4k",
+            "read 4 KiB in-process, std::fs::read (baseline)",
+            &host_read,
+        ),
+        Row::latency("native.read_file_4k", "read_file 4 KiB via gRPC", &read)
+            .with_baseline("host.read_4k")
+            .with_target(Target::MedianAtMostNanos {
+                value: 300_000.0,
+                issue: 4,
+            })
+            .with_note("policy decision, 3 audit records (each fdatasync'd), openat2 beneath the workspace"),
+        Row::latency(
+            "host.write_4k",
+            "atomic write 4 KiB in-process: tmp + fsync + rename + dir fsync (baseline)",
+            &host_write,
+        ),
+        Row::latency("native.write_file_4k", "write_file 4 KiB via gRPC", &write)
+            .with_baseline("host.write_4k")
+            .with_note("overwrite of a file the session read; acceptEdits; the same atomic, durable write"),
+    ])
+}
+
+/// What write_file does on the host, done directly.
+fn atomic_write(dir: &Path, name: &str, content: &[u8]) -> anyhow::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(&tmp)?;
+    f.write_all(content)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// A run_bash `true` in default mode asks; an operator approves it. The
+/// sample runs from sending DecideApproval to receiving the session's
+/// `tool_started` event on WatchEvents (so it includes that record's fsync
+/// and the event's delivery: an upper bound).
+async fn approval(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
+    let s = AgentSession::open(sup.agent_channel().await?, ws, "default").await?;
+    let mut op = sup.operator().await?;
+    let mut watch = op
+        .watch_events(pb::WatchEventsRequest {
+            session_id: s.id.clone(),
+        })
+        .await
+        .map_err(|e| anyhow!("WatchEvents: {}", e.message()))?
+        .into_inner();
+    let warmup = warmup_for(n);
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        let mut c = s.clone();
+        let call = tokio::spawn(async move {
+            let req = authed(
+                pb::CallToolRequest {
+                    call_id: format!("ap{i}"),
+                    tool: "run_bash".to_string(),
+                    arguments_json: TRUE_ARGS.to_string(),
+                },
+                &c.token,
+            )?;
+            c.client
+                .call_tool(req)
+                .await
+                .map(tonic::Response::into_inner)
+                .map_err(|e| anyhow!("CallTool: {}", e.message()))
+        });
+        let approval_id = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let ev = watch
+                    .message()
+                    .await
+                    .map_err(|e| anyhow!("WatchEvents: {}", e.message()))?
+                    .ok_or_else(|| anyhow!("WatchEvents ended"))?;
+                if ev.event == "approval_requested" {
+                    let v: serde_json::Value = serde_json::from_str(&ev.json)?;
+                    return v
+                        .get("approval_id")
+                        .and_then(|a| a.as_str())
+                        .map(str::to_string)
+                        .ok_or_else(|| anyhow!("approval_requested without approval_id"));
+                }
+            }
+        })
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "run_bash `true` in default mode did not ask within 10 s (is it allowed by a rule?)"
+            )
+        })??;
+        let t = Instant::now();
+        let decided = op
+            .decide_approval(pb::DecideApprovalRequest {
+                approval_id: approval_id.clone(),
+                approve: true,
+                scope: "once".to_string(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow!("DecideApproval {approval_id}: {}", e.message()))?
+            .into_inner();
+        if decided.outcome != "approved" {
+            bail!("approval {approval_id} ended {}", decided.outcome);
+        }
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let ev = watch
+                    .message()
+                    .await
+                    .map_err(|e| anyhow!("WatchEvents: {}", e.message()))?
+                    .ok_or_else(|| anyhow!("WatchEvents ended"))?;
+                if ev.event == "tool_started" {
+                    return Ok::<(), anyhow::Error>(());
+                }
+            }
+        })
+        .await
+        .map_err(|_| anyhow!("no tool_started within 10 s of approval {approval_id}"))??;
+        let elapsed = t.elapsed();
+        let resp = call
+            .await
+            .map_err(|e| anyhow!("the CallTool task failed: {e}"))??;
+        check_ok("run_bash", &resp)?;
+        if i >= warmup {
+            samples.push(elapsed);
+        }
+    }
+    drop(watch);
+    s.close().await?;
+    Ok(Row::latency(
+        "native.approve_to_start",
+        "approve → tool started (operator approval)",
+        &samples,
+    )
+    .with_target(Target::MedianAtMostNanos {
+        value: 5_000_000.0,
+        issue: 6,
+    })
+    .with_note("DecideApproval sent → the session's tool_started event received on WatchEvents (upper bound: includes that record's fsync)"))
+}
+
+/// read_file calls per second: one session alone (the baseline), then 32
+/// sessions at once, each on its own connection.
+async fn throughput(
+    sup: &SupervisorProc,
+    ws: &Path,
+    n: usize,
+    phase: Duration,
+) -> anyhow::Result<Vec<Row>> {
+    let (one_rate, one_lat) = load(sup, ws, 1, n, phase).await?;
+    let (many_rate, many_lat) = load(sup, ws, 32, n, phase).await?;
+    let lat = |l: &[f64]| {
+        format!(
+            "per call median {}, p99 {}",
+            fmt_nanos(super::stats::percentile(l, 0.5).unwrap_or(0.0)),
+            fmt_nanos(super::stats::percentile(l, 0.99).unwrap_or(0.0))
+        )
+    };
+    Ok(vec![
+        Row::value(
+            "native.read_file_1_session",
+            "read_file calls/s, 1 session (baseline)",
+            Unit::PerSecond,
+            one_rate,
+            one_lat.len(),
+        )
+        .with_note(lat(&one_lat)),
+        Row::value(
+            "native.read_file_32_sessions",
+            "read_file calls/s across 32 sessions",
+            Unit::PerSecond,
+            many_rate,
+            many_lat.len(),
+        )
+        .with_baseline("native.read_file_1_session")
+        .with_note(lat(&many_lat)),
+    ])
+}
+
+/// `sessions` clients calling read_file back to back for `phase` (and at
+/// least `min_calls` calls in all). Returns calls/s and sorted latencies (ns).
+async fn load(
+    sup: &SupervisorProc,
+    ws: &Path,
+    sessions: usize,
+    min_calls: usize,
+    phase: Duration,
+) -> anyhow::Result<(f64, Vec<f64>)> {
+    let mut opened = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let s = AgentSession::open(sup.agent_channel().await?, ws, "default").await?;
+        let mut w = s.clone();
+        for _ in 0..3 {
+            w.call("read_file", READ_ARGS).await?;
+        }
+        opened.push(s);
+    }
+    let per_session = min_calls.div_ceil(sessions);
+    let start = Arc::new(tokio::sync::Barrier::new(sessions + 1));
+    let mut tasks = Vec::with_capacity(sessions);
+    for s in &opened {
+        let mut s = s.clone();
+        let start = Arc::clone(&start);
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            let t0 = Instant::now();
+            let mut lat = Vec::new();
+            while t0.elapsed() < phase || lat.len() < per_session {
+                let t = Instant::now();
+                s.call("read_file", READ_ARGS).await?;
+                lat.push(t.elapsed().as_nanos() as f64);
+            }
+            Ok::<Vec<f64>, anyhow::Error>(lat)
+        }));
+    }
+    start.wait().await;
+    let t0 = Instant::now();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.map_err(|e| anyhow!("a load task failed: {e}"))??);
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    for s in opened {
+        s.close().await?;
+    }
+    all.sort_by(f64::total_cmp);
+    Ok((all.len() as f64 / elapsed, all))
+}
