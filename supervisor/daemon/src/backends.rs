@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::OnceCell;
-use tollgate_sandbox::{Backend, Limits, SandboxError};
+use tollgate_sandbox::{Backend, Limits, Reaped, SandboxError};
 
 use crate::config::{BackendChoice, Config};
 
@@ -76,15 +76,29 @@ impl Backends {
         self.primary_choice
     }
 
-    /// The backend for `choice`, built on first use.
-    pub async fn get(&self, choice: BackendChoice) -> Result<Arc<dyn Backend>, SandboxError> {
+    /// The backend for `choice`, built on first use. A backend built here
+    /// (not the primary, which the start-up reaps) reaps what a crashed
+    /// predecessor left with it; those are returned for the caller to record.
+    pub async fn get(
+        &self,
+        choice: BackendChoice,
+    ) -> Result<(Arc<dyn Backend>, Vec<Reaped>), SandboxError> {
         let cell = match choice {
             BackendChoice::Native => &self.native,
             BackendChoice::Docker => &self.docker,
         };
-        cell.get_or_try_init(|| build(choice, &self.settings))
-            .await
-            .cloned()
+        let mut reaped = Vec::new();
+        let backend = cell
+            .get_or_try_init(|| async {
+                let b = build(choice, &self.settings).await?;
+                match b.reap_orphans().await {
+                    Ok(r) => reaped = r,
+                    Err(e) => tracing::warn!(backend = choice.as_str(), error = %e, "reaping orphaned sandboxes failed"),
+                }
+                Ok::<_, SandboxError>(b)
+            })
+            .await?;
+        Ok((Arc::clone(backend), reaped))
     }
 }
 

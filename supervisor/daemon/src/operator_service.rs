@@ -276,17 +276,22 @@ impl OperatorService for OperatorSvc {
             &crate::credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?
                 [..11]
         );
-        let backend = sup
+        let (backend, reaped) = sup
             .backends
             .get(choice)
             .await
             .map_err(|e| Status::unavailable(format!("SANDBOX_UNAVAILABLE: {e}")))?;
+        for r in reaped {
+            let _ =
+                sup.recorder
+                    .supervisor(&r.session_id, "recovered", json!({"detail": r.detail}));
+        }
         let spec = SandboxSpec {
             session_id: id.clone(),
             workspace: ws.clone(),
             uid,
             gid,
-            env: crate::secrets::sandbox_env(&id, "", &name, None, None),
+            env: crate::secrets::sandbox_env(&id, None, &name, None, None),
             limits: crate::backends::limits(&sup.config),
             hidden: crate::backends::hidden_paths(
                 &sup.paths.state_dir,

@@ -649,11 +649,7 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
     session
         .sandbox
         .get_or_try_init(|| async {
-            let token = session
-                .sandbox_token_text
-                .lock()
-                .clone()
-                .unwrap_or_default();
+            let token = session.sandbox_token_text.lock().clone();
             let user = crate::workspace::passwd()
                 .into_iter()
                 .find(|u| u.uid == session.uid)
@@ -666,7 +662,7 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
                 gid: session.gid,
                 env: crate::secrets::sandbox_env(
                     &session.id,
-                    &token,
+                    token.as_deref(),
                     &user,
                     std::env::var("LANG").ok().as_deref(),
                     std::env::var("LC_ALL").ok().as_deref(),

@@ -15,9 +15,10 @@ pub const SANDBOX_ENV_ALLOWLIST: &[&str] = &[
 
 /// Builds a sandbox's complete environment. Nothing from the supervisor's
 /// environment passes except LANG / LC_ALL values that look like locales.
+/// `sandbox_token` is `None` for `sandbox exec`, which has no session.
 pub fn sandbox_env(
     session_id: &str,
-    sandbox_token: &str,
+    sandbox_token: Option<&str>,
     user: &str,
     host_lang: Option<&str>,
     host_lc_all: Option<&str>,
@@ -44,8 +45,10 @@ pub fn sandbox_env(
         ),
         ("TERM".to_string(), "dumb".to_string()),
         ("AGENT_SESSION_ID".to_string(), session_id.to_string()),
-        ("AGENT_SESSION_TOKEN".to_string(), sandbox_token.to_string()),
     ];
+    if let Some(token) = sandbox_token {
+        env.push(("AGENT_SESSION_TOKEN".to_string(), token.to_string()));
+    }
     if let Some(lc) = host_lc_all.filter(|v| locale_ok(v)) {
         env.push(("LC_ALL".to_string(), lc.to_string()));
     }
@@ -62,7 +65,13 @@ mod tests {
 
     #[test]
     fn sandbox_env_is_the_allowlist() {
-        let env = sandbox_env("S", "S.sbx.t", "dev", Some("en_US.UTF-8"), Some("$(evil)"));
+        let env = sandbox_env(
+            "S",
+            Some("S.sbx.t"),
+            "dev",
+            Some("en_US.UTF-8"),
+            Some("$(evil)"),
+        );
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,
@@ -76,5 +85,7 @@ mod tests {
                 "AGENT_SESSION_TOKEN"
             ]
         );
+        let bare = sandbox_env("S", None, "dev", None, None);
+        assert!(bare.iter().all(|(k, _)| k != "AGENT_SESSION_TOKEN"));
     }
 }
