@@ -1,4 +1,4 @@
-//! The escape-corpus harness (`/work/shared/corpus/escape.jsonl`, README
+//! The escape-corpus harness (`tests/corpus/escape.jsonl`, README
 //! "escape.jsonl — the sandbox itself").
 //!
 //! For each case: the placeholders are filled from a [`Fixture`] built on
@@ -33,11 +33,13 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-/// Where the corpus lives: $TOLLGATE_ESCAPE_CORPUS, else the shared folder.
+/// Where the corpus lives: $TOLLGATE_ESCAPE_CORPUS, else the fixture copy in tests/corpus.
 pub fn corpus_path() -> PathBuf {
     std::env::var_os("TOLLGATE_ESCAPE_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/corpus/escape.jsonl"))
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/escape.jsonl"))
+        })
 }
 
 /// One line of escape.jsonl.

@@ -94,7 +94,9 @@ async fn turn_overhead_and_agent_rss() {
         .await
         .unwrap();
     let (peak_kib, agent_ticks) = sampler.join().unwrap();
-    let sup_ticks = cpu_ticks(sup_pid).unwrap_or(0).saturating_sub(sup_cpu_before);
+    let sup_ticks = cpu_ticks(sup_pid)
+        .unwrap_or(0)
+        .saturating_sub(sup_cpu_before);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let reqs = mock.chat_requests();
     assert_eq!(reqs.len(), TURNS + 1);

@@ -1,4 +1,4 @@
-//! The escape corpus (`/work/shared/corpus/escape.jsonl`) against the real
+//! The escape corpus (`tests/corpus/escape.jsonl`) against the real
 //! sandboxes: every case that escapes without a sandbox (live) must be
 //! BLOCKED inside, and nothing may escape at all. Parametrised over the
 //! runner: `examples/sandbox_exec` (the native backend, no daemon), and

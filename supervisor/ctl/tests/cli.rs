@@ -14,7 +14,7 @@ fn ctl() -> Command {
 }
 
 fn corpus(name: &str) -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus/");
     let text = std::fs::read_to_string(format!("{path}{name}"))
         .unwrap_or_else(|e| panic!("the corpus {path}{name} is needed for this test: {e}"));
     text.lines()

@@ -26,12 +26,17 @@ pub enum CredentialError {
     Random(String),
 }
 
-/// 12 random url-safe characters.
+/// 12 random url-safe characters, the first alphanumeric (an id starting
+/// with `-` would read as a flag on a command line: `supervisorctl revoke -x…`).
 pub fn new_session_id() -> Result<String, CredentialError> {
     let bytes: [u8; 12] = random()?;
     Ok(bytes
         .iter()
-        .map(|b| ID_ALPHABET[(b & 63) as usize] as char)
+        .enumerate()
+        .map(|(i, b)| {
+            let n = if i == 0 { b % 62 } else { b & 63 };
+            ID_ALPHABET[n as usize] as char
+        })
         .collect())
 }
 
@@ -149,6 +154,14 @@ fn secret_part(token: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_never_start_like_a_flag() {
+        for _ in 0..2000 {
+            let id = new_session_id().unwrap();
+            assert!(id.as_bytes()[0].is_ascii_alphanumeric(), "{id}");
+        }
+    }
 
     #[test]
     fn ids_are_12_url_safe_chars() {

@@ -1,4 +1,4 @@
-//! The adversarial corpus (`shared/corpus/{shell,paths,ssrf}.jsonl`) run
+//! The adversarial corpus (`tests/corpus/{shell,paths,ssrf}.jsonl`) run
 //! through the engine, with the meaning of each `expect` taken from the
 //! corpus README. Results are printed per category (`cargo test --test
 //! corpus -- --nocapture`); every case must pass or be an accepted
@@ -16,13 +16,13 @@ use tollgate_policy::{
     Resolver, ToolCall, Verdict,
 };
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus");
 
 fn load(name: &str) -> Vec<Value> {
     let path = Path::new(CORPUS).join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read the corpus file {}: {e} (the corpus lives in shared/corpus next to the checkout)",
+            "cannot read the corpus file {}: {e} (the corpus fixtures live in tests/corpus)",
             path.display()
         )
     });

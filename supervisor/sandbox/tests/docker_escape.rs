@@ -1,4 +1,4 @@
-//! The escape corpus (`shared/corpus/escape.jsonl`) against the Docker
+//! The escape corpus (`tests/corpus/escape.jsonl`) against the Docker
 //! backend: every case runs in a session container built exactly as a
 //! session's; none may print `ESCAPED`.
 //!
@@ -31,7 +31,10 @@ use tokio_util::sync::CancellationToken;
 use tollgate_sandbox::docker::DockerBackend;
 use tollgate_sandbox::{ExecRequest, Output, Sandbox};
 
-const CORPUS: &str = "/work/shared/corpus/escape.jsonl";
+const CORPUS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/corpus/escape.jsonl"
+);
 const CPU_LIMIT_S: u64 = 15;
 const RUN_TIMEOUT: Duration = Duration::from_secs(20);
 

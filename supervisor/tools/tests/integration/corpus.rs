@@ -1,4 +1,4 @@
-//! The path corpus (`shared/corpus/paths.jsonl`) against the file tools
+//! The path corpus (`tests/corpus/paths.jsonl`) against the file tools
 //! themselves, as if the policy gate had let every `block` case through with
 //! the path only joined to the workspace (no normalisation, no symlink
 //! resolution): the second wall must still keep everything outside the
@@ -19,7 +19,7 @@ use crate::common::{CAP, Fixture};
 
 const CORPUS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpus/paths.jsonl"
+    "/../../tests/corpus/paths.jsonl"
 );
 const CANARY: &str = "OUTSIDE-CANARY-2f9c";
 
@@ -57,9 +57,7 @@ struct Case {
 
 fn load() -> Vec<Case> {
     let text = std::fs::read_to_string(CORPUS).unwrap_or_else(|e| {
-        panic!(
-            "cannot read the corpus {CORPUS}: {e} (it lives in shared/corpus next to the checkout)"
-        )
+        panic!("cannot read the corpus {CORPUS}: {e} (the corpus fixtures live in tests/corpus)")
     });
     let steps = |v: &Value| -> Vec<Vec<String>> {
         v.as_array()
