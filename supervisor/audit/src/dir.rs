@@ -142,13 +142,12 @@ impl Audit {
             Err(e) => return Err(bad(format!("cannot stat it: {e}"))),
         };
         check_dir(dir, &meta, group)?;
-        let flusher = match sync {
-            SyncMode::Always => None,
-            SyncMode::Batch => Some(
-                Flusher::start()
-                    .map_err(|e| bad(format!("cannot start the audit flusher thread: {e}")))?,
-            ),
-        };
+        // Both modes: batch mode's records and `always` mode's deferred
+        // outcome records are synced by it.
+        let flusher = Some(
+            Flusher::start()
+                .map_err(|e| bad(format!("cannot start the audit flusher thread: {e}")))?,
+        );
         Ok(Audit {
             dir: dir.to_path_buf(),
             sync,

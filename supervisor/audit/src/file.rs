@@ -67,7 +67,8 @@ pub struct AuditFile {
     sync_fd: File,
     durable: Mutex<SyncState>,
     durable_cv: Condvar,
-    /// Batch mode: registered with the flusher and not yet synced.
+    /// Registered with the flusher and not yet synced (batch mode, or a
+    /// deferred record).
     dirty: AtomicBool,
     broken: AtomicBool,
     flusher: Option<Arc<FlushShared>>,
@@ -191,6 +192,28 @@ impl AuditFile {
         Ok(appended)
     }
 
+    /// Appends one record that rides on the next fsync, whatever the sync
+    /// mode: the next [`AuditFile::append`] in `always` mode, or the
+    /// background flusher (20 ms later, within the 50 ms bound). For a record whose action already ran
+    /// (an outcome), or one that a durable append follows at once (a decision
+    /// the `tool_started` record makes durable with it: one fsync for both).
+    pub fn append_deferred(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        let middle = self.encode_middle(session, event, fields)?;
+        let (end, appended) = self.write_record(&middle)?;
+        self.mark_dirty(end)?;
+        Ok(appended)
+    }
+
+    /// Whether [`AuditFile::append`] waits for the disk (`always` mode).
+    pub fn append_waits(&self) -> bool {
+        self.sync_mode == SyncMode::Always
+    }
+
     /// Makes every record appended so far durable (shares an in-flight fsync
     /// when one covers them).
     pub fn sync(&self) -> Result<(), AuditError> {
@@ -280,7 +303,7 @@ impl AuditFile {
         }
     }
 
-    /// Batch mode: make sure the flusher will sync this file.
+    /// Make sure the flusher will sync this file (batch mode, deferred records).
     fn mark_dirty(&self, end: u64) -> Result<(), AuditError> {
         if self.dirty.swap(true, Ordering::SeqCst) {
             return Ok(()); // already queued; the queued sync covers this record
@@ -415,6 +438,34 @@ mod tests {
             f.append("always1", "e", serde_json::json!({"i": i}))
                 .unwrap();
             assert_eq!(synced(&f), f.written.load(Ordering::SeqCst));
+        }
+    }
+
+    #[test]
+    fn always_mode_deferred_record_rides_on_the_next_fsync() {
+        let t = tempfile::tempdir().unwrap();
+        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
+        let f = audit.open_session("defer1").unwrap();
+        // A decision written deferred, then the durable record after it:
+        // one fsync covers both.
+        f.append_deferred("defer1", "permission_check", serde_json::json!({}))
+            .unwrap();
+        f.append("defer1", "tool_started", serde_json::json!({}))
+            .unwrap();
+        assert_eq!(synced(&f), f.written.load(Ordering::SeqCst));
+        // An outcome written deferred with nothing after it: the flusher
+        // syncs it (liveness, not timing).
+        f.append_deferred("defer1", "tool_result", serde_json::json!({}))
+            .unwrap();
+        let written = f.written.load(Ordering::SeqCst);
+        let mut waited = 0;
+        while synced(&f) < written {
+            assert!(
+                waited < 10_000,
+                "the flusher never synced the deferred record"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            waited += 5;
         }
     }
 

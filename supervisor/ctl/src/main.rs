@@ -137,6 +137,9 @@ enum Cmd {
         /// The bench supervisors' audit sync mode.
         #[arg(long, default_value = "always", value_parser = ["always", "batch"])]
         audit_sync: String,
+        /// Keep the temporary directory (its audit logs time every record).
+        #[arg(long)]
+        keep: bool,
     },
 }
 
@@ -208,8 +211,9 @@ enum PolicyCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: a CLI waits on one socket at a time, and a reply handed
+    // between runtime threads costs a wake-up per hop.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -330,6 +334,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             image,
             no_docker,
             audit_sync,
+            keep,
         } => {
             bench::run(bench::Args {
                 json,
@@ -344,6 +349,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 } else {
                     tollgate_audit::SyncMode::Always
                 },
+                keep,
             })
             .await
         }

@@ -37,16 +37,23 @@ fn peer<T>(req: &Request<T>) -> Result<Peer, Status> {
 
 /// The tools a session may call, as the model sees them.
 pub fn tool_specs(tools: Option<&std::collections::BTreeSet<String>>) -> Vec<pb::ToolSpec> {
-    tollgate_policy::registry()
-        .iter()
-        .filter(|t| tools.is_none_or(|allowed| allowed.contains(t.name)))
-        .map(|t| pb::ToolSpec {
-            name: t.name.to_string(),
-            description: t.description.to_string(),
-            class: t.class.as_str().to_string(),
-            parameters_json: t.parameters.to_string(),
-        })
-        .collect()
+    // The registry is fixed for the process: render its schemas once.
+    static ALL: std::sync::OnceLock<Vec<pb::ToolSpec>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        tollgate_policy::registry()
+            .iter()
+            .map(|t| pb::ToolSpec {
+                name: t.name.to_string(),
+                description: t.description.to_string(),
+                class: t.class.as_str().to_string(),
+                parameters_json: t.parameters.to_string(),
+            })
+            .collect()
+    })
+    .iter()
+    .filter(|t| tools.is_none_or(|allowed| allowed.contains(&t.name)))
+    .cloned()
+    .collect()
 }
 
 /// Events the agent may report for the audit log.

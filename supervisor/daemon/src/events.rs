@@ -36,18 +36,46 @@ impl Recorder {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        let summary = summarise(event, &fields);
-        let published = fields.clone();
-        // An fsynced append blocks for the disk; let the runtime move other
-        // tasks off this worker meanwhile.
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let appended = if multi_thread {
+        self.write(file, session, event, fields, false)
+    }
+
+    /// The same, but the record rides on the next fsync
+    /// ([`AuditFile::append_deferred`]): for an outcome, or for a decision
+    /// that a durable record follows at once.
+    pub fn to_file_deferred(
+        &self,
+        file: &AuditFile,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        self.write(file, session, event, fields, true)
+    }
+
+    fn write(
+        &self,
+        file: &AuditFile,
+        session: &str,
+        event: &str,
+        fields: Value,
+        deferred: bool,
+    ) -> Result<Appended, AuditError> {
+        // Watchers see what the log holds; with none, skip the copy.
+        let published = (self.watchers.receiver_count() > 0)
+            .then(|| (summarise(event, &fields), fields.clone()));
+        let appended = if deferred {
+            file.append_deferred(session, event, fields)?
+        } else if file.append_waits() && multi_thread_runtime() {
+            // An fsynced append blocks for the disk; let the runtime move
+            // other tasks off this worker meanwhile. (A write alone does not
+            // block long enough to pay for that hand-off.)
             tokio::task::block_in_place(|| file.append(session, event, fields))?
         } else {
             file.append(session, event, fields)?
         };
-        self.publish(session, event, summary, published);
+        if let Some((summary, fields)) = published {
+            self.publish(session, event, summary, fields);
+        }
         Ok(appended)
     }
 
@@ -63,10 +91,25 @@ impl Recorder {
         self.to_file(&log, session, event, fields)
     }
 
+    /// [`Recorder::supervisor`], riding on that log's next fsync.
+    pub fn supervisor_deferred(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        let log = self.audit.supervisor_log()?;
+        self.write(&log, session, event, fields, true)
+    }
+
     /// Records a session file's final head in the supervisor's log, so a
-    /// truncated tail is caught by `audit verify`.
+    /// truncated tail is caught by `audit verify`. Syncs both files.
     pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {
-        self.audit.anchor(file, session)
+        if multi_thread_runtime() {
+            tokio::task::block_in_place(|| self.audit.anchor(file, session))
+        } else {
+            self.audit.anchor(file, session)
+        }
     }
 
     /// Publishes without writing (for events already written elsewhere).
@@ -80,6 +123,11 @@ impl Recorder {
             json: fields.to_string(),
         });
     }
+}
+
+fn multi_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> &'a str {

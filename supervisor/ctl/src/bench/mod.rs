@@ -51,6 +51,8 @@ pub struct Args {
     pub no_docker: bool,
     /// The bench supervisors' `[audit] sync`: "always" (default) or "batch".
     pub audit_sync: tollgate_audit::SyncMode,
+    /// Keep the temporary directory (audit logs with µs timestamps).
+    pub keep: bool,
 }
 
 /// The JSON document (`--json`).
@@ -110,7 +112,10 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         );
     }
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-    let root = TempRoot::new(&parent)?;
+    let mut root = TempRoot::new(&parent)?;
+    if args.keep {
+        root.keep();
+    }
     let docker_name = format!("tollgate-bench-{}", std::process::id());
 
     let mut progress = Progress::new();
@@ -540,6 +545,7 @@ mod tests {
             image: None,
             no_docker: true,
             audit_sync: tollgate_audit::SyncMode::Always,
+            keep: false,
         });
         assert_eq!((a.samples, a.container_samples), (30, 3));
     }
