@@ -339,6 +339,20 @@ impl Supervisor {
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
+        // A failing test shows what the supervisor said (and whether it was
+        // still running).
+        if std::thread::panicking() {
+            let running = match self.child.as_mut().map(|c| c.try_wait()) {
+                Some(Ok(None)) => "running".to_string(),
+                Some(Ok(Some(status))) => format!("exited: {status}"),
+                Some(Err(e)) => format!("unknown: {e}"),
+                None => "stopped by the test".to_string(),
+            };
+            eprintln!(
+                "--- supervisor ({running}); its stderr:\n{}--- end of supervisor stderr",
+                self.stderr()
+            );
+        }
         self.stop();
     }
 }

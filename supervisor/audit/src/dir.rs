@@ -251,12 +251,16 @@ impl Audit {
     /// Anchors a file's head outside it: makes `file` durable, then writes
     /// `audit_file_closed {file, session, records, head}` to the supervisor
     /// log, where [`crate::verify::verify_dir`] finds it to catch records
-    /// cut from the end. Call when a session ends.
+    /// cut from the end. Call when a session ends. The anchor record itself
+    /// rides on the supervisor log's next fsync (the flusher's, at the
+    /// latest): it is only ever written after the file it anchors is on disk,
+    /// so a power loss can lose an anchor but never leave one ahead of its
+    /// file.
     pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {
         file.sync()?;
         let head = file.head();
         let sup = self.supervisor_log()?;
-        sup.append(
+        sup.append_deferred(
             session,
             "audit_file_closed",
             json!({
@@ -267,8 +271,8 @@ impl Audit {
         )
     }
 
-    /// fsyncs everything pending (shutdown; batch mode). Returns the first
-    /// error after trying every file.
+    /// fsyncs everything pending (shutdown: batch mode, deferred records).
+    /// Returns the first error after trying every file.
     pub fn flush(&self) -> Result<(), AuditError> {
         let live: Vec<Arc<AuditFile>> = {
             let mut files = lock(&self.files);

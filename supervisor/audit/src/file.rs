@@ -169,13 +169,7 @@ impl AuditFile {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        let middle = self.encode_middle(session, event, fields)?;
-        let (end, appended) = self.write_record(&middle)?;
-        match self.sync_mode {
-            SyncMode::Always => self.wait_durable(end)?,
-            SyncMode::Batch => self.mark_dirty(end)?,
-        }
-        Ok(appended)
+        self.append_as(session, event, fields, Durable::AsConfigured)
     }
 
     /// Appends one record and makes it durable before returning, whatever the
@@ -186,26 +180,41 @@ impl AuditFile {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        let middle = self.encode_middle(session, event, fields)?;
-        let (end, appended) = self.write_record(&middle)?;
-        self.wait_durable(end)?;
-        Ok(appended)
+        self.append_as(session, event, fields, Durable::Now)
     }
 
     /// Appends one record that rides on the next fsync, whatever the sync
     /// mode: the next [`AuditFile::append`] in `always` mode, or the
-    /// background flusher (20 ms later, within the 50 ms bound). For a record whose action already ran
-    /// (an outcome), or one that a durable append follows at once (a decision
-    /// the `tool_started` record makes durable with it: one fsync for both).
+    /// background flusher (20 ms later, within the 50 ms bound). For a record
+    /// whose action already ran (an outcome), or one that a durable append
+    /// follows at once (a decision the `tool_started` record makes durable
+    /// with it: one fsync for both).
     pub fn append_deferred(
         &self,
         session: &str,
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
+        self.append_as(session, event, fields, Durable::Later)
+    }
+
+    fn append_as(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+        durable: Durable,
+    ) -> Result<Appended, AuditError> {
         let middle = self.encode_middle(session, event, fields)?;
         let (end, appended) = self.write_record(&middle)?;
-        self.mark_dirty(end)?;
+        match (durable, self.sync_mode) {
+            (Durable::Now, _) | (Durable::AsConfigured, SyncMode::Always) => {
+                self.wait_durable(end)?
+            }
+            (Durable::Later, _) | (Durable::AsConfigured, SyncMode::Batch) => {
+                self.mark_dirty(end)?
+            }
+        }
         Ok(appended)
     }
 
@@ -399,6 +408,17 @@ fn validate_event(event: &str) -> Result<(), AuditError> {
             event: event.chars().take(80).collect(),
         })
     }
+}
+
+/// When an appended record must be on disk.
+#[derive(Debug, Clone, Copy)]
+enum Durable {
+    /// Before `append` returns in `always` mode; within 50 ms in `batch`.
+    AsConfigured,
+    /// Before the append returns.
+    Now,
+    /// With the file's next fsync.
+    Later,
 }
 
 #[cfg(test)]
