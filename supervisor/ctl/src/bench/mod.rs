@@ -20,6 +20,7 @@ mod baselines;
 mod docker;
 mod harness;
 mod inproc;
+mod kill;
 mod native;
 mod stats;
 
@@ -261,6 +262,7 @@ async fn measure(
                 } else {
                     Duration::from_secs(2)
                 },
+                kill_samples: if args.quick { 10 } else { 30 },
             };
             let native_rows = native::run(&sup, root, &plan).await;
             let failed = native_rows

@@ -28,6 +28,8 @@ pub struct Plan {
     pub samples: usize,
     /// How long each throughput phase runs.
     pub throughput_for: Duration,
+    /// Revocations to time (each creates a session and its sandbox).
+    pub kill_samples: usize,
 }
 
 /// Runs the group; a measurement that fails becomes a FAILED row with the
@@ -99,6 +101,12 @@ pub async fn run(sup: &SupervisorProc, root: &TempRoot, plan: &Plan) -> Vec<Row>
         "approve → tool started (operator approval)",
         Unit::Nanos,
         approval(sup, &ws, n).await,
+    ));
+    rows.push(or_failed(
+        super::kill::ID,
+        super::kill::NAME,
+        Unit::Nanos,
+        super::kill::revoke(sup, &ws, plan.kill_samples).await,
     ));
     match throughput(sup, &ws, n, plan.throughput_for).await {
         Ok(mut r) => rows.append(&mut r),

@@ -23,6 +23,8 @@ pub enum Unit {
 pub enum Target {
     /// median ≤ this many nanoseconds.
     MedianAtMostNanos { value: f64, issue: u32 },
+    /// p99 ≤ this many nanoseconds (for "within", not "typically").
+    P99AtMostNanos { value: f64, issue: u32 },
     /// median ≤ factor × the baseline's median.
     RatioAtMost { factor: f64, issue: u32 },
     /// value ≥ this many per second.
@@ -36,6 +38,9 @@ impl Target {
         match self {
             Target::MedianAtMostNanos { value, issue } => {
                 format!("≤ {} (#{issue})", fmt_nanos(*value))
+            }
+            Target::P99AtMostNanos { value, issue } => {
+                format!("p99 ≤ {} (#{issue})", fmt_nanos(*value))
             }
             Target::RatioAtMost { factor, issue } => format!("≤ {factor}× base (#{issue})"),
             Target::AtLeastPerSecond { value, issue } => {
@@ -179,6 +184,7 @@ pub fn judge(rows: &mut [Row]) {
             (None, _) | (_, None) => None,
             (Some(t), Some(m)) => match t {
                 Target::MedianAtMostNanos { value, .. } => Some(m <= *value),
+                Target::P99AtMostNanos { value, .. } => r.p99.map(|p| p <= *value),
                 Target::RatioAtMost { factor, .. } => r.ratio.map(|q| q <= *factor),
                 Target::AtLeastPerSecond { value, .. } => Some(m >= *value),
                 Target::AtMostMib { value, .. } => Some(m <= *value),
