@@ -128,7 +128,10 @@ const ENV_ACCESS: &str = concat!(
 /// contains one of their values. The error names the pattern or variable,
 /// never a value.
 pub fn audit_system_prompt(prompt: &str, env: &EnvScan) -> Result<(), PromptError> {
-    if let Ok(re) = Regex::new(ENV_ACCESS) {
+    // Built once per process: OpenSession runs this on every session.
+    static ENV_ACCESS_RE: std::sync::LazyLock<Option<Regex>> =
+        std::sync::LazyLock::new(|| Regex::new(ENV_ACCESS).ok());
+    if let Some(re) = ENV_ACCESS_RE.as_ref() {
         if let Some(m) = re.find(prompt) {
             return Err(PromptError::EnvironmentAccess {
                 pattern: m.as_str().chars().take(64).collect(),
@@ -141,17 +144,19 @@ pub fn audit_system_prompt(prompt: &str, env: &EnvScan) -> Result<(), PromptErro
         });
     }
     for name in &env.names {
+        // A whole-word match needs the name somewhere first (and an empty
+        // prompt, the common case, compiles nothing).
+        if !prompt.contains(name.as_str()) {
+            continue;
+        }
         let word = format!(r"(?-u:\b){}(?-u:\b)", regex::escape(name));
         match Regex::new(&word) {
             Ok(re) if re.is_match(prompt) => {
                 return Err(PromptError::SecretName { name: name.clone() });
             }
             Ok(_) => {}
-            Err(_) => {
-                if prompt.contains(name.as_str()) {
-                    return Err(PromptError::SecretName { name: name.clone() });
-                }
-            }
+            // No pattern: the plain containment above decides.
+            Err(_) => return Err(PromptError::SecretName { name: name.clone() }),
         }
     }
     for (name, value) in env.names.iter().zip(&env.raw) {
