@@ -96,35 +96,6 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
     };
     let mut rows = Vec::new();
 
-    // Baseline 1: docker run --rm (create, start, run, wait, remove).
-    let (d, image, c) = (
-        docker.clone(),
-        plan.image.to_string(),
-        plan.container_samples,
-    );
-    rows.push(
-        match blocking(move || {
-            time_blocking(2, c, |_| {
-                run_quiet(Command::new(&d).args([
-                    "run",
-                    "--rm",
-                    "--network",
-                    "none",
-                    image.as_str(),
-                    "true",
-                ]))
-            })
-        })
-        .await
-        {
-            Ok(s) => Row::latency(DOCKER_RUN, RUN_NAME, &s).with_note(format!(
-                "{} samples: each takes a large part of a second",
-                s.len()
-            )),
-            Err(e) => Row::failed(DOCKER_RUN, RUN_NAME, Unit::Nanos, format!("{e:#}")),
-        },
-    );
-
     // Baseline 2 and ours, interleaved: one `docker exec` through the CLI,
     // then one run_bash through the supervisor, and again, so both see the
     // same engine and the same machine (the engine's exec latency drifts by
@@ -212,9 +183,12 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
             .with_baseline(DOCKER_EXEC)
             .with_target(run_bash_target()),
     );
+    // Baseline 1 and ours, in rounds too: `docker run --rm … true` (create,
+    // start, run, wait, remove), then one session container.
     let (sup, ws) = match sup {
         Ok(pair) => pair,
         Err(e) => {
+            rows.push(docker_run_alone(&docker, plan).await);
             rows.push(
                 Row::failed(CREATE, CREATE_NAME, Unit::Nanos, format!("{e:#}"))
                     .with_baseline(DOCKER_RUN)
@@ -223,17 +197,30 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
             return rows;
         }
     };
+    let n = plan.container_samples;
+    let (run_row, create_row) =
+        match create_rounds(&docker, plan.image, &sup, &ws, n, &mut sessions).await {
+            Ok(r) => (
+                Row::latency(DOCKER_RUN, RUN_NAME, &r.docker_run).with_note(format!(
+                    "{} samples, each most of a second; {ROUNDS}",
+                    r.docker_run.len()
+                )),
+                Row::latency_ns(CREATE, CREATE_NAME, &r.diffs).with_note(format!(
+                    "{} samples; first run_bash `true` of a fresh session minus its second (the first's median alone: {}); removal happens at close, outside the figure; {ROUNDS}",
+                    r.diffs.len(),
+                    fmt_nanos(r.cold)
+                )),
+            ),
+            Err(e) => (
+                docker_run_alone(&docker, plan).await,
+                Row::failed(CREATE, CREATE_NAME, Unit::Nanos, format!("{e:#}")),
+            ),
+        };
+    rows.push(run_row);
     rows.push(
-        match create(&sup, &ws, plan.container_samples, &mut sessions).await {
-            Ok((diffs, cold)) => Row::latency_ns(CREATE, CREATE_NAME, &diffs).with_note(format!(
-                "{} samples; first run_bash `true` of a fresh session minus its second (the first's median alone: {}); removal happens at close, outside the figure",
-                diffs.len(),
-                fmt_nanos(cold)
-            )),
-            Err(e) => Row::failed(CREATE, CREATE_NAME, Unit::Nanos, format!("{e:#}")),
-        }
-        .with_baseline(DOCKER_RUN)
-        .with_target(create_target()),
+        create_row
+            .with_baseline(DOCKER_RUN)
+            .with_target(create_target()),
     );
     let log = sup.stderr();
     let _ = blocking(move || {
@@ -327,16 +314,63 @@ struct ExecRounds {
     after_pause: Vec<Duration>,
 }
 
-async fn create(
+const ROUNDS: &str = "sampled in rounds with the other (a `docker run --rm`, then a session container), so both see the same engine";
+
+/// The `docker run --rm` baseline by itself (when our side cannot run).
+async fn docker_run_alone(docker: &Path, plan: &Plan<'_>) -> Row {
+    let (d, image, c) = (
+        docker.to_path_buf(),
+        plan.image.to_string(),
+        plan.container_samples,
+    );
+    match blocking(move || {
+        time_blocking(2, c, |_| {
+            run_quiet(Command::new(&d).args(docker_run_args(&image)))
+        })
+    })
+    .await
+    {
+        Ok(s) => Row::latency(DOCKER_RUN, RUN_NAME, &s)
+            .with_note(format!("{} samples, each most of a second", s.len())),
+        Err(e) => Row::failed(DOCKER_RUN, RUN_NAME, Unit::Nanos, format!("{e:#}")),
+    }
+}
+
+fn docker_run_args(image: &str) -> [&str; 6] {
+    ["run", "--rm", "--network", "none", image, "true"]
+}
+
+struct CreateRounds {
+    docker_run: Vec<Duration>,
+    /// First run_bash of a fresh session minus its second, in nanoseconds.
+    diffs: Vec<f64>,
+    /// The median first call.
+    cold: f64,
+}
+
+/// Per round: `docker run --rm IMAGE true` through the CLI, then a fresh
+/// session whose first run_bash creates its container (timed as that call
+/// minus the session's second). The first round warms the engine's caches.
+async fn create_rounds(
+    docker: &Path,
+    image: &str,
     sup: &SupervisorProc,
     ws: &Path,
     n: usize,
     sessions: &mut Vec<String>,
-) -> anyhow::Result<(Vec<f64>, f64)> {
+) -> anyhow::Result<CreateRounds> {
     let ch = sup.agent_channel().await?;
-    let mut diffs = Vec::with_capacity(n);
+    let mut r = CreateRounds {
+        docker_run: Vec::with_capacity(n),
+        diffs: Vec::with_capacity(n),
+        cold: 0.0,
+    };
     let mut colds = Vec::with_capacity(n);
     for i in 0..n + 1 {
+        // Run in place: this thread has nothing else to do meanwhile.
+        let t = Instant::now();
+        run_quiet(Command::new(docker).args(docker_run_args(image)))?;
+        let run = t.elapsed();
         let mut s = AgentSession::open(ch.clone(), ws, "dangerouslySkipPermissions").await?;
         sessions.push(s.id.clone());
         let t = Instant::now();
@@ -346,15 +380,16 @@ async fn create(
         s.call("run_bash", TRUE_ARGS).await?;
         let warm = t.elapsed();
         s.close().await?;
-        // The first one warms the engine's caches.
         if i > 0 {
-            diffs.push(cold.as_nanos() as f64 - warm.as_nanos() as f64);
+            r.docker_run.push(run);
+            r.diffs
+                .push(cold.as_nanos() as f64 - warm.as_nanos() as f64);
             colds.push(cold.as_nanos() as f64);
         }
     }
     colds.sort_by(f64::total_cmp);
-    let cold = super::stats::percentile(&colds, 0.5).ok_or_else(|| anyhow!("no samples"))?;
-    Ok((diffs, cold))
+    r.cold = super::stats::percentile(&colds, 0.5).ok_or_else(|| anyhow!("no samples"))?;
+    Ok(r)
 }
 
 #[cfg(test)]
