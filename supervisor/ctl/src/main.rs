@@ -111,36 +111,7 @@ enum Cmd {
     Doctor,
     /// Measure every figure of docs/PERFORMANCE.md against its baselines
     /// (starts its own supervisors on a temporary directory; run as root).
-    Bench {
-        /// Write the table as JSON on stdout.
-        #[arg(long)]
-        json: bool,
-        /// Samples per measurement (after a warm-up).
-        #[arg(long, default_value_t = 200)]
-        samples: usize,
-        /// A short smoke run: at most 30 samples (below what the page needs).
-        #[arg(long)]
-        quick: bool,
-        /// Samples for container creation and `docker run --rm` (each takes
-        /// most of a second).
-        #[arg(long, default_value_t = 10)]
-        container_samples: usize,
-        /// Directory for the temporary files (default: $TMPDIR or /tmp).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Docker image for the docker rows (default: the minimal sandbox image).
-        #[arg(long)]
-        image: Option<String>,
-        /// Leave out the docker rows.
-        #[arg(long)]
-        no_docker: bool,
-        /// The bench supervisors' audit sync mode.
-        #[arg(long, default_value = "always", value_parser = ["always", "batch"])]
-        audit_sync: String,
-        /// Keep the temporary directory (its audit logs time every record).
-        #[arg(long)]
-        keep: bool,
-    },
+    Bench(bench::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -325,33 +296,6 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             file,
         }),
         Cmd::Doctor => doctor::run(&socket).await,
-        Cmd::Bench {
-            json,
-            samples,
-            quick,
-            container_samples,
-            dir,
-            image,
-            no_docker,
-            audit_sync,
-            keep,
-        } => {
-            bench::run(bench::Args {
-                json,
-                samples,
-                quick,
-                container_samples,
-                dir,
-                image,
-                no_docker,
-                audit_sync: if audit_sync == "batch" {
-                    tollgate_audit::SyncMode::Batch
-                } else {
-                    tollgate_audit::SyncMode::Always
-                },
-                keep,
-            })
-            .await
-        }
+        Cmd::Bench(args) => bench::run(args).await,
     }
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
+use tollgate_policy::bench_input::{REPRESENTATIVE_POLICY, script_4k, script_4k_substitutions};
 use tollgate_policy::{
     Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ResolveError, Resolver,
     ToolCall,
@@ -103,56 +104,6 @@ fn ctx(ws: &Path) -> Context {
     }
 }
 
-/// A representative `[policy]` section (the workstation example's shape).
-const POLICY: &str = r#"
-allow = [
-  "run_bash(cargo test*)",
-  "run_bash(cargo build*)",
-  { rule = "run_bash(git status*)", match = ["git status", "git status --short"], not_match = ["git push", "git status; curl x"] },
-  "run_bash(git diff*)",
-  "run_bash(git log*)",
-  { rule = "webfetch(domain:docs.rs)", match = ["https://docs.rs/url"], not_match = ["https://docs.rs.evil.com/"] },
-  "webfetch(domain:*.rust-lang.org)",
-]
-ask = [
-  { rule = "read_file(./secrets/**)", match = ["./secrets/a.txt"], not_match = ["src/main.rs"] },
-  "write_file(*.lock)",
-]
-deny = [
-  "run_bash(npm publish*)",
-  { rule = "run_bash(cargo publish*)", match = ["cargo publish", "cd x && cargo publish --dry-run"], not_match = ["cargo build"] },
-]
-extra_denied_binaries = ["helm", "terraform"]
-extra_confirm_patterns = ["\\bdrop\\s+table\\b"]
-"#;
-
-/// About 4 KiB of pipelines with quoted arguments and redirects.
-fn script_4k() -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while s.len() < 4096 {
-        s.push_str(&format!(
-            "grep -rn \"TODO({i})\" src/ tests/ | sort | uniq -c | sort -rn | head -20 > reports/todo_{i}.txt\n"
-        ));
-        i += 1;
-    }
-    s
-}
-
-/// About 4 KiB where every line also runs a command substitution (each
-/// one is parsed again as a program of its own).
-fn script_4k_substitutions() -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while s.len() < 4096 {
-        s.push_str(&format!(
-            "grep -rn \"TODO({i})\" src/ | sort | uniq -c | sort -rn | head -20 > reports/todo_{i}.txt && echo \"$(wc -l < reports/todo_{i}.txt) lines\"\n"
-        ));
-        i += 1;
-    }
-    s
-}
-
 fn bench(c: &mut Criterion) {
     let engine = Engine::new(&PolicyConfig::default()).unwrap();
     let fs = mem_fs();
@@ -213,7 +164,7 @@ fn bench(c: &mut Criterion) {
         "load representative policy (toml + rules + examples)",
         |b| {
             b.iter(|| {
-                let cfg: PolicyConfig = toml::from_str(black_box(POLICY)).unwrap();
+                let cfg: PolicyConfig = toml::from_str(black_box(REPRESENTATIVE_POLICY)).unwrap();
                 black_box(Engine::new(&cfg).unwrap())
             })
         },

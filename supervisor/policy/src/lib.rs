@@ -12,6 +12,8 @@
 
 #![forbid(unsafe_code)]
 
+#[doc(hidden)]
+pub mod bench_input;
 mod config;
 mod decision;
 mod display;

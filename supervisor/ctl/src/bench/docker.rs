@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::harness::{
-    AgentSession, SupervisorProc, TempRoot, blocking, run_checked, run_quiet, time_blocking,
-    warmup_for, which,
+    AgentSession, SupervisorProc, TRUE_ARGS, TempRoot, blocking, first_and_second_call,
+    run_checked, run_quiet, time_blocking, warmup_for, which,
 };
 use super::stats::{Row, Target, Unit, fmt_nanos};
 
@@ -18,7 +18,6 @@ pub const DOCKER_RUN: &str = "base.docker_run_rm";
 pub const DOCKER_EXEC: &str = "base.docker_cli_exec";
 const RUN_BASH: &str = "docker.run_bash_true";
 const CREATE: &str = "docker.container_create";
-const TRUE_ARGS: &str = r#"{"command":"true"}"#;
 
 const RUN_NAME: &str = "docker run --rm --network none IMAGE true (baseline)";
 const EXEC_NAME: &str = "docker exec CTR true via the CLI (baseline)";
@@ -371,15 +370,8 @@ async fn create_rounds(
         let t = Instant::now();
         run_quiet(Command::new(docker).args(docker_run_args(image)))?;
         let run = t.elapsed();
-        let mut s = AgentSession::open(ch.clone(), ws, "dangerouslySkipPermissions").await?;
-        sessions.push(s.id.clone());
-        let t = Instant::now();
-        s.call("run_bash", TRUE_ARGS).await?;
-        let cold = t.elapsed();
-        let t = Instant::now();
-        s.call("run_bash", TRUE_ARGS).await?;
-        let warm = t.elapsed();
-        s.close().await?;
+        let (id, cold, warm) = first_and_second_call(&ch, ws).await?;
+        sessions.push(id);
         if i > 0 {
             r.docker_run.push(run);
             r.diffs

@@ -295,6 +295,28 @@ pub fn authed<T>(msg: T, token: &str) -> anyhow::Result<tonic::Request<T>> {
     Ok(req)
 }
 
+/// run_bash `true`.
+pub const TRUE_ARGS: &str = r#"{"command":"true"}"#;
+
+/// A fresh session's first run_bash `true` (which creates its sandbox) and
+/// its second (warm). Returns (session id, first, second); the session is
+/// closed.
+pub async fn first_and_second_call(
+    ch: &Channel,
+    ws: &Path,
+) -> anyhow::Result<(String, Duration, Duration)> {
+    let mut s = AgentSession::open(ch.clone(), ws, "dangerouslySkipPermissions").await?;
+    let t = Instant::now();
+    s.call("run_bash", TRUE_ARGS).await?;
+    let first = t.elapsed();
+    let t = Instant::now();
+    s.call("run_bash", TRUE_ARGS).await?;
+    let second = t.elapsed();
+    let id = s.id.clone();
+    s.close().await?;
+    Ok((id, first, second))
+}
+
 /// An open session, as an agent holds it.
 #[derive(Clone)]
 pub struct AgentSession {

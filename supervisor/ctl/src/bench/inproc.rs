@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use tollgate_audit::{Audit, SyncMode};
+use tollgate_policy::bench_input::{REPRESENTATIVE_POLICY, script_4k_substitutions};
 use tollgate_policy::{
     Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ToolCall,
 };
@@ -82,7 +83,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         ))?);
         Ok(())
     })?;
-    let script_text = script_4k();
+    let script_text = script_4k_substitutions();
     let script = decide(ToolCall {
         tool: "run_bash".into(),
         args: json!({ "command": script_text }),
@@ -104,7 +105,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         Ok(())
     })?;
     let load_repr = time_blocking(warmup_for(n), n, |_| {
-        let cfg: PolicyConfig = toml::from_str(black_box(REPRESENTATIVE))?;
+        let cfg: PolicyConfig = toml::from_str(black_box(REPRESENTATIVE_POLICY))?;
         black_box(Engine::new(&cfg).map_err(|e| anyhow!("{e}"))?);
         Ok(())
     })?;
@@ -216,43 +217,6 @@ impl FsFacts for MemFs {
     fn read_link(&self, _: &Path) -> Option<PathBuf> {
         None
     }
-}
-
-/// A representative `[policy]` section (the criterion bench's).
-const REPRESENTATIVE: &str = r#"
-allow = [
-  "run_bash(cargo test*)",
-  "run_bash(cargo build*)",
-  { rule = "run_bash(git status*)", match = ["git status", "git status --short"], not_match = ["git push", "git status; curl x"] },
-  "run_bash(git diff*)",
-  "run_bash(git log*)",
-  { rule = "webfetch(domain:docs.rs)", match = ["https://docs.rs/url"], not_match = ["https://docs.rs.evil.com/"] },
-  "webfetch(domain:*.rust-lang.org)",
-]
-ask = [
-  { rule = "read_file(./secrets/**)", match = ["./secrets/a.txt"], not_match = ["src/main.rs"] },
-  "write_file(*.lock)",
-]
-deny = [
-  "run_bash(npm publish*)",
-  { rule = "run_bash(cargo publish*)", match = ["cargo publish", "cd x && cargo publish --dry-run"], not_match = ["cargo build"] },
-]
-extra_denied_binaries = ["helm", "terraform"]
-extra_confirm_patterns = ["\\bdrop\\s+table\\b"]
-"#;
-
-/// About 4 KiB of pipelines, redirects and substitutions (the criterion
-/// bench's input).
-fn script_4k() -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while s.len() < 4096 {
-        s.push_str(&format!(
-            "grep -rn \"TODO({i})\" src/ | sort | uniq -c | sort -rn | head -20 > reports/todo_{i}.txt && echo \"$(wc -l < reports/todo_{i}.txt) lines\"\n"
-        ));
-        i += 1;
-    }
-    s
 }
 
 fn fields(i: usize) -> serde_json::Value {

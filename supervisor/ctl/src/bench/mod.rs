@@ -37,23 +37,41 @@ use stats::{Row, Status, Unit, fmt_value};
 pub const MIN_SAMPLES: usize = 200;
 
 /// Options of `supervisorctl bench`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    /// Write the table as JSON on stdout.
+    #[arg(long)]
     pub json: bool,
+    /// Samples per measurement (after a warm-up).
+    #[arg(long, default_value_t = MIN_SAMPLES)]
     pub samples: usize,
+    /// A short smoke run: at most 30 samples (below what the page needs).
+    #[arg(long)]
     pub quick: bool,
-    /// Samples for container creation and `docker run --rm`.
+    /// Samples for container creation and `docker run --rm` (each takes
+    /// most of a second).
+    #[arg(long, default_value_t = 10)]
     pub container_samples: usize,
-    /// Where the temporary directory goes (default: $TMPDIR or /tmp).
+    /// Directory for the temporary files (default: $TMPDIR or /tmp).
+    #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// The docker image (default: the minimal sandbox image).
+    /// Docker image for the docker rows (default: the minimal sandbox image).
+    #[arg(long)]
     pub image: Option<String>,
-    /// Leave the docker group out (its rows say so).
+    /// Leave out the docker rows.
+    #[arg(long)]
     pub no_docker: bool,
-    /// The bench supervisors' `[audit] sync`: "always" (default) or "batch".
+    /// The bench supervisors' audit sync mode: always or batch.
+    #[arg(long, default_value = "always", value_parser = parse_sync)]
     pub audit_sync: tollgate_audit::SyncMode,
-    /// Keep the temporary directory (audit logs with µs timestamps).
+    /// Keep the temporary directory (its audit logs time every record).
+    #[arg(long)]
     pub keep: bool,
+}
+
+fn parse_sync(s: &str) -> Result<tollgate_audit::SyncMode, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not a sync mode (always or batch)"))
 }
 
 /// The JSON document (`--json`).

@@ -14,13 +14,12 @@ use tollgate_proto::v1 as pb;
 
 use super::baselines::BWRAP;
 use super::harness::{
-    AgentSession, Sched, SupervisorProc, TempRoot, authed, blocking, check_ok, time_async,
-    time_blocking, warmup_for,
+    AgentSession, Sched, SupervisorProc, TRUE_ARGS, TempRoot, authed, blocking, check_ok,
+    first_and_second_call, time_async, time_blocking, warmup_for,
 };
 use super::stats::{Row, Target, Unit, fmt_nanos};
 
 const READ_ARGS: &str = r#"{"path":"data4k.txt"}"#;
-const TRUE_ARGS: &str = r#"{"command":"true"}"#;
 const HEALTH: &str = "base.grpc_health";
 
 /// Settings for this group.
@@ -296,14 +295,7 @@ async fn sandbox_create(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Re
     let mut cold_all = Vec::with_capacity(n);
     let warmup = warmup_for(n).min(5);
     for i in 0..warmup + n {
-        let mut s = AgentSession::open(ch.clone(), ws, "dangerouslySkipPermissions").await?;
-        let t = Instant::now();
-        s.call("run_bash", TRUE_ARGS).await?;
-        let cold = t.elapsed();
-        let t = Instant::now();
-        s.call("run_bash", TRUE_ARGS).await?;
-        let warm = t.elapsed();
-        s.close().await?;
+        let (_, cold, warm) = first_and_second_call(&ch, ws).await?;
         if i >= warmup {
             diffs.push(cold.as_nanos() as f64 - warm.as_nanos() as f64);
             cold_all.push(cold.as_nanos() as f64);
