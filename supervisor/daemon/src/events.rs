@@ -102,6 +102,16 @@ impl Recorder {
         self.write(&log, session, event, fields, true)
     }
 
+    /// Makes every record appended to `file` so far durable (one fsync, or
+    /// a share of one in flight).
+    pub fn sync(&self, file: &AuditFile) -> Result<(), AuditError> {
+        if multi_thread_runtime() {
+            tokio::task::block_in_place(|| file.sync())
+        } else {
+            file.sync()
+        }
+    }
+
     /// Records a session file's final head in the supervisor's log, so a
     /// truncated tail is caught by `audit verify`. Syncs both files.
     pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {

@@ -9,7 +9,9 @@
 //! 3. the decision record, durable before anything runs (no record, no run:
 //!    AUDIT_UNAVAILABLE);
 //! 4. an approval when the verdict is ask;
-//! 5. execution, with `tool_started` before and `tool_result` after.
+//! 5. execution, with `tool_started` before and `tool_result` after (a
+//!    read-only tool reads while that record's fsync runs, and its output is
+//!    released only after it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -131,20 +133,39 @@ pub async fn call_tool(
         Verdict::Allow => {}
     }
 
-    // Step 5: execute.
-    if let Err(e) = record(
-        sup,
-        session,
-        "tool_started",
-        json!({
-            "call_id": call_id, "tool": tool, "allowed_by": allowed_by, "target": decision.target,
-        }),
-    ) {
+    // Step 5: execute. A read-only tool in `always` mode reads while the
+    // fsync runs, and its output is released only once the decision is
+    // durable (see `read_while_durable`); every other tool waits for the
+    // fsync before it starts.
+    let overlap = READ_ONLY_TOOLS.contains(&tool.as_str()) && session.audit.append_waits();
+    let started_record = json!({
+        "call_id": call_id, "tool": tool, "allowed_by": allowed_by, "target": decision.target,
+    });
+    let written = if overlap {
+        sup.recorder
+            .to_file_deferred(&session.audit, &session.id, "tool_started", started_record)
+            .map(|_| ())
+    } else {
+        record(sup, session, "tool_started", started_record)
+    };
+    if let Err(e) = written {
         return denied(audit_unavailable(&e));
     }
-    let result = tokio::select! {
-        r = execute(sup, session, &tool, &args, &decision, &cancel) => r,
-        _ = cancel.cancelled() => Err(ExecError::Cancelled),
+    let run = execute(sup, session, &tool, &args, &decision, &cancel);
+    let result = if overlap {
+        let durable_run = read_while_durable(run, || sup.recorder.sync(&session.audit));
+        tokio::select! {
+            r = durable_run => match r {
+                Ok(r) => r,
+                Err(e) => return denied(audit_unavailable(&e)),
+            },
+            _ = cancel.cancelled() => Err(ExecError::Cancelled),
+        }
+    } else {
+        tokio::select! {
+            r = run => r,
+            _ = cancel.cancelled() => Err(ExecError::Cancelled),
+        }
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut response = match result {
@@ -228,6 +249,35 @@ pub async fn call_tool(
         response.error = "the tool failed without a message".to_string();
     }
     response
+}
+
+/// Tools whose only effect is the output they return (no write, no process,
+/// no network): they may start reading before their decision is durable.
+const READ_ONLY_TOOLS: [&str; 3] = ["read_file", "glob_files", "grep"];
+
+/// Starts `work` (polls it once: a file tool hands its job to the owner's
+/// thread), then runs `sync` (the fsync that makes the decision and
+/// `tool_started` records durable), then finishes `work`. The fsync and the
+/// read overlap, but nothing of the output leaves before the records are on
+/// disk: if `sync` fails, the output is dropped and the call refused.
+async fn read_while_durable<T>(
+    work: impl std::future::Future<Output = T>,
+    sync: impl FnOnce() -> Result<(), tollgate_audit::AuditError>,
+) -> Result<T, tollgate_audit::AuditError> {
+    let mut work = std::pin::pin!(work);
+    let mut early = None;
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(v) = work.as_mut().poll(cx) {
+            early = Some(v);
+        }
+        std::task::Poll::Ready(())
+    })
+    .await;
+    sync()?;
+    match early {
+        Some(v) => Ok(v),
+        None => Ok(work.await),
+    }
 }
 
 /// Runs the engine for a call.
@@ -879,5 +929,46 @@ fn audit_unavailable_msg(e: &dyn std::fmt::Display) -> pb::Denial {
         ),
         rule: "floor:audit".to_string(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_read_starts_before_the_fsync_and_is_released_after_it() {
+        let started = AtomicBool::new(false);
+        let synced = AtomicBool::new(false);
+        let work = async {
+            started.store(true, Ordering::SeqCst);
+            // Not done on the first poll, like a job on the owner's thread.
+            tokio::task::yield_now().await;
+            assert!(synced.load(Ordering::SeqCst), "finished before the fsync");
+            "content"
+        };
+        let out = read_while_durable(work, || {
+            assert!(started.load(Ordering::SeqCst), "the read had not started");
+            synced.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .await;
+        assert_eq!(out.ok(), Some("content"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_fsync_drops_the_output() {
+        let work = async { "secret content" };
+        let out = read_while_durable(work, || {
+            Err(tollgate_audit::AuditError::Broken {
+                path: "/audit/x.jsonl".into(),
+                reason: "fdatasync failed: EIO".into(),
+            })
+        })
+        .await;
+        let err = out.expect_err("the output must not be released");
+        assert!(err.to_string().contains("fdatasync failed"), "{err}");
     }
 }
