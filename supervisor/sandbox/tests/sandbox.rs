@@ -616,7 +616,10 @@ async fn a_fork_bomb_is_contained_and_another_session_still_works() {
         let bomb = tokio::spawn(async move {
             a2.exec(
                 common::req(
-                    &["sh", "-c", "echo go; b() { b | b & }; b; wait"],
+                    // Every level waits for its children, so the first shell
+                    // stays until the tree collapses or the timeout ends it
+                    // (with `b | b &` it could return before any fork failed).
+                    &["sh", "-c", "echo go; b() { b & b & wait; }; b"],
                     Duration::from_secs(5),
                 ),
                 tx,
