@@ -74,27 +74,32 @@ const CONTAINERS: &[&str] = &[
 ];
 const TRACING: &[&str] = &["strace", "ltrace"];
 
-/// The built-in category of a denied binary name (a basename).
+/// The built-in category of a denied binary name (a basename). One hash
+/// lookup: a script names a command hundreds of times.
 pub(crate) fn builtin_denied(name: &str) -> Option<DeniedKind> {
-    if NETWORK.contains(&name) {
-        return Some(DeniedKind::Network);
+    static BY_NAME: std::sync::LazyLock<std::collections::HashMap<&'static str, DeniedKind>> =
+        std::sync::LazyLock::new(|| {
+            let lists = [
+                (NETWORK, DeniedKind::Network),
+                (PRIVILEGE, DeniedKind::Privilege),
+                (PERMISSIONS, DeniedKind::Permissions),
+                (SYSTEM, DeniedKind::System),
+                (CONTAINERS, DeniedKind::Containers),
+                (TRACING, DeniedKind::Tracing),
+            ];
+            let mut m = std::collections::HashMap::new();
+            // Reversed, so a name on two lists keeps the first list's kind.
+            for (names, kind) in lists.into_iter().rev() {
+                for n in names {
+                    m.insert(*n, kind);
+                }
+            }
+            m
+        });
+    if let Some(kind) = BY_NAME.get(name) {
+        return Some(*kind);
     }
-    if PRIVILEGE.contains(&name) {
-        return Some(DeniedKind::Privilege);
-    }
-    if PERMISSIONS.contains(&name) {
-        return Some(DeniedKind::Permissions);
-    }
-    if SYSTEM.contains(&name) || name.starts_with("mkfs") {
-        return Some(DeniedKind::System);
-    }
-    if CONTAINERS.contains(&name) {
-        return Some(DeniedKind::Containers);
-    }
-    if TRACING.contains(&name) {
-        return Some(DeniedKind::Tracing);
-    }
-    None
+    name.starts_with("mkfs").then_some(DeniedKind::System)
 }
 
 /// The reason given for a denied binary: what is refused, why, what instead.
