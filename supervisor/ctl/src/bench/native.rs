@@ -21,6 +21,7 @@ use super::stats::{Row, Target, Unit, fmt_nanos};
 
 const READ_ARGS: &str = r#"{"path":"data4k.txt"}"#;
 const HEALTH: &str = "base.grpc_health";
+const SOCKET_ECHO: &str = "base.unix_socket_echo";
 
 /// Settings for this group.
 pub struct Plan {
@@ -235,6 +236,7 @@ async fn list_tools(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result
         }
     })
     .await?;
+    let echo = blocking(move || socket_echo(n)).await?;
     let s = AgentSession::open(ch, ws, "default").await?;
     let before = sup.sched();
     let samples = time_async(warmup_for(n), n, |_| {
@@ -245,9 +247,19 @@ async fn list_tools(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result
     let cpu = Sched::per_call(before, sup.sched(), warmup_for(n) + n);
     s.close().await?;
     Ok(vec![
-        Row::latency(HEALTH, "gRPC health Check on agent.sock (baseline)", &floor).with_note(
-            "grpc.health.v1.Health/Check on the same connection: no token, no handler work",
+        Row::latency(
+            SOCKET_ECHO,
+            "Unix socket round trip to another process (baseline)",
+            &echo,
+        )
+        .with_note(
+            "64 bytes to `cat` over a socketpair and back: the two wake-ups any request over agent.sock costs, with no gRPC",
         ),
+        Row::latency(HEALTH, "gRPC health Check on agent.sock (baseline)", &floor)
+            .with_baseline(SOCKET_ECHO)
+            .with_note(
+                "grpc.health.v1.Health/Check on the same connection: no token, no handler work",
+            ),
         Row::latency("native.list_tools", "ListTools, authenticated", &samples)
             .with_baseline(HEALTH)
             .with_target(Target::MedianAtMostNanos {
@@ -256,6 +268,35 @@ async fn list_tools(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result
             })
             .with_note(cpu),
     ])
+}
+
+/// The floor under any request on agent.sock: a message to another process
+/// over a Unix socket and its reply. `cat` reads from and writes to its end of
+/// a socketpair, so each round trip wakes it and then us.
+fn socket_echo(n: usize) -> anyhow::Result<Vec<Duration>> {
+    use std::io::Read as _;
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    use std::process::{Command, Stdio};
+
+    let cat = super::harness::which("cat").ok_or_else(|| anyhow!("no `cat` on PATH"))?;
+    let (mut ours, theirs) = UnixStream::pair().context("socketpair")?;
+    let theirs_out = theirs.try_clone().context("socketpair")?;
+    let mut child = Command::new(cat)
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::from(OwnedFd::from(theirs_out)))
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting cat")?;
+    let mut buf = [b'x'; 64];
+    let timed = time_blocking(warmup_for(n), n, |_| {
+        ours.write_all(&buf)?;
+        ours.read_exact(&mut buf)?;
+        Ok(())
+    });
+    drop(ours); // cat sees EOF and exits
+    let _ = child.wait();
+    timed
 }
 
 async fn run_bash_true(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
