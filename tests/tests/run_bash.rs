@@ -86,10 +86,6 @@ async fn output_is_interleaved_in_order_with_the_exit_code() {
     assert_eq!(r.output, "one\ntwo\nthree\n");
     let r = bash(&sup, &t, "echo hi", None).await;
     assert_eq!((r.output.as_str(), r.exit_code), ("hi\n", Some(0)));
-    // Commands get the host's transparent-huge-page policy, whatever the
-    // supervisor's allocator does for its own process.
-    let r = bash(&sup, &t, "grep THP_enabled /proc/self/status", None).await;
-    assert_eq!(r.output, "THP_enabled:\t1\n", "{r:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -80,11 +80,6 @@ pub fn init_main() -> ExitCode {
     let _ = sys::set_cloexec(fd);
     // Out of the supervisor's session: its terminal's signals are not ours.
     let _ = nix::unistd::setsid();
-    // The supervisor's allocator is mimalloc built with no_thp (it never asks
-    // for huge pages). Should an allocator ever switch transparent huge pages
-    // off for the whole process (PR_SET_THP_DISABLE, which survives fork and
-    // execve), the session's commands still get the host's THP policy.
-    let _ = nix::sys::prctl::set_thp_disable(false);
 
     let mut buf = vec![0u8; MAX_PACKET];
     let cfg: InitConfig = match protocol::recv(fd, &mut buf, false) {
