@@ -28,10 +28,6 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use tollgate_audit::{Audit, Redactor, SyncMode, verify_file};
 
-/// The supervisor's allocator (supervisor/daemon/src/main.rs).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn bench_root() -> PathBuf {
     let base = std::env::var_os("TOLLGATE_BENCH_DIR")
         .map(PathBuf::from)

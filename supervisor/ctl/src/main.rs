@@ -20,11 +20,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// The supervisor's allocator, so the in-process rows of `bench` and
-/// `policy test` run on what the supervisor runs on.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Operate a tollgate supervisor: sessions, approvals, the kill switch,
 /// the audit log, the policy and the sandbox.
 #[derive(Debug, Parser)]

@@ -12,12 +12,6 @@ use clap::Parser;
 use tollgate_supervisor::config::{BackendChoice, DEFAULT_CONFIG};
 use tollgate_supervisor::server::{self, Options};
 
-/// mimalloc instead of glibc malloc: the bash parser, gRPC and the audit
-/// encoder allocate on every call, and glibc's malloc/free was a quarter of
-/// a 4 KiB script's decision (docs/PERFORMANCE.md).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// tollgate's supervisor: sandboxes, secrets, policy and the audit log.
 #[derive(Debug, Parser)]
 #[command(name = "supervisor", version)]

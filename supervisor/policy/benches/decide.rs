@@ -20,10 +20,6 @@ use tollgate_policy::{
     ToolCall,
 };
 
-/// The supervisor's allocator (supervisor/daemon/src/main.rs).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 struct MemFs(HashMap<PathBuf, FileFacts>);
 
 impl FsFacts for MemFs {

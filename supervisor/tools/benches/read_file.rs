@@ -15,10 +15,6 @@ use std::os::unix::fs::PermissionsExt;
 use criterion::{Criterion, criterion_group, criterion_main};
 use tollgate_tools::{DEFAULT_OUTPUT_CAP, Workspace};
 
-/// The supervisor's allocator (supervisor/daemon/src/main.rs).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn bench_read_file(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
