@@ -141,31 +141,23 @@ pub async fn call_tool(
     let started_record = json!({
         "call_id": call_id, "tool": tool, "allowed_by": allowed_by, "target": decision.target,
     });
-    let written = if overlap {
-        sup.recorder
-            .to_file_deferred(&session.audit, &session.id, "tool_started", started_record)
-            .map(|_| ())
-    } else {
-        record(sup, session, "tool_started", started_record)
-    };
-    if let Err(e) = written {
+    if let Err(e) = record_as(sup, session, "tool_started", started_record, overlap) {
         return denied(audit_unavailable(&e));
     }
-    let run = execute(sup, session, &tool, &args, &decision, &cancel);
-    let result = if overlap {
-        let durable_run = read_while_durable(run, || sup.recorder.sync(&session.audit));
-        tokio::select! {
-            r = durable_run => match r {
-                Ok(r) => r,
-                Err(e) => return denied(audit_unavailable(&e)),
-            },
-            _ = cancel.cancelled() => Err(ExecError::Cancelled),
+    let run = async {
+        let run = execute(sup, session, &tool, &args, &decision, &cancel);
+        if overlap {
+            read_while_durable(run, || sup.recorder.sync(&session.audit)).await
+        } else {
+            Ok(run.await)
         }
-    } else {
-        tokio::select! {
-            r = run => r,
-            _ = cancel.cancelled() => Err(ExecError::Cancelled),
-        }
+    };
+    let result = tokio::select! {
+        r = run => match r {
+            Ok(r) => r,
+            Err(e) => return denied(audit_unavailable(&e)),
+        },
+        _ = cancel.cancelled() => Err(ExecError::Cancelled),
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut response = match result {
@@ -351,13 +343,7 @@ fn audit_decision(
     if d.verdict == Verdict::Allow && !allowed_by.is_empty() {
         f["allowed_by"] = json!(allowed_by);
     }
-    if durable_next {
-        sup.recorder
-            .to_file_deferred(&session.audit, &session.id, "permission_check", f)
-            .map(|_| ())
-    } else {
-        record(sup, session, "permission_check", f)
-    }
+    record_as(sup, session, "permission_check", f, durable_next)
 }
 
 /// An approval: offered to operators and (when allowed) the session itself;
@@ -840,9 +826,25 @@ fn record(
     event: &str,
     fields: Value,
 ) -> Result<(), tollgate_audit::AuditError> {
-    sup.recorder
-        .to_file(&session.audit, &session.id, event, fields)
-        .map(|_| ())
+    record_as(sup, session, event, fields, false)
+}
+
+/// [`record`], or with `deferred` riding on the file's next fsync (a durable
+/// step follows before anything acts on it).
+fn record_as(
+    sup: &Supervisor,
+    session: &Session,
+    event: &str,
+    fields: Value,
+    deferred: bool,
+) -> Result<(), tollgate_audit::AuditError> {
+    let (file, id) = (&session.audit, &session.id);
+    let written = if deferred {
+        sup.recorder.to_file_deferred(file, id, event, fields)
+    } else {
+        sup.recorder.to_file(file, id, event, fields)
+    };
+    written.map(|_| ())
 }
 
 fn excerpt_of(text: &str) -> String {

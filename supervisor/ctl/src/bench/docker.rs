@@ -291,12 +291,8 @@ async fn exec_rounds(
         let t = Instant::now();
         run_quiet(Command::new(&ctr.docker).args(["exec", ctr.name.as_str(), "true"]))?;
         let c = t.elapsed();
-        let t = Instant::now();
-        s.call("run_bash", TRUE_ARGS).await?;
-        let first = t.elapsed();
-        let t = Instant::now();
-        s.call("run_bash", TRUE_ARGS).await?;
-        let second = t.elapsed();
+        let first = s.timed_call("run_bash", TRUE_ARGS).await?;
+        let second = s.timed_call("run_bash", TRUE_ARGS).await?;
         if i >= warmup {
             r.cli.push(c);
             r.after_pause.push(first);

@@ -306,12 +306,8 @@ pub async fn first_and_second_call(
     ws: &Path,
 ) -> anyhow::Result<(String, Duration, Duration)> {
     let mut s = AgentSession::open(ch.clone(), ws, "dangerouslySkipPermissions").await?;
-    let t = Instant::now();
-    s.call("run_bash", TRUE_ARGS).await?;
-    let first = t.elapsed();
-    let t = Instant::now();
-    s.call("run_bash", TRUE_ARGS).await?;
-    let second = t.elapsed();
+    let first = s.timed_call("run_bash", TRUE_ARGS).await?;
+    let second = s.timed_call("run_bash", TRUE_ARGS).await?;
     let id = s.id.clone();
     s.close().await?;
     Ok((id, first, second))
@@ -363,6 +359,13 @@ impl AgentSession {
             .into_inner();
         check_ok(tool, &resp)?;
         Ok(resp)
+    }
+
+    /// [`AgentSession::call`], timed.
+    pub async fn timed_call(&mut self, tool: &str, args: &str) -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        self.call(tool, args).await?;
+        Ok(t.elapsed())
     }
 
     pub async fn list_tools(&mut self) -> anyhow::Result<usize> {

@@ -613,9 +613,8 @@ async fn load(
             let t0 = Instant::now();
             let mut lat = Vec::new();
             while t0.elapsed() < phase || lat.len() < per_session {
-                let t = Instant::now();
-                s.call("read_file", READ_ARGS).await?;
-                lat.push(t.elapsed().as_nanos() as f64);
+                let took = s.timed_call("read_file", READ_ARGS).await?;
+                lat.push(took.as_nanos() as f64);
             }
             Ok::<Vec<f64>, anyhow::Error>(lat)
         }));
