@@ -2,7 +2,7 @@
 //! supervisor's own log, and flushing on shutdown.
 
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::fs::{self, DirBuilder, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -323,12 +323,16 @@ impl Audit {
         // Explicit: the umask may have taken bits off the creation mode.
         file.set_permissions(Permissions::from_mode(mode))
             .map_err(|e| AuditError::io(&path, e))?;
-        // Make the new directory entry durable too.
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| AuditError::io(&self.dir, e))?;
+        // The new directory entry is made durable with the file's first fsync.
         let flusher = self.flusher.as_ref().map(Flusher::shared);
-        let f = AuditFile::new(path, file, self.sync, Arc::clone(&self.redactor), flusher)?;
+        let f = AuditFile::new(
+            path,
+            self.dir.clone(),
+            file,
+            self.sync,
+            Arc::clone(&self.redactor),
+            flusher,
+        )?;
         let mut files = lock(&self.files);
         files.retain(|w| w.strong_count() > 0);
         files.push(Arc::downgrade(&f));

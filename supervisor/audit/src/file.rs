@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
@@ -65,6 +65,11 @@ pub struct AuditFile {
     written: AtomicU64,
     /// A dup of the write fd, so fsync runs without the write lock.
     sync_fd: File,
+    /// The directory holding the file. Its new entry is made durable with
+    /// the file's first fsync (not at creation: opening a session costs no
+    /// disk flush, and nothing in the file is promised durable before then).
+    dir: PathBuf,
+    dir_durable: AtomicBool,
     durable: Mutex<SyncState>,
     durable_cv: Condvar,
     /// Registered with the flusher and not yet synced (batch mode, or a
@@ -89,6 +94,7 @@ impl AuditFile {
     /// Wraps a freshly created, empty file opened `O_APPEND`.
     pub(crate) fn new(
         path: PathBuf,
+        dir: PathBuf,
         file: File,
         sync_mode: SyncMode,
         redactor: Arc<RedactorSlot>,
@@ -109,6 +115,8 @@ impl AuditFile {
             }),
             written: AtomicU64::new(len),
             sync_fd,
+            dir,
+            dir_durable: AtomicBool::new(false),
             durable: Mutex::new(SyncState {
                 synced: len,
                 in_progress: false,
@@ -334,6 +342,19 @@ impl AuditFile {
         self.sync()
     }
 
+    /// fdatasync, and the first time also an fsync of the directory (the
+    /// file's own entry in it). On failure, says which of the two failed.
+    fn sync_now(&self) -> Result<(), (&'static str, io::Error)> {
+        self.sync_fd.sync_data().map_err(|e| ("fdatasync", e))?;
+        if !self.dir_durable.load(Ordering::SeqCst) {
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| ("fsync of the audit directory", e))?;
+            self.dir_durable.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
     /// Blocks until every byte below `end` is on disk: group commit. At most
     /// one fdatasync runs per file; a caller whose record was written before
     /// a running fsync started waits for it, later ones start the next.
@@ -359,7 +380,7 @@ impl AuditFile {
             s.in_progress = true;
             let target = self.written.load(Ordering::SeqCst);
             drop(s);
-            let result = self.sync_fd.sync_data();
+            let result = self.sync_now();
             s = lock(&self.durable);
             s.in_progress = false;
             match result {
@@ -368,13 +389,13 @@ impl AuditFile {
                         s.synced = target;
                     }
                 }
-                Err(e) => {
-                    let reason = format!("fdatasync failed: {e}");
+                Err((what, e)) => {
+                    let reason = format!("{what} failed: {e}");
                     s.failed = Some(reason.clone());
                     drop(s);
                     self.durable_cv.notify_all();
-                    self.mark_broken(reason);
-                    return Err(AuditError::io(&self.path, e));
+                    self.mark_broken(reason.clone());
+                    return Err(AuditError::io(&self.path, io::Error::new(e.kind(), reason)));
                 }
             }
             self.durable_cv.notify_all();
@@ -388,7 +409,7 @@ impl Drop for AuditFile {
         let synced = lock(&self.durable).synced;
         if written > synced
             && !self.is_broken()
-            && let Err(e) = self.sync_fd.sync_data()
+            && let Err((_, e)) = self.sync_now()
         {
             tracing::error!(path = %self.path.display(), error = %e, "final audit fsync failed");
         }
@@ -447,6 +468,38 @@ mod tests {
             waited += 5;
         }
         assert!(!f.dirty.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn the_directory_entry_is_synced_with_the_first_fsync_not_at_creation() {
+        let t = tempfile::tempdir().unwrap();
+        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
+        let f = audit.open_session("dirsync1").unwrap();
+        assert!(!f.dir_durable.load(Ordering::SeqCst));
+        f.append_deferred("dirsync1", "session_opened", serde_json::json!({}))
+            .unwrap();
+        assert!(
+            !f.dir_durable.load(Ordering::SeqCst),
+            "a deferred record must not flush"
+        );
+        f.sync().unwrap();
+        assert!(f.dir_durable.load(Ordering::SeqCst));
+        assert_eq!(synced(&f), f.written.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_synced_breaks_the_file_and_says_so() {
+        let t = tempfile::tempdir().unwrap();
+        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
+        let f = audit.open_session("dirsync2").unwrap();
+        // Stand-in for a failing directory fsync: the directory is gone.
+        std::fs::rename(t.path().join("a"), t.path().join("moved")).unwrap();
+        let err = f
+            .append("dirsync2", "e", serde_json::json!({}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("fsync of the audit directory failed"), "{err}");
+        assert!(f.is_broken());
     }
 
     #[test]
