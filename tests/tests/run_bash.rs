@@ -215,3 +215,51 @@ async fn the_timeout_is_clamped_to_the_config_maximum() {
     let r = bash(&sup, &t, "sleep 30", None).await;
     assert!(r.output.contains("timed out after 1s"), "{}", r.output);
 }
+
+async fn read_file(sup: &Supervisor, token: &str, path: &str) -> pb::CallToolResponse {
+    let mut c = sup.agent_client().await;
+    c.call_tool(authed(
+        pb::CallToolRequest {
+            call_id: "r".to_string(),
+            tool: "read_file".to_string(),
+            arguments_json: serde_json::json!({ "path": path }).to_string(),
+        },
+        token,
+    ))
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_moved_and_replaced_after_open_is_never_used() {
+    if !root_or_skip("a_workspace_moved_and_replaced_after_open_is_never_used") {
+        return;
+    }
+    let sup = Supervisor::builder().config(CONFIG).start();
+    let t = session(&sup, "ws").await;
+    let ws = sup.dirs.workspace("ws", 0);
+    std::fs::write(ws.join("which.txt"), "the checked directory\n").unwrap();
+    // After OpenSession checked it, the directory is renamed away and
+    // another one put at its path (before the sandbox exists).
+    let moved = ws.with_extension("moved");
+    std::fs::rename(&ws, &moved).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("which.txt"), "the impostor\n").unwrap();
+
+    // File tools hold the checked directory open: they still see it.
+    let r = read_file(&sup, &t, "which.txt").await;
+    assert!(r.ok, "{r:?}");
+    assert!(r.output.contains("the checked directory"), "{r:?}");
+    // The sandbox refuses to mount whatever the path names now.
+    let r = bash(&sup, &t, "cat which.txt", None).await;
+    let denied = r.denied.clone().expect("run_bash must be refused");
+    assert_eq!(denied.code(), pb::DenialCode::SandboxUnavailable, "{r:?}");
+    assert!(
+        denied
+            .reason
+            .contains("no longer the directory this session was opened on"),
+        "{r:?}"
+    );
+    assert!(!r.output.contains("impostor"), "{r:?}");
+}

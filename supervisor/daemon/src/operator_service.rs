@@ -288,7 +288,8 @@ impl OperatorService for OperatorSvc {
         }
         let spec = SandboxSpec {
             session_id: id.clone(),
-            workspace: ws.clone(),
+            workspace: ws.path.clone(),
+            workspace_id: Some(ws.id),
             uid,
             gid,
             env: crate::secrets::sandbox_env(&id, None, &name, None, None),
@@ -308,7 +309,7 @@ impl OperatorService for OperatorSvc {
             &id,
             "sandbox_exec",
             json!({
-                "by": by(peer), "backend": choice.as_str(), "workspace": ws.display().to_string(),
+                "by": by(peer), "backend": choice.as_str(), "workspace": ws.path.display().to_string(),
                 "uid": uid, "argv": r.argv, "timeout_s": timeout_s,
             }),
         );
@@ -323,7 +324,7 @@ impl OperatorService for OperatorSvc {
             let cancel = CancellationToken::new();
             let req = ExecRequest {
                 argv,
-                cwd: Some(ws),
+                cwd: Some(ws.path),
                 timeout: Duration::from_secs(timeout_s),
                 merge_stderr: false,
             };

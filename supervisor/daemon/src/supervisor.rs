@@ -141,8 +141,18 @@ impl Supervisor {
         let owner = users.iter().find(|u| u.uid == peer.uid);
         let gid = owner.map(|u| u.gid).unwrap_or(peer.gid);
         let home = owner.map(|u| u.home.clone());
-        let files = tollgate_tools::Workspace::open(&ws, peer.uid, gid)
-            .map_err(|e| Status::invalid_argument(format!("workspace {}: {e}", ws.display())))?;
+        let files = tollgate_tools::Workspace::open(&ws.path, peer.uid, gid).map_err(|e| {
+            Status::invalid_argument(format!("workspace {}: {e}", ws.path.display()))
+        })?;
+        // The directory held open must be the one just checked (a rename in
+        // between would hand the session another directory).
+        if files.id() != (ws.id.dev, ws.id.ino) {
+            return Err(Status::invalid_argument(format!(
+                "workspace {} changed while the session was being opened (moved or replaced); try again",
+                ws.path.display()
+            )));
+        }
+        let ws = ws.path;
         let id = credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?;
         let audit_file = self.audit.open_session(&id).map_err(|e| {
             Status::unavailable(format!(

@@ -8,6 +8,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+use tollgate_sandbox::WorkspaceId;
+
 /// Credential paths relative to a home directory.
 pub const HOME_CREDENTIALS: &[&str] = &[
     ".ssh",
@@ -101,8 +103,18 @@ pub struct WorkspaceRules<'a> {
     pub protected: &'a [PathBuf],
 }
 
-/// Checks a requested workspace; returns its canonical path.
-pub fn check(requested: &str, rules: &WorkspaceRules<'_>) -> Result<PathBuf, String> {
+/// A workspace that passed [`check`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// The canonical path.
+    pub path: PathBuf,
+    /// The directory the path named when it was checked. Whatever opens the
+    /// path later (the file tools, the sandbox) must find this directory.
+    pub id: WorkspaceId,
+}
+
+/// Checks a requested workspace; returns its canonical path and identity.
+pub fn check(requested: &str, rules: &WorkspaceRules<'_>) -> Result<Checked, String> {
     if requested.is_empty() {
         return Err("workspace is empty; pass an absolute directory path".to_string());
     }
@@ -171,7 +183,10 @@ pub fn check(requested: &str, rules: &WorkspaceRules<'_>) -> Result<PathBuf, Str
             ));
         }
     }
-    Ok(canonical)
+    Ok(Checked {
+        id: WorkspaceId::of(&meta),
+        path: canonical,
+    })
 }
 
 #[cfg(test)]
@@ -240,9 +255,11 @@ mod tests {
         );
         let ws = dir.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
+        let checked = check(ws.to_str().unwrap(), &r).unwrap();
+        assert_eq!(checked.path, std::fs::canonicalize(&ws).unwrap());
         assert_eq!(
-            check(ws.to_str().unwrap(), &r).unwrap(),
-            std::fs::canonicalize(&ws).unwrap()
+            checked.id,
+            WorkspaceId::of(&std::fs::metadata(&ws).unwrap())
         );
         std::fs::create_dir(ws.join(".ssh")).unwrap();
         assert!(

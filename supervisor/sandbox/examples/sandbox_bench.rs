@@ -98,6 +98,9 @@ async fn run(rounds: usize) -> Result<(), String> {
     let spec = |i: usize| SandboxSpec {
         session_id: format!("bench-{i}"),
         workspace: ws.clone(),
+        workspace_id: std::fs::metadata(&ws)
+            .ok()
+            .map(|m| tollgate_sandbox::WorkspaceId::of(&m)),
         uid: 65534,
         gid: 65534,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],

@@ -186,6 +186,9 @@ async fn run(args: Args) -> Result<u8, String> {
     let spec = SandboxSpec {
         session_id: format!("exec-{}", std::process::id()),
         workspace: workspace.clone(),
+        workspace_id: std::fs::metadata(&workspace)
+            .ok()
+            .map(|m| tollgate_sandbox::WorkspaceId::of(&m)),
         uid,
         gid,
         env,

@@ -284,6 +284,11 @@ impl DockerBackend {
         container::check_session_id(&spec.session_id)?;
         // Refused before anything exists on the engine.
         let workspace = check_workspace(&spec.workspace, &self.cfg.forbidden(&spec.hidden))?;
+        // The engine binds by path, so this is as close as it gets: the path
+        // still names the session's directory just before the container is made.
+        if let Some(id) = spec.workspace_id {
+            id.check(&workspace)?;
+        }
         let mounts = verify::plan(&workspace, self.cfg.protect_git)?;
         let body = create_body(
             spec,

@@ -13,7 +13,7 @@ pub mod docker;
 pub mod fake;
 pub mod native;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +73,10 @@ pub struct SandboxSpec {
     pub session_id: String,
     /// Canonical absolute workspace path; bound read-write at the same path.
     pub workspace: PathBuf,
+    /// The directory the session was opened on. When given, a backend
+    /// refuses to build the sandbox if `workspace` now names another
+    /// directory (renamed away and replaced since the session's checks).
+    pub workspace_id: Option<WorkspaceId>,
     /// The session owner. Commands run as this uid/gid with no capabilities.
     pub uid: u32,
     pub gid: u32,
@@ -83,6 +87,43 @@ pub struct SandboxSpec {
     /// Host paths that must never be visible inside (state dir, audit dir,
     /// sockets). Backends refuse to create a sandbox that would expose them.
     pub hidden: Vec<PathBuf>,
+}
+
+/// A directory's identity: device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkspaceId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl WorkspaceId {
+    pub fn of(meta: &std::fs::Metadata) -> WorkspaceId {
+        use std::os::unix::fs::MetadataExt;
+        WorkspaceId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+
+    /// `Err` with the reason when `path` no longer names this directory.
+    pub fn check(&self, path: &Path) -> Result<(), SandboxError> {
+        let now = std::fs::metadata(path)
+            .map_err(|e| SandboxError::Refused(format!("workspace {}: {e}", path.display())))?;
+        if WorkspaceId::of(&now) == *self {
+            Ok(())
+        } else {
+            Err(SandboxError::Refused(replaced(path)))
+        }
+    }
+}
+
+/// The refusal when a workspace path names another directory than the one
+/// the session was opened on.
+pub(crate) fn replaced(path: &Path) -> String {
+    format!(
+        "workspace {} is no longer the directory this session was opened on (it was moved or replaced since); open a new session",
+        path.display()
+    )
 }
 
 /// One command to run inside a sandbox.

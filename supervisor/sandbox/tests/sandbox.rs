@@ -1164,3 +1164,33 @@ async fn a_host_too_weak_is_refused_with_the_reason() {
         other => panic!("expected Unavailable, got {:?}", other.map(|_| "a sandbox")),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_replaced_after_the_session_checked_it_is_refused() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        let ws = workspace(NOBODY, NOBODY);
+        // The spec carries the identity of the directory as checked...
+        let checked = spec("moved", ws.path(), NOBODY, NOBODY);
+        // ...which is then renamed away, and another put at its path.
+        let moved = ws.path().with_extension("moved");
+        std::fs::rename(ws.path(), &moved).unwrap();
+        std::fs::create_dir(ws.path()).unwrap();
+        std::os::unix::fs::chown(ws.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+        let refused = b.create(&checked).await;
+        std::fs::remove_dir(ws.path()).unwrap();
+        std::fs::rename(&moved, ws.path()).unwrap();
+        let err = refused.err().expect("a replaced workspace must be refused");
+        assert!(
+            err.to_string()
+                .contains("no longer the directory this session was opened on"),
+            "{name}: {err}"
+        );
+        // The same directory, back at its path, is accepted.
+        let sb = b.create(&checked).await.unwrap();
+        assert_eq!(sh(sb.as_ref(), "true").await.code(), Some(0), "{name}");
+        sb.destroy().await.unwrap();
+    }
+}

@@ -24,6 +24,8 @@ pub struct Workspace {
 struct Inner {
     root: PathBuf,
     dir: Dir,
+    /// Device and inode of the directory opened.
+    id: (u64, u64),
 }
 
 impl std::fmt::Debug for Workspace {
@@ -61,10 +63,15 @@ impl Workspace {
         if !md.is_dir() {
             return Err(fail("it is not a directory".into()));
         }
+        let id = {
+            use cap_std::fs::MetadataExt;
+            (md.dev(), md.ino())
+        };
         Ok(Workspace {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
                 dir,
+                id,
             }),
             pool: OwnerPool::new(owner),
         })
@@ -72,6 +79,12 @@ impl Workspace {
 
     pub fn root(&self) -> &Path {
         &self.inner.root
+    }
+
+    /// Device and inode of the directory this workspace holds open: every
+    /// file tool works beneath it, whatever its path names later.
+    pub fn id(&self) -> (u64, u64) {
+        self.inner.id
     }
 
     /// The session owner's uid.

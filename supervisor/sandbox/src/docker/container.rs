@@ -220,6 +220,7 @@ mod tests {
         SandboxSpec {
             session_id: "abcDEF012-_x".to_string(),
             workspace: PathBuf::from("/srv/w"),
+            workspace_id: None,
             uid: 1000,
             gid: 1001,
             env: vec![

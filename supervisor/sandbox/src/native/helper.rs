@@ -261,6 +261,7 @@ fn sandbox_init(
     nix::unistd::sethostname("tollgate-sandbox").map_err(step("hostname"))?;
     mounts::build_root(&mounts::MountPlan {
         workspace: &cfg.workspace,
+        workspace_id: cfg.workspace_id,
         hidden: &cfg.hidden,
         tmp_mb: cfg.tmp_mb,
         protect_git: cfg.protect_git,

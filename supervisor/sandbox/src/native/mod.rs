@@ -203,6 +203,7 @@ impl NativeBackend {
         let init_cfg = InitConfig {
             session_id: spec.session_id.clone(),
             workspace: spec.workspace.clone(),
+            workspace_id: spec.workspace_id,
             uid: spec.uid,
             gid: spec.gid,
             env: spec.env.clone(),
@@ -270,6 +271,14 @@ impl NativeBackend {
             )));
         }
         match std::fs::metadata(ws) {
+            // (The helper checks the directory it actually opens, too.)
+            Ok(m)
+                if spec
+                    .workspace_id
+                    .is_some_and(|id| id != crate::WorkspaceId::of(&m)) =>
+            {
+                return Err(SandboxError::Refused(crate::replaced(ws)));
+            }
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
                 return Err(SandboxError::Refused(format!(

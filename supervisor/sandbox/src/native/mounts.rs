@@ -71,6 +71,8 @@ const RESOLVE_IN_ROOT: u64 = 0x10;
 
 pub(crate) struct MountPlan<'a> {
     pub workspace: &'a Path,
+    /// When given, the directory opened at `workspace` must be this one.
+    pub workspace_id: Option<crate::WorkspaceId>,
     pub hidden: &'a [PathBuf],
     pub tmp_mb: u64,
     pub protect_git: bool,
@@ -224,6 +226,25 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
             format!("{e} (it must be a directory reached without symlinks)"),
         )
     })?;
+    if let Some(want) = plan.workspace_id {
+        let st = nix::sys::stat::fstat(&ws_src).map_err(|e| {
+            err(
+                "mounts",
+                format!("workspace {}", plan.workspace.display()),
+                e,
+            )
+        })?;
+        let found = crate::WorkspaceId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        };
+        if found != want {
+            return Err(SetupError {
+                step: "mounts",
+                detail: crate::replaced(plan.workspace),
+            });
+        }
+    }
     let ws_tree = sys::open_tree_clone(ws_src.as_fd(), true)
         .map_err(|e| err("mounts", "clone workspace", e))?;
     sys::mount_setattr_fd(

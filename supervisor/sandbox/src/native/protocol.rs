@@ -27,6 +27,7 @@ pub(crate) const MAX_FDS: usize = 3;
 pub(crate) struct InitConfig {
     pub session_id: String,
     pub workspace: PathBuf,
+    pub workspace_id: Option<crate::WorkspaceId>,
     pub uid: u32,
     pub gid: u32,
     pub env: Vec<(String, String)>,

@@ -111,6 +111,9 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
     SandboxSpec {
         session_id: id.clone(),
         workspace: workspace.to_path_buf(),
+        workspace_id: std::fs::metadata(workspace)
+            .ok()
+            .map(|m| tollgate_sandbox::WorkspaceId::of(&m)),
         uid: TEST_UID,
         gid: TEST_GID,
         env: vec![

@@ -141,6 +141,9 @@ pub fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
     SandboxSpec {
         session_id: session(prefix),
         workspace: ws.to_path_buf(),
+        workspace_id: std::fs::metadata(ws)
+            .ok()
+            .map(|m| tollgate_sandbox::WorkspaceId::of(&m)),
         uid,
         gid,
         env: env_for(ws),
