@@ -458,3 +458,28 @@ fn odd_input_never_panics() {
         let _ = run(cmd);
     }
 }
+
+#[test]
+fn assignment_words_are_told_from_command_words() {
+    // The vendored brush-parser skips its assignment parser for words
+    // without '=' (vendor/brush-parser/TOLLGATE.md); every form with one
+    // still goes through it.
+    let names = |cmd: &str| -> Vec<String> {
+        clean(cmd)
+            .commands
+            .iter()
+            .map(|c| c.split(' ').next().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(names("FOO=bar ls -l"), ["ls"]);
+    assert_eq!(names("a+=b c[1]=d e= cmd x=y --opt=v"), ["cmd"]);
+    assert_eq!(names("X=1"), Vec::<String>::new());
+    assert_eq!(names("arr=(one two) ls"), ["ls"]);
+    // Not assignments: a quoted name, no name, a name that is not one.
+    assert_eq!(names("\"A=b\" ls"), ["A=b"]);
+    assert_eq!(names("=x ls"), ["=x"]);
+    assert_eq!(names("1a=b ls"), ["1a=b"]);
+    // An assignment's value is still analysed: its substitution runs.
+    assert_eq!(names("X=$(whoami) ls"), ["whoami", "ls"]);
+    assert_eq!(denied("X=1 rm -rf /"), denied("rm -rf /"));
+}
