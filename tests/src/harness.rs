@@ -271,6 +271,28 @@ impl Supervisor {
         agent_client(&self.agent_socket).await
     }
 
+    /// One CallTool on a fresh agent connection (the transport must work;
+    /// the response, denial or not, is the caller's to check).
+    pub async fn call_tool(
+        &self,
+        token: &str,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> tollgate_proto::v1::CallToolResponse {
+        let mut c = self.agent_client().await;
+        c.call_tool(authed(
+            tollgate_proto::v1::CallToolRequest {
+                call_id: tool.to_string(),
+                tool: tool.to_string(),
+                arguments_json: args.to_string(),
+            },
+            token,
+        ))
+        .await
+        .expect("CallTool")
+        .into_inner()
+    }
+
     pub async fn operator_client(&self) -> OperatorServiceClient<Channel> {
         let ch = channel(&self.operator_socket).await;
         OperatorServiceClient::new(ch)

@@ -23,26 +23,6 @@ async fn open(sup: &Supervisor, ws: &std::path::Path, mode: &str) -> pb::OpenSes
     .into_inner()
 }
 
-async fn call(
-    sup: &Supervisor,
-    token: &str,
-    tool: &str,
-    args: serde_json::Value,
-) -> pb::CallToolResponse {
-    let mut c = sup.agent_client().await;
-    c.call_tool(authed(
-        pb::CallToolRequest {
-            call_id: "a".to_string(),
-            tool: tool.to_string(),
-            arguments_json: args.to_string(),
-        },
-        token,
-    ))
-    .await
-    .unwrap()
-    .into_inner()
-}
-
 struct Tmpfs(std::path::PathBuf);
 
 impl Drop for Tmpfs {
@@ -71,14 +51,9 @@ async fn a_full_disk_refuses_tool_calls_and_the_supervisor_keeps_running() {
     std::fs::write(ws.join("a.txt"), "a\n").unwrap();
     let s = open(&sup, &ws, "default").await;
     assert!(
-        call(
-            &sup,
-            &s.token,
-            "read_file",
-            serde_json::json!({"path": "a.txt"})
-        )
-        .await
-        .ok
+        sup.call_tool(&s.token, "read_file", serde_json::json!({"path": "a.txt"}))
+            .await
+            .ok
     );
     // Fill the disk.
     let filler = audit.join("filler");
@@ -91,13 +66,9 @@ async fn a_full_disk_refuses_tool_calls_and_the_supervisor_keeps_running() {
     // within a handful of calls.
     let mut r = pb::CallToolResponse::default();
     for _ in 0..50 {
-        r = call(
-            &sup,
-            &s.token,
-            "read_file",
-            serde_json::json!({"path": "a.txt"}),
-        )
-        .await;
+        r = sup
+            .call_tool(&s.token, "read_file", serde_json::json!({"path": "a.txt"}))
+            .await;
         if r.denied.is_some() {
             break;
         }
@@ -129,14 +100,9 @@ async fn a_full_disk_refuses_tool_calls_and_the_supervisor_keeps_running() {
     std::fs::remove_file(&filler).unwrap();
     let s2 = open(&sup, &ws, "default").await;
     assert!(
-        call(
-            &sup,
-            &s2.token,
-            "read_file",
-            serde_json::json!({"path": "a.txt"})
-        )
-        .await
-        .ok
+        sup.call_tool(&s2.token, "read_file", serde_json::json!({"path": "a.txt"}))
+            .await
+            .ok
     );
     let files = sup.audit_files(&format!("audit-{}-", s2.session_id));
     let out = sup.ctl(&["audit", "verify", files[0].to_str().unwrap()]);
@@ -181,14 +147,9 @@ async fn verify_names_a_tampered_line_and_the_next_run_starts_a_new_log() {
     let s = open(&sup, &ws, "default").await;
     for _ in 0..3 {
         assert!(
-            call(
-                &sup,
-                &s.token,
-                "read_file",
-                serde_json::json!({"path": "a.txt"})
-            )
-            .await
-            .ok
+            sup.call_tool(&s.token, "read_file", serde_json::json!({"path": "a.txt"}))
+                .await
+                .ok
         );
     }
     sup.stop();
@@ -282,13 +243,13 @@ async fn secrets_are_redacted_and_the_sandbox_env_is_the_allowlist() {
     )
     .unwrap();
     let s = open(&sup, &ws, "dangerouslySkipPermissions").await;
-    let r = call(
-        &sup,
-        &s.token,
-        "read_file",
-        serde_json::json!({"path": "leak.txt"}),
-    )
-    .await;
+    let r = sup
+        .call_tool(
+            &s.token,
+            "read_file",
+            serde_json::json!({"path": "leak.txt"}),
+        )
+        .await;
     assert!(r.ok);
     assert!(
         !r.output.contains("AKIAABCDEFGHIJKLMNOP") && !r.output.contains(host_secret),
@@ -297,13 +258,13 @@ async fn secrets_are_redacted_and_the_sandbox_env_is_the_allowlist() {
     );
     assert!(r.output.contains("[REDACTED"), "{}", r.output);
     // The sandbox sees only the allowlist.
-    let r = call(
-        &sup,
-        &s.token,
-        "run_bash",
-        serde_json::json!({"command": "env | cut -d= -f1 | sort"}),
-    )
-    .await;
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "env | cut -d= -f1 | sort"}),
+        )
+        .await;
     assert!(r.ok, "{r:?}");
     let names: Vec<&str> = r
         .output
@@ -331,13 +292,13 @@ async fn secrets_are_redacted_and_the_sandbox_env_is_the_allowlist() {
     }
     assert!(!names.contains(&"GITHUB_TOKEN") && !names.contains(&"MY_SERVICE_TOKEN"));
     // The sandbox-scoped token is refused by the control API.
-    let r = call(
-        &sup,
-        &s.token,
-        "run_bash",
-        serde_json::json!({"command": "printf %s \"$AGENT_SESSION_TOKEN\" | base64 -w0"}),
-    )
-    .await;
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "printf %s \"$AGENT_SESSION_TOKEN\" | base64 -w0"}),
+        )
+        .await;
     let decoded =
         String::from_utf8(base64_decode(r.output.trim()).expect("base64 of the sandbox token"))
             .unwrap();
@@ -415,22 +376,17 @@ async fn no_token_is_ever_printed() {
     tokens.push(r.token.clone());
     let token = r.token;
     assert!(
-        call(
-            &sup,
-            &token,
-            "read_file",
-            serde_json::json!({"path": "a.txt"})
-        )
-        .await
-        .ok
+        sup.call_tool(&token, "read_file", serde_json::json!({"path": "a.txt"}))
+            .await
+            .ok
     );
-    let _ = call(
-        &sup,
-        &token,
-        "run_bash",
-        serde_json::json!({"command": "echo hi"}),
-    )
-    .await;
+    let _ = sup
+        .call_tool(
+            &token,
+            "run_bash",
+            serde_json::json!({"command": "echo hi"}),
+        )
+        .await;
     let _ = c
         .chat(authed(
             pb::ChatRequest {

@@ -55,22 +55,11 @@ async fn bash(
     command: &str,
     timeout_s: Option<u64>,
 ) -> pb::CallToolResponse {
-    let mut c = sup.agent_client().await;
     let mut args = serde_json::json!({ "command": command });
     if let Some(t) = timeout_s {
         args["timeout_s"] = t.into();
     }
-    c.call_tool(authed(
-        pb::CallToolRequest {
-            call_id: "b".to_string(),
-            tool: "run_bash".to_string(),
-            arguments_json: args.to_string(),
-        },
-        token,
-    ))
-    .await
-    .unwrap()
-    .into_inner()
+    sup.call_tool(token, "run_bash", args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,18 +206,8 @@ async fn the_timeout_is_clamped_to_the_config_maximum() {
 }
 
 async fn read_file(sup: &Supervisor, token: &str, path: &str) -> pb::CallToolResponse {
-    let mut c = sup.agent_client().await;
-    c.call_tool(authed(
-        pb::CallToolRequest {
-            call_id: "r".to_string(),
-            tool: "read_file".to_string(),
-            arguments_json: serde_json::json!({ "path": path }).to_string(),
-        },
-        token,
-    ))
-    .await
-    .unwrap()
-    .into_inner()
+    sup.call_tool(token, "read_file", serde_json::json!({ "path": path }))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tollgate_e2e::harness::{Supervisor, authed, root_or_skip};
+use tollgate_e2e::harness::{Supervisor, root_or_skip};
 use tollgate_proto::v1 as pb;
 
 /// The public address the test host answers on (a real global address; the
@@ -121,18 +121,8 @@ http.server.ThreadingHTTPServer(('0.0.0.0', 80), H).serve_forever()
 "#;
 
 async fn fetch(sup: &Supervisor, token: &str, url: &str) -> pb::CallToolResponse {
-    let mut c = sup.agent_client().await;
-    c.call_tool(authed(
-        pb::CallToolRequest {
-            call_id: "w".to_string(),
-            tool: "webfetch".to_string(),
-            arguments_json: serde_json::json!({ "url": url }).to_string(),
-        },
-        token,
-    ))
-    .await
-    .unwrap()
-    .into_inner()
+    sup.call_tool(token, "webfetch", serde_json::json!({ "url": url }))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -447,15 +447,22 @@ mod tests {
     use super::*;
     use crate::{Audit, SyncMode};
 
+    /// A session file in a fresh audit directory `<t>/a` (keep the `Audit`:
+    /// it owns the flusher).
+    fn session_file(mode: SyncMode, id: &str) -> (tempfile::TempDir, Audit, Arc<AuditFile>) {
+        let t = tempfile::tempdir().unwrap();
+        let audit = Audit::open(&t.path().join("a"), mode, None).unwrap();
+        let f = audit.open_session(id).unwrap();
+        (t, audit, f)
+    }
+
     fn synced(f: &AuditFile) -> u64 {
         lock(&f.durable).synced
     }
 
     #[test]
     fn batch_flusher_syncs_without_being_asked() {
-        let t = tempfile::tempdir().unwrap();
-        let audit = Audit::open(&t.path().join("a"), SyncMode::Batch, None).unwrap();
-        let f = audit.open_session("flush1").unwrap();
+        let (_t, _audit, f) = session_file(SyncMode::Batch, "flush1");
         f.append("flush1", "e", serde_json::json!({"i": 1}))
             .unwrap();
         let written = f.written.load(Ordering::SeqCst);
@@ -472,9 +479,7 @@ mod tests {
 
     #[test]
     fn the_directory_entry_is_synced_with_the_first_fsync_not_at_creation() {
-        let t = tempfile::tempdir().unwrap();
-        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
-        let f = audit.open_session("dirsync1").unwrap();
+        let (_t, _audit, f) = session_file(SyncMode::Always, "dirsync1");
         assert!(!f.dir_durable.load(Ordering::SeqCst));
         f.append_deferred("dirsync1", "session_opened", serde_json::json!({}))
             .unwrap();
@@ -489,9 +494,7 @@ mod tests {
 
     #[test]
     fn a_directory_that_cannot_be_synced_breaks_the_file_and_says_so() {
-        let t = tempfile::tempdir().unwrap();
-        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
-        let f = audit.open_session("dirsync2").unwrap();
+        let (t, _audit, f) = session_file(SyncMode::Always, "dirsync2");
         // Stand-in for a failing directory fsync: the directory is gone.
         std::fs::rename(t.path().join("a"), t.path().join("moved")).unwrap();
         let err = f
@@ -504,9 +507,7 @@ mod tests {
 
     #[test]
     fn always_mode_is_durable_on_return() {
-        let t = tempfile::tempdir().unwrap();
-        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
-        let f = audit.open_session("always1").unwrap();
+        let (_t, _audit, f) = session_file(SyncMode::Always, "always1");
         for i in 0..3 {
             f.append("always1", "e", serde_json::json!({"i": i}))
                 .unwrap();
@@ -516,9 +517,7 @@ mod tests {
 
     #[test]
     fn always_mode_deferred_record_rides_on_the_next_fsync() {
-        let t = tempfile::tempdir().unwrap();
-        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
-        let f = audit.open_session("defer1").unwrap();
+        let (_t, _audit, f) = session_file(SyncMode::Always, "defer1");
         // A decision written deferred, then the durable record after it:
         // one fsync covers both.
         f.append_deferred("defer1", "permission_check", serde_json::json!({}))

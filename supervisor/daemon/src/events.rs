@@ -65,11 +65,10 @@ impl Recorder {
             .then(|| (summarise(event, &fields), fields.clone()));
         let appended = if deferred {
             file.append_deferred(session, event, fields)?
-        } else if file.append_waits() && multi_thread_runtime() {
-            // An fsynced append blocks for the disk; let the runtime move
-            // other tasks off this worker meanwhile. (A write alone does not
-            // block long enough to pay for that hand-off.)
-            tokio::task::block_in_place(|| file.append(session, event, fields))?
+        } else if file.append_waits() {
+            // (A write alone does not block long enough to pay for the
+            // hand-off.)
+            waiting_for_disk(|| file.append(session, event, fields))?
         } else {
             file.append(session, event, fields)?
         };
@@ -105,21 +104,13 @@ impl Recorder {
     /// Makes every record appended to `file` so far durable (one fsync, or
     /// a share of one in flight).
     pub fn sync(&self, file: &AuditFile) -> Result<(), AuditError> {
-        if multi_thread_runtime() {
-            tokio::task::block_in_place(|| file.sync())
-        } else {
-            file.sync()
-        }
+        waiting_for_disk(|| file.sync())
     }
 
     /// Records a session file's final head in the supervisor's log, so a
     /// truncated tail is caught by `audit verify`. Syncs both files.
     pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {
-        if multi_thread_runtime() {
-            tokio::task::block_in_place(|| self.audit.anchor(file, session))
-        } else {
-            self.audit.anchor(file, session)
-        }
+        waiting_for_disk(|| self.audit.anchor(file, session))
     }
 
     /// Publishes without writing (for events already written elsewhere).
@@ -132,6 +123,16 @@ impl Recorder {
             summary,
             json: fields.to_string(),
         });
+    }
+}
+
+/// Runs `f`, which blocks for the disk (an fsync). On a multi-thread
+/// runtime the runtime moves other tasks off this worker meanwhile.
+fn waiting_for_disk<T>(f: impl FnOnce() -> T) -> T {
+    if multi_thread_runtime() {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
     }
 }
 

@@ -718,10 +718,7 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
             let spec = SandboxSpec {
                 session_id: session.id.clone(),
                 workspace: session.workspace.clone(),
-                workspace_id: Some({
-                    let (dev, ino) = session.files.id();
-                    tollgate_sandbox::WorkspaceId { dev, ino }
-                }),
+                workspace_id: Some(tollgate_sandbox::WorkspaceId::from_pair(session.files.id())),
                 uid: session.uid,
                 gid: session.gid,
                 env: crate::secrets::sandbox_env(

@@ -146,7 +146,7 @@ impl Supervisor {
         })?;
         // The directory held open must be the one just checked (a rename in
         // between would hand the session another directory).
-        if files.id() != (ws.id.dev, ws.id.ino) {
+        if tollgate_sandbox::WorkspaceId::from_pair(files.id()) != ws.id {
             return Err(Status::invalid_argument(format!(
                 "workspace {} changed while the session was being opened (moved or replaced); try again",
                 ws.path.display()

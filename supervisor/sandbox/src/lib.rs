@@ -105,6 +105,11 @@ impl WorkspaceId {
         }
     }
 
+    /// From `(dev, ino)`, as `tollgate_tools::Workspace::id` gives them.
+    pub fn from_pair((dev, ino): (u64, u64)) -> WorkspaceId {
+        WorkspaceId { dev, ino }
+    }
+
     /// `Err` with the reason when `path` no longer names this directory.
     pub fn check(&self, path: &Path) -> Result<(), SandboxError> {
         let now = std::fs::metadata(path)

@@ -271,14 +271,6 @@ impl NativeBackend {
             )));
         }
         match std::fs::metadata(ws) {
-            // (The helper checks the directory it actually opens, too.)
-            Ok(m)
-                if spec
-                    .workspace_id
-                    .is_some_and(|id| id != crate::WorkspaceId::of(&m)) =>
-            {
-                return Err(SandboxError::Refused(crate::replaced(ws)));
-            }
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
                 return Err(SandboxError::Refused(format!(
@@ -292,6 +284,11 @@ impl NativeBackend {
                     ws.display()
                 )));
             }
+        }
+        // The same check as docker's; the helper repeats it on the directory
+        // it actually opens.
+        if let Some(id) = spec.workspace_id {
+            id.check(ws)?;
         }
         for h in &spec.hidden {
             if mounts::is_within(ws, h) || mounts::is_within(h, ws) {

@@ -234,11 +234,7 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
                 e,
             )
         })?;
-        let found = crate::WorkspaceId {
-            dev: st.st_dev,
-            ino: st.st_ino,
-        };
-        if found != want {
+        if crate::WorkspaceId::from_pair((st.st_dev, st.st_ino)) != want {
             return Err(SetupError {
                 step: "mounts",
                 detail: crate::replaced(plan.workspace),
