@@ -451,3 +451,54 @@ async fn no_token_is_ever_printed() {
         }
     }
 }
+
+#[tokio::test]
+async fn verify_names_a_deleted_session_file() {
+    let sup = Supervisor::start();
+    let ws = sup.dirs.workspace("ws", 0);
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let s = open(&sup, &ws, "default").await;
+    assert!(
+        sup.call_tool(&s.token, "read_file", serde_json::json!({"path": "a.txt"}))
+            .await
+            .ok
+    );
+    let mut c = sup.agent_client().await;
+    c.close_session(authed(pb::CloseSessionRequest {}, &s.token))
+        .await
+        .unwrap();
+    let verify = |files: &[std::path::PathBuf]| {
+        let mut cmd = Command::new(bin("supervisorctl"));
+        cmd.args(["audit", "verify"]).args(files);
+        cmd.output().unwrap()
+    };
+    let all = sup.audit_files("");
+    let out = verify(&all);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Delete the session's whole file: every chain left still verifies, but
+    // the supervisor log names the file, so verify fails and says which.
+    let file = sup
+        .audit_files(&format!("audit-{}-", s.session_id))
+        .remove(0);
+    std::fs::remove_file(&file).unwrap();
+    let out = verify(&sup.audit_files(""));
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let log = sup.audit_files("supervisor-").remove(0);
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(
+        said.contains(&format!("{}: line ", log.display()))
+            && said.contains(&format!(
+                "names {name} (the audit file of session {}",
+                s.session_id
+            ))
+            && said.contains("which is missing"),
+        "{said}"
+    );
+}

@@ -60,7 +60,9 @@
 //! `audit_file_closed`), each supervisor log's first record (event
 //! `audit_opened`) records the previous supervisor log's head, and
 //! [`verify_file`] takes the expected head ([`verify::verify_dir`] finds the
-//! anchors itself).
+//! anchors itself). Nor does a chain notice a whole file deleted: the
+//! supervisor log names every session file and the log before it, and
+//! [`missing::check`] reports a named file that is gone.
 //!
 //! # Durability
 //!
@@ -90,6 +92,7 @@
 mod dir;
 mod file;
 mod flusher;
+pub mod missing;
 pub mod record;
 pub mod redact;
 pub mod report;

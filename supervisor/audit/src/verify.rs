@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::AuditError;
 use crate::dir::{FileKind, list_logs};
+use crate::missing::named_by;
 use crate::record::{GENESIS, HASH_SUFFIX_LEN, PREV_MEMBER_LEN, VERSION, chain_hash, is_hex64};
 
 /// A chain that verified.
@@ -282,7 +283,7 @@ impl<'de> Deserialize<'de> for TopLevel {
 }
 
 /// Splits a file's bytes into lines: (line without `\n`, has newline).
-fn lines(data: &[u8]) -> impl Iterator<Item = (&[u8], bool)> {
+pub(crate) fn lines(data: &[u8]) -> impl Iterator<Item = (&[u8], bool)> {
     let mut pos = 0;
     std::iter::from_fn(move || {
         if pos >= data.len() {
@@ -437,22 +438,9 @@ pub fn anchors(dir: &Path) -> Result<HashMap<String, String>, AuditError> {
             continue;
         }
         let data = std::fs::read(&path).map_err(|e| AuditError::io(&path, e))?;
-        let mut checker = ChainChecker::new();
-        for (line, has_newline) in lines(&data) {
-            if !has_newline {
-                break;
-            }
-            let Ok(rec) = checker.check(line) else { break };
-            let (file, head) = match rec.event.as_str() {
-                "audit_file_closed" => (rec.fields.get("file"), rec.fields.get("head")),
-                "audit_opened" => match rec.fields.get("previous") {
-                    Some(Value::Object(p)) => (p.get("file"), p.get("head")),
-                    _ => (None, None),
-                },
-                _ => (None, None),
-            };
-            if let (Some(Value::String(f)), Some(Value::String(h))) = (file, head) {
-                out.insert(f.clone(), h.clone());
+        for named in named_by(&data) {
+            if let Some(head) = named.head {
+                out.insert(named.file, head);
             }
         }
     }

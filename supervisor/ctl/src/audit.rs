@@ -25,7 +25,9 @@ pub async fn dir_from_supervisor(mut c: Client) -> anyhow::Result<PathBuf> {
 /// Verifies each file; returns the exit code (1 on the first broken file).
 /// Each file is checked against `head` when given, else against the head the
 /// supervisor anchored for it in its own log (when the file sits in an audit
-/// directory with supervisor logs), which also catches a truncated tail.
+/// directory with supervisor logs), which also catches a truncated tail. Then
+/// each file a supervisor log among them names must be present (beside it or
+/// among `files`), which catches a whole file deleted.
 pub fn verify(files: &[PathBuf], head: Option<&str>) -> u8 {
     let mut anchors_by_dir: HashMap<PathBuf, HashMap<String, String>> = HashMap::new();
     let mut code = 0;
@@ -71,7 +73,31 @@ pub fn verify(files: &[PathBuf], head: Option<&str>) -> u8 {
             }
         }
         if code != 0 {
-            break;
+            return code;
+        }
+    }
+    // Whole files deleted: every file a supervisor log names must be there.
+    match tollgate_audit::missing::check(files) {
+        Ok(report) => {
+            for (log, previous) in &report.retired {
+                eprintln!(
+                    "supervisorctl: note: {} follows {}, which is not here with any log before it (retired); the chain is checked from this log on",
+                    table::escape(&log.display().to_string()),
+                    table::escape(previous)
+                );
+            }
+            for m in &report.missing {
+                println!(
+                    "{}: {}",
+                    table::escape(&m.log.display().to_string()),
+                    table::escape(&m.to_string())
+                );
+                code = 1;
+            }
+        }
+        Err(e) => {
+            eprintln!("supervisorctl: {}", table::escape(&e.to_string()));
+            code = 1;
         }
     }
     code

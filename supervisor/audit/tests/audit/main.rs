@@ -6,6 +6,7 @@ mod chain;
 mod common;
 mod concurrency;
 mod disk_full;
+mod missing;
 mod permissions;
 mod report;
 mod tail;
