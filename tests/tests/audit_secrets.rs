@@ -487,7 +487,8 @@ async fn verify_names_a_deleted_session_file() {
         .audit_files(&format!("audit-{}-", s.session_id))
         .remove(0);
     std::fs::remove_file(&file).unwrap();
-    let out = verify(&sup.audit_files(""));
+    // The directory stands for every audit file in it.
+    let out = verify(std::slice::from_ref(&sup.dirs.audit));
     assert_eq!(out.status.code(), Some(1));
     let said = String::from_utf8_lossy(&out.stdout);
     let log = sup.audit_files("supervisor-").remove(0);
@@ -501,4 +502,12 @@ async fn verify_names_a_deleted_session_file() {
             && said.contains("which is missing"),
         "{said}"
     );
+
+    // A directory with no audit files in it is not a pass.
+    let empty = sup.dirs.root.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = verify(std::slice::from_ref(&empty));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds no audit files"), "{err}");
 }

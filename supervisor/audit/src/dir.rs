@@ -86,7 +86,7 @@ pub(crate) fn valid_session(s: &str) -> bool {
 }
 
 /// Lists the audit files of `dir` with their parsed names, oldest first.
-pub(crate) fn list_logs(dir: &Path) -> Result<Vec<(LogName, PathBuf)>, AuditError> {
+pub fn list_logs(dir: &Path) -> Result<Vec<(LogName, PathBuf)>, AuditError> {
     let mut out = Vec::new();
     let rd = fs::read_dir(dir).map_err(|e| AuditError::io(dir, e))?;
     for entry in rd {

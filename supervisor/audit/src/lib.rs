@@ -102,7 +102,7 @@ pub mod verify;
 
 use std::path::PathBuf;
 
-pub use dir::{Audit, FileKind, LogName, parse_file_name};
+pub use dir::{Audit, FileKind, LogName, list_logs, parse_file_name};
 pub use file::AuditFile;
 pub use record::GENESIS;
 pub use redact::Redactor;

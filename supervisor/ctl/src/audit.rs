@@ -28,7 +28,15 @@ pub async fn dir_from_supervisor(mut c: Client) -> anyhow::Result<PathBuf> {
 /// directory with supervisor logs), which also catches a truncated tail. Then
 /// each file a supervisor log among them names must be present (beside it or
 /// among `files`), which catches a whole file deleted.
-pub fn verify(files: &[PathBuf], head: Option<&str>) -> u8 {
+pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
+    let files = match expand(args) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("supervisorctl: {}", table::escape(&e.to_string()));
+            return 1;
+        }
+    };
+    let files = files.as_slice();
     let mut anchors_by_dir: HashMap<PathBuf, HashMap<String, String>> = HashMap::new();
     let mut code = 0;
     for f in files {
@@ -101,6 +109,27 @@ pub fn verify(files: &[PathBuf], head: Option<&str>) -> u8 {
         }
     }
     code
+}
+
+/// The files to verify: each argument that is a directory stands for every
+/// audit file in it (oldest first).
+fn expand(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for a in args {
+        if !a.is_dir() {
+            out.push(a.clone());
+            continue;
+        }
+        let logs = tollgate_audit::list_logs(a)?;
+        if logs.is_empty() {
+            anyhow::bail!(
+                "{} holds no audit files (*.jsonl named by the supervisor)",
+                a.display()
+            );
+        }
+        out.extend(logs.into_iter().map(|(_, p)| p));
+    }
+    Ok(out)
 }
 
 /// Prints a session's log and follows it until the session closes or Ctrl-C.

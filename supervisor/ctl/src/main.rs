@@ -136,6 +136,7 @@ enum SandboxCmd {
 enum AuditCmd {
     /// Check hash chains; name the first broken line.
     Verify {
+        /// Audit files; a directory stands for every audit file in it.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// The expected hash of the last record (catches a truncated tail).
