@@ -85,6 +85,15 @@ pub(crate) fn valid_session(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// The names of the files `log` names that are not beside it (see
+/// [`crate::missing`]); a previous log retired with all before it is not
+/// counted. Unreadable: nothing, the log's own verification reports it.
+fn missing_beside(log: &Path) -> Vec<String> {
+    crate::missing::check(std::slice::from_ref(&log.to_path_buf()))
+        .map(|r| r.missing.into_iter().map(|m| m.named.file).collect())
+        .unwrap_or_default()
+}
+
 /// Lists the audit files of `dir` with their parsed names, oldest first.
 pub fn list_logs(dir: &Path) -> Result<Vec<(LogName, PathBuf)>, AuditError> {
     let mut out = Vec::new();
@@ -185,7 +194,8 @@ impl Audit {
     /// `previous` = `{file, records, head}` of the previous supervisor log when
     /// that verified, else `previous: null` and, when there was one,
     /// `previous_file` and `previous_error` ("previous supervisor log broken
-    /// at line N: …").
+    /// at line N: …"). When files the previous log names are gone (a session
+    /// file deleted between runs), `previous_missing` lists their names.
     pub fn supervisor_log(&self) -> Result<Arc<AuditFile>, AuditError> {
         let mut slot = lock(&self.supervisor);
         if let Some(f) = slot.as_ref()
@@ -217,6 +227,17 @@ impl Audit {
                 Ok(ok) => {
                     fields["previous"] =
                         json!({"file": name, "records": ok.records, "head": ok.head});
+                    // Files the previous run named that are gone now: the
+                    // evidence goes into this log's chain at once.
+                    let gone = missing_beside(&prev);
+                    if !gone.is_empty() {
+                        tracing::warn!(
+                            file = %prev.display(),
+                            missing = ?gone,
+                            "files named by the previous supervisor log are missing"
+                        );
+                        fields["previous_missing"] = json!(gone);
+                    }
                 }
                 Err(e) => {
                     let why = match &e {

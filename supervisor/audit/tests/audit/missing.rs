@@ -178,3 +178,35 @@ fn a_supervisor_log_removed_from_the_middle_is_a_gap_but_the_old_end_is_retired(
     assert!(report.missing.is_empty(), "{:?}", report.missing);
     assert_eq!(report.retired, vec![(logs[2].clone(), name(&logs[1]))]);
 }
+
+#[test]
+fn the_next_run_records_what_the_previous_run_named_and_is_gone() {
+    let t = tmp();
+    let dir = t.path().join("audit");
+    let gone = run(&dir, "prev1");
+    run(&dir, "prev2");
+    std::fs::remove_file(&gone).unwrap();
+    // The third run looks only at the log just before it, which names
+    // prev2's file, still there.
+    run(&dir, "prev3");
+    let first_record = |log: &Path| -> serde_json::Value {
+        let text = std::fs::read_to_string(log).unwrap();
+        serde_json::from_str(text.lines().next().unwrap()).unwrap()
+    };
+    let logs = supervisor_logs(&dir);
+    assert_eq!(logs.len(), 3);
+    assert!(first_record(&logs[2]).get("previous_missing").is_none());
+
+    // Delete a file the newest log names; the next start records it.
+    let named_by_last = files_in(&dir)
+        .into_iter()
+        .find(|p| name(p).starts_with("audit-prev3-"))
+        .unwrap();
+    std::fs::remove_file(&named_by_last).unwrap();
+    run(&dir, "prev4");
+    let logs = supervisor_logs(&dir);
+    let rec = first_record(&logs[3]);
+    assert_eq!(rec["event"], "audit_opened");
+    assert_eq!(rec["previous"]["file"], json!(name(&logs[2])));
+    assert_eq!(rec["previous_missing"], json!([name(&named_by_last)]));
+}
