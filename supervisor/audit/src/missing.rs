@@ -14,7 +14,8 @@
 //! missing ([`Missing`] is only for a previous log when an older one is still
 //! present, a gap in the middle of the chain). [`Report::retired`] lists it.
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -163,6 +164,7 @@ pub fn check(files: &[PathBuf]) -> Result<Report, AuditError> {
         }
     }
     let mut report = Report::default();
+    let mut present_by_dir: HashMap<PathBuf, HashSet<String>> = HashMap::new();
     for log in files {
         let data = std::fs::read(log).map_err(|e| AuditError::io(log, e))?;
         let named = named_by(&data);
@@ -173,17 +175,24 @@ pub fn check(files: &[PathBuf]) -> Result<Report, AuditError> {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let mut present = given.clone();
-        for (_, p) in list_logs(&dir)? {
-            if let Some(n) = p.file_name() {
-                present.insert(n.to_string_lossy().into_owned());
+        // Each directory is listed once, however many logs it holds.
+        let present = match present_by_dir.entry(dir) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let mut present = given.clone();
+                for (_, p) in list_logs(e.key())? {
+                    if let Some(n) = p.file_name() {
+                        present.insert(n.to_string_lossy().into_owned());
+                    }
+                }
+                e.insert(present)
             }
-        }
+        };
         for n in named {
             if present.contains(&n.file) {
                 continue;
             }
-            if n.named_as == NamedAs::PreviousLog && !older_log_present(&n.file, &present) {
+            if n.named_as == NamedAs::PreviousLog && !older_log_present(&n.file, present) {
                 report.retired.push((log.clone(), n.file));
                 continue;
             }
