@@ -476,7 +476,9 @@ impl Engine {
         if let Some((rule, reason, target)) = a.destructive {
             d.destructive = true;
             if let Some(t) = target {
-                d.target = t;
+                // A literal from the command (a branch name): shown to the
+                // operator and typed back, so escaped like every target.
+                d.target = escape(&t);
             }
             return match mode {
                 Mode::DangerouslySkipPermissions => deny(

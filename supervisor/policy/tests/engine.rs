@@ -608,6 +608,16 @@ fn destructive_calls_confirm_and_are_refused_when_nobody_can_confirm() {
     );
     assert_eq!(d.target, "main");
     assert!(d.reason.ends_with("In dangerouslySkipPermissions mode destructive calls are refused, not run; ask the user to do it or to change mode."));
+    // The branch an operator must type back is escaped like every target: a
+    // carriage return or NUL in it cannot redraw the operator's terminal
+    // (found by the shell_command fuzz target).
+    let d = decide(
+        Mode::Default,
+        "run_bash",
+        json!({"command": "git push -f origin 'st\r\u{0}mk\u{1b}[2J'"}),
+    );
+    assert_eq!(d.rule.as_deref(), Some("confirm:git-push-force"));
+    assert!(!d.target.contains(['\r', '\0', '\u{1b}']), "{:?}", d.target);
     // Overwriting a file the session has read is an ordinary write; so is
     // writing over an empty file.
     let engine = Engine::new(&PolicyConfig::default()).unwrap();
