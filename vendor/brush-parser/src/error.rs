@@ -125,7 +125,7 @@ pub(crate) fn convert_peg_parse_error(
 
     if approx_token_index < tokens.len() {
         let token = &tokens[approx_token_index];
-        ParseError::ParsingNear((*token.location().start).clone())
+        ParseError::ParsingNear(token.location().start.clone())
     } else {
         ParseError::ParsingAtEndOfInput
     }

@@ -1,4 +1,4 @@
-use std::{fmt::Display, sync::Arc};
+use std::fmt::Display;
 
 /// Represents a position in source text.
 #[derive(Clone, Default, Debug)]
@@ -75,9 +75,9 @@ pub struct SourcePositionOffset {
 )]
 pub struct SourceSpan {
     /// The start position.
-    pub start: Arc<SourcePosition>,
+    pub start: SourcePosition,
     /// The end position of the span (exclusive).
-    pub end: Arc<SourcePosition>,
+    pub end: SourcePosition,
 }
 
 impl SourceSpan {

@@ -1,6 +1,4 @@
 use std::borrow::Cow;
-use std::sync::Arc;
-use utf8_chars::BufReadCharsExt;
 
 use crate::{SourcePosition, SourceSpan};
 
@@ -244,9 +242,71 @@ impl Default for TokenizerOptions {
 
 /// A tokenizer for shell scripts.
 pub(crate) struct Tokenizer<'a, R: ?Sized + std::io::BufRead> {
-    char_reader: std::iter::Peekable<utf8_chars::Chars<'a, R>>,
+    char_reader: DecodedChars,
+    _reader: std::marker::PhantomData<&'a mut R>,
     cross_state: CrossTokenParseState,
     options: TokenizerOptions,
+}
+
+/// tollgate: the capacity a token's string starts with.
+const TOKEN_CAPACITY: usize = 24;
+
+/// tollgate: the input, read once and decoded up front, instead of a
+/// `fill_buf` and a decode per character through a `Peekable`. Yields the
+/// characters, then the read or decoding error where the input stopped being
+/// readable UTF-8, as the per-character reader did: peeking at it is
+/// `FailedDecoding`, taking it is `ReadError`.
+struct DecodedChars {
+    chars: Vec<char>,
+    pos: usize,
+    error: Option<std::io::Error>,
+}
+
+impl DecodedChars {
+    fn read<R: ?Sized + std::io::BufRead>(reader: &mut R) -> Self {
+        let mut bytes = Vec::new();
+        // On a read error, the bytes read before it are in `bytes`.
+        let read_error = reader.read_to_end(&mut bytes).err();
+        let (text, error) = match std::str::from_utf8(&bytes) {
+            Ok(text) => (text, read_error),
+            Err(e) => (
+                // Valid up to there by the error's own account.
+                std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+                Some(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+            ),
+        };
+        // At most one char per byte: one allocation.
+        let mut chars = Vec::with_capacity(text.len());
+        chars.extend(text.chars());
+        Self {
+            chars,
+            pos: 0,
+            error,
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Result<Option<char>, TokenizerError> {
+        match self.chars.get(self.pos) {
+            Some(c) => Ok(Some(*c)),
+            None if self.error.is_some() => Err(TokenizerError::FailedDecoding),
+            None => Ok(None),
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> Result<Option<char>, TokenizerError> {
+        match self.chars.get(self.pos) {
+            Some(c) => {
+                self.pos += 1;
+                Ok(Some(*c))
+            }
+            None => match self.error.take() {
+                Some(e) => Err(TokenizerError::ReadError(e)),
+                None => Ok(None),
+            },
+        }
+    }
 }
 
 /// Encapsulates the current token parsing state.
@@ -271,9 +331,9 @@ impl TokenParseState {
     }
 
     pub fn pop(&mut self, end_position: &SourcePosition) -> Token {
-        let end = Arc::new(end_position.to_owned());
+        let end = end_position.to_owned();
         let token_location = SourceSpan {
-            start: Arc::new(std::mem::take(&mut self.start_position)),
+            start: std::mem::take(&mut self.start_position),
             end,
         };
 
@@ -295,6 +355,11 @@ impl TokenParseState {
     }
 
     pub fn append_char(&mut self, c: char) {
+        // tollgate: one allocation for a typical token instead of growing
+        // from 8 bytes by doubling.
+        if self.token_so_far.capacity() == 0 {
+            self.token_so_far.reserve(TOKEN_CAPACITY);
+        }
         self.token_so_far.push(c);
     }
 
@@ -536,7 +601,8 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
     pub fn new(reader: &'a mut R, options: &TokenizerOptions) -> Self {
         Tokenizer {
             options: options.clone(),
-            char_reader: reader.chars().peekable(),
+            char_reader: DecodedChars::read(reader),
+            _reader: std::marker::PhantomData,
             cross_state: CrossTokenParseState {
                 cursor: SourcePosition {
                     index: 0,
@@ -557,11 +623,7 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
     }
 
     fn next_char(&mut self) -> Result<Option<char>, TokenizerError> {
-        let c = self
-            .char_reader
-            .next()
-            .transpose()
-            .map_err(TokenizerError::ReadError)?;
+        let c = self.char_reader.next()?;
 
         if let Some(ch) = c {
             if ch == '\n' {
@@ -582,13 +644,7 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
     }
 
     fn peek_char(&mut self) -> Result<Option<char>, TokenizerError> {
-        match self.char_reader.peek() {
-            Some(result) => match result {
-                Ok(c) => Ok(Some(*c)),
-                Err(_) => Err(TokenizerError::FailedDecoding),
-            },
-            None => Ok(None),
-        }
+        self.char_reader.peek()
     }
 
     pub fn next_token(&mut self) -> Result<TokenizeResult, TokenizerError> {
@@ -796,10 +852,16 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
                 // must be a separate token (because it wouldn't make a prefix of an operator).
                 //
 
-                let mut hypothetical_token = state.current_token().to_owned();
-                hypothetical_token.push(c);
+                // tollgate: built on the stack; every operator is at most 3 bytes.
+                let mut hypothetical_token = [0u8; 8];
+                let current = state.current_token().as_bytes();
+                let continues_operator = current.len() + c.len_utf8() <= hypothetical_token.len() && {
+                    hypothetical_token[..current.len()].copy_from_slice(current);
+                    let len = current.len() + c.encode_utf8(&mut hypothetical_token[current.len()..]).len();
+                    std::str::from_utf8(&hypothetical_token[..len]).is_ok_and(|h| self.is_operator(h))
+                };
 
-                if state.unquoted() && self.is_operator(hypothetical_token.as_ref()) {
+                if state.unquoted() && continues_operator {
                     self.consume_char()?;
                     state.append_char(c);
                 } else {

@@ -424,7 +424,7 @@ peg::parser! {
         // N.B. The name must be followed by a compound command start ({ or ()
         rule coproc_name() -> ast::Word =
             w:fname() linebreak() &(specific_word("{") / specific_operator("(")) {
-                w
+                fname_word(w)
             }
 
         // N.B. Non-sh extensions allows use of the 'function' word to indicate a function definition.
@@ -433,13 +433,13 @@ peg::parser! {
         // allowed as function names (bash accepts e.g. `function for { :; }`).
         rule function_definition() -> ast::FunctionDefinition =
             specific_word("function") fname:fname() body:function_parens_and_body() {
-                ast::FunctionDefinition { fname, body }
+                ast::FunctionDefinition { fname: fname_word(fname), body }
             } /
             fname:non_reserved_fname() body:function_parens_and_body() {
-                ast::FunctionDefinition { fname, body }
+                ast::FunctionDefinition { fname: fname_word(fname), body }
             } /
             specific_word("function") fname:fname() linebreak() body:function_body() {
-                ast::FunctionDefinition { fname, body }
+                ast::FunctionDefinition { fname: fname_word(fname), body }
             } /
             expected!("function definition")
 
@@ -449,13 +449,16 @@ peg::parser! {
         rule function_body() -> ast::FunctionBody =
             c:compound_command() r:redirect_list()? { ast::FunctionBody(c, r) }
 
-        rule fname() -> ast::Word =
+        // tollgate: the name's token, made a Word only once the rule that
+        // wanted it succeeds (every command is first tried as a function
+        // definition, and building the Word there cost an allocation).
+        rule fname() -> &'input Token =
             // Special-case: don't allow it to end with an equals sign, to avoid the challenge of
             // misinterpreting certain declaration assignments as function definitions.
             // TODO(parser): Find a way to make this still work without requiring this targeted exception.
-            w:[Token::Word(word, l) if !word.ends_with('=')] { ast::Word::with_location(word, l) }
+            w:[Token::Word(word, _) if !word.ends_with('=')] { w }
 
-        rule non_reserved_fname() -> ast::Word =
+        rule non_reserved_fname() -> &'input Token =
             !reserved_word() w:fname() { w }
 
         rule brace_group() -> ast::BraceGroupCommand =
@@ -713,6 +716,12 @@ peg::parser! {
         rule non_posix_extensions_enabled() -> () =
             &[_] {? if !parser_options.sh_mode { Ok(()) } else { Err("posix") } }
     }
+}
+
+/// tollgate: a function or coprocess name's token as the AST's Word (what
+/// the `fname` rule built before).
+fn fname_word(t: &Token) -> ast::Word {
+    ast::Word::with_location(t.to_str(), t.location())
 }
 
 // add `2>&1` to the command if the pipeline is `|&`
