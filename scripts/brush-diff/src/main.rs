@@ -8,33 +8,29 @@
 
 use std::process::ExitCode;
 
-fn vendored(s: &str, extglob: bool) -> String {
-    let o = brush_parser::ParserOptions {
-        enable_extended_globbing: extglob,
-        ..Default::default()
+/// `fn $name(script, extglob) -> String`: the Debug text of what crate
+/// `$krate` makes of the script ("panic" if it panics). One body for both
+/// crates, whose types are distinct.
+macro_rules! parse_with {
+    ($name:ident, $krate:ident) => {
+        fn $name(s: &str, extglob: bool) -> String {
+            let o = $krate::ParserOptions {
+                enable_extended_globbing: extglob,
+                ..Default::default()
+            };
+            std::panic::catch_unwind(|| {
+                format!(
+                    "{:?}",
+                    $krate::Parser::new(s.as_bytes(), &o).parse_program()
+                )
+            })
+            .unwrap_or_else(|_| "panic".to_string())
+        }
     };
-    std::panic::catch_unwind(|| {
-        format!(
-            "{:?}",
-            brush_parser::Parser::new(s.as_bytes(), &o).parse_program()
-        )
-    })
-    .unwrap_or_else(|_| "panic".to_string())
 }
 
-fn published(s: &str, extglob: bool) -> String {
-    let o = brush_parser_published::ParserOptions {
-        enable_extended_globbing: extglob,
-        ..Default::default()
-    };
-    std::panic::catch_unwind(|| {
-        format!(
-            "{:?}",
-            brush_parser_published::Parser::new(s.as_bytes(), &o).parse_program()
-        )
-    })
-    .unwrap_or_else(|_| "panic".to_string())
-}
+parse_with!(vendored, brush_parser);
+parse_with!(published, brush_parser_published);
 
 fn main() -> ExitCode {
     // brush-parser may panic on odd input; both sides are caught and compared.

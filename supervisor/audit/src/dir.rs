@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::file::{AuditFile, RedactorSlot};
 use crate::flusher::Flusher;
 use crate::record::Timestamp;
-use crate::verify::{VerifyError, verify_file};
+use crate::verify::{VerifyError, verify_bytes};
 use crate::{Appended, AuditError, Redactor, SyncMode, lock};
 
 /// What an audit file belongs to, from its name.
@@ -85,13 +85,18 @@ pub(crate) fn valid_session(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// The names of the files `log` names that are not beside it (see
-/// [`crate::missing`]); a previous log retired with all before it is not
-/// counted. Unreadable: nothing, the log's own verification reports it.
-fn missing_beside(log: &Path) -> Vec<String> {
-    crate::missing::check(std::slice::from_ref(&log.to_path_buf()))
-        .map(|r| r.missing.into_iter().map(|m| m.named.file).collect())
-        .unwrap_or_default()
+/// The names of the files `log` (its bytes, `data`) names that are not
+/// beside it (see [`crate::missing`]); a previous log retired with all before
+/// it is not counted. An unlistable directory: nothing.
+fn missing_beside(log: &Path, data: &[u8]) -> Vec<String> {
+    let dir = log.parent().unwrap_or(Path::new("."));
+    let Ok(present) = crate::missing::names_in(dir) else {
+        return Vec::new();
+    };
+    let mut report = crate::missing::Report::default();
+    let named = crate::missing::named_by(data);
+    crate::missing::check_log(log, named, &present.collect(), &mut report);
+    report.missing.into_iter().map(|m| m.named.file).collect()
 }
 
 /// Lists the audit files of `dir` with their parsed names, oldest first.
@@ -223,13 +228,18 @@ impl Audit {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            match verify_file(&prev, None) {
-                Ok(ok) => {
+            // Read once: verified, then searched for the files it names.
+            let data = fs::read(&prev).map_err(|e| VerifyError::Io {
+                path: prev.clone(),
+                source: e,
+            });
+            match data.and_then(|data| verify_bytes(&data, None).map(|ok| (ok, data))) {
+                Ok((ok, data)) => {
                     fields["previous"] =
                         json!({"file": name, "records": ok.records, "head": ok.head});
                     // Files the previous run named that are gone now: the
                     // evidence goes into this log's chain at once.
-                    let gone = missing_beside(&prev);
+                    let gone = missing_beside(&prev, &data);
                     if !gone.is_empty() {
                         tracing::warn!(
                             file = %prev.display(),

@@ -155,7 +155,8 @@ pub struct Report {
 
 /// Checks that every file named by the supervisor logs among `files` is
 /// present: among `files` (by name, in any directory) or in the directory of
-/// the log that names it.
+/// the log that names it. Session files (by name) name nothing and are not
+/// read again.
 pub fn check(files: &[PathBuf]) -> Result<Report, AuditError> {
     let mut given: HashSet<String> = HashSet::new();
     for f in files {
@@ -166,6 +167,13 @@ pub fn check(files: &[PathBuf]) -> Result<Report, AuditError> {
     let mut report = Report::default();
     let mut present_by_dir: HashMap<PathBuf, HashSet<String>> = HashMap::new();
     for log in files {
+        let is_session_file = log
+            .file_name()
+            .and_then(|n| parse_file_name(&n.to_string_lossy()))
+            .is_some_and(|n| matches!(n.kind, FileKind::Session(_)));
+        if is_session_file {
+            continue;
+        }
         let data = std::fs::read(log).map_err(|e| AuditError::io(log, e))?;
         let named = named_by(&data);
         if named.is_empty() {
@@ -180,37 +188,51 @@ pub fn check(files: &[PathBuf]) -> Result<Report, AuditError> {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
                 let mut present = given.clone();
-                for (_, p) in list_logs(e.key())? {
-                    if let Some(n) = p.file_name() {
-                        present.insert(n.to_string_lossy().into_owned());
-                    }
-                }
+                present.extend(names_in(e.key())?);
                 e.insert(present)
             }
         };
-        for n in named {
-            if present.contains(&n.file) {
-                continue;
-            }
-            if n.named_as == NamedAs::PreviousLog && !older_log_present(&n.file, present) {
-                report.retired.push((log.clone(), n.file));
-                continue;
-            }
-            // A session file named when opened and again when closed is
-            // reported once, at its first mention.
-            if !report
-                .missing
-                .iter()
-                .any(|m| m.log == *log && m.named.file == n.file)
-            {
-                report.missing.push(Missing {
-                    log: log.clone(),
-                    named: n,
-                });
-            }
-        }
+        check_log(log, named, present, &mut report);
     }
     Ok(report)
+}
+
+/// The audit file names in `dir`.
+pub(crate) fn names_in(dir: &Path) -> Result<impl Iterator<Item = String>, AuditError> {
+    Ok(list_logs(dir)?
+        .into_iter()
+        .filter_map(|(_, p)| p.file_name().map(|n| n.to_string_lossy().into_owned())))
+}
+
+/// [`check`] for one supervisor log, given what it names ([`named_by`]),
+/// against the names that count as `present`.
+pub(crate) fn check_log(
+    log: &Path,
+    named: Vec<Named>,
+    present: &HashSet<String>,
+    report: &mut Report,
+) {
+    for n in named {
+        if present.contains(&n.file) {
+            continue;
+        }
+        if n.named_as == NamedAs::PreviousLog && !older_log_present(&n.file, present) {
+            report.retired.push((log.to_path_buf(), n.file));
+            continue;
+        }
+        // A session file named when opened and again when closed is
+        // reported once, at its first mention.
+        if !report
+            .missing
+            .iter()
+            .any(|m| m.log == log && m.named.file == n.file)
+        {
+            report.missing.push(Missing {
+                log: log.to_path_buf(),
+                named: n,
+            });
+        }
+    }
 }
 
 /// Whether a supervisor log older than `file` is among `present`. A name
