@@ -242,3 +242,42 @@ async fn a_workspace_moved_and_replaced_after_open_is_never_used() {
     );
     assert!(!r.output.contains("impostor"), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parser_bombs_are_refused_and_the_supervisor_survives() {
+    if !root_or_skip("parser_bombs_are_refused_and_the_supervisor_survives") {
+        return;
+    }
+    let sup = Supervisor::builder().config(CONFIG).start();
+    let t = session(&sup, "ws").await;
+    let other = session(&sup, "other").await;
+    // 3,000 nested brace groups (9 KB) overflowed the parser's stack and
+    // aborted the supervisor; `((` and a run of `(` held a worker for hours.
+    let bombs = [
+        (
+            format!("{}echo x; {}", "{ ".repeat(3_000), "}; ".repeat(3_000)),
+            "levels deep",
+        ),
+        (
+            format!("echo {}y{}", "${x:-".repeat(3_000), "}".repeat(3_000)),
+            "levels deep",
+        ),
+        (format!("(({}", "(".repeat(60)), "could not be parsed"),
+    ];
+    for (command, why) in &bombs {
+        let r = bash(&sup, &t, command, None).await;
+        let d = r.denied.as_ref().expect("a bomb is refused");
+        assert_eq!(d.code, pb::DenialCode::PolicyDenied as i32, "{d:?}");
+        assert!(d.reason.contains(why), "{}", d.reason);
+    }
+    // Still serving, both sessions.
+    assert!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup.pid() as i32), None).is_ok(),
+        "the supervisor is gone: {}",
+        sup.stderr()
+    );
+    for token in [&t, &other] {
+        let r = bash(&sup, token, "echo alive", None).await;
+        assert_eq!(r.output, "alive\n", "{r:?}");
+    }
+}

@@ -53,8 +53,13 @@ fn main() -> ExitCode {
             .as_deref()
             .map(|s| BackendChoice::parse(s).unwrap_or(BackendChoice::Native)),
     };
+    // 16 MiB stacks instead of 2: parsing recurses per level of nesting.
+    // The policy refuses deep nesting before it parses (tollgate-policy's
+    // shell::nesting); this is the margin behind that estimate. Untouched
+    // stack costs address space, not memory.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(16 << 20)
         .build()
     {
         Ok(rt) => rt,

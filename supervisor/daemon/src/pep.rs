@@ -72,7 +72,10 @@ pub async fn call_tool(
 
     // Step 2: the engine. Arguments that are not JSON never reach it.
     let decision = match serde_json::from_str::<Value>(&req.arguments_json) {
-        Ok(args) => Ok((decide(sup, session, &tool, args.clone()).await, args)),
+        Ok(args) => Ok((
+            decide(sup, session, &tool, req.arguments_json.len(), args.clone()).await,
+            args,
+        )),
         Err(e) => Err(Decision::deny(
             Code::InvalidArgs,
             format!("the arguments for {tool} are not valid JSON ({e}); send a JSON object"),
@@ -272,11 +275,17 @@ async fn read_while_durable<T>(
     }
 }
 
+/// Arguments up to this size are decided on the async thread that received
+/// them (a typical command takes microseconds); longer ones on the blocking
+/// pool.
+const INLINE_DECISION_BYTES: usize = 8 << 10;
+
 /// Runs the engine for a call.
 async fn decide(
     sup: &Arc<Supervisor>,
     session: &Arc<Session>,
     tool: &str,
+    arguments_len: usize,
     args: Value,
 ) -> Decision {
     let ctx = Context {
@@ -291,13 +300,14 @@ async fn decide(
         tool: tool.to_string(),
         args,
     };
-    if tool != "webfetch" {
+    if tool != "webfetch" && arguments_len <= INLINE_DECISION_BYTES {
         // Pure and microseconds: decide right here.
         return sup
             .engine
             .decide(&call, &ctx, &RealFs, &SystemResolver::default());
     }
-    // DNS may block: decide off the async threads.
+    // DNS may block, and a long script may take milliseconds to parse:
+    // decide off the async threads, which serve every session.
     let sup2 = Arc::clone(sup);
     tokio::task::spawn_blocking(move || {
         sup2.engine

@@ -13,13 +13,19 @@ pub fn escape_for_display(s: &str) -> String {
 }
 
 pub(crate) fn escape(s: &str) -> String {
-    if !s.chars().any(needs_escape) {
-        return s.to_string();
+    // ASCII text (most commands, paths and scripts) is settled byte by byte;
+    // a 4 KiB script is escaped whole for its approval target.
+    if s.is_ascii() {
+        return escape_runs(s, s.bytes().enumerate().map(|(i, b)| (i, char::from(b))));
     }
+    escape_runs(s, s.char_indices())
+}
+
+/// Copies runs of safe characters whole and escapes the rest.
+fn escape_runs(s: &str, chars: impl Iterator<Item = (usize, char)>) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 8 + 8);
-    // Copy runs of safe characters whole; escape the rest.
     let mut start = 0;
-    for (i, c) in s.char_indices() {
+    for (i, c) in chars {
         if !needs_escape(c) {
             continue;
         }

@@ -1,5 +1,7 @@
 //! What the engine may learn about the world: through these traits only.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -43,4 +45,96 @@ pub enum ResolveError {
 /// pins); tests use a fixed table.
 pub trait Resolver {
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError>;
+}
+
+/// Asks the filesystem each question once per decision. A script that
+/// writes `out/a`, `out/b`, … asks about `out` once, not once per redirect.
+/// The answers of one decision are a snapshot either way: a path changed
+/// after the check is the sandbox's business, not the check's.
+pub(crate) struct Memo<'a> {
+    inner: &'a dyn FsFacts,
+    lstat: RefCell<HashMap<PathBuf, Option<FileFacts>>>,
+    links: RefCell<HashMap<PathBuf, Option<PathBuf>>>,
+}
+
+impl<'a> Memo<'a> {
+    pub(crate) fn new(inner: &'a dyn FsFacts) -> Memo<'a> {
+        Memo {
+            inner,
+            lstat: RefCell::default(),
+            links: RefCell::default(),
+        }
+    }
+}
+
+impl FsFacts for Memo<'_> {
+    fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+        if let Some(hit) = self.lstat.borrow().get(path) {
+            return *hit;
+        }
+        let answer = self.inner.symlink_metadata(path);
+        self.lstat.borrow_mut().insert(path.to_path_buf(), answer);
+        answer
+    }
+
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        if let Some(hit) = self.links.borrow().get(path) {
+            return hit.clone();
+        }
+        let answer = self.inner.read_link(path);
+        self.links
+            .borrow_mut()
+            .insert(path.to_path_buf(), answer.clone());
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// Counts the questions that reach the filesystem.
+    struct Counting {
+        lstats: Cell<usize>,
+        links: Cell<usize>,
+    }
+
+    impl FsFacts for Counting {
+        fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
+            self.lstats.set(self.lstats.get() + 1);
+            (path == Path::new("/ws/link")).then_some(FileFacts {
+                kind: FileKind::Symlink,
+                size: 0,
+                nlink: 1,
+            })
+        }
+        fn read_link(&self, _: &Path) -> Option<PathBuf> {
+            self.links.set(self.links.get() + 1);
+            Some(PathBuf::from("/etc"))
+        }
+    }
+
+    #[test]
+    fn each_question_reaches_the_filesystem_once() {
+        let fs = Counting {
+            lstats: Cell::new(0),
+            links: Cell::new(0),
+        };
+        let memo = Memo::new(&fs);
+        for _ in 0..3 {
+            assert_eq!(memo.symlink_metadata(Path::new("/ws/missing")), None);
+            assert_eq!(
+                memo.symlink_metadata(Path::new("/ws/link")).map(|f| f.kind),
+                Some(FileKind::Symlink)
+            );
+            assert_eq!(
+                memo.read_link(Path::new("/ws/link")),
+                Some(PathBuf::from("/etc"))
+            );
+        }
+        assert_eq!(fs.lstats.get(), 2, "one lstat per distinct path");
+        assert_eq!(fs.links.get(), 1, "one readlink per distinct path");
+    }
 }

@@ -590,7 +590,12 @@ pub(crate) fn is_git_internal(rel: &Path) -> bool {
 /// is redacted in the audit log. The tools crate can use this to skip them
 /// when listing or searching.
 pub fn is_secret_file_name(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
+    // Lowercased only when it has capitals: most names are already lowercase.
+    let n: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        name.to_ascii_lowercase().into()
+    } else {
+        name.into()
+    };
     let env_template = [".example", ".sample", ".template", ".dist", ".defaults"]
         .iter()
         .any(|s| n.ends_with(s));
@@ -616,7 +621,7 @@ pub fn is_secret_file_name(name: &str) -> bool {
         return true;
     }
     if matches!(
-        n.as_str(),
+        n.as_ref(),
         ".netrc"
             | "_netrc"
             | ".git-credentials"

@@ -11,6 +11,14 @@ pub enum ParseError {
     #[error("syntax error at end of input")]
     ParsingAtEndOfInput,
 
+    /// tollgate: the parser backtracked more than its budget allows (some
+    /// inputs, like a long run of `(`, make it try exponentially many ways).
+    #[error("the input is too complex to parse ({tokens} tokens took more than {} steps each)", crate::tokenizer::STEPS_PER_TOKEN)]
+    TooComplex {
+        /// How many tokens the input holds.
+        tokens: usize,
+    },
+
     /// An error occurred while tokenizing the input stream.
     #[error("{} (detected near {})", .inner, .position.as_ref().map_or_else(|| String::from("<unknown position>"), |p| std::format!("line {} col {}", p.line, p.column)))]
     Tokenizing {
@@ -42,6 +50,7 @@ pub mod miette {
                 Self::ParsingAtEndOfInput => {
                     Some(SourceOffset::from_location(&input, usize::MAX, usize::MAX))
                 }
+                Self::TooComplex { .. } => None,
             };
 
             PrettyError {

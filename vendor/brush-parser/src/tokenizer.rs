@@ -165,6 +165,38 @@ impl TokenizerError {
 pub(crate) struct Tokens<'a> {
     /// Sequence of tokens.
     pub tokens: &'a [Token],
+    /// tollgate: how many times the parser has looked at a token, and how
+    /// many looks it may take (see `TOLLGATE.md`, patch 9).
+    steps: std::cell::Cell<usize>,
+    budget: usize,
+}
+
+/// tollgate: looks per token a parse may take. Real scripts take 10 to 40,
+/// nested ones too; the most any input of the fuzz corpus took is 114.
+/// Backtracking that grows faster than the input is cut off here.
+pub(crate) const STEPS_PER_TOKEN: usize = 512;
+
+impl<'a> Tokens<'a> {
+    pub(crate) fn new(tokens: &'a [Token]) -> Self {
+        Self {
+            tokens,
+            steps: std::cell::Cell::new(0),
+            budget: STEPS_PER_TOKEN.saturating_mul(tokens.len() + 1),
+        }
+    }
+
+    /// Counts one look at a token; false once the budget is spent.
+    #[inline]
+    pub(crate) fn step(&self) -> bool {
+        let n = self.steps.get() + 1;
+        self.steps.set(n);
+        n <= self.budget
+    }
+
+    /// Whether the parse ran out of steps (its result is then an error).
+    pub(crate) fn exhausted(&self) -> bool {
+        self.steps.get() > self.budget
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -265,6 +297,11 @@ struct DecodedChars {
 impl DecodedChars {
     fn read<R: ?Sized + std::io::BufRead>(reader: &mut R) -> Self {
         let mut bytes = Vec::new();
+        // tollgate: a reader over a string holds all of it in its buffer, so
+        // one allocation of that size instead of growing by doubling.
+        if let Ok(buffered) = reader.fill_buf() {
+            bytes.reserve(buffered.len());
+        }
         // On a read error, the bytes read before it are in `bytes`.
         let read_error = reader.read_to_end(&mut bytes).err();
         let (text, error) = match std::str::from_utf8(&bytes) {
@@ -617,6 +654,11 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
         }
     }
 
+    /// tollgate: how many characters the input holds (to size the token list).
+    pub(crate) fn input_chars(&self) -> usize {
+        self.char_reader.chars.len()
+    }
+
     #[expect(clippy::unnecessary_wraps)]
     pub fn current_location(&self) -> Option<SourcePosition> {
         Some(self.cross_state.cursor.clone())
@@ -763,6 +805,20 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
 
             let next = self.peek_char()?;
             let c = next.unwrap_or('\0');
+
+            // tollgate: the common case first. A character that only extends a
+            // word already started goes to the `append` branch near the end of
+            // this chain after every earlier test fails; `only_extends_word`
+            // holds exactly when none of them can match.
+            if next.is_some()
+                && !matches!(self.cross_state.here_state, HereState::InHereDocs)
+                && terminating_char != Some(c)
+                && only_extends_word(&state, c)
+            {
+                self.consume_char()?;
+                state.append_char(c);
+                continue;
+            }
 
             // When we hit the end of the input, then we're done with the current token (if there is
             // one).
@@ -1345,6 +1401,22 @@ impl<R: ?Sized + std::io::BufRead> Iterator for Tokenizer<'_, R> {
 
 const fn is_blank(c: char) -> bool {
     c == ' ' || c == '\t'
+}
+
+/// tollgate: whether `next_token_until` would do nothing with `c` but append
+/// it to the current token. True for a word token already started, with no
+/// escape pending, and a character no earlier branch tests for: not a quote,
+/// backslash, `$`, backquote, `(`, operator start, blank (a space inside
+/// quotes is appended, so it counts), `#`, or a bracket that could end a
+/// nested construct. The caller also excludes here-document bodies and the
+/// terminating character.
+const fn only_extends_word(state: &TokenParseState, c: char) -> bool {
+    if !state.started_token() || state.token_is_operator || state.in_escape {
+        return false;
+    }
+    c.is_ascii_alphanumeric()
+        || matches!(c, '/' | '.' | '_' | '-' | ',' | ':' | '=' | '+' | '%' | '@')
+        || (c == ' ' && !matches!(state.quote_mode, QuoteMode::None))
 }
 
 const fn does_char_newly_affect_quoting(state: &TokenParseState, c: char) -> bool {

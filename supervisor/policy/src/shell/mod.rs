@@ -16,6 +16,7 @@
 
 mod commands;
 pub(crate) mod lists;
+mod nesting;
 pub(crate) mod words;
 
 use std::collections::HashSet;
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use brush_parser::ast;
 
 use crate::display::shorten;
-use crate::facts::FsFacts;
+use crate::facts::{FsFacts, Memo};
 use words::{Env, Word};
 
 /// Nesting of `sh -c`, substitutions and the like before the gate gives up.
@@ -69,7 +70,10 @@ pub(crate) struct Report {
 
 /// Analyses a run_bash command line.
 pub(crate) fn analyze(cmd: &str, sc: &ShellCtx) -> Report {
-    let mut w = Walker::new(sc);
+    // Many redirects into one directory ask about it once.
+    let memo = Memo::new(sc.fs);
+    let sc = ShellCtx { fs: &memo, ..*sc };
+    let mut w = Walker::new(&sc);
     w.program_text(cmd);
     w.report
 }
@@ -174,6 +178,17 @@ impl<'a> Walker<'a> {
             );
             return;
         }
+        let nested = nesting::depth(text);
+        if nested > nesting::MAX_NESTING {
+            self.deny(
+                "floor:hidden-command",
+                format!(
+                    "the command nests about {nested} levels deep (brackets, braces, substitutions, `if`, loops, `case`, `!`), more than the {} the gate checks, so it cannot be checked. Write it more plainly.",
+                    nesting::MAX_NESTING
+                ),
+            );
+            return;
+        }
         self.depth += 1;
         let opts = words::options();
         let parsed =
@@ -203,7 +218,14 @@ impl<'a> Walker<'a> {
     fn subprogram(&mut self, text: &str) {
         let saved = self.cwd.clone();
         self.program_text(text);
-        self.set_cwd(saved);
+        self.restore_cwd(saved);
+    }
+
+    /// Back to the directory a subshell started in.
+    fn restore_cwd(&mut self, saved: Option<PathBuf>) {
+        if self.cwd != saved {
+            self.set_cwd(saved);
+        }
     }
 
     fn list(&mut self, list: &ast::CompoundList) {
@@ -341,7 +363,7 @@ impl<'a> Walker<'a> {
     fn subshell(&mut self, list: &ast::CompoundList) {
         let saved = self.cwd.clone();
         self.list(list);
-        self.set_cwd(saved);
+        self.restore_cwd(saved);
     }
 
     fn function(&mut self, f: &ast::FunctionDefinition) {

@@ -181,9 +181,9 @@ impl<R: std::io::BufRead> Parser<R> {
         &mut self,
     ) -> Result<ast::FunctionBody, crate::error::ParseError> {
         let tokens = self.tokenize()?;
-        let parse_result =
-            peg::token_parser::function_parens_and_body(&Tokens { tokens: &tokens }, &self.options);
-        parse_result_to_error(parse_result, &tokens)
+        let input = Tokens::new(&tokens);
+        let parse_result = peg::token_parser::function_parens_and_body(&input, &self.options);
+        parse_result_to_error(parse_result, &input)
     }
 
     fn tokenize(&mut self) -> Result<Vec<Token>, crate::error::ParseError> {
@@ -192,7 +192,9 @@ impl<R: std::io::BufRead> Parser<R> {
 
         tracing::debug!(target: "tokenize", "Tokenizing...");
 
-        let mut tokens = vec![];
+        // tollgate: room for a token per four characters (about what scripts
+        // hold) up front, instead of growing the list by doubling.
+        let mut tokens = Vec::with_capacity(tokenizer.input_chars() / 4 + 1);
         loop {
             let result = match tokenizer.next_token() {
                 Ok(result) => result,
@@ -231,17 +233,25 @@ pub fn parse_tokens(
     tokens: &[Token],
     options: &ParserOptions,
 ) -> Result<ast::Program, crate::error::ParseError> {
-    let parse_result = peg::token_parser::program(&Tokens { tokens }, options);
-    parse_result_to_error(parse_result, tokens)
+    let input = Tokens::new(tokens);
+    let parse_result = peg::token_parser::program(&input, options);
+    parse_result_to_error(parse_result, &input)
 }
 
 fn parse_result_to_error<R>(
     parse_result: Result<R, ::peg::error::ParseError<usize>>,
-    tokens: &[Token],
+    input: &Tokens<'_>,
 ) -> Result<R, crate::error::ParseError>
 where
     R: std::fmt::Debug,
 {
+    let tokens = input.tokens;
+    // tollgate: a spent budget is reported as such, whatever peg made of it.
+    if input.exhausted() {
+        return Err(crate::error::ParseError::TooComplex {
+            tokens: tokens.len(),
+        });
+    }
     match parse_result {
         Ok(program) => {
             tracing::debug!(target: "parse", "PROG: {:?}", program);

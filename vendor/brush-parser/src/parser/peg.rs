@@ -123,6 +123,9 @@ peg::parser! {
         pub(crate) rule arithmetic_expression() -> ast::UnexpandedArithmeticExpr =
             raw_expr:$(arithmetic_expression_piece()*) { ast::UnexpandedArithmeticExpr { value: raw_expr } }
 
+        // tollgate: remembered per position. Without it a run of `(`
+        // retries every shorter nesting at every level: 2^n attempts.
+        #[cache]
         rule arithmetic_expression_piece() =
             // Allow a parenthesized expression (with matching opening and closing parens).
             specific_operator("(") (!specific_operator(")") arithmetic_expression_piece())* specific_operator(")") {} /
@@ -526,7 +529,19 @@ peg::parser! {
             expected!("redirect list")
 
         // N.B. here strings are extensions to the POSIX standard.
+        // tollgate: every form below starts with an operator beginning `<`,
+        // `>` or `&`, or with an `io_number` (a word of digits). On any other
+        // token they all fail at this same position, so the rule now fails
+        // there at once (the position is what a parse error reports).
         rule io_redirect() -> ast::IoRedirect =
+            &redirect_start() r:io_redirect_form() { r } /
+            expected!("I/O redirect")
+
+        rule redirect_start() =
+            [Token::Operator(o, _) if o.starts_with(['<', '>', '&'])] /
+            [Token::Word(w, _) if w.chars().all(|c: char| c.is_ascii_digit())]
+
+        rule io_redirect_form() -> ast::IoRedirect =
             n:io_number()? f:io_file() {
                     let (kind, target) = f;
                     ast::IoRedirect::File(n, kind, target)
@@ -534,8 +549,7 @@ peg::parser! {
             non_posix_extensions_enabled() specific_operator("&>>") target:filename() { ast::IoRedirect::OutputAndError(ast::Word::from(target), true) } /
             non_posix_extensions_enabled() specific_operator("&>") target:filename() { ast::IoRedirect::OutputAndError(ast::Word::from(target), false) } /
             non_posix_extensions_enabled() n:io_number()? specific_operator("<<<") w:word() { ast::IoRedirect::HereString(n, ast::Word::from(w)) } /
-            n:io_number()? h:io_here() { ast::IoRedirect::HereDocument(n, h) } /
-            expected!("I/O redirect")
+            n:io_number()? h:io_here() { ast::IoRedirect::HereDocument(n, h) }
 
         // N.B. Process substitution forms are extensions to the POSIX standard.
         rule io_file() -> (ast::IoFileRedirectKind, ast::IoFileRedirectTarget) =
@@ -698,7 +712,7 @@ peg::parser! {
         rule io_number() -> ast::IoFd =
             [Token::Word(w, num_loc) if w.chars().all(|c: char| c.is_ascii_digit())]
             &([Token::Operator(o, redir_loc) if
-                    o.starts_with(['<', '>']) &&
+                    o.starts_with(['<', '>', '&']) &&
                     locations_are_contiguous(num_loc, redir_loc)]) {
 
                 w.parse().unwrap()
@@ -787,6 +801,11 @@ impl<'a> peg::ParseElem<'a> for Tokens<'a> {
 
     #[inline]
     fn parse_elem(&'a self, pos: usize) -> peg::RuleResult<Self::Element> {
+        // tollgate: a spent budget fails every look, so the parse ends soon
+        // after, in an error (it can consume no more tokens).
+        if !self.step() {
+            return peg::RuleResult::Failed;
+        }
         match self.tokens.get(pos) {
             Some(c) => peg::RuleResult::Matched(pos + 1, c),
             None => peg::RuleResult::Failed,

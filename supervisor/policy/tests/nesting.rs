@@ -1,0 +1,196 @@
+//! Commands built to exhaust the parser: deep nesting (which used to
+//! overflow the stack and abort the supervisor) and inputs that make a PEG
+//! parser backtrack exponentially (which used to hold a worker for minutes).
+//! Each gets a decision, on a thread with tokio's default 2 MiB stack.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use tollgate_policy::{
+    Context, Decision, Engine, FileFacts, FsFacts, Mode, PolicyConfig, ResolveError, Resolver,
+    ToolCall, Verdict,
+};
+
+struct NoFiles;
+
+impl FsFacts for NoFiles {
+    fn symlink_metadata(&self, _: &Path) -> Option<FileFacts> {
+        None
+    }
+    fn read_link(&self, _: &Path) -> Option<PathBuf> {
+        None
+    }
+}
+
+struct NoDns;
+
+impl Resolver for NoDns {
+    fn resolve(&self, host: &str) -> Result<Vec<std::net::IpAddr>, ResolveError> {
+        Err(ResolveError::NotFound(host.to_string()))
+    }
+}
+
+/// The decision for `command`, made on a thread with a 2 MiB stack (what
+/// a tokio worker has). A stack overflow would abort this test binary.
+fn decide(command: String) -> Decision {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let engine = Engine::new(&PolicyConfig::default()).unwrap();
+            let cx = Context {
+                workspace: PathBuf::from("/w/proj"),
+                mode: Mode::Default,
+                tools: None,
+                home: Some(PathBuf::from("/home/u")),
+                protected: vec![],
+                read_files: BTreeSet::new(),
+            };
+            let call = ToolCall {
+                tool: "run_bash".to_string(),
+                args: json!({ "command": command }),
+            };
+            engine.decide(&call, &cx, &NoFiles, &NoDns)
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// One command per kind of nesting, `n` levels deep.
+fn nested(n: usize) -> Vec<(&'static str, String)> {
+    let r = |s: &str, k: usize| s.repeat(k);
+    vec![
+        (
+            "brace groups",
+            format!("{}echo x; {}", r("{ ", n), r("}; ", n)),
+        ),
+        ("subshells", format!("{}echo x{}", r("( ", n), r(" )", n))),
+        (
+            "if",
+            format!("{}echo x; {}", r("if true; then ", n), r("fi; ", n)),
+        ),
+        (
+            "else if",
+            format!(
+                "if a; then b; {}{}",
+                r("else if a; then b; ", n),
+                r("fi; ", n + 1)
+            ),
+        ),
+        (
+            "while",
+            format!("{}echo; {}", r("while false; do ", n), r("done; ", n)),
+        ),
+        (
+            "select",
+            format!("{}echo; {}", r("select x in a; do ", n), r("done; ", n)),
+        ),
+        (
+            "case",
+            format!(
+                "{}echo;; {}esac",
+                r("case x in x) ", n),
+                r("esac;; ", n - 1)
+            ),
+        ),
+        (
+            "functions",
+            format!("{}echo; {}", r("f() { ", n), r("}; ", n)),
+        ),
+        (
+            "parameters",
+            format!("echo {}y{}", r("${x:-", n), r("}", n)),
+        ),
+        (
+            "substitutions",
+            format!("echo {}y{}", r("$(echo ", n), r(")", n)),
+        ),
+        (
+            "quoted substitutions",
+            format!("echo {}y{}", r("\"$(echo ", n), r(")\"", n)),
+        ),
+        (
+            "arithmetic",
+            format!("echo $(( {}1{} ))", r("(", n), r(")", n)),
+        ),
+        (
+            "[[ ( ) ]]",
+            format!("[[ {}-f x{} ]]", r("( ", n), r(" )", n)),
+        ),
+        ("[[ ! ]]", format!("[[ {}-f x ]]", r("! ", n))),
+        ("coproc", format!("{}cat", r("coproc ", n))),
+        (
+            "coproc groups",
+            format!("{}cat; {}", r("coproc { ", n), r("}; ", n)),
+        ),
+        (
+            "process substitutions",
+            format!("cat {}x{}", r("<(cat ", n), r(")", n)),
+        ),
+        ("arrays", format!("a=({}y{})", r("$(echo ", n), r(")", n))),
+    ]
+}
+
+#[test]
+fn deep_nesting_is_refused_without_exhausting_the_stack() {
+    // 300 levels overflowed 2 MiB for most of these; the largest fill the
+    // 64 KiB a command may have.
+    for n in [300, 3_000, 12_000] {
+        for (what, command) in nested(n) {
+            // The schema's maxLength for a command.
+            if command.len() > 65_536 {
+                continue;
+            }
+            let d = decide(command);
+            assert_eq!(d.verdict, Verdict::Deny, "{what} x{n}: {}", d.reason);
+            assert_eq!(
+                d.rule.as_deref(),
+                Some("floor:hidden-command"),
+                "{what} x{n}: {}",
+                d.reason
+            );
+            assert!(
+                d.reason.contains("levels deep"),
+                "{what} x{n}: {}",
+                d.reason
+            );
+        }
+    }
+}
+
+#[test]
+fn ordinary_nesting_is_still_analysed() {
+    for (what, command) in nested(6) {
+        let d = decide(command);
+        assert_ne!(
+            d.rule.as_deref(),
+            Some("floor:hidden-command"),
+            "{what}: {}",
+            d.reason
+        );
+    }
+    // Under the estimate's limit of 64 (`coproc {` counts twice), only the walk's own limit of 8
+    // nested programs (substitutions) applies.
+    for (what, command) in nested(30) {
+        let d = decide(command);
+        assert!(
+            !d.reason.contains("the gate checks"),
+            "{what}: {}",
+            d.reason
+        );
+    }
+}
+
+#[test]
+fn exponential_backtracking_is_cut_short() {
+    // `((` then a run of `(`: the grammar tried 2^n ways (26 took 7 s, 40
+    // would take hours). It now remembers what it tried, and every parse
+    // has a step budget besides (vendor/brush-parser/TOLLGATE.md, patch 9).
+    for n in [26, 40, 60] {
+        let d = decide(format!("(({}", "(".repeat(n)));
+        assert_eq!(d.verdict, Verdict::Deny, "{n}: {}", d.reason);
+        assert_eq!(d.rule.as_deref(), Some("floor:unparseable"), "{}", d.reason);
+    }
+}
