@@ -188,9 +188,9 @@ impl<'a> Tokens<'a> {
     /// Counts one look at a token; false once the budget is spent.
     #[inline]
     pub(crate) fn step(&self) -> bool {
-        let n = self.steps.get() + 1;
-        self.steps.set(n);
-        n <= self.budget
+        let n = self.steps.get();
+        self.steps.set(n + 1);
+        n < self.budget
     }
 
     /// Whether the parse ran out of steps (its result is then an error).

@@ -801,14 +801,11 @@ impl<'a> peg::ParseElem<'a> for Tokens<'a> {
 
     #[inline]
     fn parse_elem(&'a self, pos: usize) -> peg::RuleResult<Self::Element> {
-        // tollgate: a spent budget fails every look, so the parse ends soon
-        // after, in an error (it can consume no more tokens).
-        if !self.step() {
-            return peg::RuleResult::Failed;
-        }
         match self.tokens.get(pos) {
-            Some(c) => peg::RuleResult::Matched(pos + 1, c),
-            None => peg::RuleResult::Failed,
+            // tollgate: a spent budget fails every look, so the parse ends
+            // soon after, in an error (it can consume no more tokens).
+            Some(c) if self.step() => peg::RuleResult::Matched(pos + 1, c),
+            _ => peg::RuleResult::Failed,
         }
     }
 }
