@@ -252,7 +252,8 @@ async fn parser_bombs_are_refused_and_the_supervisor_survives() {
     let t = session(&sup, "ws").await;
     let other = session(&sup, "other").await;
     // 3,000 nested brace groups (9 KB) overflowed the parser's stack and
-    // aborted the supervisor; `((` and a run of `(` held a worker for hours.
+    // aborted the supervisor; `((` and a run of `(` held a worker for hours;
+    // the here-document held one for ever, its memory growing.
     let bombs = [
         (
             format!("{}echo x; {}", "{ ".repeat(3_000), "}; ".repeat(3_000)),
@@ -263,6 +264,8 @@ async fn parser_bombs_are_refused_and_the_supervisor_survives() {
             "levels deep",
         ),
         (format!("(({}", "(".repeat(60)), "could not be parsed"),
+        // A here-document tag with no line after it looped forever.
+        ("x<<\r y ".to_string(), "here document"),
     ];
     for (command, why) in &bombs {
         let r = bash(&sup, &t, command, None).await;

@@ -1,7 +1,9 @@
 //! Commands built to exhaust the parser: deep nesting (which used to
-//! overflow the stack and abort the supervisor) and inputs that make a PEG
-//! parser backtrack exponentially (which used to hold a worker for minutes).
-//! Each gets a decision, on a thread with tokio's default 2 MiB stack.
+//! overflow the stack and abort the supervisor), inputs that make a PEG
+//! parser backtrack exponentially (which used to hold a worker for minutes),
+//! and a here-document the tokenizer never finished (which held a worker and
+//! grew its memory without bound). Each gets a decision, on a thread with
+//! tokio's default 2 MiB stack.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -192,5 +194,22 @@ fn exponential_backtracking_is_cut_short() {
         let d = decide(format!("(({}", "(".repeat(n)));
         assert_eq!(d.verdict, Verdict::Deny, "{n}: {}", d.reason);
         assert_eq!(d.rule.as_deref(), Some("floor:unparseable"), "{}", d.reason);
+    }
+}
+
+#[test]
+fn a_here_document_cut_off_at_the_end_ends_in_an_error() {
+    // `<<`, a tag of one carriage return, no line after it: the tokenizer
+    // moved an empty token to the tag's pending list forever (found by the
+    // fuzz target; vendor/brush-parser/TOLLGATE.md, patch 10).
+    for command in [
+        "x<<\r y ",
+        "x <<\r y z ",
+        "\u{fffd}<<\r \u{fffd}ush ori-g\0\0\0 ",
+    ] {
+        let d = decide(command.to_string());
+        assert_eq!(d.verdict, Verdict::Deny, "{command:?}: {}", d.reason);
+        assert_eq!(d.rule.as_deref(), Some("floor:unparseable"), "{}", d.reason);
+        assert!(d.reason.contains("here document"), "{}", d.reason);
     }
 }

@@ -171,6 +171,10 @@ pub(crate) struct Tokens<'a> {
     budget: usize,
 }
 
+/// tollgate: how often `next_token_until` may try to close a here-document
+/// at the end of the input before it reports it unterminated (patch 10).
+const MAX_EOF_ROUNDS: u32 = 16;
+
 /// tollgate: looks per token a parse may take. Real scripts take 10 to 40,
 /// nested ones too; the most any input of the fuzz corpus took is 114.
 /// Backtracking that grows faster than the input is cut off here.
@@ -795,6 +799,7 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
     ) -> Result<TokenizeResult, TokenizerError> {
         let mut state = TokenParseState::new(&self.cross_state.cursor);
         let mut result: Option<TokenizeResult> = None;
+        let mut eof_rounds = 0;
 
         while result.is_none() {
             // First satisfy token results from our queue. Once we exhaust the queue then
@@ -843,7 +848,15 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
 
                 // Verify we're not in a here document.
                 if !matches!(self.cross_state.here_state, HereState::None) {
-                    if self.remove_here_end_tag(&mut state, &mut result, false)? {
+                    // tollgate: at the end of the input nothing is consumed, so
+                    // this can repeat forever: with `<<` and a tag but no line
+                    // after it (`x<<\r y`), each round moved an empty token to
+                    // the tag's pending list, without end or bound. A few
+                    // rounds are all a here-document needs to close.
+                    eof_rounds += 1;
+                    if eof_rounds <= MAX_EOF_ROUNDS
+                        && self.remove_here_end_tag(&mut state, &mut result, false)?
+                    {
                         // If we hit end tag without a trailing newline, try to get next token.
                         continue;
                     }
