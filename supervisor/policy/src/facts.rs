@@ -69,24 +69,28 @@ impl<'a> Memo<'a> {
 
 impl FsFacts for Memo<'_> {
     fn symlink_metadata(&self, path: &Path) -> Option<FileFacts> {
-        if let Some(hit) = self.lstat.borrow().get(path) {
-            return *hit;
-        }
-        let answer = self.inner.symlink_metadata(path);
-        self.lstat.borrow_mut().insert(path.to_path_buf(), answer);
-        answer
+        remembered(&self.lstat, path, || self.inner.symlink_metadata(path))
     }
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
-        if let Some(hit) = self.links.borrow().get(path) {
-            return hit.clone();
-        }
-        let answer = self.inner.read_link(path);
-        self.links
-            .borrow_mut()
-            .insert(path.to_path_buf(), answer.clone());
-        answer
+        remembered(&self.links, path, || self.inner.read_link(path))
     }
+}
+
+/// The answer for `path` from `cache`; `ask` runs only the first time.
+fn remembered<T: Clone>(
+    cache: &RefCell<HashMap<PathBuf, T>>,
+    path: &Path,
+    ask: impl FnOnce() -> T,
+) -> T {
+    if let Some(hit) = cache.borrow().get(path) {
+        return hit.clone();
+    }
+    let answer = ask();
+    cache
+        .borrow_mut()
+        .insert(path.to_path_buf(), answer.clone());
+    answer
 }
 
 #[cfg(test)]
