@@ -78,7 +78,7 @@ pub(crate) fn resolve(
     let lexical = lexical_join(&ctx.workspace, raw);
 
     for p in [&abs.path, &lexical] {
-        if let Some(hit) = ctx.protected.iter().find(|prot| p.starts_with(prot)) {
+        if let Some(hit) = ctx.protected.iter().find(|prot| within(p, prot)) {
             return Err(refuse(
                 "floor:protected",
                 format!(
@@ -98,7 +98,7 @@ pub(crate) fn resolve(
             ),
         ));
     }
-    let Ok(rest) = abs.path.strip_prefix(&ctx.workspace) else {
+    let Some(rest) = rest_within(&abs.path, &ctx.workspace) else {
         let shown = show_path(&abs.path);
         let via = if shown == show(raw) {
             String::new()
@@ -300,11 +300,15 @@ fn walk(raw: &str, ctx: &Context, fs: &dyn FsFacts) -> Result<Walked, Refusal> {
     // The workspace is canonical (the daemon checked it at OpenSession), so a
     // relative path starts there without re-walking it.
     let start = if raw.starts_with('/') {
-        PathBuf::from("/")
+        Path::new("/")
     } else {
-        ctx.workspace.clone()
+        &ctx.workspace
     };
-    walk_path(start, Path::new(raw), &ctx.workspace, fs).map_err(|e| e.refusal(raw))
+    // Room for the whole path up front: pushing onto an exact-size copy of
+    // the workspace would grow it once per component.
+    let mut out = PathBuf::with_capacity(start.as_os_str().len() + raw.len() + 1);
+    out.push(start);
+    walk_path(out, Path::new(raw), &ctx.workspace, fs).map_err(|e| e.refusal(raw))
 }
 
 /// Resolves every symlink of an absolute path, as far as it exists.
@@ -415,11 +419,13 @@ fn is_magic(p: &Path) -> bool {
 
 /// Joins and normalises `.` and `..` without touching the filesystem.
 pub(crate) fn lexical_join(base: &Path, p: &str) -> PathBuf {
-    let mut out = if p.starts_with('/') {
-        PathBuf::from("/")
+    let start = if p.starts_with('/') {
+        Path::new("/")
     } else {
-        base.to_path_buf()
+        base
     };
+    let mut out = PathBuf::with_capacity(start.as_os_str().len() + p.len() + 1);
+    out.push(start);
     for c in Path::new(p).components() {
         match c {
             Component::Normal(n) => out.push(n),
@@ -479,6 +485,44 @@ const SYSTEM_CREDENTIALS: &[(&str, &str)] = &[
 pub(crate) fn under(p: &[u8], base: &[u8]) -> bool {
     let base = base.strip_suffix(b"/").unwrap_or(base);
     p.starts_with(base) && (p.len() == base.len() || p[base.len()] == b'/')
+}
+
+/// `b` is an absolute path with no `.` or `..` component, no `//` and no
+/// trailing `/` (other than `/` itself): the form [`under`] compares.
+fn is_clean(b: &[u8]) -> bool {
+    b == b"/"
+        || (b.first() == Some(&b'/')
+            && b.last() != Some(&b'/')
+            && b[1..]
+                .split(|&c| c == b'/')
+                .all(|c| !c.is_empty() && c != b"." && c != b".."))
+}
+
+/// `Path::starts_with` (whole components) for a `p` built by this module
+/// (always clean), compared on bytes when `base` is clean too.
+fn within(p: &Path, base: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let b = base.as_os_str().as_bytes();
+    if is_clean(b) {
+        under(p.as_os_str().as_bytes(), b)
+    } else {
+        p.starts_with(base)
+    }
+}
+
+/// `Path::strip_prefix` for a `p` built by this module: the part of `p` below
+/// `base` (empty when `p` is `base`), on bytes when `base` is clean.
+fn rest_within<'a>(p: &'a Path, base: &Path) -> Option<&'a Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let (pb, b) = (p.as_os_str().as_bytes(), base.as_os_str().as_bytes());
+    if !is_clean(b) {
+        return p.strip_prefix(base).ok();
+    }
+    if !under(pb, b) {
+        return None;
+    }
+    let rest = pb[b.len()..].strip_prefix(b"/").unwrap_or(&pb[b.len()..]);
+    Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
 }
 
 /// The part of `p` below `base`, if `p` lies strictly inside it.
@@ -944,6 +988,44 @@ mod tests {
             ok(".gitattributes", Access::Write, &fs).rel,
             ".gitattributes"
         );
+    }
+
+    #[test]
+    fn byte_prefixes_agree_with_path_components() {
+        let paths = [
+            "/",
+            "/w",
+            "/w/proj",
+            "/w/proj/a",
+            "/w/proj-evil",
+            "/w/projx/a",
+            "/x",
+        ];
+        let bases = [
+            "/",
+            "/w",
+            "/w/proj",
+            "/w/proj/",
+            "/w//proj",
+            "/w/./proj",
+            "/w/x/../proj",
+            "/w/proj/a",
+        ];
+        for p in paths {
+            for b in bases {
+                let (p, b) = (Path::new(p), Path::new(b));
+                assert_eq!(within(p, b), p.starts_with(b), "{p:?} within {b:?}");
+                assert_eq!(
+                    rest_within(p, b),
+                    p.strip_prefix(b).ok(),
+                    "{p:?} below {b:?}"
+                );
+            }
+        }
+        assert!(is_clean(b"/") && is_clean(b"/w/proj"));
+        for unclean in ["", "w", "/w/", "//w", "/w/.", "/w/..", "/w/./x", "/w//x"] {
+            assert!(!is_clean(unclean.as_bytes()), "{unclean:?}");
+        }
     }
 
     #[test]
