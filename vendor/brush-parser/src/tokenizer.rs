@@ -764,7 +764,11 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
                     if nesting_count == 0 {
                         break;
                     }
-                    state.append_char(self.next_char()?.unwrap());
+                    // tollgate patch 11: an error, not a panic (was: unwrap).
+                    let c = self
+                        .next_char()?
+                        .ok_or(TokenizerError::UnterminatedExpansion)?;
+                    state.append_char(c);
                 }
                 TokenEndReason::EndOfInput => {
                     return Err(TokenizerError::UnterminatedExpansion);
@@ -773,7 +777,11 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
             }
         }
 
-        state.append_char(self.next_char()?.unwrap());
+        // tollgate patch 11: an error, not a panic (was: unwrap).
+        let c = self
+            .next_char()?
+            .ok_or(TokenizerError::UnterminatedExpansion)?;
+        state.append_char(c);
         Ok(())
     }
 
@@ -1146,7 +1154,12 @@ impl<'a, R: ?Sized + std::io::BufRead> Tokenizer<'a, R> {
                                     TokenEndReason::SpecifiedTerminatingChar => {
                                         // We hit the end brace we were looking for but did not
                                         // yet consume it. Do so now.
-                                        state.append_char(self.next_char()?.unwrap());
+                                        // tollgate patch 11: an error, not a
+                                        // panic (was: unwrap).
+                                        let c = self
+                                            .next_char()?
+                                            .ok_or(TokenizerError::UnterminatedExpansion)?;
+                                        state.append_char(c);
                                         break;
                                     }
                                     TokenEndReason::EndOfInput => {

@@ -713,9 +713,11 @@ peg::parser! {
             [Token::Word(w, num_loc) if w.chars().all(|c: char| c.is_ascii_digit())]
             &([Token::Operator(o, redir_loc) if
                     o.starts_with(['<', '>', '&']) &&
-                    locations_are_contiguous(num_loc, redir_loc)]) {
+                    locations_are_contiguous(num_loc, redir_loc)]) {?
 
-                w.parse().unwrap()
+                // tollgate patch 11: like bash, digits that do not fit an int
+                // are an ordinary word, not a file descriptor (was: unwrap).
+                w.parse().or(Err("a file descriptor number that fits an int"))
             }
 
         //
