@@ -60,13 +60,22 @@ pub static ENGINE: LazyLock<Engine> = LazyLock::new(|| {
     Engine::new(&PolicyConfig::default()).unwrap_or_else(|e| panic!("default policy: {e}"))
 });
 
+thread_local! {
+    /// The message of a panic seen on this thread since the last `check`.
+    static PANICKED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
 /// The engine catches panics inside brush-parser (it allows `unwrap`
-/// internally) and refuses the call. libfuzzer-sys's panic hook would abort
-/// on those caught panics too, so the targets install a quiet hook: a panic
-/// that escapes `decide` still reaches libfuzzer-sys's own `catch_unwind`,
-/// which aborts, so real crashes are still found.
+/// internally) and refuses the call, but each still costs a panic message
+/// on the supervisor's stderr and a backtrace when RUST_BACKTRACE is set, so
+/// a caught panic is a finding too (vendor/brush-parser/TOLLGATE.md, patch
+/// 11). The hook notes it and [`check`] fails the input with its message; a
+/// panic that escapes `decide` still reaches libfuzzer-sys's own
+/// `catch_unwind`, which aborts.
 pub static QUIET_CAUGHT_PANICS: LazyLock<()> = LazyLock::new(|| {
-    std::panic::set_hook(Box::new(|_| {}));
+    std::panic::set_hook(Box::new(|info| {
+        PANICKED.with(|p| *p.borrow_mut() = Some(info.to_string()));
+    }));
 });
 
 pub fn ctx(mode: Mode) -> Context {
@@ -82,6 +91,11 @@ pub fn ctx(mode: Mode) -> Context {
 
 /// What no input may break.
 pub fn check(d: &Decision) {
+    if let Some(message) = PANICKED.with(|p| p.borrow_mut().take()) {
+        // Not through `panic!`: the quiet hook would swallow the message.
+        eprintln!("a panic was caught inside the decision: {message}");
+        std::process::abort();
+    }
     assert!(!d.reason.is_empty());
     for s in [&d.reason, &d.consequence, &d.target] {
         assert!(!s.contains('\n') && !s.contains('\r') && !s.contains('\u{1b}'), "{s:?}");
