@@ -43,6 +43,20 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    // A panic inside brush-parser on agent input is caught by the policy
+    // engine and the command refused; it gets one warning, not a printed
+    // (and with RUST_BACKTRACE set, captured) backtrace, since the agent can
+    // send the same input in a loop. Every other panic is reported as usual.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if tollgate_policy::parsing_untrusted_input() {
+            tracing::warn!(
+                "the shell parser panicked on agent input (caught; the command is refused): {info}"
+            );
+        } else {
+            report(info);
+        }
+    }));
     let opts = Options {
         config_explicit: args.config.is_some(),
         config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),

@@ -36,6 +36,7 @@ pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
 pub use registry::{ToolClass, ToolSpec, lookup, registry};
+pub use shell::parsing_untrusted_input;
 
 /// Errors building an [`Engine`] from configuration.
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,8 @@ pub(crate) mod lists;
 mod nesting;
 pub(crate) mod words;
 
+pub use words::parsing_untrusted_input;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 

@@ -159,9 +159,26 @@ fn parse(raw: &str) -> Result<Vec<WordPieceWithSource>, WordError> {
         .map_err(|e| WordError(e.to_string()))
 }
 
+thread_local! {
+    static UNTRUSTED_PARSE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs third-party parsing code that may panic; a panic becomes `None`.
+/// Meanwhile [`parsing_untrusted_input`] is true on this thread.
 pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+    let outer = UNTRUSTED_PARSE.replace(true);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok();
+    UNTRUSTED_PARSE.set(outer);
+    result
+}
+
+/// Whether this thread is running brush-parser on agent input, inside the
+/// engine's `catch_unwind`: a panic now is caught and the command refused.
+/// For a process's panic hook: such a panic deserves one log line, not a
+/// printed (and, with RUST_BACKTRACE set, captured) backtrace, since the
+/// agent can send the same input in a loop.
+pub fn parsing_untrusted_input() -> bool {
+    UNTRUSTED_PARSE.get()
 }
 
 fn pieces_into(
@@ -417,6 +434,22 @@ pub(crate) fn decode_ansi_c(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guarded_marks_the_thread_while_it_parses() {
+        assert!(!parsing_untrusted_input());
+        assert_eq!(guarded(parsing_untrusted_input), Some(true));
+        assert_eq!(
+            guarded(|| guarded(parsing_untrusted_input)),
+            Some(Some(true))
+        );
+        assert!(!parsing_untrusted_input());
+        // A panic is caught (its message is printed), and the mark is
+        // cleared all the same.
+        let caught = guarded(|| -> u8 { panic!("like brush-parser's unwraps") });
+        assert_eq!(caught, None);
+        assert!(!parsing_untrusted_input());
+    }
 
     fn ev(raw: &str) -> (Word, Vec<String>) {
         let env = Env {
