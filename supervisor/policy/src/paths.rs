@@ -78,7 +78,11 @@ pub(crate) fn resolve(
     let lexical = lexical_join(&ctx.workspace, raw);
 
     for p in [&abs.path, &lexical] {
-        if let Some(hit) = ctx.protected.iter().find(|prot| within(p, prot)) {
+        if let Some(hit) = ctx
+            .protected
+            .iter()
+            .find(|prot| rest_within(p, prot).is_some())
+        {
             return Err(refuse(
                 "floor:protected",
                 format!(
@@ -498,20 +502,9 @@ fn is_clean(b: &[u8]) -> bool {
                 .all(|c| !c.is_empty() && c != b"." && c != b".."))
 }
 
-/// `Path::starts_with` (whole components) for a `p` built by this module
-/// (always clean), compared on bytes when `base` is clean too.
-fn within(p: &Path, base: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let b = base.as_os_str().as_bytes();
-    if is_clean(b) {
-        under(p.as_os_str().as_bytes(), b)
-    } else {
-        p.starts_with(base)
-    }
-}
-
-/// `Path::strip_prefix` for a `p` built by this module: the part of `p` below
-/// `base` (empty when `p` is `base`), on bytes when `base` is clean.
+/// `Path::strip_prefix` (whole components) for a `p` built by this module,
+/// which is always clean: the part of `p` below `base` (empty when `p` is
+/// `base`), compared on bytes when `base` is clean too.
 fn rest_within<'a>(p: &'a Path, base: &Path) -> Option<&'a Path> {
     use std::os::unix::ffi::OsStrExt;
     let (pb, b) = (p.as_os_str().as_bytes(), base.as_os_str().as_bytes());
@@ -1014,7 +1007,11 @@ mod tests {
         for p in paths {
             for b in bases {
                 let (p, b) = (Path::new(p), Path::new(b));
-                assert_eq!(within(p, b), p.starts_with(b), "{p:?} within {b:?}");
+                assert_eq!(
+                    rest_within(p, b).is_some(),
+                    p.starts_with(b),
+                    "{p:?} within {b:?}"
+                );
                 assert_eq!(
                     rest_within(p, b),
                     p.strip_prefix(b).ok(),

@@ -72,7 +72,7 @@ thread_local! {
 /// 11). The hook notes it and [`check`] fails the input with its message; a
 /// panic that escapes `decide` still reaches libfuzzer-sys's own
 /// `catch_unwind`, which aborts.
-pub static QUIET_CAUGHT_PANICS: LazyLock<()> = LazyLock::new(|| {
+pub static NOTE_PANICS: LazyLock<()> = LazyLock::new(|| {
     std::panic::set_hook(Box::new(|info| {
         PANICKED.with(|p| *p.borrow_mut() = Some(info.to_string()));
     }));

@@ -11,7 +11,7 @@ use tollgate_policy::{Mode, ToolCall};
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    LazyLock::force(&common::QUIET_CAUGHT_PANICS);
+    LazyLock::force(&common::NOTE_PANICS);
     let path = String::from_utf8_lossy(data).into_owned();
     for (tool, args) in [
         ("read_file", serde_json::json!({ "path": path })),

@@ -10,7 +10,7 @@ use tollgate_policy::{Mode, ToolCall};
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    LazyLock::force(&common::QUIET_CAUGHT_PANICS);
+    LazyLock::force(&common::NOTE_PANICS);
     let command = String::from_utf8_lossy(data).into_owned();
     let call = ToolCall {
         tool: "run_bash".to_string(),

@@ -11,7 +11,7 @@ use tollgate_policy::{Mode, ToolCall, Verdict};
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    LazyLock::force(&common::QUIET_CAUGHT_PANICS);
+    LazyLock::force(&common::NOTE_PANICS);
     let url = String::from_utf8_lossy(data).into_owned();
     if let Ok(f) = common::ENGINE.vet_url(&url, &common::Dns) {
         for a in &f.addrs {
