@@ -710,3 +710,50 @@ async fn agent_call_prints_the_contract_json() {
     assert_eq!(v["denied"]["code"], "POLICY_DENIED");
     assert!(v["denied"]["rule"].as_str().unwrap().starts_with("floor:"));
 }
+
+/// `supervisorctl bench` compares ListTools with a bare tonic server's
+/// (`supervisorctl __grpc-floor`); that baseline is only fair if it sends the
+/// very reply the supervisor sends, and only meaningful if it does no more.
+#[tokio::test]
+async fn the_bench_floor_server_sends_the_supervisors_list_tools_reply() {
+    let sup = Supervisor::start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let s = open(&sup, &ws).await;
+    let mut c = sup.agent_client().await;
+    let ours = c
+        .list_tools(authed(pb::ListToolsRequest {}, &s.token))
+        .await
+        .unwrap()
+        .into_inner();
+
+    let socket = sup.dirs.root.path().join("floor.sock");
+    let mut floor = Command::new(bin("supervisorctl"))
+        .arg("__grpc-floor")
+        .arg(&socket)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(floor.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "grpc-floor: ready");
+    let mut bare = harness::agent_client(&socket).await;
+    let theirs = bare
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let other = bare
+        .open_session(pb::OpenSessionRequest::default())
+        .await
+        .unwrap_err();
+    floor.kill().unwrap();
+    floor.wait().unwrap();
+
+    assert!(ours.tools.len() >= 7);
+    assert_eq!(ours, theirs);
+    assert_eq!(other.code(), Code::Unimplemented);
+}

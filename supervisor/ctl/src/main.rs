@@ -182,6 +182,10 @@ enum PolicyCmd {
 }
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == bench::FLOOR_SUBCOMMAND) {
+        return bench::floor_main(&args[2..]);
+    }
     let cli = Cli::parse();
     // One thread: a CLI waits on one socket at a time, and a reply handed
     // between runtime threads costs a wake-up per hop.

@@ -13,11 +13,13 @@
 //! Groups, one file each: `inproc` (policy decision, audit append),
 //! `baselines` (fork/exec, unshare, bwrap), `native` (through gRPC on the
 //! native supervisor), `agent` (the real agent binary, per model turn),
-//! `docker` (the CLI against our docker backend).
+//! `docker` (the CLI against our docker backend); `floor` is the bare gRPC
+//! server ListTools is compared with.
 
 mod agent;
 mod baselines;
 mod docker;
+mod floor;
 mod harness;
 mod inproc;
 mod kill;
@@ -32,6 +34,8 @@ use serde::Serialize;
 
 use harness::{SupervisorProc, TempRoot, blocking};
 use stats::{Row, Status, Unit, fmt_value};
+
+pub use floor::{SUBCOMMAND as FLOOR_SUBCOMMAND, main as floor_main};
 
 /// What the issue asks for at least.
 pub const MIN_SAMPLES: usize = 200;

@@ -12,9 +12,12 @@ use anyhow::{Context as _, anyhow, bail};
 use serde_json::json;
 use tollgate_proto::v1 as pb;
 
+use tollgate_proto::v1::agent_service_client::AgentServiceClient;
+
 use super::baselines::BWRAP;
+use super::floor::FloorProc;
 use super::harness::{
-    AgentSession, Sched, SupervisorProc, TRUE_ARGS, TempRoot, authed, blocking, check_ok,
+    AgentSession, Sched, SupervisorProc, TRUE_ARGS, TempRoot, authed, blocking, channel, check_ok,
     first_and_second_call, time_async, time_blocking, warmup_for,
 };
 use super::stats::{Row, Target, Unit, fmt_nanos};
@@ -22,6 +25,7 @@ use super::stats::{Row, Target, Unit, fmt_nanos};
 const READ_ARGS: &str = r#"{"path":"data4k.txt"}"#;
 const HEALTH: &str = "base.grpc_health";
 const SOCKET_ECHO: &str = "base.unix_socket_echo";
+const GRPC_FLOOR: &str = "base.grpc_floor_list_tools";
 
 /// Settings for this group.
 pub struct Plan {
@@ -66,7 +70,7 @@ pub async fn run(sup: &SupervisorProc, root: &TempRoot, plan: &Plan) -> Vec<Row>
         Unit::Nanos,
         open_close(sup, &ws, n).await,
     ));
-    match list_tools(sup, &ws, n).await {
+    match list_tools(sup, root, &ws, n).await {
         Ok(mut r) => rows.append(&mut r),
         Err(e) => rows.push(Row::failed(
             "native.list_tools",
@@ -220,9 +224,34 @@ async fn open_close(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result
     )))
 }
 
-/// ListTools, beside the cheapest call the same socket serves: the standard
-/// gRPC health Check (no token, no handler work): the transport's floor.
-async fn list_tools(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
+/// ListTools, beside the cheapest call the same socket serves (the standard
+/// gRPC health Check: no token, no handler work) and the same reply from a
+/// bare tonic server in another process (`floor`): the transport's floors.
+async fn list_tools(
+    sup: &SupervisorProc,
+    root: &TempRoot,
+    ws: &Path,
+    n: usize,
+) -> anyhow::Result<Vec<Row>> {
+    let bare = {
+        let floor = blocking({
+            let dir = root.path().to_path_buf();
+            move || FloorProc::start(&dir)
+        })
+        .await?;
+        let client = AgentServiceClient::new(channel(&floor.socket).await?);
+        time_async(warmup_for(n), n, |_| {
+            let mut c = client.clone();
+            async move {
+                let tools = c
+                    .list_tools(pb::ListToolsRequest {})
+                    .await
+                    .map_err(|s| anyhow!("ListTools on the floor server: {}", s.message()))?;
+                Ok(tools.into_inner().tools.len())
+            }
+        })
+        .await?
+    };
     let ch = sup.agent_channel().await?;
     let health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
     let floor = time_async(warmup_for(n), n, |_| {
@@ -260,8 +289,17 @@ async fn list_tools(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result
             .with_note(
                 "grpc.health.v1.Health/Check on the same connection: no token, no handler work",
             ),
+        Row::latency(
+            GRPC_FLOOR,
+            "the same ListTools reply from a bare tonic server (baseline)",
+            &bare,
+        )
+        .with_baseline(HEALTH)
+        .with_note(
+            "another process serving AgentService with tonic's defaults: no token, no session, no layers; the reply is the supervisor's, byte for byte",
+        ),
         Row::latency("native.list_tools", "ListTools, authenticated", &samples)
-            .with_baseline(HEALTH)
+            .with_baseline(GRPC_FLOOR)
             .with_target(Target::MedianAtMostNanos {
                 value: 150_000.0,
                 issue: 2,

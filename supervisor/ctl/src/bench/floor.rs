@@ -1,0 +1,185 @@
+//! The baseline under ListTools: the same reply from a bare tonic server.
+//!
+//! `supervisorctl __grpc-floor SOCKET` (started by `bench`, not for people)
+//! serves AgentService on SOCKET with tonic's defaults and nothing else: no
+//! token check, no session, no layers, no audit. Its ListTools returns the
+//! supervisor's own reply (every tool's spec, the same bytes), and every
+//! other method is UNIMPLEMENTED. Like the supervisor it runs in its own
+//! process on a multi-thread runtime with a worker per core, so the client,
+//! the socket and the wake-ups between the two processes are what the
+//! supervisor's ListTools pays; the difference between the two rows is
+//! tollgate's own share.
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use tollgate_proto::v1 as pb;
+use tollgate_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
+use tonic::{Request, Response, Status, Streaming};
+
+/// The hidden subcommand's name.
+pub const SUBCOMMAND: &str = "__grpc-floor";
+
+/// The line printed once the socket is bound.
+const READY: &str = "grpc-floor: ready";
+
+/// `supervisorctl __grpc-floor SOCKET`: serves until killed.
+pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
+    let [socket] = args else {
+        eprintln!("usage: supervisorctl {SUBCOMMAND} SOCKET");
+        return ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("supervisorctl {SUBCOMMAND}: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(Path::new(socket))) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("supervisorctl {SUBCOMMAND}: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve(socket: &Path) -> anyhow::Result<()> {
+    let listener = tokio::net::UnixListener::bind(socket)
+        .with_context(|| format!("cannot bind {}", socket.display()))?;
+    println!("{READY}");
+    tonic::transport::Server::builder()
+        .add_service(AgentServiceServer::new(Floor))
+        .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+        .await
+        .context("serving")
+}
+
+struct Floor;
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn unimplemented<T>() -> Reply<T> {
+    Err(Status::unimplemented(
+        "the bench's floor server answers ListTools only",
+    ))
+}
+
+#[tonic::async_trait]
+impl AgentService for Floor {
+    async fn list_tools(&self, _: Request<pb::ListToolsRequest>) -> Reply<pb::ListToolsResponse> {
+        Ok(Response::new(pb::ListToolsResponse {
+            tools: tollgate_supervisor::agent_service::tool_specs(None),
+        }))
+    }
+    async fn open_session(
+        &self,
+        _: Request<pb::OpenSessionRequest>,
+    ) -> Reply<pb::OpenSessionResponse> {
+        unimplemented()
+    }
+    async fn refresh_token(
+        &self,
+        _: Request<pb::RefreshTokenRequest>,
+    ) -> Reply<pb::RefreshTokenResponse> {
+        unimplemented()
+    }
+    async fn call_tool(&self, _: Request<pb::CallToolRequest>) -> Reply<pb::CallToolResponse> {
+        unimplemented()
+    }
+    async fn chat(&self, _: Request<pb::ChatRequest>) -> Reply<pb::ChatResponse> {
+        unimplemented()
+    }
+    type ApprovalsStream =
+        Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::ApprovalServerMsg, Status>> + Send>>;
+    async fn approvals(
+        &self,
+        _: Request<Streaming<pb::ApprovalClientMsg>>,
+    ) -> Reply<Self::ApprovalsStream> {
+        unimplemented()
+    }
+    async fn report_event(
+        &self,
+        _: Request<pb::ReportEventRequest>,
+    ) -> Reply<pb::ReportEventResponse> {
+        unimplemented()
+    }
+    async fn close_session(
+        &self,
+        _: Request<pb::CloseSessionRequest>,
+    ) -> Reply<pb::CloseSessionResponse> {
+        unimplemented()
+    }
+}
+
+/// A running floor server, killed when dropped.
+pub struct FloorProc {
+    child: Child,
+    pub socket: PathBuf,
+}
+
+impl FloorProc {
+    /// Starts this executable's floor server on `<dir>/floor.sock`.
+    pub fn start(dir: &Path) -> anyhow::Result<FloorProc> {
+        use std::io::{BufRead as _, BufReader};
+
+        let exe = std::env::current_exe().context("cannot find supervisorctl's own executable")?;
+        let socket = dir.join("floor.sock");
+        let mut child = Command::new(&exe)
+            .arg(SUBCOMMAND)
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {} {SUBCOMMAND}", exe.display()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("the floor server has no stdout"))?;
+        let mut proc = FloorProc { child, socket };
+        // The ready line comes once the socket is bound; EOF means it died.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let ok = BufReader::new(stdout).read_line(&mut line).is_ok() && line.trim() == READY;
+            let _ = tx.send(ok);
+        });
+        let started = Instant::now();
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(true) => Ok(proc),
+            _ => {
+                proc.kill();
+                let mut err = String::new();
+                if let Some(mut e) = proc.child.stderr.take() {
+                    use std::io::Read as _;
+                    let _ = e.read_to_string(&mut err);
+                }
+                bail!(
+                    "the floor server did not get ready in {:?}: {}",
+                    started.elapsed(),
+                    err.trim()
+                )
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for FloorProc {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
