@@ -16,9 +16,32 @@ pub(crate) fn escape(s: &str) -> String {
     // ASCII text (most commands, paths and scripts) is settled byte by byte;
     // a 4 KiB script is escaped whole for its approval target.
     if s.is_ascii() {
-        return escape_runs(s, s.bytes().enumerate().map(|(i, b)| (i, char::from(b))));
+        return escape_ascii(s);
     }
     escape_runs(s, s.char_indices())
+}
+
+/// [`escape`] for ASCII text: only control bytes (and DEL) need escaping.
+fn escape_ascii(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8 + 8);
+    let mut start = 0;
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        if !b.is_ascii_control() {
+            continue;
+        }
+        out.push_str(&s[start..i]);
+        start = i + 1;
+        match b {
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b => {
+                let _ = write!(out, "\\u{{{b:x}}}");
+            }
+        }
+    }
+    out.push_str(&s[start..]);
+    out
 }
 
 /// Copies runs of safe characters whole and escapes the rest.
@@ -94,6 +117,18 @@ mod tests {
         );
         assert_eq!(escape("a\tb\rc\u{1b}[31m"), "a\\tb\\rc\\u{1b}[31m");
         assert_eq!(escape("\u{7f}"), "\\u{7f}");
+    }
+
+    #[test]
+    fn the_ascii_path_escapes_as_the_general_one() {
+        let all: String = (0u8..128).map(char::from).collect();
+        for text in [all.as_str(), "a\u{0}b\u{1f}c\u{7f}", "plain words", ""] {
+            assert_eq!(
+                escape_ascii(text),
+                escape_runs(text, text.char_indices()),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -109,6 +109,16 @@ struct Walker<'a> {
     endless: usize,
     /// Some protected path lies inside the workspace.
     protected_inside: bool,
+    /// Word buffers kept from one simple command for the next.
+    spare_words: Vec<Word>,
+}
+
+/// `words[n]`, added when the vector is that short.
+fn slot(words: &mut Vec<Word>, n: usize) -> &mut Word {
+    if words.len() == n {
+        words.push(Word::default());
+    }
+    &mut words[n]
 }
 
 impl<'a> Walker<'a> {
@@ -124,6 +134,7 @@ impl<'a> Walker<'a> {
             concurrent: 0,
             endless: 0,
             protected_inside: sc.protected.iter().any(|p| p.starts_with(sc.workspace)),
+            spare_words: Vec::new(),
         }
     }
 
@@ -405,17 +416,24 @@ impl<'a> Walker<'a> {
 
     /// Evaluates a word; its command substitutions are walked as programs.
     fn word(&mut self, raw: &str) -> Option<Word> {
+        let mut w = Word::default();
+        self.word_into(raw, &mut w).then_some(w)
+    }
+
+    /// [`Self::word`] into `out`; false (and the walk denied) when the word
+    /// cannot be parsed.
+    fn word_into(&mut self, raw: &str, out: &mut Word) -> bool {
         let mut subs = Vec::new();
         let env = Env {
             home: &self.home_str,
             cwd: &self.cwd_str,
         };
-        match words::eval(raw, &env, &mut subs) {
-            Ok(w) => {
+        match words::eval_into(raw, &env, &mut subs, out) {
+            Ok(()) => {
                 for s in subs {
                     self.subprogram(&s);
                 }
-                Some(w)
+                true
             }
             Err(e) => {
                 self.deny(
@@ -426,20 +444,26 @@ impl<'a> Walker<'a> {
                         shorten(&e.0, 120)
                     ),
                 );
-                None
+                false
             }
         }
     }
 
     fn simple(&mut self, s: &ast::SimpleCommand, piped_in: bool) {
-        let mut words: Vec<Word> = Vec::new();
-        let mut redirects: Vec<&ast::IoRedirect> = Vec::new();
-        for item in s.prefix.iter().flat_map(|p| p.0.iter()) {
+        // The previous command's words, reused: a script has hundreds of
+        // commands, and their words' strings need not be allocated anew.
+        let mut words = std::mem::take(&mut self.spare_words);
+        let mut n = 0;
+        let prefix = s.prefix.iter().flat_map(|p| p.0.iter());
+        let suffix = s.suffix.iter().flat_map(|p| p.0.iter());
+        for item in prefix.clone() {
             match item {
-                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::IoRedirect(_) => {}
                 ast::CommandPrefixOrSuffixItem::Word(w) => {
-                    let Some(x) = self.word(&w.value) else { return };
-                    words.push(x);
+                    if !self.word_into(&w.value, slot(&mut words, n)) {
+                        return;
+                    }
+                    n += 1;
                 }
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => self.assignment(a),
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
@@ -448,33 +472,39 @@ impl<'a> Walker<'a> {
             }
         }
         if let Some(w) = &s.word_or_name {
-            let Some(x) = self.word(&w.value) else { return };
-            words.push(x);
+            if !self.word_into(&w.value, slot(&mut words, n)) {
+                return;
+            }
+            n += 1;
         }
-        for item in s.suffix.iter().flat_map(|p| p.0.iter()) {
+        for item in suffix.clone() {
             match item {
-                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirects.push(r),
+                ast::CommandPrefixOrSuffixItem::IoRedirect(_) => {}
                 ast::CommandPrefixOrSuffixItem::Word(w)
                 | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
-                    let Some(x) = self.word(&w.value) else { return };
-                    words.push(x);
+                    if !self.word_into(&w.value, slot(&mut words, n)) {
+                        return;
+                    }
+                    n += 1;
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
                     self.subshell(&sub.list);
-                    words.push(Word {
+                    *slot(&mut words, n) = Word {
                         text: "/dev/fd/63".to_string(),
                         dynamic: true,
                         glob: false,
                         raw: "<(…)".to_string(),
-                    });
+                    };
+                    n += 1;
                 }
             }
         }
         if self.stopped() {
             return;
         }
-        if self.sc.collect && !words.is_empty() {
-            let joined: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+        let here = &words[..n];
+        if self.sc.collect && !here.is_empty() {
+            let joined: Vec<&str> = here.iter().map(|w| w.text.as_str()).collect();
             self.report.outer.push(joined.join(" "));
         }
         let mut stdin = if piped_in {
@@ -482,13 +512,17 @@ impl<'a> Walker<'a> {
         } else {
             Stdin::Inherited
         };
-        for r in redirects {
-            stdin = self.redirect(r, stdin);
+        // Redirects in the order written, prefix first, as before the words.
+        for item in prefix.chain(suffix) {
+            if let ast::CommandPrefixOrSuffixItem::IoRedirect(r) = item {
+                stdin = self.redirect(r, stdin);
+            }
         }
         if self.stopped() {
             return;
         }
-        self.invocation(&words, &stdin);
+        self.invocation(here, &stdin);
+        self.spare_words = words;
     }
 
     fn assignment(&mut self, a: &ast::Assignment) {

@@ -22,14 +22,26 @@
 /// The deepest nesting the gate analyses. Real scripts stay far below it.
 pub(crate) const MAX_NESTING: usize = 64;
 
+/// The bytes that end a word for this estimate: ASCII whitespace and bash's
+/// operator and quoting characters.
+const DELIMITS: [bool; 256] = {
+    let mut t = [false; 256];
+    let set = b" \t\n\x0c\r()[]{};&|<>\"'`$";
+    let mut i = 0;
+    while i < set.len() {
+        t[set[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// The estimated deepest nesting in `text`.
 pub(crate) fn depth(text: &str) -> usize {
     let mut n = Counts::default();
     let mut max = 0;
     let mut word_start = None;
     for (i, b) in text.bytes().enumerate() {
-        let delimits = b.is_ascii_whitespace() || b"()[]{};&|<>\"'`$".contains(&b);
-        if !delimits {
+        if !DELIMITS[usize::from(b)] {
             word_start.get_or_insert(i);
             continue;
         }
@@ -84,6 +96,14 @@ impl Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_delimiter_table_is_whitespace_and_bash_operators() {
+        for b in 0..=255u8 {
+            let expected = b.is_ascii_whitespace() || b"()[]{};&|<>\"'`$".contains(&b);
+            assert_eq!(DELIMITS[usize::from(b)], expected, "byte {b:#x}");
+        }
+    }
 
     #[test]
     fn sequences_do_not_add_up() {

@@ -123,6 +123,27 @@ fn simple_quotes(raw: &str) -> Option<Word> {
     })
 }
 
+/// [`eval`] into `out`. A literal word reuses `out`'s strings: a script's
+/// words are mostly literal, and the walk keeps one command's words for the
+/// next (on error `out` holds nothing useful).
+pub(crate) fn eval_into(
+    raw: &str,
+    env: &Env,
+    subs: &mut Vec<String>,
+    out: &mut Word,
+) -> Result<(), WordError> {
+    if is_plain(raw) {
+        out.text.clear();
+        out.text.push_str(raw);
+        out.dynamic = false;
+        out.glob = false;
+        out.raw.clear();
+        return Ok(());
+    }
+    *out = eval(raw, env, subs)?;
+    Ok(())
+}
+
 /// Evaluates `raw`. Command substitutions are appended to `subs`.
 pub(crate) fn eval(raw: &str, env: &Env, subs: &mut Vec<String>) -> Result<Word, WordError> {
     if is_plain(raw) {
