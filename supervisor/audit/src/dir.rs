@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::json;
 
+use crate::entries::DirEntries;
 use crate::file::{AuditFile, RedactorSlot};
 use crate::flusher::Flusher;
 use crate::record::Timestamp;
@@ -121,6 +122,8 @@ pub struct Audit {
     group: Option<u32>,
     redactor: Arc<RedactorSlot>,
     files: Mutex<Vec<Weak<AuditFile>>>,
+    /// The new files' entries in `dir`, made durable before any fsync.
+    entries: Arc<DirEntries>,
     supervisor: Mutex<Option<Arc<AuditFile>>>,
     // Last field: dropped after `Drop::drop` has flushed the files.
     flusher: Option<Flusher>,
@@ -168,6 +171,7 @@ impl Audit {
             group,
             redactor: Arc::new(RedactorSlot::new(Redactor::default())),
             files: Mutex::new(Vec::new()),
+            entries: Arc::new(DirEntries::new(dir)),
             supervisor: Mutex::new(None),
             flusher,
         })
@@ -354,11 +358,13 @@ impl Audit {
         // Explicit: the umask may have taken bits off the creation mode.
         file.set_permissions(Permissions::from_mode(mode))
             .map_err(|e| AuditError::io(&path, e))?;
-        // The new directory entry is made durable with the file's first fsync.
+        // The new directory entry is made durable by the next fsync of any
+        // audit file (this one's first, or the log's that names it).
+        self.entries.created();
         let flusher = self.flusher.as_ref().map(Flusher::shared);
         let f = AuditFile::new(
             path,
-            self.dir.clone(),
+            Arc::clone(&self.entries),
             file,
             self.sync,
             Arc::clone(&self.redactor),

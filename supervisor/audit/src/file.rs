@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
 
 use serde_json::{Map, Value};
 
+use crate::entries::DirEntries;
 use crate::flusher::FlushShared;
 use crate::record::{GENESIS, RESERVED_KEYS, Timestamp, build_line, write_json};
 use crate::{Appended, AuditError, Redactor, SyncMode, lock};
@@ -65,11 +66,11 @@ pub struct AuditFile {
     written: AtomicU64,
     /// A dup of the write fd, so fsync runs without the write lock.
     sync_fd: File,
-    /// The directory holding the file. Its new entry is made durable with
-    /// the file's first fsync (not at creation: opening a session costs no
-    /// disk flush, and nothing in the file is promised durable before then).
-    dir: PathBuf,
-    dir_durable: AtomicBool,
+    /// The entries of the directory holding the file. Each fsync of the file
+    /// first makes durable the entries of every file created before it (not
+    /// at creation: opening a session costs no disk flush, and nothing in the
+    /// file is promised durable before then).
+    dir: Arc<DirEntries>,
     durable: Mutex<SyncState>,
     durable_cv: Condvar,
     /// Registered with the flusher and not yet synced (batch mode, or a
@@ -94,7 +95,7 @@ impl AuditFile {
     /// Wraps a freshly created, empty file opened `O_APPEND`.
     pub(crate) fn new(
         path: PathBuf,
-        dir: PathBuf,
+        dir: Arc<DirEntries>,
         file: File,
         sync_mode: SyncMode,
         redactor: Arc<RedactorSlot>,
@@ -116,7 +117,6 @@ impl AuditFile {
             written: AtomicU64::new(len),
             sync_fd,
             dir,
-            dir_durable: AtomicBool::new(false),
             durable: Mutex::new(SyncState {
                 synced: len,
                 in_progress: false,
@@ -342,17 +342,15 @@ impl AuditFile {
         self.sync()
     }
 
-    /// fdatasync, and the first time also an fsync of the directory (the
-    /// file's own entry in it). On failure, says which of the two failed.
+    /// The directory's new entries (this file's among them, and those of
+    /// every file its records may name), then fdatasync. The order matters:
+    /// a record naming a file never reaches the disk before that file's
+    /// name. On failure, says which of the two failed.
     fn sync_now(&self) -> Result<(), (&'static str, io::Error)> {
-        self.sync_fd.sync_data().map_err(|e| ("fdatasync", e))?;
-        if !self.dir_durable.load(Ordering::SeqCst) {
-            File::open(&self.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| ("fsync of the audit directory", e))?;
-            self.dir_durable.store(true, Ordering::SeqCst);
-        }
-        Ok(())
+        self.dir
+            .sync()
+            .map_err(|e| ("fsync of the audit directory", e))?;
+        self.sync_fd.sync_data().map_err(|e| ("fdatasync", e))
     }
 
     /// Blocks until every byte below `end` is on disk: group commit. At most
@@ -480,16 +478,35 @@ mod tests {
     #[test]
     fn the_directory_entry_is_synced_with_the_first_fsync_not_at_creation() {
         let (_t, _audit, f) = session_file(SyncMode::Always, "dirsync1");
-        assert!(!f.dir_durable.load(Ordering::SeqCst));
+        assert!(!f.dir.all_durable());
         f.append_deferred("dirsync1", "session_opened", serde_json::json!({}))
             .unwrap();
-        assert!(
-            !f.dir_durable.load(Ordering::SeqCst),
-            "a deferred record must not flush"
-        );
+        assert!(!f.dir.all_durable(), "a deferred record must not flush");
         f.sync().unwrap();
-        assert!(f.dir_durable.load(Ordering::SeqCst));
+        assert!(f.dir.all_durable());
         assert_eq!(synced(&f), f.written.load(Ordering::SeqCst));
+    }
+
+    /// The supervisor log names each session file; after a power loss that
+    /// name must not be on disk while the file's own entry is not.
+    #[test]
+    fn a_file_named_in_a_synced_record_has_its_entry_on_disk() {
+        let t = tempfile::tempdir().unwrap();
+        let audit = Audit::open(&t.path().join("a"), SyncMode::Always, None).unwrap();
+        let log = audit.supervisor_log().unwrap();
+        log.sync().unwrap();
+        assert!(log.dir.all_durable());
+        let session = audit.open_session("named1").unwrap();
+        assert!(!session.dir.all_durable());
+        log.append_durable(
+            "named1",
+            "session_opened",
+            serde_json::json!({"audit_file": session.file_name()}),
+        )
+        .unwrap();
+        // The log's fsync covered the session file's entry, before the
+        // session file itself was ever synced.
+        assert!(session.dir.all_durable());
     }
 
     #[test]

@@ -90,6 +90,7 @@
 #![forbid(unsafe_code)]
 
 mod dir;
+mod entries;
 mod file;
 mod flusher;
 pub mod missing;
