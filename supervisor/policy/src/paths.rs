@@ -8,6 +8,8 @@
 //! prefixes. The executor opens the result again beneath a workspace handle
 //! (openat2 RESOLVE_BENEATH), so a link swapped in after this check cannot win.
 
+use std::borrow::Cow;
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
 use crate::display::shorten;
@@ -340,9 +342,10 @@ fn walk_path(
     workspace: &Path,
     fs: &dyn FsFacts,
 ) -> Result<Walked, WalkError> {
-    // A stack of components still to walk, the next one last.
-    let mut stack: Vec<std::ffi::OsString> = Vec::new();
-    push_components(&mut stack, rel);
+    // A stack of components still to walk, the next one last: borrowed from
+    // `rel`, owned when a symlink's target put them there.
+    let mut stack: Vec<Cow<'_, OsStr>> = Vec::with_capacity(8);
+    push_components(&mut stack, rel, Cow::Borrowed);
     let mut facts = Some(DIR);
     let mut links = 0usize;
 
@@ -352,7 +355,7 @@ fn walk_path(
         {
             return Err(WalkError::NotADir(out));
         }
-        if c == ".." {
+        if *c == *OsStr::new("..") {
             out.pop();
             // The parent of an existing directory is a directory; out of a
             // missing one we may be back where things exist.
@@ -363,7 +366,7 @@ fn walk_path(
             };
             continue;
         }
-        out.push(&c);
+        out.push(&*c);
         if is_magic(&out) && !out.starts_with(workspace) {
             return Err(WalkError::Magic(out));
         }
@@ -384,7 +387,7 @@ fn walk_path(
                 if target.has_root() {
                     out = PathBuf::from("/");
                 }
-                push_components(&mut stack, &target);
+                push_components(&mut stack, &target, |c| Cow::Owned(c.to_os_string()));
                 facts = Some(DIR);
             }
             Some(f) => facts = Some(f),
@@ -393,12 +396,18 @@ fn walk_path(
     Ok(Walked { path: out, facts })
 }
 
-fn push_components(stack: &mut Vec<std::ffi::OsString>, p: &Path) {
+/// Pushes `p`'s components in reverse (the first one last), each through
+/// `keep` (borrowed from `p`, or copied).
+fn push_components<'a, 'p>(
+    stack: &mut Vec<Cow<'a, OsStr>>,
+    p: &'p Path,
+    keep: impl Fn(&'p OsStr) -> Cow<'a, OsStr>,
+) {
     let start = stack.len();
     for c in p.components() {
         match c {
-            Component::Normal(n) => stack.push(n.to_os_string()),
-            Component::ParentDir => stack.push("..".into()),
+            Component::Normal(n) => stack.push(keep(n)),
+            Component::ParentDir => stack.push(keep(OsStr::new(".."))),
             Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
         }
     }
