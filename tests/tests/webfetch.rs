@@ -36,7 +36,12 @@ impl NetHost {
         let ns = format!("tg-{tag}-{}", std::process::id());
         let host_if = format!("tgh{}", std::process::id() % 100000);
         let peer_if = format!("tgp{}", std::process::id() % 100000);
-        let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+        // A namespace left by an earlier run with this pid, if any (usually
+        // none, so its "cannot remove" is not news).
+        let _ = Command::new("ip")
+            .args(["netns", "del", &ns])
+            .stderr(std::process::Stdio::null())
+            .status();
         ip(&["netns", "add", &ns]);
         ip(&[
             "link", "add", &host_if, "type", "veth", "peer", "name", &peer_if,
