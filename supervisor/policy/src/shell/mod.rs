@@ -512,7 +512,8 @@ impl<'a> Walker<'a> {
         } else {
             Stdin::Inherited
         };
-        // Redirects in the order written, prefix first, as before the words.
+        // Then the redirects, in the order written: the prefix's, then the
+        // suffix's.
         for item in prefix.chain(suffix) {
             if let ast::CommandPrefixOrSuffixItem::IoRedirect(r) = item {
                 stdin = self.redirect(r, stdin);
