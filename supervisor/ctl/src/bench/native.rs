@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::json;
 use tollgate_proto::v1 as pb;
-
 use tollgate_proto::v1::agent_service_client::AgentServiceClient;
 
 use super::baselines::BWRAP;
@@ -234,12 +233,12 @@ async fn list_tools(
     n: usize,
 ) -> anyhow::Result<Vec<Row>> {
     let bare = {
-        let floor = blocking({
+        let server = blocking({
             let dir = root.path().to_path_buf();
             move || FloorProc::start(&dir)
         })
         .await?;
-        let client = AgentServiceClient::new(channel(&floor.socket).await?);
+        let client = AgentServiceClient::new(channel(&server.socket).await?);
         time_async(warmup_for(n), n, |_| {
             let mut c = client.clone();
             async move {
