@@ -83,6 +83,11 @@
 //!   of delay plus the time for the fsync itself under load). Use
 //!   [`AuditFile::sync`] to make one decision durable before acting on it.
 //!
+//! Creating a file flushes nothing. Every fsync of an audit file first
+//! fsyncs the directory when files were created in it since the last time,
+//! so a record naming a file (the supervisor log's `session_opened`) never
+//! reaches the disk before that file's name does.
+//!
 //! An fsync failure marks the file broken (after a failed fsync the kernel
 //! may have dropped the dirty pages, so nothing later in the file could be
 //! trusted); the supervisor opens a new file.
