@@ -726,16 +726,26 @@ async fn the_bench_floor_server_sends_the_supervisors_list_tools_reply() {
         .unwrap()
         .into_inner();
 
+    /// Killed when dropped, so a failed step leaves no server behind.
+    struct Floor(std::process::Child);
+    impl Drop for Floor {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let socket = sup.dirs.root.path().join("floor.sock");
-    let mut floor = Command::new(bin("supervisorctl"))
-        .arg("__grpc-floor")
-        .arg(&socket)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut floor = Floor(
+        Command::new(bin("supervisorctl"))
+            .arg("__grpc-floor")
+            .arg(&socket)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut ready = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(floor.stdout.take().unwrap()),
+        &mut std::io::BufReader::new(floor.0.stdout.take().unwrap()),
         &mut ready,
     )
     .unwrap();
@@ -750,8 +760,7 @@ async fn the_bench_floor_server_sends_the_supervisors_list_tools_reply() {
         .open_session(pb::OpenSessionRequest::default())
         .await
         .unwrap_err();
-    floor.kill().unwrap();
-    floor.wait().unwrap();
+    drop(floor);
 
     assert!(ours.tools.len() >= 7);
     assert_eq!(ours, theirs);

@@ -305,16 +305,22 @@ impl WalkError {
 fn walk(raw: &str, ctx: &Context, fs: &dyn FsFacts) -> Result<Walked, Refusal> {
     // The workspace is canonical (the daemon checked it at OpenSession), so a
     // relative path starts there without re-walking it.
+    let out = starting_point(&ctx.workspace, raw);
+    walk_path(out, Path::new(raw), &ctx.workspace, fs).map_err(|e| e.refusal(raw))
+}
+
+/// Where `raw` starts: `/` when it is absolute, else `base`; with room for
+/// the whole of `raw` up front (pushing onto an exact-size copy of `base`
+/// would grow it once per component).
+fn starting_point(base: &Path, raw: &str) -> PathBuf {
     let start = if raw.starts_with('/') {
         Path::new("/")
     } else {
-        &ctx.workspace
+        base
     };
-    // Room for the whole path up front: pushing onto an exact-size copy of
-    // the workspace would grow it once per component.
     let mut out = PathBuf::with_capacity(start.as_os_str().len() + raw.len() + 1);
     out.push(start);
-    walk_path(out, Path::new(raw), &ctx.workspace, fs).map_err(|e| e.refusal(raw))
+    out
 }
 
 /// Resolves every symlink of an absolute path, as far as it exists.
@@ -432,13 +438,7 @@ fn is_magic(p: &Path) -> bool {
 
 /// Joins and normalises `.` and `..` without touching the filesystem.
 pub(crate) fn lexical_join(base: &Path, p: &str) -> PathBuf {
-    let start = if p.starts_with('/') {
-        Path::new("/")
-    } else {
-        base
-    };
-    let mut out = PathBuf::with_capacity(start.as_os_str().len() + p.len() + 1);
-    out.push(start);
+    let mut out = starting_point(base, p);
     for c in Path::new(p).components() {
         match c {
             Component::Normal(n) => out.push(n),
