@@ -122,6 +122,14 @@ pub struct Limits {
     pub timeout_s: u64,
 }
 
+impl Limits {
+    /// The most a fill case writes (the corpus's `{DISK_LIMIT_MB}` + 256,
+    /// capped at 8 GiB): the room the control needs to show it escaping.
+    pub fn fill_mb(&self) -> u64 {
+        (self.disk_mb + 256).min(8192)
+    }
+}
+
 fn random_hex(n: usize) -> String {
     let mut b = vec![0u8; n];
     std::fs::File::open("/dev/urandom")
@@ -198,6 +206,9 @@ fn free_port() -> u16 {
 
 /// Everything the placeholders refer to, set up on the host.
 pub struct Fixture {
+    /// The fixture's tmpfs. Fields drop in order: it is unmounted before
+    /// `root` removes its directory.
+    _mounted: Unmount,
     pub uid: u32,
     pub nonce: String,
     pub root: tempfile::TempDir,
@@ -215,6 +226,25 @@ pub struct Fixture {
     pub limits: Limits,
     host_pid: Option<Child>,
     stop: Arc<AtomicBool>,
+}
+
+/// Headroom on the fixture's tmpfs beyond the largest fill.
+const FIXTURE_ROOM_MB: u64 = 64;
+
+/// Lazily unmounts a mount point when dropped.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// MiB available to an unprivileged writer on the filesystem holding `p`.
+fn free_mb(p: &Path) -> u64 {
+    let st =
+        nix::sys::statvfs::statvfs(p).unwrap_or_else(|e| panic!("statvfs {}: {e}", p.display()));
+    (st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64) >> 20
 }
 
 /// The secret-named variables exported to the control and to the runner
@@ -241,10 +271,37 @@ impl Fixture {
             .prefix("tollgate-escape-")
             .tempdir()
             .expect("temp dir");
+        // The fixture lives on its own tmpfs, with room for the largest fill
+        // a case makes in W: whether a fill is stopped must depend on the
+        // sandbox's limits, never on how much disk the host has left. One
+        // filesystem for all of it, so a rename out of W is not EXDEV.
         // W's parent plays the user's home: owned by the uid, so writing
         // "just outside W" is allowed by file permissions.
-        chown(root.path(), uid);
-        chmod(root.path(), 0o755);
+        let fill_mb = limits.fill_mb();
+        nix::mount::mount(
+            Some("tmpfs"),
+            root.path(),
+            Some("tmpfs"),
+            nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+            Some(
+                format!(
+                    "mode=0755,uid={uid},gid={uid},size={}m",
+                    fill_mb + FIXTURE_ROOM_MB
+                )
+                .as_str(),
+            ),
+        )
+        .unwrap_or_else(|e| panic!("mount a tmpfs on {}: {e}", root.path().display()));
+        let mounted = Unmount(root.path().to_path_buf());
+        // A case that fills /tmp writes to the host's: say so plainly when
+        // the host cannot hold what the control must be able to write.
+        let free_mb = free_mb(Path::new("/tmp"));
+        assert!(
+            free_mb >= fill_mb + FIXTURE_ROOM_MB,
+            "the host's /tmp has {free_mb} MiB free; the escape corpus's controls write up to \
+             {fill_mb} MiB there (limits {limits:?}), so they could not show a fill escaping: \
+             free some space"
+        );
         let base = std::fs::canonicalize(root.path()).expect("canonical");
         let workspace = base.join("w");
         let host_home = base.join("home");
@@ -322,6 +379,7 @@ impl Fixture {
             .display()
             .to_string();
         let mut fx = Fixture {
+            _mounted: mounted,
             uid,
             nonce,
             root,

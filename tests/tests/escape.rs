@@ -136,8 +136,8 @@ fn uid0_session_cannot_read_etc_shadow() {
 
 fn supervisor(l: &Limits) -> Supervisor {
     let config = format!(
-        "[sandbox]\nmemory_mb = {}\npids = {}\ntmp_mb = {}\nrun_timeout_s = {}\nmax_run_timeout_s = {}\n\n[llm]\nprovider = \"script\"\n",
-        l.memory_mb, l.pids, l.tmp_mb, l.timeout_s, l.timeout_s
+        "[sandbox]\nmemory_mb = {}\npids = {}\ntmp_mb = {}\nfsize_mb = {}\nrun_timeout_s = {}\nmax_run_timeout_s = {}\n\n[llm]\nprovider = \"script\"\n",
+        l.memory_mb, l.pids, l.tmp_mb, l.disk_mb, l.timeout_s, l.timeout_s
     );
     let mut b = Supervisor::builder().config(&config).sandbox("native");
     // The supervisor holds the secrets; the sandbox must not.
@@ -150,14 +150,16 @@ fn supervisor(l: &Limits) -> Supervisor {
     b.start()
 }
 
-/// The supervisor's own limits: file size is the backend default (1024 MiB),
-/// CPU time is bounded by the wall-clock timeout.
+/// The supervisor's limits: file size set by `[sandbox] fsize_mb` (64 MiB,
+/// so a fill case writes at most 320 MiB), a smaller /tmp (so filling it
+/// meets the tmpfs's size, not the file size), CPU time bounded by the
+/// wall-clock timeout.
 fn supervisor_limits() -> Limits {
     Limits {
         pids: 128,
         memory_mb: 512,
-        disk_mb: 1024,
-        tmp_mb: 64,
+        disk_mb: 64,
+        tmp_mb: 32,
         nofile: 1024,
         cpu_s: 20,
         timeout_s: 20,

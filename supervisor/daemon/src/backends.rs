@@ -182,6 +182,7 @@ pub fn limits(config: &Config) -> Limits {
         pids: s.pids,
         cpus_millis: (s.cpus * 1000.0).round() as u64,
         tmp_mb: s.tmp_mb,
+        fsize_mb: s.fsize_mb,
         ..Limits::default()
     }
 }

@@ -90,6 +90,8 @@ pub struct SandboxSection {
     pub max_run_timeout_s: u64,
     /// Size of each sandbox's private /tmp.
     pub tmp_mb: u64,
+    /// Largest file a sandboxed command may write (RLIMIT_FSIZE).
+    pub fsize_mb: u64,
     /// Docker engine socket.
     pub docker_socket: PathBuf,
 }
@@ -105,6 +107,7 @@ impl Default for SandboxSection {
             run_timeout_s: 120,
             max_run_timeout_s: 600,
             tmp_mb: 256,
+            fsize_mb: 1024,
             docker_socket: PathBuf::from("/var/run/docker.sock"),
         }
     }
@@ -280,9 +283,15 @@ impl Config {
                 sb.run_timeout_s, sb.max_run_timeout_s
             )));
         }
-        if sb.cpus.is_nan() || sb.cpus <= 0.0 || sb.memory_mb == 0 || sb.pids == 0 {
+        if sb.cpus.is_nan()
+            || sb.cpus <= 0.0
+            || sb.memory_mb == 0
+            || sb.pids == 0
+            || sb.tmp_mb == 0
+            || sb.fsize_mb == 0
+        {
             return Err(invalid(
-                "[sandbox] cpus, memory_mb and pids must be > 0".to_string(),
+                "[sandbox] cpus, memory_mb, pids, tmp_mb and fsize_mb must be > 0".to_string(),
             ));
         }
         let l = &self.llm;
@@ -370,6 +379,27 @@ mod tests {
             .mode_permitted(Mode::DangerouslySkipPermissions)
             .unwrap_err();
         assert!(err.contains("forbids"), "{err}");
+    }
+
+    #[test]
+    fn sandbox_sizes_reach_the_limits_and_zero_is_refused() {
+        let c = Config::parse(
+            "[sandbox]\ntmp_mb = 32\nfsize_mb = 64\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let l = crate::backends::limits(&c);
+        assert_eq!((l.tmp_mb, l.fsize_mb), (32, 64));
+        assert_eq!(
+            crate::backends::limits(&Config::default()).fsize_mb,
+            tollgate_sandbox::Limits::default().fsize_mb
+        );
+        for key in ["tmp_mb", "fsize_mb", "memory_mb", "pids"] {
+            let err = Config::parse(&format!("[sandbox]\n{key} = 0\n"), Path::new("x.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{key}: {err}");
+        }
     }
 
     #[test]
