@@ -14,6 +14,7 @@ const CONFIG: &str = r#"
 pids = 64
 memory_mb = 256
 tmp_mb = 16
+fsize_mb = 32
 run_timeout_s = 20
 max_run_timeout_s = 30
 
@@ -102,7 +103,7 @@ async fn hostile_commands_are_contained_and_the_supervisor_stays_responsive() {
     let sup = Supervisor::builder().config(CONFIG).start();
     let hostile = session(&sup, "hostile").await;
     let calm = session(&sup, "calm").await;
-    let cases: [(&str, &str, Option<u64>); 6] = [
+    let cases: [(&str, &str, Option<u64>); 7] = [
         ("fork bomb", "sh bomb.sh", Some(10)),
         ("fill memory", "python3 hog.py; echo rc=$?", Some(20)),
         (
@@ -114,6 +115,11 @@ async fn hostile_commands_are_contained_and_the_supervisor_stays_responsive() {
             "print 1 GB",
             "head -c 1000000000 /dev/zero | tr '\\0' x; echo",
             Some(25),
+        ),
+        (
+            "a file over fsize_mb",
+            "head -c 64000000 /dev/zero > big.bin; echo rc=$?; wc -c < big.bin; rm big.bin",
+            Some(20),
         ),
         ("never exit", "sleep 1000", Some(2)),
         (
@@ -180,6 +186,12 @@ async fn hostile_commands_are_contained_and_the_supervisor_stays_responsive() {
                 r.output
             ),
             "fill memory" => assert!(!r.output.contains("rc=0"), "{name}: {}", r.output),
+            // [sandbox] fsize_mb = 32: the write stops at 32 MiB exactly.
+            "a file over fsize_mb" => assert!(
+                !r.output.contains("rc=0") && r.output.contains(&(32u64 << 20).to_string()),
+                "{name}: {}",
+                r.output
+            ),
             _ => {}
         }
     }
