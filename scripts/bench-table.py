@@ -39,7 +39,10 @@ for id_ in ids:
     unit=rs[0]['unit']
     meds=[r['median'] for r in rs if r['median'] is not None]
     if not meds:
-        print(f"| {names[id_]} | {rs[0]['status']} | | | | |"); continue
+        st=rs[0]['status']
+        if isinstance(st,dict):
+            st=f"{st.get('state','?').upper()}: {st.get('reason','')}".replace('|','\\|')
+        print(f"| {names[id_]} | {st} | | | | |"); continue
     m=statistics.median(meds)
     p99s=[r['p99'] for r in rs if r.get('p99') is not None]
     p99=fmt(statistics.median(p99s),unit) if p99s else '-'
