@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds tollgate's Docker sandbox image WITHOUT a registry and `docker import`s it.
 #
-#   sandbox-image/build.sh [--minimal] [--tag TAG] [--mirror URL] [--keep]
+#   sandbox-image/build.sh [--minimal] [--tag TAG] [--mirror URL] [--keep] [--if-missing]
 #
 # --minimal   busybox-static rootfs (the host's /bin/busybox + applet links); seconds.
 #             The tests use this one. Tag: tollgate-sandbox:<version>-minimal
@@ -11,6 +11,7 @@
 # --tag TAG   import under TAG instead of the default tag above.
 # --mirror U  Debian mirror for debootstrap (default: read from /etc/apt/sources.list*).
 # --keep      keep the rootfs directory (printed at the end) instead of deleting it.
+# --if-missing  do nothing when the engine already has an image under the tag.
 #
 # <version> is the workspace version in the top-level Cargo.toml, which is the tag the
 # docker backend asks for by default (tollgate_sandbox::docker::default_image()).
@@ -27,6 +28,7 @@ minimal=0
 tag=""
 mirror=""
 keep=0
+if_missing=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --minimal) minimal=1 ;;
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
         --mirror) [ $# -ge 2 ] || die "--mirror needs a value"; mirror="$2"; shift ;;
         --mirror=*) mirror="${1#--mirror=}" ;;
         --keep) keep=1 ;;
+        --if-missing) if_missing=1 ;;
         -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
@@ -56,6 +59,11 @@ flavor=full
 [ "$minimal" = 1 ] && flavor=minimal
 
 command -v docker >/dev/null || die "docker CLI not found (install docker.io)"
+if [ "$if_missing" = 1 ] && docker image inspect "$tag" >/dev/null 2>&1; then
+    log "$tag is already built"
+    echo "$tag"
+    exit 0
+fi
 docker info >/dev/null 2>&1 || die "the docker engine is not reachable; start it (systemctl start docker)"
 [ "$(id -u)" = 0 ] || die "run as root (the rootfs must be owned by root; debootstrap needs root)"
 
