@@ -95,6 +95,27 @@ impl Dirs {
     }
 }
 
+impl Dirs {
+    /// One of our binaries, copied into this tree where every uid can reach
+    /// it. A test that runs a binary as another uid must use this: the build
+    /// directory may sit under a directory only root can enter (a clone in
+    /// /root, or under `mktemp -d`), where that uid's exec fails with EACCES.
+    /// The copy goes with the tree.
+    pub fn staged_bin(&self, name: &str) -> PathBuf {
+        let dir = self.root.path().join("bin");
+        let staged = dir.join(name);
+        if !staged.exists() {
+            std::fs::create_dir_all(&dir).expect("bin dir");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod bin dir");
+            std::fs::copy(bin(name), &staged).expect("stage binary");
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod staged binary");
+        }
+        staged
+    }
+}
+
 impl Default for Dirs {
     fn default() -> Self {
         Dirs::new()
@@ -250,6 +271,15 @@ impl Supervisor {
         let mut c = Command::new(bin("supervisorctl"));
         c.arg("--socket").arg(&self.operator_socket);
         c.env_remove("TOLLGATE_OPERATOR_SOCKET");
+        c
+    }
+
+    /// `supervisorctl` run as `uid` (and gid `uid`), from a staged copy.
+    pub fn ctl_cmd_as(&self, uid: u32) -> Command {
+        let mut c = Command::new(self.dirs.staged_bin("supervisorctl"));
+        c.arg("--socket").arg(&self.operator_socket);
+        c.env_remove("TOLLGATE_OPERATOR_SOCKET");
+        c.uid(uid).gid(uid);
         c
     }
 

@@ -7,7 +7,7 @@
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
-use tollgate_e2e::harness::{OTHER_UID, Supervisor, authed, bin, root_or_skip};
+use tollgate_e2e::harness::{OTHER_UID, Supervisor, authed, root_or_skip};
 use tollgate_proto::v1 as pb;
 
 const OPERATORS_ONLY: &str = "[session]\nsession_can_approve = false\napproval_timeout_s = 30\n[llm]\nprovider = \"script\"\n";
@@ -355,10 +355,8 @@ async fn who_may_decide() {
     let id = a["id"].as_str().unwrap();
     // A second uid that is not an operator cannot reach operator.sock.
     let out = sup
-        .ctl_cmd()
+        .ctl_cmd_as(OTHER_UID)
         .args(["approve", id])
-        .uid(OTHER_UID)
-        .gid(OTHER_UID)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -369,7 +367,7 @@ async fn who_may_decide() {
     );
     // Nor can it decide through a session of its own.
     let ws2 = sup.dirs.workspace("ws-other", OTHER_UID);
-    let opened = std::process::Command::new(bin("e2e-client"))
+    let opened = std::process::Command::new(sup.dirs.staged_bin("e2e-client"))
         .args([
             sup.agent_socket.to_str().unwrap(),
             "-",
@@ -382,7 +380,7 @@ async fn who_may_decide() {
         .unwrap();
     let opened = String::from_utf8_lossy(&opened.stdout).to_string();
     let token = opened.split_whitespace().nth(2).expect("token").to_string();
-    let decided = std::process::Command::new(bin("e2e-client"))
+    let decided = std::process::Command::new(sup.dirs.staged_bin("e2e-client"))
         .args([sup.agent_socket.to_str().unwrap(), &token, "decide", id])
         .uid(OTHER_UID)
         .gid(OTHER_UID)
@@ -395,7 +393,7 @@ async fn who_may_decide() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("approval ap_nonexistent is unknown"));
     // The session itself may decide (session_can_approve = true).
-    let mine = std::process::Command::new(bin("e2e-client"))
+    let mine = std::process::Command::new(sup.dirs.staged_bin("e2e-client"))
         .args([sup.agent_socket.to_str().unwrap(), &s.token, "decide", id])
         .output()
         .unwrap();

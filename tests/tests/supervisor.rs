@@ -45,9 +45,9 @@ fn ctl_json(sup: &Supervisor, args: &[&str]) -> serde_json::Value {
 }
 
 /// Runs the e2e client as another uid.
-fn client_as(uid: u32, socket: &std::path::Path, token: &str, cmd: &str, arg: &str) -> String {
-    let out = Command::new(bin("e2e-client"))
-        .args([socket.to_str().unwrap(), token, cmd, arg])
+fn client_as(uid: u32, sup: &Supervisor, token: &str, cmd: &str, arg: &str) -> String {
+    let out = Command::new(sup.dirs.staged_bin("e2e-client"))
+        .args([sup.agent_socket.to_str().unwrap(), token, cmd, arg])
         .uid(uid)
         .gid(uid)
         .output()
@@ -208,7 +208,7 @@ async fn tokens_are_bound_to_the_uid_that_opened_the_session() {
     // Root's session, used by another uid: refused.
     let ws = sup.dirs.workspace("ws", 0);
     let s = open(&sup, &ws).await;
-    let out = client_as(OTHER_UID, &sup.agent_socket, &s.token, "list-tools", "");
+    let out = client_as(OTHER_UID, &sup, &s.token, "list-tools", "");
     assert!(out.starts_with("ERR PermissionDenied"), "{out}");
     assert!(
         out.contains(&format!("belongs to uid 0; the caller is uid {OTHER_UID}")),
@@ -216,40 +216,22 @@ async fn tokens_are_bound_to_the_uid_that_opened_the_session() {
     );
     // The other uid's own session works for it, and is refused to root.
     let ws2 = sup.dirs.workspace("ws-other", OTHER_UID);
-    let opened = client_as(
-        OTHER_UID,
-        &sup.agent_socket,
-        "-",
-        "open",
-        ws2.to_str().unwrap(),
-    );
+    let opened = client_as(OTHER_UID, &sup, "-", "open", ws2.to_str().unwrap());
     let mut parts = opened.split_whitespace();
     assert_eq!(parts.next(), Some("OK"), "{opened}");
     let _id = parts.next().unwrap();
     let token = parts.next().unwrap().to_string();
-    assert!(client_as(OTHER_UID, &sup.agent_socket, &token, "list-tools", "").starts_with("OK"));
+    assert!(client_as(OTHER_UID, &sup, &token, "list-tools", "").starts_with("OK"));
     let err = list_tools(&sup, &token).await.unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied, "{}", err.message());
     // A workspace the caller does not own is refused.
-    let refused = client_as(
-        OTHER_UID,
-        &sup.agent_socket,
-        "-",
-        "open",
-        ws.to_str().unwrap(),
-    );
+    let refused = client_as(OTHER_UID, &sup, "-", "open", ws.to_str().unwrap());
     assert!(
         refused.starts_with("ERR InvalidArgument") && refused.contains("not by the caller"),
         "{refused}"
     );
     // operator.sock is not for other uids.
-    let out = sup
-        .ctl_cmd()
-        .arg("sessions")
-        .uid(OTHER_UID)
-        .gid(OTHER_UID)
-        .output()
-        .unwrap();
+    let out = sup.ctl_cmd_as(OTHER_UID).arg("sessions").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -932,7 +932,8 @@ async fn rootless_sessions_work_for_the_own_uid_only() {
     if !common::require_root() {
         return;
     }
-    let exe = common::sandbox_exec_exe();
+    // It runs as the uid itself, and re-executes itself as the helper.
+    let (_staged, exe) = common::staged_for_other_uids(&common::sandbox_exec_exe());
     // nobody, and a uid with no passwd entry at all.
     for uid in [NOBODY, 64999] {
         let ws = workspace(uid, uid);

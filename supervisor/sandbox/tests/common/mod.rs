@@ -57,6 +57,22 @@ pub fn sandbox_exec_exe() -> PathBuf {
     p
 }
 
+/// A copy of `exe` in a fresh directory every uid can reach, for a test
+/// that runs it as another uid: the build directory may sit under one only
+/// root can enter (a clone in /root, or under `mktemp -d`), where that
+/// uid's exec fails with EACCES. The copy goes with the returned directory.
+pub fn staged_for_other_uids(exe: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("tollgate-bin-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let staged = dir.path().join(exe.file_name().unwrap());
+    std::fs::copy(exe, &staged).unwrap();
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, staged)
+}
+
 /// A state dir for this test binary, kept for its whole run.
 pub fn state_dir() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
