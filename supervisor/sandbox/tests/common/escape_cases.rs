@@ -397,6 +397,22 @@ pub const CASES: &[Case] = &[
         note: "",
     },
     Case {
+        id: "sh-write-clears-setid",
+        what: "a write to, or a chown of, a setuid file already in the workspace (the host planted \
+               it) clears the bit: the kernel does that for a caller without CAP_FSETID",
+        run: Run::Sh(
+            "echo x >> planted/setid-victim-write; chown \"$(id -u)\" planted/setid-victim-chown; \
+             ls -l planted/setid-victim-write planted/setid-victim-chown | cut -c1-10",
+        ),
+        control: Control::None(
+            "root on the host has CAP_FSETID and keeps the bits; the point is that a sandboxed \
+             process has no such capability",
+        ),
+        native: Expect::Prints("-rwxr-xr-x\n-rwxr-xr-x\n"),
+        docker: Expect::Prints("-rwxr-xr-x\n-rwxr-xr-x\n"),
+        note: "",
+    },
+    Case {
         id: "sh-cp-true-setuid",
         what: "a copy of /bin/true made setuid (for a uid-0 session: a setuid-root binary)",
         run: Run::Sh("cp /bin/true sh-true && chmod u+s sh-true; ls -l sh-true | cut -c1-10"),
@@ -411,22 +427,27 @@ pub const CASES: &[Case] = &[
 /// one): the only set-id file the host check accepts, mode unchanged.
 pub const PLANTED_SOURCE: &str = "planted/setid-source";
 const PLANTED_SOURCE_MODE: u32 = 0o4755;
+/// Setuid files the host plants for `sh-write-clears-setid` to write to and
+/// chown: the host check finds them if they keep the bit.
+const PLANTED_VICTIMS: &[&str] = &["planted/setid-victim-write", "planted/setid-victim-chown"];
 
 fn chown(p: &Path, uid: u32) {
     std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
 }
 
-/// The fixtures Sh cases use, owned by `uid`: a setuid file, and a tar
-/// archive (itself a plain file) with a setuid, a setgid and a setgid
-/// directory member.
+/// The fixtures Sh cases use, owned by `uid`: setuid files (a source to
+/// copy, victims to write to), and a tar archive (itself a plain file) with
+/// a setuid, a setgid and a setgid directory member.
 pub fn plant(dir: &Path, uid: u32) {
     let planted = dir.join("planted");
     std::fs::create_dir(&planted).unwrap();
     chown(&planted, uid);
-    let src = dir.join(PLANTED_SOURCE);
-    std::fs::write(&src, "#!/bin/sh\n").unwrap();
-    chown(&src, uid);
-    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(PLANTED_SOURCE_MODE)).unwrap();
+    for rel in std::iter::once(PLANTED_SOURCE).chain(PLANTED_VICTIMS.iter().copied()) {
+        let p = dir.join(rel);
+        std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        chown(&p, uid);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(PLANTED_SOURCE_MODE)).unwrap();
+    }
     let stage = tempfile::tempdir().unwrap();
     for (name, mode) in [("tar-setuid", 0o4755), ("tar-setgid", 0o2755)] {
         let p = stage.path().join(name);
@@ -561,7 +582,7 @@ pub fn check_controls(uids: &[u32]) -> Vec<String> {
 }
 
 /// `sh -c` the case on the host as `uid` in a scratch workspace with the
-/// fixtures: `None` when it left a set-id file, else what happened.
+/// fixtures: `None` when it left a new set-id file, else what happened.
 fn control_leaves_setid(case: &Case, uid: u32) -> Option<String> {
     use std::os::unix::process::CommandExt;
     let scratch = tempfile::tempdir().unwrap();
@@ -570,8 +591,9 @@ fn control_leaves_setid(case: &Case, uid: u32) -> Option<String> {
     std::fs::create_dir(&dir).unwrap();
     chown(&dir, uid);
     plant(&dir, uid);
+    let before = set_id_entries(&dir);
     let out = host_command(case, &dir).uid(uid).gid(uid).output().unwrap();
-    if set_id_entries(&dir).is_empty() {
+    if set_id_entries(&dir).iter().all(|e| before.contains(e)) {
         Some(format!(
             "left no set-id file (stdout {:?}, stderr {:?})",
             String::from_utf8_lossy(&out.stdout),
