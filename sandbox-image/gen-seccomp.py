@@ -11,7 +11,18 @@ deny={
  'kernel-attack-surface':'bpf perf_event_open userfaultfd io_uring_setup io_uring_enter io_uring_register keyctl add_key request_key fanotify_init fanotify_mark name_to_handle_at open_by_handle_at memfd_secret migrate_pages move_pages',
  'obsolete':'afs_syscall tuxcall security getpmsg putpmsg vserver epoll_ctl_old epoll_wait_old',
 }
-conditional={'clone','clone3','socket','socketpair','personality','ioctl'}
+# Calls that carry a file mode (supervisor/sandbox/src/setid.rs holds the same
+# list, and a unit test holds this profile to it): (name, mode argument, how
+# the mode is used). 'always': refused with S_ISUID/S_ISGID in the mode;
+# ('creating', F): only when flags argument F has O_CREAT or O_TMPFILE;
+# 'node': mknod, also only a regular file, FIFO or socket.
+MODE=[('open',2,('creating',1)),('mkdir',1,'always'),('creat',1,'always'),('chmod',1,'always'),
+      ('fchmod',1,'always'),('mknod',1,'node'),('openat',3,('creating',2)),('mkdirat',2,'always'),
+      ('mknodat',2,'node'),('fchmodat',2,'always'),('fchmodat2',2,'always')]
+S_ISUID_ISGID=0o6000
+O_CREAT_TMPFILE=0o100|0o20000000
+S_IFMT=0o170000
+conditional={'clone','clone3','socket','socketpair','personality','ioctl','openat2'}|{m[0] for m in MODE}
 denied={n for v in deny.values() for n in v.split()}
 unknown=denied-set(names)
 assert not unknown, unknown
@@ -47,6 +58,23 @@ for prefix,n in blocks:
     mask=(~((1<<n)-1)) & 0xFFFFFFFFFFFFFFFF
     S.append({"comment":"ioctl requests 0x%x..0x%x"%(prefix,prefix+(1<<n)-1),"names":["ioctl"],"action":"SCMP_ACT_ALLOW","args":[{"index":1,"value":mask,"valueTwo":prefix,"op":"SCMP_CMP_MASKED_EQ"}]})
 S.append({"comment":"ioctl requests sign-extended from a negative int (bit 31 set, so never TIOCSTI/TIOCLINUX)","names":["ioctl"],"action":"SCMP_ACT_ALLOW","args":[{"index":1,"value":0xffffffff80000000,"op":"SCMP_CMP_GE"}]})
+# Set-user/group-ID bits: a uid-0 session writes the workspace as uid 0 on the
+# host, so a setuid-root binary left there is root for any local user. Every
+# call that carries a mode is allowed only when the mode has neither bit (one
+# MASKED_EQ comparison per rule; rules for one call are alternatives). A name
+# this engine's libseccomp does not know (fchmodat2 before 2.5.5) is skipped
+# by runc: the call then meets runc's ENOSYS stub (above the highest known
+# number in the profile) or the default EPERM, refused either way.
+def masked(i,mask,val): return {"index":i,"value":mask,"valueTwo":val,"op":"SCMP_CMP_MASKED_EQ"}
+for name,arg,use in MODE:
+    if use=='node':
+        for t,tn in [(0,'regular (type 0)'),(0o100000,'regular'),(0o010000,'FIFO'),(0o140000,'socket')]:
+            S.append({"comment":"%s: a %s node without S_ISUID/S_ISGID (never a device)"%(name,tn),"names":[name],"action":"SCMP_ACT_ALLOW","args":[masked(arg,S_IFMT|S_ISUID_ISGID,t)]})
+        continue
+    if use!='always':
+        S.append({"comment":"%s not creating (no O_CREAT/O_TMPFILE): the mode is unused"%name,"names":[name],"action":"SCMP_ACT_ALLOW","args":[masked(use[1],O_CREAT_TMPFILE,0)]})
+    S.append({"comment":"%s with a mode without S_ISUID/S_ISGID"%name,"names":[name],"action":"SCMP_ACT_ALLOW","args":[masked(arg,S_ISUID_ISGID,0)]})
+S.append({"comment":"openat2 passes its mode in memory seccomp cannot read: ENOSYS makes callers fall back to openat","names":["openat2"],"action":"SCMP_ACT_ERRNO","errnoRet":38})
 for k,v in deny.items():
     S.append({"comment":"refused: "+k,"names":sorted(v.split()),"action":"SCMP_ACT_ERRNO","errnoRet":1})
 out=json.dumps(prof,indent=1)

@@ -456,7 +456,13 @@ impl Fixture {
         if let Ok(rd) = std::fs::read_dir(&self.workspace) {
             for e in rd.flatten() {
                 if e.file_name().to_string_lossy().contains(&self.nonce) {
-                    let _ = std::fs::remove_file(e.path());
+                    let p = e.path();
+                    let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
+                    let _ = if is_dir {
+                        std::fs::remove_dir_all(&p)
+                    } else {
+                        std::fs::remove_file(&p)
+                    };
                 }
             }
         }
@@ -600,6 +606,7 @@ impl Fixture {
                 }
             }
         }
+        bad.extend(set_id_entries(&self.workspace));
         if listener_hit {
             bad.push(format!(
                 "the host reached a listener on port {} from outside",
@@ -609,6 +616,48 @@ impl Fixture {
         let _ = case;
         bad
     }
+}
+
+/// Every entry under `dir` (symlinks not followed) that carries a
+/// set-user-ID or set-group-ID bit or a file capability: what a sandboxed
+/// command must never leave in the workspace (a uid-0 session's files are
+/// root's on the host, so a setuid one is root for any local user).
+pub fn set_id_entries(dir: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(m) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if m.file_type().is_symlink() {
+                continue;
+            }
+            if m.is_dir() {
+                stack.push(p.clone());
+            }
+            if m.mode() & 0o6000 != 0 {
+                bad.push(format!(
+                    "{} has mode {:o} on the host (set-user/group-ID)",
+                    p.display(),
+                    m.mode() & 0o7777
+                ));
+            }
+            let mut buf = [0u8; 64];
+            if rustix::fs::lgetxattr(&p, "security.capability", &mut buf).is_ok() {
+                bad.push(format!(
+                    "{} has a file capability (security.capability) on the host",
+                    p.display()
+                ));
+            }
+        }
+    }
+    bad.sort();
+    bad
 }
 
 impl Drop for Fixture {

@@ -134,6 +134,63 @@ fn uid0_session_cannot_read_etc_shadow() {
     check(&runner, &mut fx, &cases, 1);
 }
 
+/// A root-owned session writes the workspace as uid 0 on the host: a setuid
+/// file left there would be a setuid-root binary for any local user. Every
+/// set-id case of the corpus, as uid 0, through the native backend (alone
+/// and through a supervisor) and the Docker backend; the harness's host-side
+/// walk of W after each run finds no set-id bit and no file capability.
+#[test]
+fn uid0_session_leaves_no_setid_file_on_either_backend() {
+    if !harness::root_or_skip("uid0_session_leaves_no_setid_file_on_either_backend") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cases: Vec<escape::Case> = cases()
+        .into_iter()
+        .filter(|c| c.id.starts_with("fs-setid") || c.id.starts_with("fs-setgid"))
+        .collect();
+    assert_eq!(cases.len(), 8, "the corpus's set-id cases");
+    let mut fx = Fixture::new(0, native_limits());
+    let runner = SandboxExecRunner {
+        exe: sandbox_exec(),
+    };
+    check(&runner, &mut fx, &cases, 7);
+    let l = supervisor_limits();
+    let mut fx = Fixture::new(0, l.clone());
+    let sup = supervisor(&l);
+    for backend in ["native", "docker"] {
+        let runner = SupervisorctlRunner {
+            supervisorctl: harness::bin("supervisorctl"),
+            operator_socket: sup.operator_socket.clone(),
+            backend: backend.into(),
+        };
+        if backend == "docker" && !docker_with_python3(&runner, &mut fx) {
+            return;
+        }
+        check(&runner, &mut fx, &cases, 7);
+    }
+}
+
+/// Whether the Docker backend runs python3 here (the corpus needs the full
+/// image); says why and returns false (or fails, with
+/// TOLLGATE_REQUIRE_DOCKER=1) when it does not.
+fn docker_with_python3(runner: &SupervisorctlRunner, fx: &mut Fixture) -> bool {
+    let probe = runner.run(fx, "python3 -c 'print(1)'", None);
+    fx.restore();
+    if probe.code == Some(0) {
+        return true;
+    }
+    let why = format!(
+        "docker backend or an image with python3 unavailable: {}",
+        probe.stderr.trim()
+    );
+    if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+        panic!("{why}");
+    }
+    eprintln!("skipped: needs docker: {why}");
+    false
+}
+
 fn supervisor(l: &Limits) -> Supervisor {
     let config = format!(
         "[sandbox]\nmemory_mb = {}\npids = {}\ntmp_mb = {}\nfsize_mb = {}\nrun_timeout_s = {}\nmax_run_timeout_s = {}\n\n[llm]\nprovider = \"script\"\n",
@@ -198,18 +255,8 @@ fn escape_corpus_docker_via_supervisorctl() {
     };
     let mut fx = Fixture::new(UID, l);
     // Is the docker backend usable here at all?
-    let probe = runner.run(&fx, "python3 -c 'print(1)'", None);
-    if probe.code != Some(0) {
-        let why = format!(
-            "docker backend or an image with python3 unavailable: {}",
-            probe.stderr.trim()
-        );
-        if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
-            panic!("{why}");
-        }
-        eprintln!("skipped: needs docker: {why}");
+    if !docker_with_python3(&runner, &mut fx) {
         return;
     }
-    fx.restore();
     check(&runner, &mut fx, &cases(), 30);
 }

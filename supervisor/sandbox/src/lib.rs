@@ -12,6 +12,7 @@
 pub mod docker;
 pub mod fake;
 pub mod native;
+mod setid;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,15 +1,19 @@
 //! The Docker backend against the real engine: container settings, exec,
 //! timeouts, cancel, the kill switch, orphans, and every bad-input case of
 //! issue 8 (engine not running, image missing, engine dying mid-exec,
-//! container killed from outside, forbidden mounts). Each test checks that it
-//! left no container behind.
+//! container killed from outside, forbidden mounts), and what the engine does
+//! with a seccomp profile naming a call it does not know. Each test checks
+//! that it left no container behind. What the seccomp profile refuses is in
+//! the escape table (`common/escape_cases.rs`), which `sandbox.rs` runs
+//! against both backends, as root and non-root sessions.
 //!
 //! Skips (printing `skipped: needs docker`) when no engine is reachable, unless
 //! `TOLLGATE_REQUIRE_DOCKER=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "common/docker.rs"]
-mod docker_common;
+mod common;
+
+use common::docker as docker_common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -856,102 +860,65 @@ async fn resource_limits_hold() {
     assert_nothing_left(&s.state).await;
 }
 
-/// A static probe (C, built with the host's `cc -static`) for what the
-/// seccomp profile and the dropped capabilities must refuse; it runs in the
-/// busybox image from the workspace.
-const PROBE_C: &str = r#"
-#define _GNU_SOURCE
-#include <errno.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static void report(const char *name, long r) {
-    printf("%s %s\n", name, r >= 0 ? "ALLOWED" : strerrorname_np(errno));
-}
-
-static long ia32_socket(void) {
-    long r;
-    __asm__ volatile("int $0x80" : "=a"(r) : "a"(359), "b"(2), "c"(1), "d"(0) : "memory");
-    return r;
-}
-
-int main(void) {
-    unsigned char params[120] = {0};
-    report("io_uring_setup", syscall(425, 8, params));
-    report("userfaultfd", syscall(SYS_userfaultfd, 1));
-    report("bpf", syscall(SYS_bpf, 0, params, 72));
-    report("perf_event_open", syscall(SYS_perf_event_open, params, 0, -1, -1, 0));
-    report("keyctl", syscall(SYS_keyctl, 0, 0, 0, 0, 0));
-    report("ptrace", syscall(SYS_ptrace, 16, 1, 0, 0));
-    report("unshare_user", syscall(SYS_unshare, CLONE_NEWUSER));
-    report("clone_newuser", syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
-    errno = 0;
-    report("clone3", syscall(435, params, 0));
-    report("mount", syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, 0));
-    report("socket_netlink", socket(AF_NETLINK, SOCK_RAW, 0));
-    report("socket_packet", socket(AF_PACKET, SOCK_RAW, 0));
-    report("socket_inet", socket(AF_INET, SOCK_STREAM, 0));
-    report("ioctl_tiocsti", syscall(SYS_ioctl, 0, 0x5412UL, "x"));
-    report("ioctl_tiocsti_high", syscall(SYS_ioctl, 0, 0x100005412UL, "x"));
-    report("ioctl_tioclinux", syscall(SYS_ioctl, 0, 0x541CUL, "x"));
-    fflush(stdout);
-    pid_t p = fork();
-    if (p == 0) {
-        long r = ia32_socket();
-        printf("ia32_socket %s\n", r >= 0 ? "ALLOWED" : "ERRNO");
-        fflush(stdout);
-        _exit(0);
-    }
-    int st = 0;
-    waitpid(p, &st, 0);
-    if (WIFSIGNALED(st)) printf("ia32_socket SIG%s\n", sigabbrev_np(WTERMSIG(st)));
-    return 0;
-}
-"#;
-
+/// runc skips a syscall name its libseccomp does not know (`fchmodat2`
+/// before libseccomp 2.5.5; this engine's Debian build knows it): the
+/// container still starts, and the call meets runc's ENOSYS stub or the
+/// profile's default EPERM. So an engine that cannot read fchmodat2's rule
+/// still refuses it: here the rule is renamed to a name no libseccomp
+/// knows, a root session issues syscall 452 with S_ISUID, and the host
+/// finds no setuid file.
 #[tokio::test]
-async fn the_seccomp_profile_refuses_what_the_brief_lists() {
-    let Some(s) = setup("seccomp").await else {
+async fn fchmodat2_stays_refused_where_the_engine_does_not_know_its_name() {
+    let Some(s) = setup("unknown-name").await else {
         return;
     };
-    let src = s.ws.path.join("probe.c");
-    std::fs::write(&src, PROBE_C).unwrap();
-    let bin = s.ws.path.join("probe");
-    let cc = std::process::Command::new("cc")
-        .args(["-static", "-O1", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output();
-    match cc {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("cc -static failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => panic!("cc is needed to build the probe (it is Rust's linker too): {e}"),
+    let mut profile: serde_json::Value =
+        serde_json::from_str(tollgate_sandbox::docker::DEFAULT_SECCOMP_PROFILE).unwrap();
+    let mut renamed = 0;
+    for rule in profile["syscalls"].as_array_mut().unwrap() {
+        if rule["names"] == serde_json::json!(["fchmodat2"]) {
+            rule["names"] = serde_json::json!(["tollgate_unknown_fchmodat2"]);
+            renamed += 1;
+        }
     }
-    let sb = s.backend.create_sandbox(&spec(&s.ws.path)).await.unwrap();
-    let (res, out) = run(&sb, req(&[&bin.to_string_lossy()], T, true)).await;
+    assert_eq!(renamed, 1, "the shipped profile has one fchmodat2 rule");
+    let mut cfg = s.backend.config().clone();
+    cfg.seccomp_profile = profile.to_string();
+    let backend = DockerBackend::connect(cfg).await.unwrap();
+    std::os::unix::fs::chown(&s.ws.path, Some(0), Some(0)).unwrap();
+    let bin = common::install_probe(&s.ws.path, 0);
+    let mut sp = spec(&s.ws.path);
+    (sp.uid, sp.gid) = (0, 0);
+    let sb = backend.create_sandbox(&sp).await.unwrap();
+    let (res, out) = run(&sb, req(&[&bin, "setid-doors", "4000"], T, false)).await;
     assert_eq!(res.unwrap().exit_code, Some(0), "{out:?}");
     let got = stdout(&out);
-    let want = "io_uring_setup EPERM\nuserfaultfd EPERM\nbpf EPERM\nperf_event_open EPERM\n\
-                keyctl EPERM\nptrace EPERM\nunshare_user EPERM\nclone_newuser EPERM\n\
-                clone3 ENOSYS\nmount EPERM\nsocket_netlink EPERM\nsocket_packet EPERM\n\
-                socket_inet ALLOWED\nioctl_tiocsti EPERM\nioctl_tiocsti_high EPERM\n\
-                ioctl_tioclinux EPERM\n";
-    let (head, tail) = got.split_at(got.find("ia32_socket").unwrap_or(got.len()));
-    assert_eq!(head, want);
-    // A syscall of a foreign architecture fails the profile's arch check:
-    // killed (SIGSYS) or refused, never run.
-    assert!(
-        tail == "ia32_socket SIGSYS\n" || tail == "ia32_socket ERRNO\n",
-        "{tail:?}"
-    );
     sb.destroy().await.unwrap();
+    for door in ["fchmodat2", "fchmodat2-nofollow", "plain-fchmodat2"] {
+        let line = got
+            .lines()
+            .find(|l| l.split(' ').next() == Some(door))
+            .unwrap_or_else(|| panic!("no {door} line in {got}"));
+        assert!(
+            line == format!("{door} EPERM") || line == format!("{door} ENOSYS"),
+            "{line}: fchmodat2 must stay refused when the engine skips its rule"
+        );
+    }
+    // Every other door answers as with the shipped profile.
+    let others: Vec<&str> = got
+        .lines()
+        .filter(|l| !l.contains("fchmodat2") && !l.starts_with("plain-mode"))
+        .collect();
+    let want: Vec<&str> = common::escape_cases::DOORS_REFUSED
+        .lines()
+        .filter(|l| !l.contains("fchmodat2") && !l.starts_with("plain-mode"))
+        .collect();
+    assert_eq!(others, want);
+    assert_eq!(
+        common::escape_cases::set_id_entries(&s.ws.path),
+        Vec::<String>::new(),
+        "set-id files on the host"
+    );
     assert_nothing_left(&s.state).await;
 }
 

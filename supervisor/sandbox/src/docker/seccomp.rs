@@ -7,9 +7,33 @@
 //! seccomp), i386/x32 syscalls refused by the architecture check, `socket`
 //! limited to AF_UNIX/AF_INET/AF_INET6, `TIOCSTI`/`TIOCLINUX` refused on the low
 //! 32 bits of the request, `clone` with namespace flags refused, `clone3`
-//! answered with `ENOSYS` so libc falls back to `clone`.
+//! answered with `ENOSYS` so libc falls back to `clone`, and no
+//! set-user/group-ID bit on any file (the calls of [`crate::setid`], with the
+//! native backend's rules and errno; `openat2` answers `ENOSYS`).
+//!
+//! A profile that would let a session leave a setuid or setgid file in the
+//! workspace is refused, shipped or not ([`validate`]). A call name the
+//! engine's libseccomp does not know (`fchmodat2` before libseccomp 2.5.5)
+//! is skipped by runc: that call then meets runc's `ENOSYS` stub (numbers
+//! above the highest the profile names and the engine knows) or the default
+//! `EPERM`, so it is refused either way, never allowed.
+
+use serde_json::Value;
 
 use crate::SandboxError;
+use crate::setid::{
+    MODE_BEHIND_POINTER, MODE_SYSCALLS, ModeSyscall, ModeUse, O_CREAT, O_TMPFILE_BIT, S_ISUID_ISGID,
+};
+
+/// Actions that stop a call; any other (`SCMP_ACT_ALLOW`, `_LOG`, `_TRACE`,
+/// `_NOTIFY`, ...) lets it run.
+const REFUSING_ACTIONS: &[&str] = &[
+    "SCMP_ACT_ERRNO",
+    "SCMP_ACT_KILL",
+    "SCMP_ACT_KILL_THREAD",
+    "SCMP_ACT_KILL_PROCESS",
+    "SCMP_ACT_TRAP",
+];
 
 /// The profile shipped in `sandbox-image/seccomp.json`.
 pub const DEFAULT_PROFILE: &str = include_str!("../../../../sandbox-image/seccomp.json");
@@ -60,7 +84,94 @@ pub fn validate(profile: &str) -> Result<String, SandboxError> {
         }
         v["architectures"] = serde_json::json!([arch]);
     }
+    refuses_set_id_modes(&v)?;
     Ok(v.to_string())
+}
+
+/// The names a profile rule applies to (`names`, or the older `name`).
+fn rule_names(rule: &Value) -> Vec<&str> {
+    let mut names: Vec<&str> = rule
+        .get("names")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(n) = rule.get("name").and_then(Value::as_str) {
+        names.push(n);
+    }
+    names
+}
+
+/// Whether one comparison can only pass when the argument has none of `bits`.
+fn clears(cmp: &Value, bits: u64) -> bool {
+    let value = cmp.get("value").and_then(Value::as_u64).unwrap_or(0);
+    let two = cmp.get("valueTwo").and_then(Value::as_u64).unwrap_or(0);
+    match cmp.get("op").and_then(Value::as_str) {
+        Some("SCMP_CMP_MASKED_EQ") => value & bits == bits && two & bits == 0,
+        Some("SCMP_CMP_EQ") => value & bits == 0,
+        _ => false,
+    }
+}
+
+/// Whether an allowing rule for `call` can only pass when the call sets no
+/// set-user/group-ID bit: one of its comparisons clears them in the mode,
+/// or (for an open) clears O_CREAT and O_TMPFILE, so the mode is unused.
+fn rule_keeps_set_id_out(rule: &Value, call: &ModeSyscall) -> bool {
+    let args = rule
+        .get("args")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    args.iter().any(|cmp| {
+        let index = cmp.get("index").and_then(Value::as_u64);
+        let on_mode = index == Some(u64::from(call.mode_arg)) && clears(cmp, S_ISUID_ISGID);
+        let not_creating = match call.used {
+            ModeUse::WhenCreating { flags_arg } => {
+                index == Some(u64::from(flags_arg)) && clears(cmp, O_CREAT | O_TMPFILE_BIT)
+            }
+            ModeUse::Always | ModeUse::Node => false,
+        };
+        on_mode || not_creating
+    })
+}
+
+/// Refuses a profile that lets any call of [`MODE_SYSCALLS`] set S_ISUID or
+/// S_ISGID, or lets a call whose mode it cannot read ([`MODE_BEHIND_POINTER`])
+/// run: a session could then leave a setuid binary in the workspace, which
+/// is root's for a uid-0 session.
+fn refuses_set_id_modes(profile: &Value) -> Result<(), SandboxError> {
+    let rules = profile
+        .get("syscalls")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for rule in rules {
+        let action = rule.get("action").and_then(Value::as_str).unwrap_or("");
+        if REFUSING_ACTIONS.contains(&action) {
+            continue;
+        }
+        for name in rule_names(rule) {
+            if let Some((hidden, _)) = MODE_BEHIND_POINTER.iter().find(|(n, _)| *n == name) {
+                return Err(SandboxError::Unavailable(format!(
+                    "seccomp profile lets {hidden} run ({action}), whose mode seccomp cannot \
+                     read, so a session could create a setuid file; it must answer ENOSYS \
+                     (errnoRet 38), as sandbox-image/seccomp.json does"
+                )));
+            }
+            if let Some(call) = MODE_SYSCALLS.iter().find(|c| c.name == name)
+                && !rule_keeps_set_id_out(rule, call)
+            {
+                return Err(SandboxError::Unavailable(format!(
+                    "seccomp profile lets {name} run ({action}) without refusing \
+                     set-user/group-ID bits in its mode (argument {}), so a session could \
+                     leave a setuid file in the workspace; allow it only with a \
+                     SCMP_CMP_MASKED_EQ of value 3072 (0o6000), valueTwo 0 on that argument, \
+                     as sandbox-image/gen-seccomp.py writes it",
+                    call.mode_arg
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -94,9 +205,9 @@ mod tests {
             serde_json::json!([native_arch().unwrap()])
         );
         let allowed = names_with(&v, "SCMP_ACT_ALLOW");
-        for must in [
-            "read", "write", "execve", "openat", "wait4", "futex", "rseq",
-        ] {
+        // (openat and open are allowed with an argument check: see
+        // the_docker_profile_answers_every_mode_call_as_the_native_filter_does.)
+        for must in ["read", "write", "execve", "wait4", "futex", "rseq"] {
             assert!(allowed.iter().any(|n| n == must), "{must} not allowed");
         }
         for never in [
@@ -117,6 +228,18 @@ mod tests {
             "socket",
             "ioctl",
             "personality",
+            "open",
+            "openat",
+            "openat2",
+            "creat",
+            "mkdir",
+            "mkdirat",
+            "mknod",
+            "mknodat",
+            "chmod",
+            "fchmod",
+            "fchmodat",
+            "fchmodat2",
         ] {
             assert!(
                 !allowed.iter().any(|n| n == never),
@@ -178,6 +301,188 @@ mod tests {
         ] {
             assert!(allows(good), "{good:#x} refused");
         }
+    }
+
+    /// What the profile answers one call with, as libseccomp builds it:
+    /// `Ok` when an allowing rule matches, else the errno of a matching
+    /// refusing rule, else the default errno.
+    fn answer(profile: &Value, name: &str, args: [u64; 6]) -> Result<(), i32> {
+        let matches = |rule: &Value| {
+            rule.get("args")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .all(|c| {
+                    let arg = args[c["index"].as_u64().unwrap() as usize];
+                    let value = c["value"].as_u64().unwrap();
+                    let two = c["valueTwo"].as_u64().unwrap_or(0);
+                    match c["op"].as_str().unwrap() {
+                        "SCMP_CMP_MASKED_EQ" => arg & value == two,
+                        "SCMP_CMP_EQ" => arg == value,
+                        "SCMP_CMP_GE" => arg >= value,
+                        op => panic!("unexpected op {op}"),
+                    }
+                })
+        };
+        let rules: Vec<&Value> = profile["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| rule_names(r).contains(&name) && matches(r))
+            .collect();
+        if rules.iter().any(|r| r["action"] == "SCMP_ACT_ALLOW") {
+            return Ok(());
+        }
+        let errno = |r: &Value, key: &str| r[key].as_i64().unwrap() as i32;
+        match rules.first() {
+            Some(r) => Err(errno(r, "errnoRet")),
+            None => Err(errno(profile, "defaultErrnoRet")),
+        }
+    }
+
+    /// Backend parity: for every call that carries a mode, the Docker
+    /// profile answers what the native filter answers (allowed, EPERM or
+    /// ENOSYS), across set-id and plain modes, creating or not, and with
+    /// junk in the upper 32 bits the kernel ignores.
+    #[test]
+    fn the_docker_profile_answers_every_mode_call_as_the_native_filter_does() {
+        let v: Value = serde_json::from_str(DEFAULT_PROFILE).unwrap();
+        let modes = [
+            0o644,
+            0o755,
+            0o1777,
+            0o4755,
+            0o2755,
+            0o6755,
+            0o4000 | (1 << 32),
+            0o755 | (1 << 40),
+            0o100644,
+            0o104755,
+            0o010644,
+            0o012644,
+            0o020644,
+            0o060644,
+            0o140755,
+        ];
+        let flags = [
+            0,
+            1,
+            O_CREAT | 1,
+            O_TMPFILE_BIT | 0o200000 | 1,
+            0o2000 | 1,
+            1 << 33,
+        ];
+        let mut checked = 0;
+        for call in MODE_SYSCALLS {
+            for mode in modes {
+                for f in flags {
+                    let mut args = [0u64; 6];
+                    args[usize::from(call.mode_arg)] = mode;
+                    if let ModeUse::WhenCreating { flags_arg } = call.used {
+                        args[usize::from(flags_arg)] = f;
+                    }
+                    assert_eq!(
+                        answer(&v, call.name, args),
+                        crate::native::seccomp::verdict(call.nr, args),
+                        "{} mode {mode:o} flags {f:o}",
+                        call.name
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, MODE_SYSCALLS.len() * 15 * 6);
+        for (name, nr) in MODE_BEHIND_POINTER {
+            let args = [0, 0, 0, 0, 0, 0];
+            assert_eq!(answer(&v, name, args), Err(libc::ENOSYS), "{name}");
+            assert_eq!(
+                crate::native::seccomp::verdict(*nr, args),
+                Err(libc::ENOSYS)
+            );
+        }
+    }
+
+    #[test]
+    fn shipped_profile_has_exactly_the_mode_rules_of_the_setid_table() {
+        let v: Value = serde_json::from_str(DEFAULT_PROFILE).unwrap();
+        let masked = |index: u8, value: u64, two: u64| serde_json::json!([{"index": index, "value": value, "valueTwo": two, "op": "SCMP_CMP_MASKED_EQ"}]);
+        for call in MODE_SYSCALLS {
+            let mut got: Vec<Value> = v["syscalls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| rule_names(r).contains(&call.name))
+                .map(|r| {
+                    assert_eq!(r["action"], "SCMP_ACT_ALLOW", "{}: {r}", call.name);
+                    r["args"].clone()
+                })
+                .collect();
+            let no_setid = masked(call.mode_arg, S_ISUID_ISGID, 0);
+            let mut want = match call.used {
+                ModeUse::Always => vec![no_setid],
+                ModeUse::WhenCreating { flags_arg } => {
+                    vec![masked(flags_arg, O_CREAT | O_TMPFILE_BIT, 0), no_setid]
+                }
+                ModeUse::Node => crate::setid::MKNOD_TYPES
+                    .iter()
+                    .map(|t| masked(call.mode_arg, crate::setid::S_IFMT | S_ISUID_ISGID, *t))
+                    .collect(),
+            };
+            got.sort_by_key(Value::to_string);
+            want.sort_by_key(Value::to_string);
+            assert_eq!(got, want, "{}", call.name);
+        }
+    }
+
+    #[test]
+    fn a_profile_that_lets_a_set_id_mode_through_is_refused() {
+        let shipped: Value = serde_json::from_str(DEFAULT_PROFILE).unwrap();
+        let with = |edit: &dyn Fn(&mut Vec<Value>)| {
+            let mut p = shipped.clone();
+            edit(p["syscalls"].as_array_mut().unwrap());
+            validate(&p.to_string())
+        };
+        // chmod back in the unconditional allowlist.
+        let e = with(&|rules| {
+            rules[0]["names"]
+                .as_array_mut()
+                .unwrap()
+                .push("chmod".into())
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("lets chmod run (SCMP_ACT_ALLOW) without refusing set-user/group-ID"),
+            "{e}"
+        );
+        // openat's mode check on the wrong argument (its flags).
+        let e = with(&|rules| {
+            for r in rules.iter_mut() {
+                if rule_names(r) == ["openat"] && r["args"][0]["index"] == 3 {
+                    r["args"][0]["index"] = 2.into();
+                }
+            }
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("lets openat run"), "{e}");
+        // openat2 allowed, through the older "name" spelling and SCMP_ACT_LOG.
+        let e = with(&|rules| {
+            rules.push(serde_json::json!({"name": "openat2", "action": "SCMP_ACT_LOG"}))
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("lets openat2 run (SCMP_ACT_LOG)"),
+            "{e}"
+        );
+        // Without any fchmodat2 rule (as on an engine whose libseccomp does
+        // not know the name), the default refuses it: accepted.
+        with(&|rules| rules.retain(|r| rule_names(r) != ["fchmodat2"])).unwrap();
+        // A refusing rule needs no argument check.
+        with(&|rules| {
+            rules.push(serde_json::json!({"names": ["chmod"], "action": "SCMP_ACT_ERRNO"}))
+        })
+        .unwrap();
     }
 
     #[test]

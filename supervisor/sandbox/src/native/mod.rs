@@ -30,7 +30,7 @@ mod probe;
 mod protocol;
 mod record;
 mod rlimits;
-mod seccomp;
+pub(crate) mod seccomp;
 mod sys;
 
 use std::collections::HashMap;

@@ -12,8 +12,8 @@
 //!    pointers seccomp cannot read; libc then falls back to `clone` and
 //!    `openat`, which are inspected;
 //! 3. a binary search over the allowlist: every syscall in [`ALLOWED`]
-//!    passes, those in [`CONDITIONAL`] only with vetted arguments
-//!    ([`conditional_rules`]); everything else, including any syscall a
+//!    passes, those in [`CONDITIONAL`] and the mode-carrying calls of
+//!    [`crate::setid`] only with vetted arguments ([`conditional_rules`]); everything else, including any syscall a
 //!    future kernel adds, fails with `EPERM`. [`DENIED`] documents what is
 //!    left out on purpose and why.
 //!
@@ -21,14 +21,18 @@
 //! AF_UNIX/AF_INET/AF_INET6 (and NETLINK_ROUTE) sockets, no TIOCSTI-class
 //! ioctls (low 32 bits compared, as the kernel reads them), no device nodes,
 //! and no set-user-ID or set-group-ID bit on any file the sandbox creates or
-//! chmods: a uid-0 session could otherwise leave a setuid-root binary in the
-//! workspace. Every argument comparison is on the low 32 bits, which is all
+//! chmods (every call of [`crate::setid::MODE_SYSCALLS`]): a uid-0 session
+//! could otherwise leave a setuid-root binary in the workspace. Every argument comparison is on the low 32 bits, which is all
 //! the kernel reads for these arguments.
 //!
 //! Only x86_64 is supported; elsewhere the probe reports seccomp as missing
 //! and sandboxes are refused.
 
 use seccompiler::{BpfProgram, sock_filter};
+
+use crate::setid::{
+    MKNOD_TYPES, MODE_SYSCALLS, ModeSyscall, ModeUse, O_CREAT, O_TMPFILE_BIT, S_IFMT, S_ISUID_ISGID,
+};
 
 /// Syscalls allowed with any arguments (x86_64 numbers).
 pub(crate) const ALLOWED: &[(&str, i64)] = &[
@@ -62,7 +66,6 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("chdir", 80),
     ("fchdir", 81),
     ("rename", 82),
-    ("mkdir", 83),
     ("rmdir", 84),
     ("link", 86),
     ("unlink", 87),
@@ -95,7 +98,6 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("inotify_init", 253),
     ("inotify_add_watch", 254),
     ("inotify_rm_watch", 255),
-    ("mkdirat", 258),
     ("fchownat", 260),
     ("futimesat", 261),
     ("newfstatat", 262),
@@ -328,23 +330,24 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("io_pgetevents", 333),
 ];
 
-/// Syscalls allowed only with vetted arguments (see [`conditional_rules`]).
+/// Syscalls allowed only with vetted arguments (see [`conditional_rules`]),
+/// besides the mode-carrying ones of [`MODE_SYSCALLS`], which are allowed
+/// only without set-user/group-ID bits in their mode.
 pub(crate) const CONDITIONAL: &[(&str, i64)] = &[
-    ("open", 2),
-    ("creat", 85),
-    ("chmod", 90),
-    ("fchmod", 91),
-    ("openat", 257),
-    ("fchmodat", 268),
-    ("fchmodat2", 452),
     ("ioctl", 16),
     ("socket", 41),
     ("socketpair", 53),
     ("clone", 56),
-    ("mknod", 133),
     ("personality", 135),
-    ("mknodat", 259),
 ];
+
+/// Every argument-checked syscall: [`CONDITIONAL`] and [`MODE_SYSCALLS`].
+pub(crate) fn conditional_syscalls() -> Vec<(&'static str, i64)> {
+    let mut v: Vec<(&'static str, i64)> = CONDITIONAL.to_vec();
+    v.extend(MODE_SYSCALLS.iter().map(|c| (c.name, i64::from(c.nr))));
+    v.sort_by_key(|(_, nr)| *nr);
+    v
+}
 
 /// Syscalls left out on purpose (they fail with EPERM), and why.
 pub(crate) const DENIED: &[(&str, i64, &str)] = &[
@@ -478,17 +481,6 @@ pub(crate) const DENIED_IOCTLS: &[(&str, u64)] = &[
 ];
 /// personality(2) values allowed (Docker's set): PER_LINUX, UNAME26 and the query.
 const PERSONALITIES: &[u64] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
-const S_IFMT: u64 = 0o170000;
-/// Set-user-ID and set-group-ID: no file the sandbox creates or chmods may
-/// carry them. A uid-0 session could otherwise leave a setuid-root binary in
-/// the workspace for any local user, and any session a setuid-owner binary
-/// that runs as the owner outside the sandbox.
-const S_ISUID_ISGID: u64 = 0o6000;
-const O_CREAT: u64 = 0o100;
-const O_TMPFILE_BIT: u64 = 0o20000000;
-/// mknod types allowed: regular files, FIFOs, sockets. Never devices.
-const MKNOD_TYPES: &[u64] = &[0, 0o100000, 0o010000, 0o140000];
-
 /// One comparison on the low 32 bits of a syscall argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cmp {
@@ -573,10 +565,7 @@ pub(crate) fn conditional_rules() -> Vec<(u32, Vec<Rule>)> {
             cmp: Cmp::Eq(lo(NETLINK_ROUTE)),
         },
     ]);
-    vec![
-        // open(path, flags, mode) / openat(dirfd, path, flags, mode): the
-        // mode matters only when creating.
-        (2, creating_without_setid(1, 2)),
+    let mut rules = vec![
         (16, vec![ioctl]),
         (41, socket),
         (53, any_of(0, &[AF_UNIX], None)),
@@ -590,16 +579,20 @@ pub(crate) fn conditional_rules() -> Vec<(u32, Vec<Rule>)> {
                 },
             }]],
         ),
-        (85, vec![no_setid(1)]),
-        (90, vec![no_setid(1)]),
-        (91, vec![no_setid(1)]),
-        (133, any_of(1, MKNOD_TYPES, Some(S_IFMT | S_ISUID_ISGID))),
         (135, any_of(0, PERSONALITIES, None)),
-        (257, creating_without_setid(2, 3)),
-        (259, any_of(2, MKNOD_TYPES, Some(S_IFMT | S_ISUID_ISGID))),
-        (268, vec![no_setid(2)]),
-        (452, vec![no_setid(2)]),
-    ]
+    ];
+    rules.extend(MODE_SYSCALLS.iter().map(|c| (c.nr, mode_rules(c))));
+    rules
+}
+
+/// No set-user/group-ID bit in the mode: for a mknod, also a regular file,
+/// FIFO or socket (never a device); for an open, only when it creates.
+fn mode_rules(c: &ModeSyscall) -> Vec<Rule> {
+    match c.used {
+        ModeUse::Always => vec![no_setid(c.mode_arg)],
+        ModeUse::WhenCreating { flags_arg } => creating_without_setid(flags_arg, c.mode_arg),
+        ModeUse::Node => any_of(c.mode_arg, MKNOD_TYPES, Some(S_IFMT | S_ISUID_ISGID)),
+    }
 }
 
 /// The compiled filter.
@@ -782,13 +775,26 @@ pub(crate) fn apply(filters: &Filters) -> Result<(), SeccompError> {
     Ok(())
 }
 
+/// What the filter answers an x86_64 call with: `Ok` when it runs,
+/// `Err(errno)` when refused (tests compare the backends with it).
+#[cfg(test)]
+pub(crate) fn verdict(nr: u32, args: [u64; 6]) -> Result<(), i32> {
+    let f = build().expect("the native filter builds");
+    let ret = tests::run(&f.program, AUDIT_ARCH_X86_64, nr, args).0;
+    match ret & libc::SECCOMP_RET_ACTION_FULL {
+        libc::SECCOMP_RET_ALLOW => Ok(()),
+        libc::SECCOMP_RET_ERRNO => Err((ret & libc::SECCOMP_RET_DATA) as i32),
+        other => panic!("syscall {nr}: unexpected action {other:#x}"),
+    }
+}
+
 /// The whole policy as Markdown (for THREAT_MODEL.md and `doctor -v`).
 pub(crate) fn policy_markdown() -> String {
     let mut s = String::new();
     s.push_str("Default for anything not listed: EPERM. Foreign architectures (i386 `int 0x80`) and the x32 bit: the process is killed. `clone3` and `openat2`: ENOSYS.\n\n");
     s.push_str("Allowed with conditions:\n\n");
-    for (name, nr) in CONDITIONAL {
-        let why = match *name {
+    for (name, nr) in conditional_syscalls() {
+        let why = match name {
             "ioctl" => format!(
                 "request (low 32 bits) is not {}",
                 DENIED_IOCTLS
@@ -800,11 +806,13 @@ pub(crate) fn policy_markdown() -> String {
             "socket" => "family is AF_UNIX, AF_INET or AF_INET6, or AF_NETLINK with protocol NETLINK_ROUTE only (no other netlink protocol, no AF_PACKET, AF_VSOCK, ...)".to_string(),
             "socketpair" => "family is AF_UNIX".to_string(),
             "clone" => "no CLONE_NEW* namespace flag".to_string(),
-            "mknod" | "mknodat" => "regular file, FIFO or socket, without set-user/group-ID; never a device".to_string(),
-            "open" | "openat" => "not creating (no O_CREAT/O_TMPFILE), or creating without S_ISUID/S_ISGID in the mode".to_string(),
-            "creat" | "chmod" | "fchmod" | "fchmodat" | "fchmodat2" => "mode without S_ISUID/S_ISGID".to_string(),
             "personality" => "PER_LINUX, UNAME26 or the query (no ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC)".to_string(),
-            _ => String::new(),
+            _ => match MODE_SYSCALLS.iter().find(|c| c.name == name).map(|c| c.used) {
+                Some(ModeUse::Node) => "regular file, FIFO or socket, without set-user/group-ID; never a device".to_string(),
+                Some(ModeUse::WhenCreating { .. }) => "not creating (no O_CREAT/O_TMPFILE), or creating without S_ISUID/S_ISGID in the mode".to_string(),
+                Some(ModeUse::Always) => "mode without S_ISUID/S_ISGID".to_string(),
+                None => String::new(),
+            },
         };
         s.push_str(&format!("- `{name}` ({nr}): {why}\n"));
     }
@@ -822,6 +830,7 @@ pub(crate) fn policy_markdown() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setid::MODE_BEHIND_POINTER;
     use std::collections::BTreeSet;
 
     #[test]
@@ -830,7 +839,7 @@ mod tests {
         let all = ALLOWED
             .iter()
             .copied()
-            .chain(CONDITIONAL.iter().copied())
+            .chain(conditional_syscalls())
             .chain(DENIED.iter().map(|(n, nr, _)| (*n, *nr)));
         for (name, nr) in all {
             assert!(seen.insert(nr), "syscall {name} ({nr}) listed twice");
@@ -886,7 +895,7 @@ mod tests {
     /// A classic-BPF interpreter for the instructions the compiler emits,
     /// with the kernel's rules (forward jumps only, must end in a return).
     /// Returns the action and how many instructions ran.
-    fn run(prog: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, usize) {
+    pub(super) fn run(prog: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, usize) {
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
@@ -933,8 +942,8 @@ mod tests {
         let ok = match nr {
             2 => !(creating(a(1)) && setid(a(2))),
             257 => !(creating(a(2)) && setid(a(3))),
-            85 | 90 | 91 => !setid(a(1)),
-            268 | 452 => !setid(a(2)),
+            83 | 85 | 90 | 91 => !setid(a(1)),
+            258 | 268 | 452 => !setid(a(2)),
             16 => ![0x5412, 0x541C, 0x541D, 0x5423].contains(&a(1)),
             41 => matches!(a(0), 1 | 2 | 10) || (a(0) == 16 && a(2) == 0),
             53 => a(0) == 1,
@@ -1019,8 +1028,49 @@ mod tests {
     }
 
     #[test]
+    fn calls_with_a_mode_behind_a_pointer_answer_enosys() {
+        assert_eq!(MODE_BEHIND_POINTER, &[("openat2", SYS_OPENAT2)]);
+        let f = build().unwrap();
+        let args = [0, 0, 0o4755, 0, 0, 0];
+        assert_eq!(
+            run(&f.program, AUDIT_ARCH_X86_64, SYS_OPENAT2, args).0,
+            RET_ENOSYS
+        );
+    }
+
+    #[test]
+    fn every_mode_syscall_refuses_set_id_bits_and_allows_the_rest() {
+        let f = build().unwrap();
+        for c in MODE_SYSCALLS {
+            let mut args = [0u64; 6];
+            if let ModeUse::WhenCreating { flags_arg } = c.used {
+                args[usize::from(flags_arg)] = O_CREAT;
+            }
+            for (mode, want) in [
+                (0o755, RET_ALLOW),
+                (0o4755, RET_EPERM),
+                (0o2755, RET_EPERM),
+                (0o6000, RET_EPERM),
+                (0o4000 | (1 << 32), RET_EPERM),
+            ] {
+                let mut a = args;
+                a[usize::from(c.mode_arg)] = mode;
+                assert_eq!(
+                    run(&f.program, AUDIT_ARCH_X86_64, c.nr, a).0,
+                    want,
+                    "{} mode {mode:o}",
+                    c.name
+                );
+            }
+        }
+    }
+
+    #[test]
     fn conditional_table_and_rules_agree() {
-        let mut a: Vec<u32> = CONDITIONAL.iter().map(|(_, nr)| *nr as u32).collect();
+        let mut a: Vec<u32> = conditional_syscalls()
+            .iter()
+            .map(|(_, nr)| *nr as u32)
+            .collect();
         let mut b: Vec<u32> = conditional_rules().iter().map(|(nr, _)| *nr).collect();
         a.sort_unstable();
         b.sort_unstable();

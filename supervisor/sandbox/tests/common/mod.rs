@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod docker;
+pub mod escape_cases;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -22,8 +22,11 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <unistd.h>
+#include <linux/capability.h>
+#include <linux/netlink.h>
 
 static const char *en(int e) {
     const char *n = strerrorname_np(e);
@@ -138,6 +141,147 @@ static int environ_scan(const char *canary) {
     return 0;
 }
 
+
+/* Runs fn in a child and prints how it ended: "ok", an errno name, or the
+ * signal that killed it (a foreign-ABI call meets the seccomp arch check). */
+static void in_child(long (*fn)(const void *), const void *arg) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        long rc = fn(arg);
+        _exit(rc < 0 ? (int)-rc : 0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st)) printf("SIG%s", sigabbrev_np(WTERMSIG(st)));
+    else if (WEXITSTATUS(st) == 0) printf("ok");
+    else printf("%s", en(WEXITSTATUS(st)));
+}
+
+/* A copy of s in the low 2 GiB, where a 32-bit pointer can reach it. */
+static char *low_copy(const char *s) {
+    char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+    if (p == MAP_FAILED) { perror("mmap"); exit(2); }
+    strncpy(p, s, 4095);
+    return p;
+}
+
+struct chmod_args { const char *path; unsigned mode; };
+
+/* i386 chmod (15) through int 0x80; returns -errno like the kernel. */
+static long ia32_chmod(const void *a) {
+    const struct chmod_args *c = a;
+    long ret;
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(15), "b"(c->path), "c"(c->mode) : "memory");
+    return ret;
+}
+
+/* x32 chmod (the x32 bit on x86_64's number 90). */
+static long x32_chmod(const void *a) {
+    const struct chmod_args *c = a;
+    long rc = syscall(0x40000000 | 90, c->path, c->mode);
+    return rc < 0 ? -errno : rc;
+}
+
+static long ia32_socket_call(const void *a) {
+    (void)a;
+    long ret;
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(359), "b"(2), "c"(1), "d"(0) : "memory");
+    return ret < 0 ? ret : 0;
+}
+
+static char door_path[128];
+static const char *dp(const char *door, unsigned bits) {
+    snprintf(door_path, sizeof door_path, "setid-%s-%o", door, bits);
+    return door_path;
+}
+static void door(const char *name, long rc) { printf("%s ", name); r(rc); printf("\n"); }
+static int plain_file(const char *p) {
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    if (fd >= 0) close(fd);
+    return fd;
+}
+
+/* Every door through which a file can get S_ISUID/S_ISGID (bits, octal),
+ * one line each: "door RESULT". The files stay in the cwd for the host to
+ * check after the sandbox ends. Then the same doors without the bits. */
+static int setid_doors(const char *bitsarg) {
+    unsigned bits = (unsigned)strtoul(bitsarg, NULL, 8);
+    unsigned mode = 0755 | bits;
+    long fd;
+    fd = open(dp("open", bits), O_WRONLY | O_CREAT | O_EXCL, mode); door("open", fd); if (fd >= 0) close(fd);
+    fd = syscall(SYS_open, dp("open-raw", bits), O_WRONLY | O_CREAT | O_EXCL, mode); door("open-raw", fd); if (fd >= 0) close(fd);
+    fd = syscall(SYS_openat, AT_FDCWD, dp("openat", bits), O_WRONLY | O_CREAT | O_EXCL, mode); door("openat", fd); if (fd >= 0) close(fd);
+    fd = open(".", O_TMPFILE | O_WRONLY, mode);
+    door("open-tmpfile", fd);
+    if (fd >= 0) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%ld", fd);
+        linkat(AT_FDCWD, proc, AT_FDCWD, dp("tmpfile", bits), AT_SYMLINK_FOLLOW);
+        close(fd);
+    }
+    fd = syscall(SYS_creat, dp("creat", bits), mode); door("creat", fd); if (fd >= 0) close(fd);
+    door("mknod", syscall(SYS_mknod, dp("mknod", bits), S_IFREG | mode, 0));
+    door("mknodat", syscall(SYS_mknodat, AT_FDCWD, dp("mknodat", bits), S_IFREG | mode, 0));
+    door("mknod-fifo", syscall(SYS_mknod, dp("fifo", bits), S_IFIFO | mode, 0));
+    door("mkdir", syscall(SYS_mkdir, dp("mkdir", bits), mode));
+    door("mkdirat", syscall(SYS_mkdirat, AT_FDCWD, dp("mkdirat", bits), mode));
+    plain_file(dp("chmod", bits));
+    door("chmod", syscall(SYS_chmod, door_path, mode));
+    plain_file(dp("chmod-hibits", bits));
+    door("chmod-hibits", syscall(SYS_chmod, door_path, (1UL << 32) | mode));
+    plain_file(dp("fchmod", bits));
+    fd = open(door_path, O_RDONLY);
+    door("fchmod", syscall(SYS_fchmod, fd, mode));
+    if (fd >= 0) close(fd);
+    plain_file(dp("fchmodat", bits));
+    door("fchmodat", syscall(SYS_fchmodat, AT_FDCWD, door_path, mode));
+    plain_file(dp("fchmodat2", bits));
+    door("fchmodat2", syscall(452, AT_FDCWD, door_path, mode, 0));
+    plain_file(dp("fchmodat2-nofollow", bits));
+    door("fchmodat2-nofollow", syscall(452, AT_FDCWD, door_path, mode, AT_SYMLINK_NOFOLLOW));
+    mkdir(dp("chmod-dir", bits), 0755);
+    door("chmod-dir", syscall(SYS_chmod, door_path, mode));
+    struct { uint64_t flags, mode, resolve; } how = {O_WRONLY | O_CREAT, mode, 0};
+    fd = syscall(437, AT_FDCWD, dp("openat2", bits), &how, sizeof how); door("openat2", fd); if (fd >= 0) close(fd);
+    /* The same doors without the bits work. */
+    fd = open(dp("plain-open", bits), O_WRONLY | O_CREAT | O_EXCL, 0644); door("plain-open", fd); if (fd >= 0) close(fd);
+    door("plain-chmod", chmod(door_path, 0755));
+    door("plain-fchmodat2", syscall(452, AT_FDCWD, door_path, 0750, 0));
+    fd = open(door_path, O_RDONLY);
+    door("plain-fchmod", fchmod(fd, 0700));
+    if (fd >= 0) close(fd);
+    door("plain-mkdir", mkdir(dp("plain-mkdir", bits), 0755));
+    struct stat st;
+    stat(dp("plain-open", bits), &st);
+    printf("plain-mode %o\n", st.st_mode & 07777);
+    return 0;
+}
+
+/* chmod through a foreign ABI: "ia32" (int 0x80) or "x32". */
+static int foreign_chmod(const char *abi, const char *bitsarg) {
+    unsigned bits = (unsigned)strtoul(bitsarg, NULL, 8);
+    char name[64];
+    snprintf(name, sizeof name, "setid-%s-chmod-%o", abi, bits);
+    plain_file(name);
+    struct chmod_args a = {low_copy(name), 0755 | bits};
+    in_child(strcmp(abi, "ia32") ? x32_chmod : ia32_chmod, &a);
+    printf("\n");
+    return 0;
+}
+
+/* File capabilities, the other way to make a privileged binary: set
+ * security.capability (CAP_SETUID, permitted and effective) on a new file. */
+static int setfcap(void) {
+    plain_file("setid-fcap");
+    struct vfs_cap_data cap = {0};
+    cap.magic_etc = VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE;
+    cap.data[0].permitted = 1u << CAP_SETUID;
+    r(setxattr("setid-fcap", "security.capability", &cap, XATTR_CAPS_SZ_2, 0));
+    printf("\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *c = argc > 1 ? argv[1] : "";
@@ -208,24 +352,21 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(c, "environ") && argc > 2) return environ_scan(argv[2]);
-    if (!strcmp(c, "setid")) {
-        /* Set-id bits through every door; then the same without them. */
-        int fd = open("setid-a", O_WRONLY | O_CREAT | O_EXCL, 04755);
-        r(fd); printf(" "); if (fd >= 0) close(fd);
-        r(syscall(SYS_openat, AT_FDCWD, "setid-b", O_WRONLY | O_CREAT | O_EXCL, 02755)); printf(" ");
-        r(syscall(SYS_creat, "setid-c", 04755)); printf(" ");
-        r(mknod("setid-d", S_IFREG | 04755, 0)); printf(" ");
-        fd = open("plain", O_WRONLY | O_CREAT | O_TRUNC, 0755);
-        if (fd >= 0) close(fd);
-        r(chmod("plain", 04755)); printf(" ");
-        r(syscall(SYS_fchmodat, AT_FDCWD, "plain", 02755)); printf(" ");
-        fd = open("plain", O_RDONLY);
-        r(fchmod(fd, 06755)); printf(" ");
-        r(fchmod(fd, 0700)); printf(" ");
-        struct stat st; stat("plain", &st);
-        printf("%o ", st.st_mode & 07777);
-        r(syscall(437, AT_FDCWD, "plain", (char[24]){0}, 24)); printf("\n");
-        unlink("setid-a"); unlink("setid-b"); unlink("setid-c"); unlink("setid-d"); unlink("plain");
+    if (!strcmp(c, "setid-doors") && argc > 2) return setid_doors(argv[2]);
+    if (!strcmp(c, "foreign-chmod") && argc > 3) return foreign_chmod(argv[2], argv[3]);
+    if (!strcmp(c, "setfcap")) return setfcap();
+    if (!strcmp(c, "ia32-socket")) { in_child(ia32_socket_call, NULL); printf("\n"); return 0; }
+    if (!strcmp(c, "ptrace-init")) { r(ptrace(PTRACE_ATTACH, 1, 0, 0)); printf("\n"); return 0; }
+    if (!strcmp(c, "netlink-route")) {
+        int s = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
+        r(s); printf("\n"); if (s >= 0) close(s);
+        return 0;
+    }
+    if (!strcmp(c, "ioctl-notty")) {
+        /* On stdin, which is no terminal: seccomp answers before the tty layer. */
+        unsigned long reqs[3] = {TIOCSTI, TIOCSTI | (1UL << 32), TIOCLINUX};
+        for (int i = 0; i < 3; i++) { printf(i ? " " : ""); r(syscall(SYS_ioctl, 0, reqs[i], "x")); }
+        printf("\n");
         return 0;
     }
     if (!strcmp(c, "alloc") && argc > 2) {

@@ -49,6 +49,12 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
+        let (uid, gid) = session_ids();
+        Fixture::for_owner(uid, gid)
+    }
+
+    /// The same for a session owned by `uid:gid` (other owners need root).
+    pub fn for_owner(uid: u32, gid: u32) -> Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -56,7 +62,6 @@ impl Fixture {
         let outside = base.join("outside");
         std::fs::create_dir(&root).unwrap();
         std::fs::create_dir(&outside).unwrap();
-        let (uid, gid) = session_ids();
         for d in [&root, &outside] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
             chown(d, Some(uid), Some(gid)).unwrap();

@@ -422,6 +422,42 @@ async fn write_file_keeps_the_mode_of_the_file_it_replaces() {
     assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, 0o755);
 }
 
+/// Issue 19: no set-user/group-ID file comes out of the file tools, for a
+/// root-owned session (fsuid 0 keeps CAP_FSETID, so the kernel would keep
+/// whatever mode the tool sets) as for an ordinary one. Replacing or editing
+/// a set-id file drops the bits; a file made in a set-group-ID directory
+/// takes the directory's group, as the kernel gives it, but no set-id bit.
+#[tokio::test]
+async fn no_set_id_file_comes_out_of_the_file_tools_for_root_or_other_owners() {
+    if !crate::common::require_root() {
+        return;
+    }
+    let mode_of = |p: &std::path::Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+    for (uid, gid) in [(0, 0), (65534, 65534)] {
+        let f = Fixture::for_owner(uid, gid);
+        for setid in [0o4755, 0o2755, 0o6755] {
+            let p = f.file("bin/tool", "#!/bin/sh\necho a\n");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(setid)).unwrap();
+            f.ws.write_file(&p, "#!/bin/sh\necho b\n").await.unwrap();
+            assert_eq!(mode_of(&p), 0o755, "uid {uid}: write_file over {setid:o}");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(setid)).unwrap();
+            f.ws.edit_file(&p, "echo b", "echo c", false).await.unwrap();
+            assert_eq!(mode_of(&p), 0o755, "uid {uid}: edit_file of {setid:o}");
+            assert_eq!(f.read("bin/tool"), "#!/bin/sh\necho c\n");
+        }
+        let shared = f.p("shared");
+        f.mkdirs(&shared);
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o2775)).unwrap();
+        f.ws.write_file(&shared.join("new.txt"), "x").await.unwrap();
+        let md = std::fs::metadata(shared.join("new.txt")).unwrap();
+        assert_eq!(
+            (md.mode() & 0o7777, md.uid(), md.gid()),
+            (0o644, uid, gid),
+            "uid {uid}: a new file in a set-group-ID directory"
+        );
+    }
+}
+
 #[tokio::test]
 async fn write_file_refuses_hard_linked_files() {
     let f = Fixture::new();
