@@ -133,9 +133,34 @@ pub fn open_error(status: &Status) -> AgentError {
         Code::PermissionDenied => AgentError::Refused(status.message().to_string()),
         _ => AgentError::Rpc {
             what: "open a session",
-            message: status.message().to_string(),
+            message: status_text(status),
         },
     }
+}
+
+/// A status's message; for a connection the supervisor refused (an HTTP/2
+/// GOAWAY, e.g. over `max_connections_per_uid`), the reason it sent, which
+/// tonic keeps only in the error's source chain.
+pub fn status_text(status: &Status) -> String {
+    let mut deepest: Option<String> = None;
+    let mut cur = std::error::Error::source(status);
+    while let Some(e) = cur {
+        deepest = Some(e.to_string());
+        cur = e.source();
+    }
+    match deepest.as_deref().and_then(goaway_reason) {
+        Some(reason) => format!("the supervisor refused the connection: {reason}"),
+        None => status.message().to_string(),
+    }
+}
+
+/// The debug text of a GOAWAY as h2 displays it:
+/// `connection error received: <code> (b"<text>")`.
+fn goaway_reason(text: &str) -> Option<String> {
+    let rest = text.split_once("connection error received: ")?.1;
+    let start = rest.find("(b\"")? + 3;
+    let end = rest.rfind("\")")?;
+    (end > start).then(|| rest[start..end].replace("\\\"", "\""))
 }
 
 impl Session {
@@ -283,7 +308,7 @@ pub fn rpc_error(what: &'static str, status: &Status) -> AgentError {
         )),
         _ => AgentError::Rpc {
             what,
-            message: status.message().to_string(),
+            message: status_text(status),
         },
     }
 }
@@ -389,5 +414,24 @@ impl ControlStream {
         };
         // A closed stream surfaces as a Closed event on the reader side.
         let _ = self.tx.send(msg).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_goaway_reason_is_found_in_h2s_words() {
+        let h2 = r#"connection error received: detected excessive load generating behavior (b"uid 7 already holds 64 connections")"#;
+        assert_eq!(
+            goaway_reason(h2).as_deref(),
+            Some("uid 7 already holds 64 connections")
+        );
+        assert_eq!(goaway_reason("connection reset by peer"), None);
+        assert_eq!(
+            goaway_reason("connection error received: no debug data"),
+            None
+        );
     }
 }

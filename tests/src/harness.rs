@@ -128,9 +128,17 @@ pub struct Builder {
     sandbox: Option<String>,
     env: Vec<(String, String)>,
     dirs: Option<Dirs>,
+    wrapper: Vec<String>,
 }
 
 impl Builder {
+    /// Runs the supervisor through this command, e.g.
+    /// `["prlimit", "--nofile=256:256", "--"]` (it must exec it, keeping the pid).
+    pub fn wrapper(mut self, argv: &[&str]) -> Builder {
+        self.wrapper = argv.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
     pub fn config(mut self, toml: &str) -> Builder {
         self.config = toml.to_string();
         self
@@ -155,7 +163,14 @@ impl Builder {
         let dirs = self.dirs.unwrap_or_default();
         let config_path = dirs.root.path().join("supervisor.toml");
         std::fs::write(&config_path, &self.config).expect("write config");
-        let mut cmd = Command::new(bin("supervisor"));
+        let mut cmd = match self.wrapper.split_first() {
+            Some((prog, args)) => {
+                let mut c = Command::new(prog);
+                c.args(args).arg(bin("supervisor"));
+                c
+            }
+            None => Command::new(bin("supervisor")),
+        };
         cmd.arg("--config")
             .arg(&config_path)
             .arg("--state-dir")
@@ -249,6 +264,7 @@ impl Supervisor {
             sandbox: None,
             env: Vec::new(),
             dirs: None,
+            wrapper: Vec::new(),
         }
     }
 

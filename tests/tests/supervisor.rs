@@ -575,8 +575,13 @@ async fn health_and_reflection_on_both_sockets() {
 
 #[tokio::test]
 async fn hundred_concurrent_sessions_leak_no_fds() {
+    // One uid opens 100 sessions on 100 connections at once: above the
+    // default caps of both.
     let sup = Supervisor::builder()
-        .config("[supervisor]\nmax_sessions_per_uid = 200\n[llm]\nprovider = \"script\"\n")
+        .config(
+            "[supervisor]\nmax_sessions_per_uid = 200\nmax_connections_per_uid = 200\n\
+             [llm]\nprovider = \"script\"\n",
+        )
         .start();
     let ws = sup.dirs.workspace("ws", 0);
     // Warm up lazily opened things (the first session, thread pools).

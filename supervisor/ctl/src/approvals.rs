@@ -27,11 +27,11 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
         .into_inner()
         .approvals;
     if json_out {
-        println!("{}", Value::Array(list.iter().map(approval_json).collect()));
+        outln!("{}", Value::Array(list.iter().map(approval_json).collect()));
         return Ok(());
     }
     if list.is_empty() {
-        println!("no pending approvals");
+        outln!("no pending approvals");
         return Ok(());
     }
     let rows: Vec<Vec<String>> = list
@@ -74,7 +74,7 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
         .iter()
         .filter(|a| a.destructive && a.status == "pending")
     {
-        println!(
+        outln!(
             "\n{} is destructive: approve with --confirm {:?}",
             a.id,
             table::escape(&a.target)
@@ -102,7 +102,7 @@ pub async fn decide(
         .await
         .map_err(status_error)?
         .into_inner();
-    println!("{id} {} by {}", r.outcome, r.decided_by);
+    outln!("{id} {} by {}", r.outcome, r.decided_by);
     Ok(())
 }
 
@@ -118,7 +118,7 @@ pub async fn watch(mut c: Client, session: Option<String>, json_out: bool) -> an
         let ev = ev.map_err(status_error)?;
         if json_out {
             let fields: Value = serde_json::from_str(&ev.json).unwrap_or(Value::Null);
-            println!(
+            outln!(
                 "{}",
                 json!({
                     "ts_unix_ms": ev.ts_unix_ms, "session": ev.session_id, "event": ev.event,
@@ -133,7 +133,7 @@ pub async fn watch(mut c: Client, session: Option<String>, json_out: bool) -> an
             } else {
                 ev.session_id.clone()
             };
-            println!(
+            outln!(
                 "{h:02}:{m:02}:{s:02}Z {:<12} {:<18} {}",
                 session,
                 ev.event,

@@ -62,7 +62,7 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
         };
         let shown = table::escape(&f.display().to_string());
         match verify_file(f, expected.as_deref()) {
-            Ok(ok) => println!(
+            Ok(ok) => outln!(
                 "{shown}: ok: {} records{}",
                 ok.records,
                 if expected.is_some() {
@@ -72,7 +72,7 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
                 }
             ),
             Err(e @ VerifyError::Broken { .. }) => {
-                println!("{shown}: {}", table::escape(&e.to_string()));
+                outln!("{shown}: {}", table::escape(&e.to_string()));
                 code = 1;
             }
             Err(e) => {
@@ -95,7 +95,7 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
                 );
             }
             for m in &report.missing {
-                println!(
+                outln!(
                     "{}: {}",
                     table::escape(&m.log.display().to_string()),
                     table::escape(&m.to_string())
@@ -147,7 +147,7 @@ pub async fn tail(dir: &Path, session: &str, follow: bool) -> anyhow::Result<()>
             until_closed: true,
             ..FollowOptions::default()
         };
-        let mut out = std::io::stdout();
+        let mut out = crate::out::Stdout;
         let stop_now = move || !follow || stop.load(Ordering::SeqCst);
         follow_session(&dir, &session, &opts, &mut out, &stop_now)
     })
@@ -163,9 +163,9 @@ pub async fn tail(dir: &Path, session: &str, follow: bool) -> anyhow::Result<()>
 pub fn report(paths: &[PathBuf], json_out: bool) -> anyhow::Result<()> {
     let r = tollgate_audit::report::report(paths)?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{r}");
+        out!("{r}");
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use tollgate_sandbox::{CheckStatus, DoctorCheck};
-use tollgate_supervisor::config::{Config, DEFAULT_CONFIG};
+use tollgate_supervisor::config::{BackendChoice, Config, DEFAULT_CONFIG};
 
 fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) -> DoctorCheck {
     DoctorCheck {
@@ -19,11 +19,39 @@ fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) ->
 pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     let mut checks: Vec<DoctorCheck> = Vec::new();
 
-    // The config this host would use.
-    let config_path = std::env::var_os("TOLLGATE_CONFIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    let config = match Config::load(&config_path, false) {
+    // The running supervisor, if one answers: its config file and engine
+    // socket are the ones to check, and its sandbox line is as of now.
+    let running = match crate::client::connect(operator_socket).await {
+        Ok(mut c) => Some(
+            c.status(tollgate_proto::v1::StatusRequest {})
+                .await
+                .map(tonic::Response::into_inner),
+        ),
+        Err(e) => {
+            checks.push(check(
+                "supervisor",
+                CheckStatus::Warn,
+                // The message already carries its hint.
+                format!("{e:#}"),
+                None,
+            ));
+            None
+        }
+    };
+    let status = running.as_ref().and_then(|r| r.as_ref().ok());
+
+    // The config this host would use: the running supervisor's, else
+    // $TOLLGATE_CONFIG, else the default path.
+    let (config_path, explicit) = match status.filter(|s| !s.config_file.is_empty()) {
+        Some(s) => (PathBuf::from(&s.config_file), true),
+        None => (
+            std::env::var_os("TOLLGATE_CONFIG")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
+            false,
+        ),
+    };
+    let config = match Config::load(&config_path, explicit) {
         Ok(c) => {
             let detail = if config_path.exists() {
                 format!("{} parses", config_path.display())
@@ -47,25 +75,25 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     // The native sandbox's kernel features.
     checks.extend(tollgate_sandbox::native::doctor_checks());
 
-    // Docker engine and image.
+    // Docker engine and image, at the socket the config names (the
+    // running supervisor's, when one answers), checked now.
     let mut dcfg = tollgate_sandbox::docker::DockerConfig::new(
         config.supervisor.state_dir.clone(),
         config.audit.dir.clone(),
     );
-    dcfg.socket = config.sandbox.docker_socket.clone();
+    dcfg.socket = match status.filter(|s| !s.docker_socket.is_empty()) {
+        Some(s) => PathBuf::from(&s.docker_socket),
+        None => config.sandbox.docker_socket.clone(),
+    };
     if !config.sandbox.image.is_empty() {
         dcfg.image = config.sandbox.image.clone();
     }
-    let docker_checks = tollgate_sandbox::docker::doctor_checks(&dcfg).await;
-    let docker_needed =
-        config.sandbox.backend == tollgate_supervisor::config::BackendChoice::Docker;
-    for mut c in docker_checks {
-        // Docker problems only fail the doctor when docker is the backend.
-        if c.status == CheckStatus::Fail && !docker_needed {
-            c.status = CheckStatus::Warn;
-        }
-        checks.push(c);
-    }
+    // Docker problems only fail the doctor when docker is the backend.
+    let docker_needed = match status {
+        Some(s) => s.sandbox == BackendChoice::Docker.as_str(),
+        None => config.sandbox.backend == BackendChoice::Docker,
+    };
+    checks.extend(tollgate_sandbox::docker::doctor_checks_for(&dcfg, docker_needed).await);
 
     // Hard links to files outside a workspace are invisible to path checks;
     // the kernel's protections keep a sandbox from making them.
@@ -116,41 +144,37 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         &[0o600, 0o660],
     ));
     checks.push(socket_check("agent socket", &agent_socket, &[0o666, 0o660]));
-    match crate::client::connect(operator_socket).await {
-        Ok(mut c) => match c.status(tollgate_proto::v1::StatusRequest {}).await {
-            Ok(s) => {
-                let s = s.into_inner();
-                let bad = s.sandbox_strength.contains("MISSING");
-                checks.push(check(
-                    "supervisor",
-                    if bad {
-                        CheckStatus::Fail
-                    } else {
-                        CheckStatus::Ok
-                    },
-                    format!(
-                        "running (pid {}), sandbox {}: {}",
-                        s.pid, s.sandbox, s.sandbox_strength
-                    ),
-                    bad.then_some(
-                        "sessions are refused until the sandbox can run at full strength",
-                    ),
-                ));
-            }
-            Err(e) => checks.push(check(
+    match running {
+        Some(Ok(s)) => {
+            let bad = s.sandbox_strength.contains("MISSING");
+            let choice = BackendChoice::parse(&s.sandbox).unwrap_or(BackendChoice::Native);
+            checks.push(check(
                 "supervisor",
-                CheckStatus::Fail,
-                e.message().to_string(),
-                None,
-            )),
-        },
-        Err(e) => checks.push(check(
+                if bad {
+                    CheckStatus::Fail
+                } else {
+                    CheckStatus::Ok
+                },
+                format!(
+                    "running (pid {}), sandbox {}: {}",
+                    s.pid, s.sandbox, s.sandbox_strength
+                ),
+                bad.then_some(match choice {
+                    BackendChoice::Native => "the native checks above say what this host lacks",
+                    BackendChoice::Docker => {
+                        "start the docker engine (or build the image); the supervisor tries again on demand, no restart needed"
+                    }
+                }),
+            ));
+        }
+        Some(Err(e)) => checks.push(check(
             "supervisor",
-            CheckStatus::Warn,
-            // The message already carries its hint.
-            format!("{e:#}"),
+            CheckStatus::Fail,
+            e.message().to_string(),
             None,
         )),
+        // Said above.
+        None => {}
     }
 
     let mut failed = false;
@@ -167,7 +191,7 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         {
             line.push_str(&format!(" (hint: {h})"));
         }
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(if failed { 1 } else { 0 })
 }

@@ -4,6 +4,11 @@
 //! error; 3 denied. Errors print as `supervisorctl: <message>[, hint]`.
 
 #![forbid(unsafe_code)]
+// Every write to stdout goes through `out` (a closed pipe exits quietly).
+#![deny(clippy::print_stdout)]
+
+#[macro_use]
+mod out;
 
 mod approvals;
 mod audit;

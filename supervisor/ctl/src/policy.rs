@@ -57,8 +57,8 @@ pub fn test(a: TestArgs) -> anyhow::Result<u8> {
         opts.protected
             .push(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone()));
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Line-buffered (std's stdout), so each answer leaves as it is made.
+    let mut out = crate::out::Stdout;
     let result = match a.file.as_deref() {
         None => policy_test::run(
             &mut std::io::stdin().lock(),
@@ -82,7 +82,6 @@ pub fn test(a: TestArgs) -> anyhow::Result<u8> {
     };
     match result {
         Ok(()) => Ok(0),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
         Err(e) => Err(anyhow!("{e}")),
     }
 }

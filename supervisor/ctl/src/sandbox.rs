@@ -38,7 +38,7 @@ pub async fn exec(mut c: Client, a: ExecArgs) -> anyhow::Result<u8> {
         .await
         .map_err(status_error)?
         .into_inner();
-    let mut stdout = std::io::stdout();
+    let mut stdout = crate::out::Stdout;
     let mut stderr = std::io::stderr();
     while let Some(msg) = stream.next().await {
         match msg.map_err(status_error)?.out {

@@ -24,8 +24,10 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         .await
         .map_err(status_error)?
         .into_inner();
+    let fds = s.fds.unwrap_or_default();
+    let conns = s.connections.clone().unwrap_or_default();
     if json_out {
-        println!(
+        outln!(
             "{}",
             json!({
                 "version": s.version, "pid": s.pid, "uptime_s": s.uptime_s, "sandbox": s.sandbox,
@@ -33,10 +35,34 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
                 "approvals_pending": s.approvals_pending, "audit_dir": s.audit_dir,
                 "audit_sync": s.audit_sync, "agent_socket": s.agent_socket,
                 "operator_socket": s.operator_socket, "state_dir": s.state_dir,
+                "docker_socket": s.docker_socket, "config_file": s.config_file,
+                "fds": {
+                    "in_use": fds.in_use, "limit": fds.limit, "reserve": fds.reserve,
+                    "limit_at_start": fds.limit_at_start,
+                },
+                "connections": {
+                    "agent": {
+                        "open": conns.agent_open, "max_per_uid": conns.max_per_uid,
+                        "idle_timeout_s": conns.idle_timeout_s,
+                        "refused_over_uid_cap": conns.refused_over_uid_cap,
+                        "refused_over_fd_reserve": conns.refused_over_fd_reserve,
+                        "refused_unidentified": conns.refused_unidentified,
+                        "closed_idle": conns.closed_idle,
+                        "top_uids": conns.top_uids.iter()
+                            .map(|u| json!({"uid": u.uid, "open": u.open}))
+                            .collect::<Vec<_>>(),
+                    },
+                    "operator": { "open": conns.operator_open },
+                },
             })
         );
         return Ok(());
     }
+    let config = if s.config_file.is_empty() {
+        "built-in defaults".to_string()
+    } else {
+        s.config_file.clone()
+    };
     let rows = [
         (
             "supervisor",
@@ -45,17 +71,52 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
                 s.pid, s.version, s.uptime_s
             ),
         ),
+        ("config", config),
         ("sandbox", format!("{}: {}", s.sandbox, s.sandbox_strength)),
         ("sessions", format!("{} active", s.sessions_active)),
         ("approvals", format!("{} pending", s.approvals_pending)),
         ("audit", format!("{} (sync {})", s.audit_dir, s.audit_sync)),
+        ("descriptors", descriptors_line(&fds)),
+        ("connections", connections_line(&conns)),
+        ("refused", refused_line(&conns)),
         ("agent socket", s.agent_socket),
         ("operator socket", s.operator_socket),
     ];
     for (k, v) in rows {
-        println!("{:<16} {}", format!("{k}:"), table::escape(&v));
+        outln!("{:<16} {}", format!("{k}:"), table::escape(&v));
     }
     Ok(())
+}
+
+fn descriptors_line(f: &pb::FdStatus) -> String {
+    format!(
+        "{} of {} in use (the last {} kept for operators, the audit log, sandboxes and LLM calls)",
+        f.in_use, f.limit, f.reserve
+    )
+}
+
+fn connections_line(c: &pb::ConnectionStatus) -> String {
+    let most = if c.top_uids.is_empty() {
+        String::new()
+    } else {
+        let uids: Vec<String> = c
+            .top_uids
+            .iter()
+            .map(|u| format!("uid {} {}", u.uid, u.open))
+            .collect();
+        format!("; most: {}", uids.join(", "))
+    };
+    format!(
+        "agent.sock {} open (at most {} per uid, closed after {}s idle{most}); operator.sock {} open",
+        c.agent_open, c.max_per_uid, c.idle_timeout_s, c.operator_open
+    )
+}
+
+fn refused_line(c: &pb::ConnectionStatus) -> String {
+    format!(
+        "agent.sock: {} over the per-uid cap, {} over the descriptor budget, {} unidentified; {} closed idle",
+        c.refused_over_uid_cap, c.refused_over_fd_reserve, c.refused_unidentified, c.closed_idle
+    )
 }
 
 pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()> {
@@ -67,11 +128,11 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
         .sessions;
     if json_out {
         let v: Vec<Value> = list.iter().map(session_json).collect();
-        println!("{}", Value::Array(v));
+        outln!("{}", Value::Array(v));
         return Ok(());
     }
     if list.is_empty() {
-        println!(
+        outln!(
             "no sessions{}",
             if all {
                 ""
@@ -121,7 +182,7 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
         .map_err(status_error)?
         .into_inner();
     if json_out {
-        println!("{}", session_json(&s));
+        outln!("{}", session_json(&s));
         return Ok(());
     }
     let tools = if s.tools.is_empty() {
@@ -161,7 +222,7 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
         ("audit", s.audit_file.clone()),
     ];
     for (k, v) in rows {
-        println!("{:<11} {}", format!("{k}:"), table::escape(&v));
+        outln!("{:<11} {}", format!("{k}:"), table::escape(&v));
     }
     Ok(())
 }
@@ -175,7 +236,7 @@ pub async fn revoke(mut c: Client, id: String, reason: Option<String>) -> anyhow
         .await
         .map_err(status_error)?
         .into_inner();
-    println!("revoked {} ({})", s.id, table::escape(&s.end_reason));
+    outln!("revoked {} ({})", s.id, table::escape(&s.end_reason));
     Ok(())
 }
 
@@ -190,10 +251,10 @@ pub async fn kill(mut c: Client, id: Option<String>, all: bool) -> anyhow::Resul
         .map_err(status_error)?
         .into_inner();
     if r.killed.is_empty() {
-        println!("no sessions killed");
+        outln!("no sessions killed");
     }
     for id in r.killed {
-        println!("killed {id}");
+        outln!("killed {id}");
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
                 out.push_str(&format!("{c:<w$}  ", w = widths[i]));
             }
         }
-        println!("{}", out.trim_end());
+        outln!("{}", out.trim_end());
     };
     line(headers.iter().map(|h| h.to_string()).collect());
     for r in rows {

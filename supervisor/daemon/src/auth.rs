@@ -19,6 +19,7 @@ use tonic::codegen::{BoxFuture, Service};
 use tonic::server::NamedService;
 use tonic::transport::server::UdsConnectInfo;
 
+use crate::conn::ConnInfo;
 use crate::credentials::{self, Presented};
 use crate::sessions::{Session, TokenCheck};
 use crate::supervisor::{Peer, Supervisor};
@@ -32,9 +33,11 @@ const OPEN_SESSION: &str = "/tollgate.v1.AgentService/OpenSession";
 const OPERATOR_PREFIX: &str = "/tollgate.v1.OperatorService/";
 
 fn peer_of<B>(req: &Request<B>) -> Result<Peer, Status> {
-    let cred = req
-        .extensions()
-        .get::<UdsConnectInfo>()
+    let ext = req.extensions();
+    let cred = ext
+        .get::<ConnInfo>()
+        .map(|c| &c.uds)
+        .or_else(|| ext.get::<UdsConnectInfo>())
         .and_then(|i| i.peer_cred)
         .ok_or_else(|| Status::permission_denied("cannot identify the caller (no SO_PEERCRED)"))?;
     Ok(Peer {

@@ -5,18 +5,34 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::OnceCell;
+use tollgate_sandbox::docker::{OnReaped, Reconnecting};
 use tollgate_sandbox::{Backend, Limits, Reaped, SandboxError};
 
 use crate::config::{BackendChoice, Config};
 
 /// How to build each backend.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BackendSettings {
     pub helper_exe: PathBuf,
     pub state_dir: PathBuf,
     pub audit_dir: PathBuf,
     pub docker_socket: PathBuf,
     pub image: String,
+    /// Records containers a crashed predecessor left, when the Docker
+    /// engine is first reached after start.
+    pub on_reaped: OnReaped,
+}
+
+impl std::fmt::Debug for BackendSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendSettings")
+            .field("helper_exe", &self.helper_exe)
+            .field("state_dir", &self.state_dir)
+            .field("audit_dir", &self.audit_dir)
+            .field("docker_socket", &self.docker_socket)
+            .field("image", &self.image)
+            .finish_non_exhaustive()
+    }
 }
 
 pub struct Backends {
@@ -30,15 +46,22 @@ pub struct Backends {
 impl Backends {
     /// Builds the configured backend. A backend that cannot reach full
     /// strength still starts (so `status` and `doctor` can say why); every
-    /// sandbox it is asked for is then refused with the reason.
+    /// sandbox it is asked for is then refused with the reason. A Docker
+    /// engine that is down is tried again when a sandbox is needed.
     pub async fn new(choice: BackendChoice, settings: BackendSettings) -> Backends {
         let primary = match build(choice, &settings).await {
             Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(backend = choice.as_str(), error = %e, "sandbox backend unavailable; sessions will be refused");
-                Arc::new(Unavailable::new(choice, e.to_string()))
-            }
+            Err(e) => Arc::new(Unavailable::new(choice, &e)),
         };
+        let strength = primary.strength();
+        if !strength.missing.is_empty() {
+            tracing::warn!(
+                backend = choice.as_str(),
+                missing = %strength.missing.join("; "),
+                "{}",
+                refused_while_missing(choice)
+            );
+        }
         let b = Backends {
             primary: Arc::clone(&primary),
             primary_choice: choice,
@@ -74,6 +97,19 @@ impl Backends {
 
     pub fn primary_choice(&self) -> BackendChoice {
         self.primary_choice
+    }
+
+    /// At a clean exit, after every session ended: each backend built so
+    /// far removes what it set up for all its sandboxes.
+    pub async fn shutdown(&self) {
+        for cell in [&self.native, &self.docker] {
+            if let Some(b) = cell.get() {
+                b.shutdown().await;
+            }
+        }
+        if self.native.get().is_none() && self.docker.get().is_none() {
+            self.primary.shutdown().await;
+        }
     }
 
     /// The backend for `choice`, built on first use. A backend built here
@@ -125,7 +161,8 @@ async fn build(
             if !s.image.is_empty() {
                 cfg.image = s.image.clone();
             }
-            let b = tollgate_sandbox::docker::DockerBackend::connect(cfg).await?;
+            // Never fails: an engine that is down is tried again on demand.
+            let b = Reconnecting::connect(cfg, Arc::clone(&s.on_reaped)).await;
             Ok(Arc::new(b))
         }
     }
@@ -139,12 +176,34 @@ pub struct Unavailable {
 }
 
 impl Unavailable {
-    pub fn new(choice: BackendChoice, reason: String) -> Unavailable {
+    /// `why`'s own words become the reason: refusals say "sandbox
+    /// unavailable" once, not once per layer.
+    pub fn new(choice: BackendChoice, why: &SandboxError) -> Unavailable {
         let kind = match choice {
             BackendChoice::Native => tollgate_sandbox::BackendKind::Native,
             BackendChoice::Docker => tollgate_sandbox::BackendKind::Docker,
         };
+        let reason = match why {
+            SandboxError::Unavailable(_) => why.detail(),
+            SandboxError::Refused(_)
+            | SandboxError::Gone(_)
+            | SandboxError::Io { .. }
+            | SandboxError::Other(_) => why.to_string(),
+        };
         Unavailable { kind, reason }
+    }
+}
+
+/// What a backend that lacks something refuses, in one sentence: only
+/// what needs a sandbox (sessions open, and the file tools and webfetch work).
+pub fn refused_while_missing(choice: BackendChoice) -> &'static str {
+    match choice {
+        BackendChoice::Native => {
+            "run_bash and sandbox exec are refused until the native sandbox can run at full strength"
+        }
+        BackendChoice::Docker => {
+            "run_bash and sandbox exec are refused until the docker engine can run the sandbox at full strength; each of them tries the engine again"
+        }
     }
 }
 
@@ -198,4 +257,67 @@ pub fn hidden_paths(
         v.push(c.to_path_buf());
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> tollgate_sandbox::SandboxSpec {
+        tollgate_sandbox::SandboxSpec {
+            session_id: "AAAAAAAAAAAA".to_string(),
+            workspace: PathBuf::from("/nonexistent"),
+            workspace_id: None,
+            uid: 1000,
+            gid: 1000,
+            env: Vec::new(),
+            limits: Limits::default(),
+            hidden: Vec::new(),
+        }
+    }
+
+    /// Regression: "sandbox unavailable: sandbox unavailable: docker engine …".
+    #[tokio::test]
+    async fn an_unavailable_backend_says_unavailable_once() {
+        let why = SandboxError::Unavailable(
+            "docker engine not reachable at unix:///x.sock: no socket there; start the engine"
+                .to_string(),
+        );
+        let b = Unavailable::new(BackendChoice::Docker, &why);
+        let Err(e) = b.create(&spec()).await else {
+            panic!("an unavailable backend built a sandbox");
+        };
+        assert_eq!(
+            e.to_string(),
+            "sandbox unavailable: docker engine not reachable at unix:///x.sock: no socket there; start the engine"
+        );
+        assert_eq!(
+            b.strength().missing,
+            vec![
+                "docker engine not reachable at unix:///x.sock: no socket there; start the engine"
+                    .to_string()
+            ]
+        );
+        // Another kind keeps its own word, said once.
+        let why = SandboxError::Other("probe failed".to_string());
+        let Err(e) = Unavailable::new(BackendChoice::Native, &why)
+            .create(&spec())
+            .await
+        else {
+            panic!("an unavailable backend built a sandbox");
+        };
+        assert_eq!(e.to_string(), "sandbox unavailable: sandbox: probe failed");
+    }
+
+    #[test]
+    fn what_is_refused_names_only_sandboxed_commands() {
+        for choice in [BackendChoice::Native, BackendChoice::Docker] {
+            let s = refused_while_missing(choice);
+            assert!(
+                s.starts_with("run_bash and sandbox exec are refused"),
+                "{s}"
+            );
+            assert!(!s.contains("session"), "{s}");
+        }
+    }
 }

@@ -39,6 +39,16 @@ pub struct SupervisorSection {
     /// Group whose members may use operator.sock (mode 0660 then).
     pub operator_group: Option<String>,
     pub max_sessions_per_uid: u32,
+    /// Connections one uid may hold open on agent.sock at once; more are
+    /// refused at once.
+    pub max_connections_per_uid: u32,
+    /// An agent.sock connection with no request in flight for this long is
+    /// closed (a long streaming call, an approval wait or a long run_bash,
+    /// is in flight, not idle).
+    pub idle_connection_timeout_s: u64,
+    /// File descriptors agent.sock can never take: operator.sock, the audit
+    /// log, sandboxes and LLM calls keep them.
+    pub fd_reserve: u64,
 }
 
 impl Default for SupervisorSection {
@@ -47,6 +57,9 @@ impl Default for SupervisorSection {
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             operator_group: None,
             max_sessions_per_uid: 16,
+            max_connections_per_uid: 64,
+            idle_connection_timeout_s: 5,
+            fd_reserve: 256,
         }
     }
 }
@@ -257,6 +270,13 @@ impl Config {
             path: path.to_path_buf(),
             message,
         };
+        let sv = &self.supervisor;
+        if sv.max_connections_per_uid == 0 || sv.idle_connection_timeout_s == 0 {
+            return Err(invalid(
+                "[supervisor] max_connections_per_uid and idle_connection_timeout_s must be > 0"
+                    .to_string(),
+            ));
+        }
         let s = &self.session;
         if s.default_mode > s.max_mode {
             return Err(invalid(format!(
@@ -396,6 +416,38 @@ mod tests {
         );
         for key in ["tmp_mb", "fsize_mb", "memory_mb", "pids"] {
             let err = Config::parse(&format!("[sandbox]\n{key} = 0\n"), Path::new("x.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn connection_bounds_have_defaults_and_zero_is_refused() {
+        let c = Config::parse(
+            "[supervisor]\nmax_connections_per_uid = 8\nidle_connection_timeout_s = 2\nfd_reserve = 64\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.supervisor.max_connections_per_uid,
+                c.supervisor.idle_connection_timeout_s,
+                c.supervisor.fd_reserve
+            ),
+            (8, 2, 64)
+        );
+        let d = Config::default().supervisor;
+        assert_eq!(
+            (
+                d.max_connections_per_uid,
+                d.idle_connection_timeout_s,
+                d.fd_reserve
+            ),
+            (64, 5, 256)
+        );
+        for key in ["max_connections_per_uid", "idle_connection_timeout_s"] {
+            let err = Config::parse(&format!("[supervisor]\n{key} = 0\n"), Path::new("x.toml"))
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(key), "{key}: {err}");

@@ -11,7 +11,9 @@ use tollgate_proto::v1 as pb;
 
 use crate::sessions::unix_ms;
 
-/// Writes audit records and publishes them to watchers.
+/// Writes audit records and publishes them to watchers. A clone writes to
+/// the same log and the same watchers.
+#[derive(Clone)]
 pub struct Recorder {
     audit: Arc<Audit>,
     watchers: broadcast::Sender<pb::Event>,

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod backends;
 pub mod chat;
 pub mod config;
+pub mod conn;
 pub mod credentials;
 pub mod events;
 pub mod facts;

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -78,14 +79,17 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("supervisor: cannot start the async runtime: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "supervisor: cannot start the async runtime: {e}"
+            );
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(server::run(opts)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("supervisor: {e:#}");
+            let _ = writeln!(std::io::stderr(), "supervisor: {e:#}");
             ExitCode::from(1)
         }
     }

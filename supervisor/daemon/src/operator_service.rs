@@ -12,7 +12,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::operator_service_server::OperatorService;
-use tollgate_sandbox::{ExecRequest, Output, SandboxSpec};
+use tollgate_sandbox::{ExecRequest, Output, SandboxError, SandboxSpec};
 use tonic::{Request, Response, Status};
 
 use crate::approvals::DecideError;
@@ -46,19 +46,22 @@ impl OperatorService for OperatorSvc {
         _req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let sup = &self.sup;
-        let strength = sup.backends.primary().strength();
+        let primary = sup.backends.primary();
+        // As it is now: a Docker engine is checked again.
+        let strength = primary.refresh().await;
         let mut line = strength.summary.clone();
         if !strength.missing.is_empty() {
             line.push_str(&format!(
-                " — MISSING: {} (sessions are refused)",
-                strength.missing.join(", ")
+                " — MISSING: {} ({})",
+                strength.missing.join(", "),
+                crate::backends::refused_while_missing(sup.backends.primary_choice())
             ));
         }
         Ok(Response::new(pb::StatusResponse {
             version: env!("CARGO_PKG_VERSION").to_string(),
             pid: std::process::id(),
             uptime_s: sup.started.elapsed().as_secs(),
-            sandbox: sup.backends.primary().kind().as_str().to_string(),
+            sandbox: primary.kind().as_str().to_string(),
             sandbox_strength: line,
             sessions_active: sup.sessions.len() as u32,
             approvals_pending: sup.approvals.pending_count() as u32,
@@ -67,6 +70,15 @@ impl OperatorService for OperatorSvc {
             operator_socket: sup.paths.operator_socket.display().to_string(),
             state_dir: sup.paths.state_dir.display().to_string(),
             audit_sync: sup.audit.sync_mode().as_str().to_string(),
+            fds: Some(fd_status(sup)),
+            connections: Some(connection_status(sup)),
+            docker_socket: sup.config.sandbox.docker_socket.display().to_string(),
+            config_file: sup
+                .paths
+                .config_file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
         }))
     }
 
@@ -280,7 +292,7 @@ impl OperatorService for OperatorSvc {
             .backends
             .get(choice)
             .await
-            .map_err(|e| Status::unavailable(format!("SANDBOX_UNAVAILABLE: {e}")))?;
+            .map_err(|e| sandbox_status(&e))?;
         for r in reaped {
             let _ =
                 sup.recorder
@@ -316,7 +328,7 @@ impl OperatorService for OperatorSvc {
         let sandbox = backend
             .create(&spec)
             .await
-            .map_err(|e| Status::unavailable(format!("SANDBOX_UNAVAILABLE: {e}")))?;
+            .map_err(|e| sandbox_status(&e))?;
         let (tx, out) = mpsc::channel::<Result<pb::SandboxExecOutput, Status>>(64);
         let argv = r.argv.clone();
         tokio::spawn(async move {
@@ -357,12 +369,56 @@ impl OperatorService for OperatorSvc {
                         timed_out: o.timed_out,
                     })),
                 }),
-                Err(e) => Err(Status::unavailable(format!("SANDBOX_UNAVAILABLE: {e}"))),
+                Err(e) => Err(sandbox_status(&e)),
             };
             let _ = tx.send(msg).await;
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
     }
+}
+
+fn fd_status(sup: &Supervisor) -> pb::FdStatus {
+    let b = &sup.conns.bounds;
+    pb::FdStatus {
+        in_use: crate::conn::fds::in_use().unwrap_or(0),
+        limit: b.fds.soft,
+        reserve: b.fd_reserve,
+        limit_at_start: b.fds.was,
+    }
+}
+
+fn connection_status(sup: &Supervisor) -> pb::ConnectionStatus {
+    let b = &sup.conns.bounds;
+    let s = sup.conns.stats.snapshot();
+    let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    pb::ConnectionStatus {
+        agent_open: small(s.agent_open),
+        operator_open: small(s.operator_open),
+        max_per_uid: b.max_per_uid,
+        idle_timeout_s: b.idle.as_secs(),
+        refused_over_uid_cap: s.refused_uid_cap,
+        refused_over_fd_reserve: s.refused_fd_reserve,
+        refused_unidentified: s.refused_unidentified,
+        closed_idle: s.closed_idle,
+        top_uids: s
+            .top_uids
+            .iter()
+            .map(|&(uid, open)| pb::UidConnections { uid, open })
+            .collect(),
+    }
+}
+
+/// A sandbox that could not be had, as a status that says so once.
+fn sandbox_status(e: &SandboxError) -> Status {
+    let detail = match e {
+        // The code already says "unavailable".
+        SandboxError::Unavailable(_) => e.detail(),
+        SandboxError::Refused(_)
+        | SandboxError::Gone(_)
+        | SandboxError::Io { .. }
+        | SandboxError::Other(_) => e.to_string(),
+    };
+    Status::unavailable(format!("SANDBOX_UNAVAILABLE: {detail}"))
 }
 
 impl OperatorSvc {
@@ -377,5 +433,28 @@ impl OperatorSvc {
                 None => Status::not_found(format!("session {id} is unknown")),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: "SANDBOX_UNAVAILABLE: sandbox unavailable: …".
+    #[test]
+    fn a_sandbox_status_says_each_thing_once() {
+        let s = sandbox_status(&SandboxError::Unavailable(
+            "docker engine not reachable at unix:///x.sock: no socket there".to_string(),
+        ));
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            s.message(),
+            "SANDBOX_UNAVAILABLE: docker engine not reachable at unix:///x.sock: no socket there"
+        );
+        let s = sandbox_status(&SandboxError::Refused("workspace /w is gone".to_string()));
+        assert_eq!(
+            s.message(),
+            "SANDBOX_UNAVAILABLE: sandbox refused: workspace /w is gone"
+        );
     }
 }

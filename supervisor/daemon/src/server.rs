@@ -1,17 +1,20 @@
 //! Start-up, the two sockets, and shutdown.
 //!
 //! Privileged steps in order (docs/OPERATIONS.md lists the same):
-//! 1. load the config (a typo stops the start, naming the line);
+//! 1. load the config (a typo stops the start, naming the line); raise the
+//!    soft RLIMIT_NOFILE to the hard limit and check `fd_reserve` fits in it;
 //! 2. prepare the state dir; open the audit dir (wrong permissions stop the
 //!    start) and the supervisor's log;
 //! 3. scan the environment for secrets (the count goes in the `config` event);
 //! 4. build the policy engine (a bad rule stops the start);
 //! 5. build the sandbox backend and reap sandboxes a crashed predecessor left;
 //! 6. bind agent.sock (0666) and operator.sock (0600, or 0660 + group),
-//!    replacing stale socket files but never a live supervisor's;
+//!    replacing stale socket files but never a live supervisor's; agent.sock
+//!    accepts within the connection bounds of [`crate::conn`];
 //! 7. print the ready line, serve, and on SIGTERM/SIGINT revoke every session,
 //!    kill sandboxes, flush the audit log and remove the sockets.
 
+use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +23,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use serde_json::json;
 use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::{Audit, Redactor};
 use tollgate_policy::Engine;
@@ -32,6 +34,7 @@ use crate::approvals::Approvals;
 use crate::auth::{self, Guard};
 use crate::backends::{BackendSettings, Backends};
 use crate::config::{BackendChoice, Config, ProviderChoice};
+use crate::conn;
 use crate::events::Recorder;
 use crate::llm::{OpenAi, Provider, Script};
 use crate::operator_service::OperatorSvc;
@@ -60,6 +63,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     if let Some(b) = opts.sandbox {
         config.sandbox.backend = b;
     }
+    let fds = conn::fds::raise().context("cannot raise the file descriptor limit")?;
+    conn::fds::check_reserve(fds, config.supervisor.fd_reserve).map_err(anyhow::Error::msg)?;
+    let conns = conn::Connections::new(conn::Bounds {
+        max_per_uid: config.supervisor.max_connections_per_uid,
+        idle: Duration::from_secs(config.supervisor.idle_connection_timeout_s),
+        fds,
+        fd_reserve: config.supervisor.fd_reserve,
+    });
     let own_uid = nix::unistd::getuid().as_raw();
     let operator_gid = match &config.supervisor.operator_group {
         Some(name) => Some(auth::group_gid(name).with_context(|| {
@@ -106,6 +117,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             audit_dir: audit_dir.clone(),
             docker_socket: config.sandbox.docker_socket.clone(),
             image: config.sandbox.image.clone(),
+            on_reaped: record_reaped(recorder.clone()),
         },
     )
     .await;
@@ -145,6 +157,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         started: Instant::now(),
         own_uid,
         operator_gid,
+        conns,
         shutdown: CancellationToken::new(),
         config,
     });
@@ -178,15 +191,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     )?;
 
     match sup.backends.primary().reap_orphans().await {
-        Ok(reaped) => {
-            for r in reaped {
-                let _ = sup.recorder.supervisor(
-                    &r.session_id,
-                    "recovered",
-                    json!({"detail": r.detail}),
-                );
-            }
-        }
+        Ok(reaped) => (record_reaped(sup.recorder.clone()))(reaped),
         Err(e) => tracing::warn!(error = %e, "reaping orphaned sandboxes failed"),
     }
 
@@ -214,7 +219,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let reflection_o = reflection().context("building the reflection service")?;
 
     let stop_serving = CancellationToken::new();
+    let agent_incoming = sup.conns.incoming(agent_listener, conn::Socket::Agent);
+    let operator_incoming = sup
+        .conns
+        .incoming(operator_listener, conn::Socket::Operator);
     let agent_server = Server::builder()
+        .layer(conn::ActivityLayer)
         .add_service(Guard::agent(
             pb::agent_service_server::AgentServiceServer::new(AgentSvc {
                 sup: Arc::clone(&sup),
@@ -223,11 +233,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         ))
         .add_service(health_svc_a)
         .add_service(reflection_a)
-        .serve_with_incoming_shutdown(
-            UnixListenerStream::new(agent_listener),
-            stop_serving.clone().cancelled_owned(),
-        );
+        .serve_with_incoming_shutdown(agent_incoming, stop_serving.clone().cancelled_owned());
     let operator_server = Server::builder()
+        .layer(conn::ActivityLayer)
         .add_service(Guard::operator(
             pb::operator_service_server::OperatorServiceServer::new(OperatorSvc {
                 sup: Arc::clone(&sup),
@@ -236,10 +244,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         ))
         .add_service(health_svc_o)
         .add_service(reflection_o)
-        .serve_with_incoming_shutdown(
-            UnixListenerStream::new(operator_listener),
-            stop_serving.clone().cancelled_owned(),
-        );
+        .serve_with_incoming_shutdown(operator_incoming, stop_serving.clone().cancelled_owned());
     let servers = tokio::spawn(async move { tokio::join!(agent_server, operator_server) });
 
     let reaper_sup = Arc::clone(&sup);
@@ -252,7 +257,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
     });
 
-    eprintln!(
+    // A reader of stderr that went away must not stop the supervisor.
+    let _ = writeln!(
+        std::io::stderr(),
         "supervisor: ready agent={} operator={} sandbox={}",
         agent_socket.display(),
         operator_socket.display(),
@@ -269,6 +276,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         )
         .await;
     sup.shutdown.cancel();
+    sup.backends.shutdown().await;
     let _ = sup.recorder.supervisor(
         "",
         "shutdown",
@@ -285,6 +293,15 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(p);
     }
     Ok(())
+}
+
+/// Records each sandbox a crashed predecessor left and that was reaped.
+fn record_reaped(recorder: Recorder) -> tollgate_sandbox::docker::OnReaped {
+    Arc::new(move |reaped: Vec<tollgate_sandbox::Reaped>| {
+        for r in reaped {
+            let _ = recorder.supervisor(&r.session_id, "recovered", json!({"detail": r.detail}));
+        }
+    })
 }
 
 async fn wait_for_signal() -> anyhow::Result<&'static str> {

@@ -54,6 +54,8 @@ pub struct Supervisor {
     /// The uid the supervisor runs as (0, or the single user in rootless mode).
     pub own_uid: u32,
     pub operator_gid: Option<u32>,
+    /// Connection bounds and counts of both sockets.
+    pub conns: crate::conn::Connections,
     /// Cancelled when the supervisor shuts down: long-lived streams end.
     pub shutdown: tokio_util::sync::CancellationToken,
 }

@@ -26,6 +26,7 @@ mod errors;
 mod exec;
 mod mounts;
 mod pidfd;
+mod reconnect;
 mod seccomp;
 mod verify;
 
@@ -44,6 +45,7 @@ pub use container::{LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION, container_name, c
 pub use errors::{is_engine_gone, status_code};
 pub use exec::{DockerSandbox, WRAPPER, command_line, quote_word, split_status, timeout_secs};
 pub use mounts::{CREDENTIAL_SUBPATHS, Forbidden, check_workspace, forbidden_paths, local_homes};
+pub use reconnect::{OnReaped, RETRY_MAX, RETRY_MIN, Reconnecting};
 pub use seccomp::DEFAULT_PROFILE as DEFAULT_SECCOMP_PROFILE;
 pub use verify::{PlannedMount, plan as plan_mounts, verify as verify_mounts};
 
@@ -141,7 +143,30 @@ impl DockerConfig {
     }
 }
 
-fn unreachable(socket: &Path, e: impl std::fmt::Display) -> SandboxError {
+/// The engine did not answer `e`: the refusal names the socket and the
+/// cause once.
+fn unreachable(socket: &Path, e: &bollard::errors::Error) -> SandboxError {
+    unreachable_because(socket, engine_cause(e))
+}
+
+/// What went wrong reaching the engine, in a few words: bollard's own
+/// messages repeat the socket path ("Socket not found: <path>") or hide the
+/// cause ("client error (Connect)"), whose I/O error says it.
+fn engine_cause(e: &bollard::errors::Error) -> String {
+    if let bollard::errors::Error::SocketNotFoundError(_) = e {
+        return "no socket there".to_string();
+    }
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return io.to_string();
+        }
+        cur = err.source();
+    }
+    e.to_string()
+}
+
+fn unreachable_because(socket: &Path, e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Unavailable(format!(
         "docker engine not reachable at unix://{}: {e}; {HINT_START}",
         socket.display()
@@ -165,21 +190,21 @@ async fn connect_engine(cfg: &DockerConfig) -> Result<(Docker, String, String), 
     let path = cfg
         .socket
         .to_str()
-        .ok_or_else(|| unreachable(&cfg.socket, "socket path is not UTF-8"))?;
+        .ok_or_else(|| unreachable_because(&cfg.socket, "socket path is not UTF-8"))?;
     let docker = Docker::connect_with_unix(
         path,
         cfg.api_timeout.as_secs().max(1),
         bollard::API_DEFAULT_VERSION,
     )
-    .map_err(|e| unreachable(&cfg.socket, e))?;
+    .map_err(|e| unreachable(&cfg.socket, &e))?;
     let docker = docker
         .negotiate_version()
         .await
-        .map_err(|e| unreachable(&cfg.socket, e))?;
+        .map_err(|e| unreachable(&cfg.socket, &e))?;
     let version = docker
         .version()
         .await
-        .map_err(|e| unreachable(&cfg.socket, e))?;
+        .map_err(|e| unreachable(&cfg.socket, &e))?;
     let v = docker.client_version();
     if (v.major_version, v.minor_version) < MIN_API {
         return Err(SandboxError::Unavailable(format!(
@@ -225,7 +250,7 @@ impl DockerBackend {
         let info = docker
             .info()
             .await
-            .map_err(|e| unreachable(&cfg.socket, e))?;
+            .map_err(|e| unreachable(&cfg.socket, &e))?;
         let mut missing = Vec::new();
         let mut need = |ok: Option<bool>, what: &str| {
             if ok != Some(true) {
@@ -246,7 +271,7 @@ impl DockerBackend {
         match docker.inspect_image(&cfg.image).await {
             Ok(_) => {}
             Err(e) if status_code(&e) == Some(404) => return Err(image_missing(&cfg.image)),
-            Err(e) => return Err(unreachable(&cfg.socket, e)),
+            Err(e) => return Err(unreachable(&cfg.socket, &e)),
         }
         let strength = Strength {
             backend: BackendKind::Docker,
@@ -330,7 +355,7 @@ impl DockerBackend {
         if let Err(e) = self.docker.start_container(&created.id, None).await {
             let _ = sandbox.destroy().await;
             return Err(if is_engine_gone(&e) {
-                unreachable(&self.cfg.socket, e)
+                unreachable(&self.cfg.socket, &e)
             } else {
                 SandboxError::Other(format!(
                     "starting container {}: {e}",
@@ -354,7 +379,7 @@ impl DockerBackend {
 
     fn create_error(&self, name: &str, e: bollard::errors::Error) -> SandboxError {
         if is_engine_gone(&e) {
-            return unreachable(&self.cfg.socket, e);
+            return unreachable(&self.cfg.socket, &e);
         }
         match status_code(&e) {
             Some(404) => image_missing(&self.cfg.image),
@@ -382,7 +407,7 @@ impl DockerBackend {
         self.docker
             .list_containers(Some(opts))
             .await
-            .map_err(|e| unreachable(&self.cfg.socket, e))
+            .map_err(|e| unreachable(&self.cfg.socket, &e))
     }
 }
 
@@ -416,7 +441,7 @@ impl Backend for DockerBackend {
             match self.docker.remove_container(&id, Some(opts)).await {
                 Ok(()) => {}
                 Err(e) if status_code(&e) == Some(404) => continue,
-                Err(e) if is_engine_gone(&e) => return Err(unreachable(&self.cfg.socket, e)),
+                Err(e) if is_engine_gone(&e) => return Err(unreachable(&self.cfg.socket, &e)),
                 Err(e) => {
                     return Err(SandboxError::Other(format!(
                         "removing leftover container {}: {e}",
@@ -460,11 +485,12 @@ pub async fn doctor_checks_for(cfg: &DockerConfig, required: bool) -> Vec<Doctor
     let (docker, version, api) = match connect_engine(cfg).await {
         Ok(v) => v,
         Err(e) => {
+            // The detail already says what to do; say it once.
             checks.push(DoctorCheck {
                 name: "docker engine".to_string(),
                 status: bad,
-                detail: e.to_string(),
-                hint: Some(format!("{HINT_START} (needed only for --sandbox docker)")),
+                detail: e.detail(),
+                hint: (!required).then(|| "needed only for --sandbox docker".to_string()),
             });
             checks.push(DoctorCheck {
                 name: "docker image".to_string(),

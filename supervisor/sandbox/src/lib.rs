@@ -197,6 +197,21 @@ pub enum SandboxError {
     Other(String),
 }
 
+impl SandboxError {
+    /// The message without the kind's own prefix ("sandbox unavailable: "
+    /// and the like), for a caller that says the kind itself: wrapping the
+    /// full message would say it twice.
+    pub fn detail(&self) -> String {
+        match self {
+            SandboxError::Unavailable(d)
+            | SandboxError::Refused(d)
+            | SandboxError::Gone(d)
+            | SandboxError::Other(d) => d.clone(),
+            SandboxError::Io { .. } => self.to_string(),
+        }
+    }
+}
+
 /// A sandbox backend.
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + 'static {
@@ -211,6 +226,17 @@ pub trait Backend: Send + Sync + 'static {
     /// At supervisor start: find sandboxes a previous (crashed) supervisor left
     /// behind, kill them, and return one line per sandbox reaped.
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError>;
+
+    /// What this backend can enforce now: re-checks what can change while
+    /// the supervisor runs (a Docker engine that went away or came back).
+    async fn refresh(&self) -> Strength {
+        self.strength()
+    }
+
+    /// At a clean exit, once every sandbox is destroyed: removes what the
+    /// backend set up for all of its sandboxes (the native backend's
+    /// per-supervisor cgroup directories).
+    async fn shutdown(&self) {}
 }
 
 /// A sandbox left behind by an earlier supervisor and reaped now.

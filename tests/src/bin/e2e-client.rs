@@ -6,6 +6,8 @@
 //! e2e-client SOCKET TOKEN refresh
 //! e2e-client SOCKET - open WORKSPACE          (prints OK <session> <token>)
 //! e2e-client SOCKET TOKEN decide APPROVAL_ID  (approve through the Approvals stream)
+//! e2e-client SOCKET - flood N                 (opens N raw connections, prints
+//!                                              `OK held N`, holds them until stdin closes)
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,6 +24,10 @@ async fn main() {
     }
     let (socket, token, cmd) = (&args[1], &args[2], args[3].as_str());
     let arg = args.get(4).cloned().unwrap_or_default();
+    if cmd == "flood" {
+        flood(socket, arg.parse().unwrap());
+        return;
+    }
     let mut c = agent_client(std::path::Path::new(socket)).await;
     let result: Result<String, tonic::Status> = match cmd {
         "list-tools" => c
@@ -82,4 +88,21 @@ async fn main() {
         Ok(d) => println!("OK {d}"),
         Err(s) => println!("ERR {:?} {}", s.code(), s.message()),
     }
+}
+
+/// Opens `n` connections that never send a byte and holds them (the peer
+/// may close them: they stay open here) until stdin reaches end of file.
+fn flood(socket: &str, n: usize) {
+    use std::io::{Read, Write};
+    let held: Vec<std::os::unix::net::UnixStream> = (0..n)
+        .map(|i| {
+            std::os::unix::net::UnixStream::connect(socket)
+                .unwrap_or_else(|e| panic!("connection {i} of {n}: {e}"))
+        })
+        .collect();
+    println!("OK held {}", held.len());
+    std::io::stdout().flush().unwrap();
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut sink);
+    drop(held);
 }

@@ -54,7 +54,7 @@ pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
 async fn serve(socket: &Path) -> anyhow::Result<()> {
     let listener = tokio::net::UnixListener::bind(socket)
         .with_context(|| format!("cannot bind {}", socket.display()))?;
-    println!("{READY}");
+    outln!("{READY}");
     tonic::transport::Server::builder()
         .add_service(AgentServiceServer::new(Floor))
         .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))

@@ -181,7 +181,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         rows,
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).context("encoding the report")?
         );
@@ -373,7 +373,8 @@ fn config_toml(script: &Path, image: Option<&str>, sync: tollgate_audit::SyncMod
     let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let mut c = String::from(
         "# written by supervisorctl bench\n\
-         [supervisor]\nmax_sessions_per_uid = 256\n\n\
+         [supervisor]\nmax_sessions_per_uid = 256\nmax_connections_per_uid = 512\n\
+         idle_connection_timeout_s = 600\n\n\
          [audit]\nsync = \"{SYNC}\"\n\n\
          [session]\ndefault_mode = \"default\"\nallow_dangerously_skip = true\n\
          session_can_approve = false\napproval_timeout_s = 30\n\
@@ -415,7 +416,7 @@ fn cpu_model() -> String {
 }
 
 fn print_report(r: &Report) {
-    println!(
+    outln!(
         "tollgate {} bench, {}: kernel {}, {} ({} cores), load {} → {}, audit sync {}{}",
         r.version,
         r.date,
@@ -472,7 +473,7 @@ fn print_report(r: &Report) {
             met.to_string(),
         ]);
     }
-    println!();
+    outln!();
     crate::table::print(
         &[
             "measurement",
@@ -487,9 +488,9 @@ fn print_report(r: &Report) {
         &table,
     );
     if !notes.is_empty() {
-        println!();
+        outln!();
         for n in notes {
-            println!("- {}", crate::table::escape(&n));
+            outln!("- {}", crate::table::escape(&n));
         }
     }
     let missed: Vec<&Row> = r.rows.iter().filter(|x| x.met == Some(false)).collect();
@@ -498,8 +499,8 @@ fn print_report(r: &Report) {
         .iter()
         .filter(|x| x.target.is_some() && x.met.is_none())
         .collect();
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{} rows in {:.1} s; targets met: {}, missed: {}{}, not judged: {}{}",
         r.rows.len(),
         r.duration_s,
@@ -509,7 +510,7 @@ fn print_report(r: &Report) {
         open.len(),
         list(&open),
     );
-    println!(
+    outln!(
         "time per group: {}",
         r.groups
             .iter()
@@ -555,6 +556,10 @@ mod tests {
             assert_eq!(c.sandbox.image, image.unwrap_or(""));
             assert!(c.session.allow_dangerously_skip);
             assert!(c.supervisor.max_sessions_per_uid >= 133);
+            // 100 held connections and a load of 100 sessions, one uid;
+            // setup pauses must not close connections between phases.
+            assert!(c.supervisor.max_connections_per_uid >= 256);
+            assert!(c.supervisor.idle_connection_timeout_s >= 300);
         }
     }
 

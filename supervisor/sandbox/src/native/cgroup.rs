@@ -137,8 +137,26 @@ fn mkdirs(p: &Path) -> io::Result<()> {
 }
 
 impl CgroupSet {
-    /// Creates the session's directories and writes its limits.
+    /// Creates the session's directories and writes its limits. Another
+    /// supervisor that exits meanwhile may remove the shared parent between
+    /// two of the steps: a step that finds its parent gone starts again.
     pub(crate) fn create(
+        layout: &Layout,
+        parent: &str,
+        instance: &str,
+        session: &str,
+        limits: &Limits,
+    ) -> io::Result<CgroupSet> {
+        let mut tries = 0;
+        loop {
+            match CgroupSet::create_once(layout, parent, instance, session, limits) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    fn create_once(
         layout: &Layout,
         parent: &str,
         instance: &str,
@@ -283,6 +301,24 @@ pub(crate) async fn remove_dirs(dirs: &[PathBuf]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// At a clean exit: removes this supervisor's instance directories (empty
+/// once every sandbox was destroyed), then the shared parent if no other
+/// supervisor uses it. Returns what could not be removed.
+pub(crate) async fn remove_instance(instance_dirs: &[PathBuf]) -> Vec<String> {
+    let mut left = Vec::new();
+    for d in instance_dirs {
+        if let Err(e) = remove_dirs(std::slice::from_ref(d)).await {
+            left.push(e.to_string());
+            continue;
+        }
+        // Not empty (another supervisor's instance is in it) is expected.
+        if let Some(parent) = d.parent() {
+            let _ = fs::remove_dir(parent);
+        }
+    }
+    left
 }
 
 /// The pids listed in a cgroup directory.

@@ -586,6 +586,14 @@ impl Backend for NativeBackend {
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
         Ok(record::reap(&self.cfg.state_dir, &self.instance_dirs()).await)
     }
+
+    async fn shutdown(&self) {
+        for problem in cgroup::remove_instance(&self.instance_dirs()).await {
+            tracing::warn!("native sandbox: cgroup left behind at exit: {problem}");
+        }
+        // The records' directory, once every record is gone.
+        let _ = std::fs::remove_dir(record::dir(&self.cfg.state_dir));
+    }
 }
 
 /// How a command ended, as pid 1 reported it.
