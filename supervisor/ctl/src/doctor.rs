@@ -116,10 +116,28 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         &[0o600, 0o660],
     ));
     checks.push(socket_check("agent socket", &agent_socket, &[0o666, 0o660]));
+    // The audit dir and workspaces of the running supervisor, when it answers.
+    let mut audit_dir = config.audit.dir.clone();
+    let mut workspaces: Vec<PathBuf> = Vec::new();
     match crate::client::connect(operator_socket).await {
         Ok(mut c) => match c.status(tollgate_proto::v1::StatusRequest {}).await {
             Ok(s) => {
                 let s = s.into_inner();
+                audit_dir = PathBuf::from(&s.audit_dir);
+                if let Ok(list) = c
+                    .list_sessions(tollgate_proto::v1::ListSessionsRequest {
+                        include_ended: false,
+                    })
+                    .await
+                {
+                    workspaces = list
+                        .into_inner()
+                        .sessions
+                        .into_iter()
+                        .map(|s| PathBuf::from(s.workspace))
+                        .collect();
+                }
+                let reserve = crate::shared_disk::reserve_check(&s);
                 let bad = s.sandbox_strength.contains("MISSING");
                 checks.push(check(
                     "supervisor",
@@ -136,6 +154,7 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
                         "sessions are refused until the sandbox can run at full strength",
                     ),
                 ));
+                checks.push(reserve);
             }
             Err(e) => checks.push(check(
                 "supervisor",
@@ -152,6 +171,13 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
             None,
         )),
     }
+
+    checks.push(crate::shared_disk::check(
+        &audit_dir,
+        &workspaces,
+        config.sandbox.min_free_mb,
+        config.audit.reserve_mb,
+    ));
 
     let mut failed = false;
     for c in &checks {

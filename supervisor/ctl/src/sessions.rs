@@ -33,6 +33,11 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
                 "approvals_pending": s.approvals_pending, "audit_dir": s.audit_dir,
                 "audit_sync": s.audit_sync, "agent_socket": s.agent_socket,
                 "operator_socket": s.operator_socket, "state_dir": s.state_dir,
+                "audit_refusals": s.audit_refusals, "audit_unanchored": s.audit_unanchored,
+                "audit_reserve_bytes": s.audit_reserve_bytes,
+                "audit_reserve_target_bytes": s.audit_reserve_target_bytes,
+                "audit_reserve_drawing": s.audit_reserve_drawing,
+                "disk_min_free_mb": s.disk_min_free_mb,
             })
         );
         return Ok(());
@@ -49,6 +54,34 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         ("sessions", format!("{} active", s.sessions_active)),
         ("approvals", format!("{} pending", s.approvals_pending)),
         ("audit", format!("{} (sync {})", s.audit_dir, s.audit_sync)),
+        ("audit reserve", reserve_line(&s)),
+        (
+            "audit refusals",
+            format!(
+                "{} since start (AUDIT_UNAVAILABLE){}",
+                s.audit_refusals,
+                if s.audit_unanchored.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} closed session file(s) await their anchor: {}",
+                        s.audit_unanchored.len(),
+                        s.audit_unanchored.join(", ")
+                    )
+                }
+            ),
+        ),
+        (
+            "disk floor",
+            if s.disk_min_free_mb == 0 {
+                "off ([sandbox] min_free_mb = 0)".to_string()
+            } else {
+                format!(
+                    "{} MiB free kept on each workspace's filesystem",
+                    s.disk_min_free_mb
+                )
+            },
+        ),
         ("agent socket", s.agent_socket),
         ("operator socket", s.operator_socket),
     ];
@@ -56,6 +89,26 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         println!("{:<16} {}", format!("{k}:"), table::escape(&v));
     }
     Ok(())
+}
+
+fn reserve_line(s: &pb::StatusResponse) -> String {
+    const MIB: u64 = 1 << 20;
+    if s.audit_reserve_target_bytes == 0 {
+        return "none ([audit] reserve_mb = 0)".to_string();
+    }
+    let mut line = format!(
+        "{} of {} MiB held",
+        s.audit_reserve_bytes / MIB,
+        s.audit_reserve_target_bytes / MIB
+    );
+    if s.audit_reserve_drawing {
+        line.push_str(
+            "; DRAWN ON: the audit disk is full, only refusals, revocations, anchors and shutdown are recorded",
+        );
+    } else if s.audit_reserve_bytes < s.audit_reserve_target_bytes {
+        line.push_str("; the audit disk has no room for the rest yet");
+    }
+    line
 }
 
 pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()> {

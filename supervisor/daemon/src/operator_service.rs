@@ -47,6 +47,7 @@ impl OperatorService for OperatorSvc {
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let sup = &self.sup;
         let strength = sup.backends.primary().strength();
+        let reserve = sup.audit.reserve_status();
         let mut line = strength.summary.clone();
         if !strength.missing.is_empty() {
             line.push_str(&format!(
@@ -67,6 +68,17 @@ impl OperatorService for OperatorSvc {
             operator_socket: sup.paths.operator_socket.display().to_string(),
             state_dir: sup.paths.state_dir.display().to_string(),
             audit_sync: sup.audit.sync_mode().as_str().to_string(),
+            audit_refusals: sup.refusals.total(),
+            audit_unanchored: sup
+                .audit
+                .unanchored()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            audit_reserve_bytes: reserve.held,
+            audit_reserve_target_bytes: reserve.target,
+            audit_reserve_drawing: reserve.drawing,
+            disk_min_free_mb: sup.disk.floor_mb(),
         }))
     }
 
