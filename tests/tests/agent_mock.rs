@@ -467,3 +467,56 @@ async fn tool_calls_the_agent_refuses_are_on_record_as_the_models_output() {
     }
     verify_audit(&sup);
 }
+
+/// Issue 20.5, the provider's side: a response the supervisor cannot use (a
+/// tool call with no name) is refused before the agent sees it; the body the
+/// model sent is on record with the error, redacted and capped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_the_supervisor_cannot_use_is_on_record_too() {
+    if !ready("mock_unusable_response_on_record") {
+        return;
+    }
+    let mock = MockOpenAi::start().await.unwrap();
+    let secret = format!("ghp_{}", "Z9y8X7w6".repeat(5));
+    mock.push(MockReply::Json {
+        status: 200,
+        body: serde_json::json!({
+            "choices": [{
+                "message": {"role": "assistant", "content": null, "tool_calls": [{
+                    "id": "c_nameless", "type": "function",
+                    "function": {"arguments": format!("{{\"why\":\"no name\",\"note\":\"{secret}\"}}")}
+                }]},
+                "finish_reason": "tool_calls"
+            }]
+        }),
+    });
+    mock.push(MockReply::text("recovered"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let sup = start(dirs, &mock, "");
+    let run = agent(&sup, &ws, &["--tools", "read_file"], "one\ntwo\n").await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("malformed provider response: tool_calls[0] has no name"),
+        "{}",
+        run.stderr
+    );
+    let records = sup.session_records(&session_id(&run));
+    let err = records
+        .iter()
+        .find(|r| r["event"] == "llm_call_error")
+        .unwrap_or_else(|| panic!("no llm_call_error: {records:?}"));
+    assert_eq!(err["kind"], "malformed");
+    let response = err["response"].as_str().unwrap_or_default();
+    assert!(
+        response.contains("c_nameless") && response.contains("no name"),
+        "{err}"
+    );
+    assert!(response.contains("[REDACTED:github-token]"), "{err}");
+    for f in sup.audit_files("") {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(!text.contains(&secret), "secret in {}", f.display());
+    }
+    verify_audit(&sup);
+}

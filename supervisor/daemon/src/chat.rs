@@ -64,24 +64,28 @@ pub async fn chat(
                 LlmError::Timeout(_) => "timeout",
                 LlmError::Connect { .. } => "connect",
                 LlmError::Status { .. } => "http_status",
-                LlmError::Malformed(_) => "malformed",
+                LlmError::Malformed { .. } => "malformed",
                 LlmError::TooLarge(_) => "too_large",
                 LlmError::Other(_) => "other",
             };
             let message = sup.redactor.redact(&e.to_string());
-            record(
-                sup,
-                session,
-                "llm_call_error",
-                json!({
-                    "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
-                }),
-            )?;
+            let mut fields = json!({
+                "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
+            });
+            // What the model sent, when it could not be used (a tool call
+            // without a name, say): on record, redacted and capped.
+            if let LlmError::Malformed {
+                body: Some(body), ..
+            } = &e
+            {
+                fields["response"] = json!(capped(sup, body, CALL_ARGS_EXCERPT));
+            }
+            record(sup, session, "llm_call_error", fields)?;
             return Err(match e {
                 LlmError::Timeout(_) => Status::deadline_exceeded(message),
                 LlmError::Connect { .. }
                 | LlmError::Status { .. }
-                | LlmError::Malformed(_)
+                | LlmError::Malformed { .. }
                 | LlmError::TooLarge(_)
                 | LlmError::Other(_) => Status::unavailable(message),
             });
