@@ -523,3 +523,58 @@ async fn a_full_audit_disk_leaves_no_empty_file_and_anchors_come_later() {
     });
     drop(sup);
 }
+
+fn doctor(sup: &Supervisor) -> String {
+    let out = sup
+        .ctl_cmd()
+        .arg("doctor")
+        .env("TOLLGATE_CONFIG", &sup.config_path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Issue 19.4: doctor says when the audit directory shares a filesystem with
+/// a workspace (here an active session's, on the audit dir's own tmpfs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_warns_when_the_audit_dir_shares_a_filesystem_with_a_workspace() {
+    if !root_or_skip("doctor_warns_when_the_audit_dir_shares_a_filesystem_with_a_workspace") {
+        return;
+    }
+    let disk = Disk::new("64m");
+    let mut dirs = Dirs::new();
+    dirs.audit = disk.mnt.join("audit");
+    let sup = Supervisor::builder().dirs(dirs).start();
+    let text = doctor(&sup);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!(" {name}: ")))
+            .unwrap_or_else(|| panic!("no {name} line:\n{text}"))
+            .to_string()
+    };
+    assert!(line("audit disk").starts_with("ok "), "{text}");
+    assert!(
+        line("audit reserve").starts_with("ok   audit reserve: 16 MiB held"),
+        "{text}"
+    );
+    let ws = disk.workspace("ws", 0);
+    let _s = open(&sup, &ws, "default").await;
+    let text = doctor(&sup);
+    let shared = text
+        .lines()
+        .find(|l| l.contains(" audit disk: "))
+        .unwrap_or_else(|| panic!("no audit disk line:\n{text}"));
+    assert!(shared.starts_with("warn "), "{shared}");
+    assert!(
+        shared.contains(&format!(
+            "shares a filesystem with workspace {}",
+            ws.display()
+        )),
+        "{shared}"
+    );
+    assert!(
+        shared.contains("[sandbox] min_free_mb (256 MiB)"),
+        "{shared}"
+    );
+    drop(sup);
+}

@@ -118,12 +118,16 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     checks.push(socket_check("agent socket", &agent_socket, &[0o666, 0o660]));
     // The audit dir and workspaces of the running supervisor, when it answers.
     let mut audit_dir = config.audit.dir.clone();
+    let mut floor_mb = config.sandbox.min_free_mb;
+    let mut reserve_mb = config.audit.reserve_mb;
     let mut workspaces: Vec<PathBuf> = Vec::new();
     match crate::client::connect(operator_socket).await {
         Ok(mut c) => match c.status(tollgate_proto::v1::StatusRequest {}).await {
             Ok(s) => {
                 let s = s.into_inner();
                 audit_dir = PathBuf::from(&s.audit_dir);
+                floor_mb = s.disk_min_free_mb;
+                reserve_mb = s.audit_reserve_target_bytes >> 20;
                 if let Ok(list) = c
                     .list_sessions(tollgate_proto::v1::ListSessionsRequest {
                         include_ended: false,
@@ -175,8 +179,8 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     checks.push(crate::shared_disk::check(
         &audit_dir,
         &workspaces,
-        config.sandbox.min_free_mb,
-        config.audit.reserve_mb,
+        floor_mb,
+        reserve_mb,
     ));
 
     let mut failed = false;
