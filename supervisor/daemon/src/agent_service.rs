@@ -286,9 +286,11 @@ impl AgentService for AgentSvc {
             .recorder
             .to_file(&session.audit, &session.id, &r.event, fields)
             .map_err(|e| {
-                self.sup
-                    .refusals
-                    .note(&format!("an event report of session {}", session.id), &e);
+                self.sup.audit_refused(
+                    &session.id,
+                    &format!("an event report of session {}", session.id),
+                    &e,
+                );
                 Status::unavailable(format!("AUDIT_UNAVAILABLE: {e}"))
             })?;
         Ok(Response::new(pb::ReportEventResponse {}))

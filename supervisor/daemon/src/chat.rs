@@ -213,8 +213,11 @@ fn record(sup: &Supervisor, session: &Session, event: &str, fields: Value) -> Re
         .to_file(&session.audit, &session.id, event, fields)
         .map(|_| ())
         .map_err(|e| {
-            sup.refusals
-                .note(&format!("a model call of session {}", session.id), &e);
+            sup.audit_refused(
+                &session.id,
+                &format!("a model call of session {}", session.id),
+                &e,
+            );
             Status::unavailable(format!(
                 "AUDIT_UNAVAILABLE: the audit log cannot be written: {e}"
             ))

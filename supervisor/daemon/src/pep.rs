@@ -1000,8 +1000,11 @@ fn audit_unavailable(
     tool: &str,
     e: &tollgate_audit::AuditError,
 ) -> pb::Denial {
-    sup.refusals
-        .note(&format!("{tool} call of session {}", session.id), e);
+    sup.audit_refused(
+        &session.id,
+        &format!("{tool} call of session {}", session.id),
+        e,
+    );
     audit_unavailable_denial(e)
 }
 

@@ -345,7 +345,9 @@ async fn audit_maintenance(sup: &Supervisor) {
     if let Err(e) = tokio::task::spawn_blocking(work).await {
         tracing::error!(error = %e, "audit maintenance failed");
     }
-    sup.refusals.tick();
+    if let Some(more) = sup.refusals.tick() {
+        sup.record_refusal_summary(more);
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<&'static str> {

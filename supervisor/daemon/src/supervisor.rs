@@ -161,8 +161,7 @@ impl Supervisor {
         let ws = ws.path;
         let id = credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?;
         let audit_file = self.audit.open_session(&id).map_err(|e| {
-            self.refusals
-                .note(&format!("a session for uid {}", peer.uid), &e);
+            self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
             Status::unavailable(format!(
                 "AUDIT_UNAVAILABLE: cannot open the session's audit log: {e}"
             ))
@@ -223,8 +222,7 @@ impl Supervisor {
                     .supervisor_deferred(&id, "session_opened", sup)
             })
             .map_err(|e| {
-                self.refusals
-                    .note(&format!("a session for uid {}", peer.uid), &e);
+                self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
                 discard(Status::unavailable(format!(
                     "AUDIT_UNAVAILABLE: cannot record the session: {e}"
                 )))
@@ -299,7 +297,7 @@ impl Supervisor {
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
         for a in self.approvals.pending_for(&session.id) {
             if let Some(a) = self.approvals.close(&a.id, "withdrawn", by) {
-                let _ = self.recorder.to_file(
+                let _ = self.recorder.to_file_essential(
                     &session.audit,
                     &session.id,
                     "approval_decided",
@@ -416,6 +414,41 @@ impl Supervisor {
                 tollgate_audit::Durable::AsConfigured,
             );
         }
+    }
+
+    /// A call or a session refused because its audit record could not be
+    /// written (`what`: "run_bash call of session X", "a session for uid
+    /// N"): counted, logged, and recorded in the supervisor log as
+    /// `audit_refused` (essential: it may draw on the reserve). Rate-limited
+    /// like the log (see `refusals.rs`): the first few of each interval one
+    /// by one, then one record with the count of the rest.
+    pub fn audit_refused(&self, session: &str, what: &str, error: &dyn std::fmt::Display) {
+        let noted = self.refusals.note(what, error);
+        if let Some(more) = noted.summary {
+            self.record_refusal_summary(more);
+        }
+        if noted.one_by_one {
+            let _ = self.recorder.supervisor_essential(
+                session,
+                "audit_refused",
+                json!({"what": what, "error": error.to_string()}),
+                tollgate_audit::Durable::AsConfigured,
+            );
+        }
+    }
+
+    /// The record of the refusals of an interval not recorded one by one.
+    pub fn record_refusal_summary(&self, more: u64) {
+        let _ = self.recorder.supervisor_essential(
+            "",
+            "audit_refused",
+            json!({
+                "more": more,
+                "interval_s": crate::refusals::INTERVAL.as_secs(),
+                "total": self.refusals.total(),
+            }),
+            tollgate_audit::Durable::AsConfigured,
+        );
     }
 
     /// Revokes (or kills) every active session: SIGTERM, `kill --all`.
