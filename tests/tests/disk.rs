@@ -146,21 +146,32 @@ fn supervisor_records(sup: &Supervisor) -> Vec<Value> {
 /// scripts, so what stops it is the supervisor's watch, not a rule.
 const FILL: &str = "i=0\nwhile :; do\n  fallocate -l 4M a$i\n  dd if=/dev/zero of=b$i bs=1M count=4 2>/dev/null\n  head -c 4194304 /dev/zero > c$i\n  i=$((i+1))\ndone\n";
 
-/// Issue 19.4 on one backend. The tmpfs holds the audit directory and both
+/// Opens a session as `uid` through e2e-client: (id, token).
+fn open_as(uid: u32, sup: &Supervisor, ws: &Path, mode: &str) -> (String, String) {
+    let line = client_as(uid, sup, "-", &["open", ws.to_str().unwrap(), mode]);
+    let mut parts = line.split_whitespace();
+    assert_eq!(parts.next(), Some("OK"), "{line}");
+    (
+        parts.next().unwrap().to_string(),
+        parts.next().unwrap().to_string(),
+    )
+}
+
+/// Issue 19.4 on one backend, the filling session owned by `filler` and the
+/// newcomer by `other`. The tmpfs holds the audit directory and both
 /// workspaces; the floor is 192 of its 320 MiB, so a writer that overshoots
 /// the floor between two looks (20 ms apart) still leaves room.
-async fn filling_the_shared_disk_stops_at_the_floor(backend: &str, image: Option<&str>) {
+async fn filling_the_shared_disk_stops_at_the_floor(
+    backend: &str,
+    image: Option<&str>,
+    filler: u32,
+    other: u32,
+) {
     let disk = Disk::new("320m");
-    let ws = disk.workspace("ws", 0);
-    let ws2 = disk.workspace("ws2", OTHER_UID);
+    let ws = disk.workspace("ws", filler);
+    let ws2 = disk.workspace("ws2", other);
     std::fs::write(ws.join("fill.sh"), FILL).unwrap();
     std::fs::write(ws2.join("notes.txt"), "notes\n").unwrap();
-    nix::unistd::chown(
-        &ws2.join("notes.txt"),
-        Some(nix::unistd::Uid::from_raw(OTHER_UID)),
-        Some(nix::unistd::Gid::from_raw(OTHER_UID)),
-    )
-    .unwrap();
     let mut dirs = Dirs::new();
     dirs.audit = disk.mnt.join("audit");
     let image_line = image
@@ -191,32 +202,27 @@ async fn filling_the_shared_disk_stops_at_the_floor(backend: &str, image: Option
     }
 
     // The filler: stopped at the floor, told why.
-    let a = open(&sup, &ws, "dangerouslySkipPermissions").await;
-    let r = sup
-        .call_tool(
-            &a.token,
-            "run_bash",
-            json!({"command": "sh fill.sh", "timeout_s": 60}),
-        )
-        .await;
-    let d = r
-        .denied
-        .clone()
-        .unwrap_or_else(|| panic!("not stopped: {r:?}"));
-    assert_eq!(d.code(), pb::DenialCode::PolicyDenied, "{d:?}");
-    assert_eq!(d.rule, "floor:disk");
-    assert!(
-        d.reason
-            .starts_with("the command was stopped: the filesystem of workspace"),
-        "{}",
-        d.reason
+    let (a_id, a_token) = open_as(filler, &sup, &ws, "dangerouslySkipPermissions");
+    let call =
+        |uid: u32, token: &str, tool: &str, args: Value| call_as(uid, &sup, token, tool, args);
+    let r = call(
+        filler,
+        &a_token,
+        "run_bash",
+        json!({"command": "sh fill.sh", "timeout_s": 60}),
     );
-    assert!(d.reason.contains("[sandbox] min_free_mb"), "{}", d.reason);
+    assert_eq!(r["denied"]["code"], "POLICY_DENIED", "not stopped: {r}");
+    assert_eq!(r["denied"]["rule"], "floor:disk", "{r}");
+    let reason = r["denied"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the command was stopped: the filesystem of workspace"),
+        "{reason}"
+    );
+    assert!(reason.contains("[sandbox] min_free_mb"), "{reason}");
     let free = disk.free_mb();
     assert!(free < 192, "the fill stopped early: {free} MiB free");
     assert!(free > 0, "the floor did not hold: the disk is full");
-    assert!(!r.output.contains("timed out"), "{r:?}");
-    let recs = sup.session_records(&a.session_id);
+    let recs = sup.session_records(&a_id);
     let result = recs
         .iter()
         .find(|e| e["event"] == "tool_result")
@@ -230,7 +236,7 @@ async fn filling_the_shared_disk_stops_at_the_floor(backend: &str, image: Option
     assert!(
         supervisor_records(&sup)
             .iter()
-            .any(|e| e["event"] == "disk_floor_stop" && e["session"] == a.session_id.as_str()),
+            .any(|e| e["event"] == "disk_floor_stop" && e["session"] == a_id.as_str()),
         "no disk_floor_stop in the supervisor log"
     );
     // The sandbox is gone: nothing of the filler keeps writing.
@@ -243,46 +249,30 @@ async fn filling_the_shared_disk_stops_at_the_floor(backend: &str, image: Option
         ("run_bash", json!({"command": "true"})),
         ("write_file", json!({"path": "x.txt", "content": "x"})),
     ] {
-        let r = sup.call_tool(&a.token, tool, args).await;
-        let d = r
-            .denied
-            .unwrap_or_else(|| panic!("{tool} ran under the floor"));
+        let r = call(filler, &a_token, tool, args);
         assert_eq!(
-            (d.code(), d.rule.as_str()),
-            (pb::DenialCode::PolicyDenied, "floor:disk")
+            (&r["denied"]["code"], &r["denied"]["rule"]),
+            (&json!("POLICY_DENIED"), &json!("floor:disk")),
+            "{tool} under the floor: {r}"
         );
-        assert!(d.reason.contains("are refused"), "{}", d.reason);
+        assert!(
+            r["denied"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("are refused"),
+            "{r}"
+        );
     }
     // Reading still works.
-    let r = sup
-        .call_tool(&a.token, "read_file", json!({"path": "fill.sh"}))
-        .await;
-    assert!(r.ok, "{r:?}");
+    let r = call(filler, &a_token, "read_file", json!({"path": "fill.sh"}));
+    assert_eq!(r["ok"], true, "{r}");
 
     // Another user's new session opens; its refusal and its revocation
     // are recorded.
-    let line = client_as(OTHER_UID, &sup, "-", &["open", ws2.to_str().unwrap()]);
-    let mut parts = line.split_whitespace();
-    assert_eq!(parts.next(), Some("OK"), "{line}");
-    let (b_id, b_token) = (
-        parts.next().unwrap().to_string(),
-        parts.next().unwrap().to_string(),
-    );
-    let r = call_as(
-        OTHER_UID,
-        &sup,
-        &b_token,
-        "run_bash",
-        json!({"command": "echo hi"}),
-    );
+    let (b_id, b_token) = open_as(other, &sup, &ws2, "");
+    let r = call(other, &b_token, "run_bash", json!({"command": "echo hi"}));
     assert_eq!(r["denied"]["rule"], "floor:disk", "{r}");
-    let r = call_as(
-        OTHER_UID,
-        &sup,
-        &b_token,
-        "read_file",
-        json!({"path": "notes.txt"}),
-    );
+    let r = call(other, &b_token, "read_file", json!({"path": "notes.txt"}));
     assert_eq!(r["ok"], true, "{r}");
     assert!(
         sup.ctl(&["revoke", &b_id, "--reason", "cleanup"])
@@ -314,10 +304,14 @@ async fn filling_the_shared_disk_stops_at_the_floor(backend: &str, image: Option
             std::fs::remove_file(p).unwrap();
         }
     }
-    let r = sup
-        .call_tool(&a.token, "run_bash", json!({"command": "echo back"}))
-        .await;
-    assert!(r.ok && r.output.contains("back"), "{r:?}");
+    let r = call(
+        filler,
+        &a_token,
+        "run_bash",
+        json!({"command": "echo back"}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["output"].as_str().unwrap().contains("back"), "{r}");
     let out = sup.ctl(&["audit", "verify", sup.dirs.audit.to_str().unwrap()]);
     assert!(
         out.status.success(),
@@ -333,7 +327,16 @@ async fn filling_the_shared_disk_stops_at_the_floor_native() {
     if !root_or_skip("filling_the_shared_disk_stops_at_the_floor_native") {
         return;
     }
-    filling_the_shared_disk_stops_at_the_floor("native", None).await;
+    filling_the_shared_disk_stops_at_the_floor("native", None, 0, OTHER_UID).await;
+}
+
+/// The same with a non-root session filling the disk (and root the newcomer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filling_the_shared_disk_stops_at_the_floor_native_non_root() {
+    if !root_or_skip("filling_the_shared_disk_stops_at_the_floor_native_non_root") {
+        return;
+    }
+    filling_the_shared_disk_stops_at_the_floor("native", None, OTHER_UID, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,8 +352,13 @@ async fn filling_the_shared_disk_stops_at_the_floor_docker() {
         eprintln!("skipped: needs docker");
         return;
     }
-    filling_the_shared_disk_stops_at_the_floor("docker", Some("tollgate-sandbox:0.1.0-minimal"))
-        .await;
+    filling_the_shared_disk_stops_at_the_floor(
+        "docker",
+        Some("tollgate-sandbox:0.1.0-minimal"),
+        0,
+        OTHER_UID,
+    )
+    .await;
 }
 
 /// Fills the filesystem of `dir` until not one more byte fits; returns the

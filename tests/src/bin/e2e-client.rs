@@ -4,7 +4,7 @@
 //!
 //! e2e-client SOCKET TOKEN list-tools
 //! e2e-client SOCKET TOKEN refresh
-//! e2e-client SOCKET - open WORKSPACE          (prints OK <session> <token>)
+//! e2e-client SOCKET - open WORKSPACE [MODE]   (prints OK <session> <token>)
 //! e2e-client SOCKET TOKEN decide APPROVAL_ID  (approve through the Approvals stream)
 //! e2e-client SOCKET TOKEN call TOOL ARGS_JSON (prints OK <the response as JSON>)
 
@@ -36,6 +36,7 @@ async fn main() {
         "open" => c
             .open_session(pb::OpenSessionRequest {
                 workspace: arg,
+                mode: args.get(5).cloned().unwrap_or_default(),
                 client: "e2e-client".to_string(),
                 ..Default::default()
             })
