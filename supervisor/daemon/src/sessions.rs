@@ -143,6 +143,12 @@ impl SandboxSlot {
         self.current.lock().take()
     }
 
+    /// Keeps a new sandbox from being built while the guard lives: for
+    /// destroying one that a new one could collide with (a container name).
+    pub async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.creating.lock().await
+    }
+
     /// The sandbox, built by `create` when there is none.
     pub async fn get_or_create<E, F, Fut>(&self, create: F) -> Result<Arc<dyn Sandbox>, E>
     where

@@ -381,6 +381,9 @@ impl Supervisor {
     /// and leaves the reason for the command that was running. The session
     /// stays open.
     pub async fn stop_for_disk(&self, session: &Session, low: &Low) {
+        // No new sandbox until this one is gone (a Docker container's name
+        // is the session's).
+        let _no_new = session.sandbox.hold().await;
         let Some(sandbox) = session.sandbox.take() else {
             return;
         };
