@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tollgate_policy::{Code, Context, Decision, ToolCall, Verdict};
+use tollgate_policy::{Code, Context, Decision, ToolCall, ToolClass, Verdict};
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{ExecRequest, Output, Sandbox, SandboxSpec};
 use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
@@ -115,7 +115,7 @@ pub async fn call_tool(
     // filesystem is under `[sandbox] min_free_mb` (refused before any
     // approval is asked for; checked again just before it runs).
     if decision.verdict != Verdict::Deny
-        && WRITING_TOOLS.contains(&tool.as_str())
+        && writes_to_disk(&tool)
         && let Err(low) = sup.disk.check(&session.workspace)
     {
         decision.verdict = Verdict::Deny;
@@ -275,9 +275,17 @@ pub async fn call_tool(
     response
 }
 
-/// Tools that write to the workspace's filesystem: refused under the disk
-/// floor (see `disk.rs`).
-const WRITING_TOOLS: [&str; 3] = ["run_bash", "write_file", "edit_file"];
+/// Whether a tool writes to the workspace's filesystem (refused under the
+/// disk floor, see `disk.rs`): every write tool, and run_bash (what it runs
+/// may write anything); webfetch and the read and agent-side tools do not.
+fn writes_to_disk(tool: &str) -> bool {
+    match tollgate_policy::lookup(tool).map(|t| t.class) {
+        Some(ToolClass::Write) => true,
+        Some(ToolClass::Action) => tool == "run_bash",
+        Some(ToolClass::Read) | Some(ToolClass::Planning) | Some(ToolClass::Interaction) => false,
+        None => false,
+    }
+}
 
 /// The rule a disk-floor refusal names.
 const DISK_RULE: &str = "floor:disk";
@@ -639,7 +647,7 @@ async fn execute(
             .ok_or_else(|| ExecError::Tool(format!("{tool}: the policy resolved no path")))
     };
     let files = &session.files;
-    if WRITING_TOOLS.contains(&tool) && tool != "run_bash" {
+    if writes_to_disk(tool) && tool != "run_bash" {
         sup.disk
             .check(&session.workspace)
             .map_err(|low| ExecError::DiskFloor(low.refused()))?;
@@ -1029,6 +1037,17 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+
+    #[test]
+    fn the_disk_floor_applies_to_the_tools_that_write() {
+        let writing: Vec<&str> = tollgate_policy::registry()
+            .iter()
+            .map(|t| t.name)
+            .filter(|t| writes_to_disk(t))
+            .collect();
+        assert_eq!(writing, ["write_file", "edit_file", "run_bash"]);
+        assert!(!writes_to_disk("no_such_tool"));
+    }
 
     #[tokio::test]
     async fn a_read_starts_before_the_fsync_and_is_released_after_it() {
