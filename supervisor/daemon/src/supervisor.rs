@@ -366,7 +366,11 @@ impl Supervisor {
         // caught by `audit verify`. One that cannot be written now is kept
         // and written when the disk has room (the maintenance tick).
         if let Err(e) = self.recorder.anchor(&session.audit, &session.id) {
-            tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head now; it is written when the audit disk has room");
+            if session.audit.is_broken() {
+                tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head: its file is broken");
+            } else {
+                tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head now; it is written when the audit disk has room");
+            }
         }
         let info = session.info(0, session.backend.kind().as_str());
         self.sessions.retire(&session.id, info);
