@@ -378,7 +378,8 @@ impl Supervisor {
         }
     }
 
-    /// Audit files in the audit dir whose name starts with `prefix`.
+    /// Audit files in the audit dir whose name starts with `prefix` (not the
+    /// hidden reserve file, `.tollgate-reserve`).
     pub fn audit_files(&self, prefix: &str) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(&self.dirs.audit)
             .map(|rd| {
@@ -387,7 +388,7 @@ impl Supervisor {
                     .filter(|p| {
                         p.file_name()
                             .and_then(|n| n.to_str())
-                            .is_some_and(|n| n.starts_with(prefix))
+                            .is_some_and(|n| n.starts_with(prefix) && !n.starts_with('.'))
                     })
                     .collect()
             })

@@ -371,3 +371,152 @@ async fn provider_bad_inputs_give_clear_messages_and_the_session_goes_on() {
         Some("session_closed")
     );
 }
+
+/// Issue 20.5: a tool call the agent refuses by itself (a made-up tool name,
+/// arguments that are not JSON) never reaches the supervisor's PEP, so the
+/// only record of it is the model's output as the supervisor saw it in the
+/// Chat proxy: each call's name and raw argument text, redacted and capped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_the_agent_refuses_are_on_record_as_the_models_output() {
+    if !ready("mock_refused_calls_on_record") {
+        return;
+    }
+    let secret = format!("ghp_{}", "A1b2C3d4".repeat(5));
+    let mock = MockOpenAi::start().await.unwrap();
+    let made_up_args = format!(r#"{{"target":"the moon","note":"{secret}"}}"#);
+    mock.push(MockReply::tool_calls(
+        Some("launching"),
+        &[("c_made_up", "launch_missiles", &made_up_args)],
+    ));
+    let not_json = format!("{{\"path\": README.md {}", "x".repeat(5000));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[("c_not_json", "read_file", &not_json)],
+    ));
+    mock.push(MockReply::text("done"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let sup = start(dirs, &mock, "");
+    let run = agent(
+        &sup,
+        &ws,
+        &["--tools", "read_file", "-p", "go", "--output", "json"],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    // The agent refused both itself, as before.
+    let tm = tool_messages(mock.chat_requests().last().unwrap());
+    assert_eq!(tm.len(), 2, "{tm:?}");
+    assert!(
+        tm[0].1.starts_with("Error: unknown tool 'launch_missiles'"),
+        "{}",
+        tm[0].1
+    );
+    assert!(
+        tm[1]
+            .1
+            .starts_with("Error: invalid arguments: not valid JSON"),
+        "{}",
+        tm[1].1
+    );
+
+    let records = sup.session_records(&session_id(&run));
+    // Neither call reached the PEP ...
+    for r in &records {
+        let id = r["call_id"].as_str().unwrap_or("");
+        assert!(
+            !id.starts_with("c_made_up") && !id.starts_with("c_not_json"),
+            "{r}"
+        );
+    }
+    // ... and both are on record as the model's output.
+    let calls: Vec<serde_json::Value> = records
+        .iter()
+        .filter(|r| r["event"] == "llm_response")
+        .flat_map(|r| r["calls"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let made_up = calls
+        .iter()
+        .find(|c| c["id"] == "c_made_up")
+        .unwrap_or_else(|| panic!("no made-up call on record: {records:?}"));
+    assert_eq!(made_up["name"], "launch_missiles");
+    assert_eq!(made_up["offered"], false);
+    assert_eq!(made_up["json_object"], true);
+    let args = made_up["arguments"].as_str().unwrap();
+    assert!(args.contains("the moon"), "{args}");
+    assert!(args.contains("[REDACTED:github-token]"), "{args}");
+    let not_json_call = calls
+        .iter()
+        .find(|c| c["id"] == "c_not_json")
+        .unwrap_or_else(|| panic!("no non-JSON call on record: {records:?}"));
+    assert_eq!(not_json_call["name"], "read_file");
+    assert_eq!(not_json_call["offered"], true);
+    assert_eq!(not_json_call["json_object"], false);
+    let args = not_json_call["arguments"].as_str().unwrap();
+    assert!(args.starts_with("{\"path\": README.md xxx"), "{args}");
+    assert!(
+        args.len() < 2200 && args.ends_with("chars)"),
+        "capped: {} bytes",
+        args.len()
+    );
+    // The secret is nowhere in the audit log.
+    for f in sup.audit_files("") {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(!text.contains(&secret), "secret in {}", f.display());
+    }
+    verify_audit(&sup);
+}
+
+/// Issue 20.5, the provider's side: a response the supervisor cannot use (a
+/// tool call with no name) is refused before the agent sees it; the body the
+/// model sent is on record with the error, redacted and capped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_the_supervisor_cannot_use_is_on_record_too() {
+    if !ready("mock_unusable_response_on_record") {
+        return;
+    }
+    let mock = MockOpenAi::start().await.unwrap();
+    let secret = format!("ghp_{}", "Z9y8X7w6".repeat(5));
+    mock.push(MockReply::Json {
+        status: 200,
+        body: serde_json::json!({
+            "choices": [{
+                "message": {"role": "assistant", "content": null, "tool_calls": [{
+                    "id": "c_nameless", "type": "function",
+                    "function": {"arguments": format!("{{\"why\":\"no name\",\"note\":\"{secret}\"}}")}
+                }]},
+                "finish_reason": "tool_calls"
+            }]
+        }),
+    });
+    mock.push(MockReply::text("recovered"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let sup = start(dirs, &mock, "");
+    let run = agent(&sup, &ws, &["--tools", "read_file"], "one\ntwo\n").await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("malformed provider response: tool_calls[0] has no name"),
+        "{}",
+        run.stderr
+    );
+    let records = sup.session_records(&session_id(&run));
+    let err = records
+        .iter()
+        .find(|r| r["event"] == "llm_call_error")
+        .unwrap_or_else(|| panic!("no llm_call_error: {records:?}"));
+    assert_eq!(err["kind"], "malformed");
+    let response = err["response"].as_str().unwrap_or_default();
+    assert!(
+        response.contains("c_nameless") && response.contains("no name"),
+        "{err}"
+    );
+    assert!(response.contains("[REDACTED:github-token]"), "{err}");
+    for f in sup.audit_files("") {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(!text.contains(&secret), "secret in {}", f.display());
+    }
+    verify_audit(&sup);
+}

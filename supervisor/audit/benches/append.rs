@@ -13,6 +13,11 @@
 //! - `redact/32KiB_clean` and `redact/32KiB_with_secrets`: the redactor over
 //!   a 32 KiB tool output.
 //! - `verify/10k_records`.
+//! - `append/batch_with_reserve`: `append/batch` with an `[audit]
+//!   reserve_mb` reserve held (the ordinary path then asks the reserve
+//!   whether it is being drawn on): compare with `append/batch`.
+//! - `disk/free_bytes_statvfs`: one `statvfs` of the audit disk, what the
+//!   disk floor adds to each run_bash, write_file and edit_file decision.
 //!
 //! The audit directory is created under `$TOLLGATE_BENCH_DIR` if set, else
 //! under the target directory (so it is on the same disk as the checkout,
@@ -103,6 +108,21 @@ fn append(c: &mut Criterion) {
         })
     });
 
+    let audit_r = Audit::open(&root.path().join("reserve"), SyncMode::Batch, None).unwrap();
+    audit_r.set_reserve(4 << 20).unwrap();
+    let file_r = audit_r.open_session("benchReserve1").unwrap();
+    let mut k = 0u64;
+    g.bench_function("batch_with_reserve", |b| {
+        b.iter(|| {
+            k += 1;
+            black_box(
+                file_r
+                    .append("benchReserve1", "permission_check", fields(k))
+                    .unwrap(),
+            )
+        })
+    });
+
     const THREADS: u64 = 16;
     const PER_THREAD: u64 = 1000;
     g.throughput(Throughput::Elements(THREADS * PER_THREAD));
@@ -181,5 +201,17 @@ fn verify(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, append, redact, verify);
+fn disk(c: &mut Criterion) {
+    let root = tempfile::Builder::new()
+        .prefix("audit-bench-")
+        .tempdir_in(bench_root())
+        .unwrap();
+    let mut g = c.benchmark_group("disk");
+    g.bench_function("free_bytes_statvfs", |b| {
+        b.iter(|| black_box(tollgate_audit::reserve::free_bytes(root.path()).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, append, redact, verify, disk);
 criterion_main!(benches);

@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::json;
 
 use crate::entries::DirEntries;
-use crate::file::{AuditFile, RedactorSlot};
+use crate::file::{AuditFile, Durable, RedactorSlot};
 use crate::flusher::Flusher;
 use crate::record::Timestamp;
+use crate::reserve::{Priority, Reserve, ReserveStatus};
 use crate::verify::{VerifyError, verify_bytes};
 use crate::{Appended, AuditError, Redactor, SyncMode, lock};
 
@@ -125,8 +126,20 @@ pub struct Audit {
     /// The new files' entries in `dir`, made durable before any fsync.
     entries: Arc<DirEntries>,
     supervisor: Mutex<Option<Arc<AuditFile>>>,
+    /// Space held back for essential records.
+    reserve: Arc<Reserve>,
+    /// Closed session files whose anchor could not be written yet.
+    pending_anchors: Mutex<Vec<PendingAnchor>>,
     // Last field: dropped after `Drop::drop` has flushed the files.
     flusher: Option<Flusher>,
+}
+
+/// A session file closed while its anchor could not be written.
+struct PendingAnchor {
+    file: Arc<AuditFile>,
+    session: String,
+    /// When the session closed (the anchor, written later, says so).
+    closed: String,
 }
 
 impl fmt::Debug for Audit {
@@ -173,8 +186,28 @@ impl Audit {
             files: Mutex::new(Vec::new()),
             entries: Arc::new(DirEntries::new(dir)),
             supervisor: Mutex::new(None),
+            reserve: Arc::new(Reserve::none(dir)),
+            pending_anchors: Mutex::new(Vec::new()),
             flusher,
         })
+    }
+
+    /// Holds back `bytes` of the audit filesystem in a preallocated file
+    /// (see [`crate::reserve`]); 0 removes it. What the disk cannot hold now
+    /// is added later by [`Audit::replenish_reserve`].
+    pub fn set_reserve(&self, bytes: u64) -> Result<ReserveStatus, AuditError> {
+        self.reserve
+            .configure(bytes)
+            .map_err(|e| AuditError::io(&self.reserve.path(), e))
+    }
+
+    pub fn reserve_status(&self) -> ReserveStatus {
+        self.reserve.status()
+    }
+
+    /// Grows the reserve back when the disk has room (call periodically).
+    pub fn replenish_reserve(&self) {
+        self.reserve.replenish();
     }
 
     pub fn dir(&self) -> &Path {
@@ -220,7 +253,8 @@ impl Audit {
                 .find(|(n, _)| n.kind == FileKind::Supervisor)
                 .map(|(_, p)| p),
         };
-        let file = self.create("supervisor-")?;
+        // Essential: refusals, revocations and anchors are written here.
+        let file = self.create("supervisor-", Priority::Essential)?;
         let mut fields = json!({
             "file": file.file_name(),
             "pid": std::process::id(),
@@ -268,7 +302,13 @@ impl Audit {
                 }
             }
         }
-        file.append("", "audit_opened", fields)?;
+        file.append_with(
+            "",
+            "audit_opened",
+            fields,
+            Durable::AsConfigured,
+            Priority::Essential,
+        )?;
         *slot = Some(Arc::clone(&file));
         Ok(file)
     }
@@ -280,7 +320,18 @@ impl Audit {
                 session: session_id.chars().take(80).collect(),
             });
         }
-        self.create(&format!("audit-{session_id}-"))
+        self.create(&format!("audit-{session_id}-"), Priority::Ordinary)
+    }
+
+    /// Removes a session file that nothing names yet (its session was
+    /// refused before the supervisor log recorded it), so a refused session
+    /// leaves no file behind. The file refuses every later append.
+    pub fn discard(&self, file: &AuditFile) -> Result<(), AuditError> {
+        file.mark_broken("discarded: its session was refused".to_string());
+        match fs::remove_file(file.path()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(AuditError::io(file.path(), e)),
+            _ => Ok(()),
+        }
     }
 
     /// Anchors a file's head outside it: makes `file` durable, then writes
@@ -290,20 +341,82 @@ impl Audit {
     /// rides on the supervisor log's next fsync (the flusher's, at the
     /// latest): it is only ever written after the file it anchors is on disk,
     /// so a power loss can lose an anchor but never leave one ahead of its
-    /// file.
-    pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {
+    /// file. An anchor is essential (it may draw on the reserve); one that
+    /// still cannot be written is kept and written by
+    /// [`Audit::retry_anchors`] once there is room, marked `late` with the
+    /// time the session closed.
+    pub fn anchor(&self, file: &Arc<AuditFile>, session: &str) -> Result<Appended, AuditError> {
+        let closed = Timestamp::now().rfc3339();
+        self.write_anchor(file, session, None).inspect_err(|e| {
+            if file.is_broken() {
+                tracing::error!(file = %file.path().display(), error = %e, "cannot anchor a broken audit file");
+                return;
+            }
+            tracing::warn!(file = %file.path().display(), error = %e, "audit anchor deferred until the disk has room");
+            lock(&self.pending_anchors).push(PendingAnchor {
+                file: Arc::clone(file),
+                session: session.to_string(),
+                closed,
+            });
+        })
+    }
+
+    fn write_anchor(
+        &self,
+        file: &AuditFile,
+        session: &str,
+        late: Option<&str>,
+    ) -> Result<Appended, AuditError> {
         file.sync()?;
         let head = file.head();
         let sup = self.supervisor_log()?;
-        sup.append_deferred(
+        let mut fields = json!({
+            "file": file.file_name(),
+            "records": head.seq,
+            "head": head.hash,
+        });
+        if let Some(closed) = late {
+            fields["late"] = json!(true);
+            fields["closed"] = json!(closed);
+        }
+        sup.append_with(
             session,
             "audit_file_closed",
-            json!({
-                "file": file.file_name(),
-                "records": head.seq,
-                "head": head.hash,
-            }),
+            fields,
+            Durable::Later,
+            Priority::Essential,
         )
+    }
+
+    /// Writes the anchors that could not be written when their sessions
+    /// closed (the disk was full). Returns how many were written now.
+    pub fn retry_anchors(&self) -> usize {
+        let pending = std::mem::take(&mut *lock(&self.pending_anchors));
+        if pending.is_empty() {
+            return 0;
+        }
+        let mut written = 0;
+        let mut still = Vec::new();
+        for p in pending {
+            match self.write_anchor(&p.file, &p.session, Some(&p.closed)) {
+                Ok(_) => {
+                    written += 1;
+                    tracing::info!(file = %p.file.path().display(), closed = %p.closed, "late audit anchor written");
+                }
+                Err(_) if p.file.is_broken() => {}
+                Err(_) => still.push(p),
+            }
+        }
+        lock(&self.pending_anchors).extend(still);
+        written
+    }
+
+    /// Closed session files whose anchor is not written yet.
+    pub fn unanchored(&self) -> Vec<PathBuf> {
+        lock(&self.pending_anchors)
+            .iter()
+            .map(|p| p.file.path().to_path_buf())
+            .collect()
     }
 
     /// fsyncs everything pending (shutdown: batch mode, deferred records).
@@ -326,9 +439,15 @@ impl Audit {
         first.map_or(Ok(()), Err)
     }
 
-    fn create(&self, prefix: &str) -> Result<Arc<AuditFile>, AuditError> {
+    fn create(&self, prefix: &str, priority: Priority) -> Result<Arc<AuditFile>, AuditError> {
         let ts = Timestamp::now().compact();
         let mode = if self.group.is_some() { 0o640 } else { 0o600 };
+        if priority == Priority::Ordinary && self.reserve.refuses_ordinary() {
+            // Refused before anything is created: no empty file is left.
+            return Err(AuditError::ReserveOnly {
+                path: self.dir.join(format!("{prefix}{ts}.jsonl")),
+            });
+        }
         let mut attempt = 0u32;
         let (file, path) = loop {
             let name = if attempt == 0 {
@@ -348,6 +467,13 @@ impl Audit {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 1000 => {
                     attempt += 1;
                 }
+                Err(e)
+                    if priority == Priority::Essential
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(nix::libc::ENOSPC) | Some(nix::libc::EDQUOT)
+                        )
+                        && self.reserve.draw() => {}
                 Err(e) => return Err(AuditError::io(&path, e)),
             }
         };
@@ -369,6 +495,7 @@ impl Audit {
             self.sync,
             Arc::clone(&self.redactor),
             flusher,
+            Arc::clone(&self.reserve),
         )?;
         let mut files = lock(&self.files);
         files.retain(|w| w.strong_count() > 0);

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::entries::DirEntries;
 use crate::flusher::FlushShared;
 use crate::record::{GENESIS, RESERVED_KEYS, Timestamp, build_line, write_json};
+use crate::reserve::{Priority, Reserve};
 use crate::{Appended, AuditError, Redactor, SyncMode, lock};
 
 /// The redactor shared by an [`crate::Audit`] and its files, replaceable at
@@ -78,6 +79,8 @@ pub struct AuditFile {
     dirty: AtomicBool,
     broken: AtomicBool,
     flusher: Option<Arc<FlushShared>>,
+    /// The directory's reserve, drawn on by essential records.
+    reserve: Arc<Reserve>,
     me: Weak<AuditFile>,
 }
 
@@ -100,6 +103,7 @@ impl AuditFile {
         sync_mode: SyncMode,
         redactor: Arc<RedactorSlot>,
         flusher: Option<Arc<FlushShared>>,
+        reserve: Arc<Reserve>,
     ) -> Result<Arc<AuditFile>, AuditError> {
         let sync_fd = file.try_clone().map_err(|e| AuditError::io(&path, e))?;
         let len = file.metadata().map_err(|e| AuditError::io(&path, e))?.len();
@@ -126,6 +130,7 @@ impl AuditFile {
             dirty: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             flusher,
+            reserve,
             me: me.clone(),
         }))
     }
@@ -177,7 +182,13 @@ impl AuditFile {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        self.append_as(session, event, fields, Durable::AsConfigured)
+        self.append_with(
+            session,
+            event,
+            fields,
+            Durable::AsConfigured,
+            Priority::Ordinary,
+        )
     }
 
     /// Appends one record and makes it durable before returning, whatever the
@@ -188,7 +199,7 @@ impl AuditFile {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        self.append_as(session, event, fields, Durable::Now)
+        self.append_with(session, event, fields, Durable::Now, Priority::Ordinary)
     }
 
     /// Appends one record that rides on the next fsync, whatever the sync
@@ -203,18 +214,24 @@ impl AuditFile {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        self.append_as(session, event, fields, Durable::Later)
+        self.append_with(session, event, fields, Durable::Later, Priority::Ordinary)
     }
 
-    fn append_as(
+    /// Appends one record, durable as `durable` says. An
+    /// [`Priority::Essential`] record (a refusal, a revocation, an anchor, the
+    /// shutdown) that finds the disk full draws on the directory's reserve
+    /// and is tried again; an ordinary one is refused
+    /// ([`AuditError::ReserveOnly`]) while the reserve is being drawn on.
+    pub fn append_with(
         &self,
         session: &str,
         event: &str,
         fields: Value,
         durable: Durable,
+        priority: Priority,
     ) -> Result<Appended, AuditError> {
         let middle = self.encode_middle(session, event, fields)?;
-        let (end, appended) = self.write_record(&middle)?;
+        let (end, appended) = self.write_record(&middle, priority)?;
         match (durable, self.sync_mode) {
             (Durable::Now, _) | (Durable::AsConfigured, SyncMode::Always) => {
                 self.wait_durable(end)?
@@ -278,7 +295,16 @@ impl AuditFile {
 
     /// Chains, writes and accounts one record. Returns the file offset just
     /// past it.
-    fn write_record(&self, middle: &[u8]) -> Result<(u64, Appended), AuditError> {
+    fn write_record(
+        &self,
+        middle: &[u8],
+        priority: Priority,
+    ) -> Result<(u64, Appended), AuditError> {
+        if priority == Priority::Ordinary && self.reserve.refuses_ordinary() {
+            return Err(AuditError::ReserveOnly {
+                path: self.path.clone(),
+            });
+        }
         let mut st = lock(&self.state);
         if let Some(reason) = &st.broken {
             return Err(AuditError::Broken {
@@ -290,15 +316,22 @@ impl AuditFile {
         let (line, hash) = build_line(seq, Timestamp::now(), middle, &st.head);
         // write_all issues one write(2) unless the kernel writes short (disk
         // full); then the next call returns the real error.
-        if let Err(e) = (&st.file).write_all(&line) {
+        while let Err(e) = (&st.file).write_all(&line) {
             let good = st.len;
             if let Err(t) = st.file.set_len(good) {
                 let reason = format!(
                     "a write failed ({e}) and the partial record could not be cut off ({t})"
                 );
                 self.mark_broken_locked(&mut st, reason);
+                return Err(AuditError::io(&self.path, e));
             }
-            return Err(AuditError::io(&self.path, e));
+            let full = matches!(
+                e.raw_os_error(),
+                Some(nix::libc::ENOSPC) | Some(nix::libc::EDQUOT)
+            );
+            if !(full && priority == Priority::Essential && self.reserve.draw()) {
+                return Err(AuditError::io(&self.path, e));
+            }
         }
         st.seq = seq;
         st.head = hash.clone();
@@ -313,7 +346,7 @@ impl AuditFile {
         self.broken.store(true, Ordering::SeqCst);
     }
 
-    fn mark_broken(&self, reason: String) {
+    pub(crate) fn mark_broken(&self, reason: String) {
         let mut st = lock(&self.state);
         if st.broken.is_none() {
             self.mark_broken_locked(&mut st, reason);
@@ -430,8 +463,8 @@ fn validate_event(event: &str) -> Result<(), AuditError> {
 }
 
 /// When an appended record must be on disk.
-#[derive(Debug, Clone, Copy)]
-enum Durable {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durable {
     /// Before `append` returns in `always` mode; within 50 ms in `batch`.
     AsConfigured,
     /// Before the append returns.

@@ -102,6 +102,7 @@ pub mod missing;
 pub mod record;
 pub mod redact;
 pub mod report;
+pub mod reserve;
 pub mod secrets;
 pub mod tail;
 pub mod verify;
@@ -109,9 +110,10 @@ pub mod verify;
 use std::path::PathBuf;
 
 pub use dir::{Audit, FileKind, LogName, list_logs, parse_file_name};
-pub use file::AuditFile;
+pub use file::{AuditFile, Durable};
 pub use record::GENESIS;
 pub use redact::Redactor;
+pub use reserve::{Priority, RESERVE_FILE, ReserveStatus};
 pub use secrets::{
     EnvScan, PromptError, audit_system_prompt, is_secret_env_name, scan_env, scan_vars,
     secret_env_names,
@@ -186,6 +188,10 @@ pub enum AuditError {
     InvalidSyncMode { value: String },
     #[error("no audit file for session {session} in {dir}")]
     NoSessionFile { dir: PathBuf, session: String },
+    #[error(
+        "audit file {path}: the audit disk is full and what is left of its reserve is kept for refusals, revocations and shutdown; free space on the audit filesystem"
+    )]
+    ReserveOnly { path: PathBuf },
 }
 
 impl AuditError {
@@ -201,16 +207,19 @@ impl AuditError {
             | AuditError::Broken { .. }
             | AuditError::Encode(_)
             | AuditError::InvalidSyncMode { .. }
-            | AuditError::NoSessionFile { .. } => None,
+            | AuditError::NoSessionFile { .. }
+            | AuditError::ReserveOnly { .. } => None,
         }
     }
 
-    /// The write failed because the disk (or quota) is full.
+    /// The write failed because the disk (or quota) is full, or only the
+    /// reserve is left and the record was not essential.
     pub fn is_disk_full(&self) -> bool {
-        matches!(
-            self.raw_os_error(),
-            Some(nix::libc::ENOSPC) | Some(nix::libc::EDQUOT)
-        )
+        matches!(self, AuditError::ReserveOnly { .. })
+            || matches!(
+                self.raw_os_error(),
+                Some(nix::libc::ENOSPC) | Some(nix::libc::EDQUOT)
+            )
     }
 
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> AuditError {

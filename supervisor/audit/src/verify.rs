@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::AuditError;
 use crate::dir::{FileKind, list_logs};
-use crate::missing::named_by;
+use crate::missing::{NamedAs, named_by};
 use crate::record::{GENESIS, HASH_SUFFIX_LEN, PREV_MEMBER_LEN, VERSION, chain_hash, is_hex64};
 
 /// A chain that verified.
@@ -432,19 +432,83 @@ pub struct FileVerdict {
 /// link to the previous one. Read from the supervisor logs that verify up to
 /// where the anchor is (a broken log's records after the break are ignored).
 pub fn anchors(dir: &Path) -> Result<HashMap<String, String>, AuditError> {
+    Ok(anchor_book(dir)?
+        .into_iter()
+        .filter_map(|(file, a)| match a {
+            Anchor::Head(head) => Some((file, head)),
+            Anchor::Missing { .. } => None,
+        })
+        .collect())
+}
+
+/// What the supervisor logs of a directory record about a file they name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Anchor {
+    /// Its head, recorded outside it (a session file when its session ended,
+    /// a supervisor log by the next run's first record).
+    Head(String),
+    /// A session file whose session a supervisor log opened, with no head
+    /// recorded anywhere: records cut from its end would go unnoticed.
+    Missing {
+        session: String,
+        /// The session's end is on record (or the run that opened it is
+        /// over): the anchor should be there and is not (the audit disk was
+        /// full when the session closed, or the supervisor stopped before
+        /// writing it). Otherwise the session may still be open.
+        ended: bool,
+    },
+}
+
+/// [`Anchor`] by file name, for every file the supervisor logs of `dir` name.
+pub fn anchor_book(dir: &Path) -> Result<HashMap<String, Anchor>, AuditError> {
+    let logs: Vec<PathBuf> = list_logs(dir)?
+        .into_iter()
+        .filter(|(name, _)| name.kind == FileKind::Supervisor)
+        .map(|(_, p)| p)
+        .collect();
     let mut out = HashMap::new();
-    for (name, path) in list_logs(dir)? {
-        if name.kind != FileKind::Supervisor {
-            continue;
-        }
-        let data = std::fs::read(&path).map_err(|e| AuditError::io(&path, e))?;
+    for (i, path) in logs.iter().enumerate() {
+        let data = std::fs::read(path).map_err(|e| AuditError::io(path, e))?;
+        let run_over = i + 1 < logs.len();
+        let mut opened: HashMap<String, String> = HashMap::new();
+        let mut ended: HashSet<String> = HashSet::new();
         for named in named_by(&data) {
-            if let Some(head) = named.head {
-                out.insert(named.file, head);
+            match (named.head, named.named_as) {
+                (Some(head), _) => {
+                    out.insert(named.file, Anchor::Head(head));
+                }
+                (None, NamedAs::SessionFile { session }) => {
+                    opened.insert(named.file, session);
+                }
+                (None, NamedAs::PreviousLog) => {}
             }
+        }
+        for rec in records(&data) {
+            if matches!(rec.event.as_str(), "session_closed" | "session_revoked") {
+                ended.insert(rec.session);
+            }
+        }
+        for (file, session) in opened {
+            if matches!(out.get(&file), Some(Anchor::Head(_))) {
+                continue;
+            }
+            let ended = run_over || ended.contains(&session);
+            out.insert(file, Anchor::Missing { session, ended });
         }
     }
     Ok(out)
+}
+
+/// The records of a file's bytes that verify, up to the first break.
+fn records(data: &[u8]) -> impl Iterator<Item = Record> + '_ {
+    let mut checker = ChainChecker::new();
+    lines(data).map_while(move |(line, has_newline)| {
+        if has_newline {
+            checker.check(line).ok()
+        } else {
+            None
+        }
+    })
 }
 
 /// Verifies every audit file in `dir` (oldest first), each against its

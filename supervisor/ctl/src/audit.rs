@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, anyhow};
 use tollgate_audit::tail::{FollowOptions, follow_session};
+use tollgate_audit::verify::{Anchor, anchor_book};
 use tollgate_audit::{VerifyError, verify_file};
 
 use crate::client::{Client, status_error};
@@ -27,7 +28,10 @@ pub async fn dir_from_supervisor(mut c: Client) -> anyhow::Result<PathBuf> {
 /// supervisor anchored for it in its own log (when the file sits in an audit
 /// directory with supervisor logs), which also catches a truncated tail. Then
 /// each file a supervisor log among them names must be present (beside it or
-/// among `files`), which catches a whole file deleted.
+/// among `files`), which catches a whole file deleted. A session file a
+/// supervisor log names with no anchor anywhere prints `unanchored:` instead
+/// of `ok:` and does not change the exit code (an open session is always
+/// unanchored; see docs/INTERFACES.md).
 pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
     let files = match expand(args) {
         Ok(files) => files,
@@ -37,11 +41,12 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
         }
     };
     let files = files.as_slice();
-    let mut anchors_by_dir: HashMap<PathBuf, HashMap<String, String>> = HashMap::new();
+    let mut books: HashMap<PathBuf, HashMap<String, Anchor>> = HashMap::new();
     let mut code = 0;
+    let mut unanchored = 0usize;
     for f in files {
-        let expected: Option<String> = match head {
-            Some(h) => Some(h.to_string()),
+        let state: Option<Anchor> = match head {
+            Some(h) => Some(Anchor::Head(h.to_string())),
             None => {
                 let dir = f
                     .parent()
@@ -52,17 +57,29 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
                 } else {
                     dir
                 };
-                let anchors = anchors_by_dir
+                let book = books
                     .entry(dir.clone())
-                    .or_insert_with(|| tollgate_audit::verify::anchors(&dir).unwrap_or_default());
+                    .or_insert_with(|| anchor_book(&dir).unwrap_or_default());
                 f.file_name()
                     .and_then(|n| n.to_str())
-                    .and_then(|n| anchors.get(n).cloned())
+                    .and_then(|n| book.get(n).cloned())
             }
         };
+        let expected = match &state {
+            Some(Anchor::Head(h)) => Some(h.as_str()),
+            Some(Anchor::Missing { .. }) | None => None,
+        };
         let shown = table::escape(&f.display().to_string());
-        match verify_file(f, expected.as_deref()) {
-            Ok(ok) => outln!(
+        match (verify_file(f, expected), &state) {
+            (Ok(ok), Some(Anchor::Missing { session, ended })) => {
+                unanchored += 1;
+                outln!(
+                    "{shown}: unanchored: {} records; no head of this file was recorded outside it, so records cut from its end would go unnoticed ({})",
+                    ok.records,
+                    unanchored_why(&table::escape(session), *ended)
+                );
+            }
+            (Ok(ok), _) => outln!(
                 "{shown}: ok: {} records{}",
                 ok.records,
                 if expected.is_some() {
@@ -71,11 +88,11 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
                     ""
                 }
             ),
-            Err(e @ VerifyError::Broken { .. }) => {
+            (Err(e @ VerifyError::Broken { .. }), _) => {
                 outln!("{shown}: {}", table::escape(&e.to_string()));
                 code = 1;
             }
-            Err(e) => {
+            (Err(e), _) => {
                 eprintln!("supervisorctl: {}", table::escape(&e.to_string()));
                 code = 1;
             }
@@ -83,6 +100,11 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
         if code != 0 {
             return code;
         }
+    }
+    if unanchored > 0 {
+        eprintln!(
+            "supervisorctl: note: {unanchored} file(s) unanchored: their chains hold, but their ends cannot be checked until the supervisor anchors them"
+        );
     }
     // Whole files deleted: every file a supervisor log names must be there.
     match tollgate_audit::missing::check(files) {
@@ -109,6 +131,17 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
         }
     }
     code
+}
+
+/// Why a session file has no anchor, as far as the supervisor logs tell.
+fn unanchored_why(session: &str, ended: bool) -> String {
+    if ended {
+        format!(
+            "session {session} ended without one: the audit disk was full when it closed and the supervisor has not written it since, or the supervisor stopped first"
+        )
+    } else {
+        format!("session {session} may still be open: its head is anchored when it ends")
+    }
 }
 
 /// The files to verify: each argument that is a directory stands for every

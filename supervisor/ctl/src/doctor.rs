@@ -144,7 +144,7 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         &[0o600, 0o660],
     ));
     checks.push(socket_check("agent socket", &agent_socket, &[0o666, 0o660]));
-    match running {
+    match &running {
         Some(Ok(s)) => {
             let bad = s.sandbox_strength.contains("MISSING");
             let choice = BackendChoice::parse(&s.sandbox).unwrap_or(BackendChoice::Native);
@@ -177,6 +177,26 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         None => {}
     }
 
+    // The audit disk: the running supervisor's audit dir, floor, reserve
+    // and workspaces when it answers, else this host's config.
+    let mut audit_dir = config.audit.dir.clone();
+    let mut floor_mb = config.sandbox.min_free_mb;
+    let mut reserve_mb = config.audit.reserve_mb;
+    let mut workspaces: Vec<PathBuf> = Vec::new();
+    if let Some(s) = status {
+        audit_dir = PathBuf::from(&s.audit_dir);
+        floor_mb = s.disk_min_free_mb;
+        reserve_mb = s.audit_reserve_target_bytes >> 20;
+        workspaces = running_workspaces(operator_socket).await;
+        checks.push(crate::shared_disk::reserve_check(s));
+    }
+    checks.push(crate::shared_disk::check(
+        &audit_dir,
+        &workspaces,
+        floor_mb,
+        reserve_mb,
+    ));
+
     let mut failed = false;
     for c in &checks {
         failed |= c.status == CheckStatus::Fail;
@@ -194,6 +214,28 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         outln!("{line}");
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// The workspaces of the running supervisor's active sessions (none when
+/// it does not answer).
+async fn running_workspaces(operator_socket: &Path) -> Vec<PathBuf> {
+    let Ok(mut c) = crate::client::connect(operator_socket).await else {
+        return Vec::new();
+    };
+    match c
+        .list_sessions(tollgate_proto::v1::ListSessionsRequest {
+            include_ended: false,
+        })
+        .await
+    {
+        Ok(list) => list
+            .into_inner()
+            .sessions
+            .into_iter()
+            .map(|s| PathBuf::from(s.workspace))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 fn socket_check(name: &str, path: &Path, modes: &[u32]) -> DoctorCheck {

@@ -18,6 +18,7 @@ mod doctor;
 mod policy;
 mod sandbox;
 mod sessions;
+mod shared_disk;
 mod table;
 
 use std::path::PathBuf;

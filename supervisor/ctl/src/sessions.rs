@@ -54,6 +54,11 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
                     },
                     "operator": { "open": conns.operator_open },
                 },
+                "audit_refusals": s.audit_refusals, "audit_unanchored": s.audit_unanchored,
+                "audit_reserve_bytes": s.audit_reserve_bytes,
+                "audit_reserve_target_bytes": s.audit_reserve_target_bytes,
+                "audit_reserve_drawing": s.audit_reserve_drawing,
+                "disk_min_free_mb": s.disk_min_free_mb,
             })
         );
         return Ok(());
@@ -79,6 +84,34 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         ("descriptors", descriptors_line(&fds)),
         ("connections", connections_line(&conns)),
         ("refused", refused_line(&conns)),
+        ("audit reserve", reserve_line(&s)),
+        (
+            "audit refusals",
+            format!(
+                "{} since start (AUDIT_UNAVAILABLE){}",
+                s.audit_refusals,
+                if s.audit_unanchored.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} closed session file(s) await their anchor: {}",
+                        s.audit_unanchored.len(),
+                        s.audit_unanchored.join(", ")
+                    )
+                }
+            ),
+        ),
+        (
+            "disk floor",
+            if s.disk_min_free_mb == 0 {
+                "off ([sandbox] min_free_mb = 0)".to_string()
+            } else {
+                format!(
+                    "{} MiB free kept on each workspace's filesystem",
+                    s.disk_min_free_mb
+                )
+            },
+        ),
         ("agent socket", s.agent_socket),
         ("operator socket", s.operator_socket),
     ];
@@ -117,6 +150,26 @@ fn refused_line(c: &pb::ConnectionStatus) -> String {
         "agent.sock: {} over the per-uid cap, {} over the descriptor budget, {} unidentified; {} closed idle",
         c.refused_over_uid_cap, c.refused_over_fd_reserve, c.refused_unidentified, c.closed_idle
     )
+}
+
+fn reserve_line(s: &pb::StatusResponse) -> String {
+    const MIB: u64 = 1 << 20;
+    if s.audit_reserve_target_bytes == 0 {
+        return "none ([audit] reserve_mb = 0)".to_string();
+    }
+    let mut line = format!(
+        "{} of {} MiB held",
+        s.audit_reserve_bytes / MIB,
+        s.audit_reserve_target_bytes / MIB
+    );
+    if s.audit_reserve_drawing {
+        line.push_str(
+            "; DRAWN ON: the audit disk is full, only refusals, revocations, anchors and shutdown are recorded",
+        );
+    } else if s.audit_reserve_bytes < s.audit_reserve_target_bytes {
+        line.push_str("; the audit disk has no room for the rest yet");
+    }
+    line
 }
 
 pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()> {

@@ -285,7 +285,14 @@ impl AgentService for AgentSvc {
         self.sup
             .recorder
             .to_file(&session.audit, &session.id, &r.event, fields)
-            .map_err(|e| Status::unavailable(format!("AUDIT_UNAVAILABLE: {e}")))?;
+            .map_err(|e| {
+                self.sup.audit_refused(
+                    &session.id,
+                    &format!("an event report of session {}", session.id),
+                    &e,
+                );
+                Status::unavailable(format!("AUDIT_UNAVAILABLE: {e}"))
+            })?;
         Ok(Response::new(pb::ReportEventResponse {}))
     }
 

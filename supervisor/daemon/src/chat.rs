@@ -15,6 +15,12 @@ use crate::supervisor::Supervisor;
 
 /// How much of a message goes into the audit record.
 const EXCERPT: usize = 1024;
+/// How much of one tool call's arguments goes into the audit record.
+const CALL_ARGS_EXCERPT: usize = 2048;
+/// How much of a tool call's name.
+const CALL_NAME_EXCERPT: usize = 128;
+/// How many of a response's tool calls are recorded one by one.
+const CALLS_RECORDED: usize = 32;
 
 pub async fn chat(
     sup: &Arc<Supervisor>,
@@ -58,24 +64,28 @@ pub async fn chat(
                 LlmError::Timeout(_) => "timeout",
                 LlmError::Connect { .. } => "connect",
                 LlmError::Status { .. } => "http_status",
-                LlmError::Malformed(_) => "malformed",
+                LlmError::Malformed { .. } => "malformed",
                 LlmError::TooLarge(_) => "too_large",
                 LlmError::Other(_) => "other",
             };
             let message = sup.redactor.redact(&e.to_string());
-            record(
-                sup,
-                session,
-                "llm_call_error",
-                json!({
-                    "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
-                }),
-            )?;
+            let mut fields = json!({
+                "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
+            });
+            // What the model sent, when it could not be used (a tool call
+            // without a name, say): on record, redacted and capped.
+            if let LlmError::Malformed {
+                body: Some(body), ..
+            } = &e
+            {
+                fields["response"] = json!(capped(sup, body, CALL_ARGS_EXCERPT));
+            }
+            record(sup, session, "llm_call_error", fields)?;
             return Err(match e {
                 LlmError::Timeout(_) => Status::deadline_exceeded(message),
                 LlmError::Connect { .. }
                 | LlmError::Status { .. }
-                | LlmError::Malformed(_)
+                | LlmError::Malformed { .. }
                 | LlmError::TooLarge(_)
                 | LlmError::Other(_) => Status::unavailable(message),
             });
@@ -94,6 +104,8 @@ pub async fn chat(
         .iter()
         .map(|c| c.name.as_str())
         .collect();
+    let offered: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+    let calls = calls_on_record(sup, &completion.message.tool_calls, &offered);
     record(
         sup,
         session,
@@ -110,6 +122,8 @@ pub async fn chat(
             "finish_reason": completion.finish_reason,
             "content": excerpt(sup, completion.message.content.as_deref().unwrap_or("")),
             "tool_calls": tool_names,
+            "calls": calls,
+            "calls_total": completion.message.tool_calls.len(),
         }),
     )?;
     Ok(pb::ChatResponse {
@@ -155,12 +169,39 @@ fn cost_cap_hit(sup: &Supervisor, session: &Session, spent: f64, cap: f64) -> pb
     }
 }
 
+/// The model's tool calls as it sent them, before the agent judges them (it
+/// refuses a made-up tool name or arguments that are not JSON without ever
+/// calling the supervisor, so this is their only record): id, name and the
+/// raw argument text, redacted and capped; whether the name was one of the
+/// tools offered and whether the arguments are a JSON object.
+fn calls_on_record(sup: &Supervisor, calls: &[pb::ChatToolCall], offered: &[&str]) -> Vec<Value> {
+    calls
+        .iter()
+        .take(CALLS_RECORDED)
+        .map(|c| {
+            json!({
+                "id": capped(sup, &c.id, CALL_NAME_EXCERPT),
+                "name": capped(sup, &c.name, CALL_NAME_EXCERPT),
+                "arguments": capped(sup, &c.arguments, CALL_ARGS_EXCERPT),
+                "offered": offered.contains(&c.name.as_str()),
+                "json_object": serde_json::from_str::<Value>(&c.arguments).is_ok_and(|v| v.is_object()),
+            })
+        })
+        .collect()
+}
+
 fn excerpt(sup: &Supervisor, text: &str) -> String {
+    capped(sup, text, EXCERPT)
+}
+
+/// `text` redacted, then cut to `cap` bytes with a note of its length (the
+/// redaction comes first, so a secret cut in two is still found).
+fn capped(sup: &Supervisor, text: &str, cap: usize) -> String {
     let red = sup.redactor.redact(text);
-    if red.len() <= EXCERPT {
+    if red.len() <= cap {
         return red;
     }
-    let mut end = EXCERPT;
+    let mut end = cap;
     while !red.is_char_boundary(end) {
         end -= 1;
     }
@@ -172,6 +213,11 @@ fn record(sup: &Supervisor, session: &Session, event: &str, fields: Value) -> Re
         .to_file(&session.audit, &session.id, event, fields)
         .map(|_| ())
         .map_err(|e| {
+            sup.audit_refused(
+                &session.id,
+                &format!("a model call of session {}", session.id),
+                &e,
+            );
             Status::unavailable(format!(
                 "AUDIT_UNAVAILABLE: the audit log cannot be written: {e}"
             ))

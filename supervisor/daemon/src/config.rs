@@ -14,6 +14,9 @@ use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 pub const DEFAULT_CONFIG: &str = "/etc/tollgate/supervisor.toml";
 pub const DEFAULT_STATE_DIR: &str = "/run/tollgate";
 pub const DEFAULT_AUDIT_DIR: &str = "/var/log/tollgate";
+/// The largest `[audit] reserve_mb` accepted (a typo of a few zeros would
+/// otherwise take a disk's worth of space).
+const MAX_RESERVE_MB: u64 = 4096;
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -107,6 +110,10 @@ pub struct SandboxSection {
     pub fsize_mb: u64,
     /// Docker engine socket.
     pub docker_socket: PathBuf,
+    /// Free space (MiB) a workspace's filesystem must keep: below it the
+    /// session's running commands are stopped and new commands and file
+    /// writes refused. 0 turns the floor off.
+    pub min_free_mb: u64,
 }
 
 impl Default for SandboxSection {
@@ -122,6 +129,7 @@ impl Default for SandboxSection {
             tmp_mb: 256,
             fsize_mb: 1024,
             docker_socket: PathBuf::from("/var/run/docker.sock"),
+            min_free_mb: 256,
         }
     }
 }
@@ -131,6 +139,9 @@ impl Default for SandboxSection {
 pub struct AuditSection {
     pub dir: PathBuf,
     pub sync: SyncMode,
+    /// Space (MiB) held back in the audit directory for refusals,
+    /// revocations, anchors and shutdown when the disk fills. 0: none.
+    pub reserve_mb: u64,
 }
 
 impl Default for AuditSection {
@@ -138,6 +149,7 @@ impl Default for AuditSection {
         AuditSection {
             dir: PathBuf::from(DEFAULT_AUDIT_DIR),
             sync: SyncMode::Always,
+            reserve_mb: 16,
         }
     }
 }
@@ -314,6 +326,12 @@ impl Config {
                 "[sandbox] cpus, memory_mb, pids, tmp_mb and fsize_mb must be > 0".to_string(),
             ));
         }
+        if self.audit.reserve_mb > MAX_RESERVE_MB {
+            return Err(invalid(format!(
+                "[audit] reserve_mb ({}) is more than {MAX_RESERVE_MB}; 8 to 64 is plenty",
+                self.audit.reserve_mb
+            )));
+        }
         let l = &self.llm;
         let negative_or_nan = |x: f64| x.is_nan() || x < 0.0;
         if negative_or_nan(l.max_cost_usd)
@@ -452,6 +470,22 @@ mod tests {
                 .to_string();
             assert!(err.contains(key), "{key}: {err}");
         }
+    }
+
+    #[test]
+    fn the_disk_floor_and_the_audit_reserve_are_configurable() {
+        let d = Config::default();
+        assert_eq!((d.sandbox.min_free_mb, d.audit.reserve_mb), (256, 16));
+        let c = Config::parse(
+            "[sandbox]\nmin_free_mb = 0\n[audit]\nreserve_mb = 0\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert_eq!((c.sandbox.min_free_mb, c.audit.reserve_mb), (0, 0));
+        let err = Config::parse("[audit]\nreserve_mb = 100000\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("reserve_mb"), "{err}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 use tokio::sync::broadcast;
-use tollgate_audit::{Appended, Audit, AuditError, AuditFile};
+use tollgate_audit::{Appended, Audit, AuditError, AuditFile, Durable, Priority};
 use tollgate_proto::v1 as pb;
 
 use crate::sessions::unix_ms;
@@ -38,7 +38,51 @@ impl Recorder {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        self.write(file, session, event, fields, false)
+        self.write(
+            file,
+            session,
+            event,
+            fields,
+            Durable::AsConfigured,
+            Priority::Ordinary,
+        )
+    }
+
+    /// An essential record (a refusal, a revocation, a stop): when the disk is
+    /// full it may draw on the audit directory's reserve.
+    pub fn to_file_essential(
+        &self,
+        file: &AuditFile,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        self.write(
+            file,
+            session,
+            event,
+            fields,
+            Durable::AsConfigured,
+            Priority::Essential,
+        )
+    }
+
+    /// [`Recorder::to_file_essential`], riding on the file's next fsync.
+    pub fn to_file_essential_deferred(
+        &self,
+        file: &AuditFile,
+        session: &str,
+        event: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        self.write(
+            file,
+            session,
+            event,
+            fields,
+            Durable::Later,
+            Priority::Essential,
+        )
     }
 
     /// The same, but the record rides on the next fsync
@@ -51,7 +95,14 @@ impl Recorder {
         event: &str,
         fields: Value,
     ) -> Result<Appended, AuditError> {
-        self.write(file, session, event, fields, true)
+        self.write(
+            file,
+            session,
+            event,
+            fields,
+            Durable::Later,
+            Priority::Ordinary,
+        )
     }
 
     fn write(
@@ -60,19 +111,23 @@ impl Recorder {
         session: &str,
         event: &str,
         fields: Value,
-        deferred: bool,
+        durable: Durable,
+        priority: Priority,
     ) -> Result<Appended, AuditError> {
         // Watchers see what the log holds; with none, skip the copy.
         let published = (self.watchers.receiver_count() > 0)
             .then(|| (summarise(event, &fields), fields.clone()));
-        let appended = if deferred {
-            file.append_deferred(session, event, fields)?
-        } else if file.append_waits() {
+        let waits = match durable {
+            Durable::Later => false,
+            Durable::Now => true,
+            Durable::AsConfigured => file.append_waits(),
+        };
+        let appended = if waits {
+            waiting_for_disk(|| file.append_with(session, event, fields, durable, priority))?
+        } else {
             // (A write alone does not block long enough to pay for the
             // hand-off.)
-            waiting_for_disk(|| file.append(session, event, fields))?
-        } else {
-            file.append(session, event, fields)?
+            file.append_with(session, event, fields, durable, priority)?
         };
         if let Some((summary, fields)) = published {
             self.publish(session, event, summary, fields);
@@ -100,7 +155,27 @@ impl Recorder {
         fields: Value,
     ) -> Result<Appended, AuditError> {
         let log = self.audit.supervisor_log()?;
-        self.write(&log, session, event, fields, true)
+        self.write(
+            &log,
+            session,
+            event,
+            fields,
+            Durable::Later,
+            Priority::Ordinary,
+        )
+    }
+
+    /// An essential record in the supervisor's log (a revocation, a stop,
+    /// the shutdown): may draw on the reserve.
+    pub fn supervisor_essential(
+        &self,
+        session: &str,
+        event: &str,
+        fields: Value,
+        durable: Durable,
+    ) -> Result<Appended, AuditError> {
+        let log = self.audit.supervisor_log()?;
+        self.write(&log, session, event, fields, durable, Priority::Essential)
     }
 
     /// Makes every record appended to `file` so far durable (one fsync, or
@@ -111,7 +186,9 @@ impl Recorder {
 
     /// Records a session file's final head in the supervisor's log, so a
     /// truncated tail is caught by `audit verify`. Syncs both files.
-    pub fn anchor(&self, file: &AuditFile, session: &str) -> Result<Appended, AuditError> {
+    /// One that cannot be written now (a full disk) is written later
+    /// ([`Audit::retry_anchors`]).
+    pub fn anchor(&self, file: &Arc<AuditFile>, session: &str) -> Result<Appended, AuditError> {
         waiting_for_disk(|| self.audit.anchor(file, session))
     }
 

@@ -49,6 +49,7 @@ impl OperatorService for OperatorSvc {
         let primary = sup.backends.primary();
         // As it is now: a Docker engine is checked again.
         let strength = primary.refresh().await;
+        let reserve = sup.audit.reserve_status();
         let mut line = strength.summary.clone();
         if !strength.missing.is_empty() {
             line.push_str(&format!(
@@ -79,6 +80,17 @@ impl OperatorService for OperatorSvc {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            audit_refusals: sup.refusals.total(),
+            audit_unanchored: sup
+                .audit
+                .unanchored()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            audit_reserve_bytes: reserve.held,
+            audit_reserve_target_bytes: reserve.target,
+            audit_reserve_drawing: reserve.drawing,
+            disk_min_free_mb: sup.disk.floor_mb(),
         }))
     }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tollgate_policy::{Code, Context, Decision, ToolCall, Verdict};
+use tollgate_policy::{Code, Context, Decision, ToolCall, ToolClass, Verdict};
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{ExecRequest, Output, Sandbox, SandboxSpec};
 use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
@@ -111,6 +111,19 @@ pub async fn call_tool(
         }
     }
 
+    // The disk floor: no command or file write while the workspace's
+    // filesystem is under `[sandbox] min_free_mb` (refused before any
+    // approval is asked for; checked again just before it runs).
+    if decision.verdict != Verdict::Deny
+        && writes_to_disk(&tool)
+        && let Err(low) = sup.disk.check(&session.workspace)
+    {
+        decision.verdict = Verdict::Deny;
+        decision.code = Code::PolicyDenied;
+        decision.reason = low.refused();
+        decision.rule = Some(DISK_RULE.to_string());
+    }
+
     // Step 3: the decision record, durable before the action. An allowed
     // call's record is made durable by the fsync of its `tool_started`
     // record, written next: one fsync for both, before the tool runs.
@@ -124,7 +137,7 @@ pub async fn call_tool(
         allowed_by,
         decision.verdict == Verdict::Allow,
     ) {
-        return denied(audit_unavailable(&e));
+        return denied(audit_unavailable(sup, session, &tool, &e));
     }
 
     match decision.verdict {
@@ -145,7 +158,7 @@ pub async fn call_tool(
         "call_id": call_id, "tool": tool, "allowed_by": allowed_by, "target": decision.target,
     });
     if let Err(e) = record_as(sup, session, "tool_started", started_record, overlap) {
-        return denied(audit_unavailable(&e));
+        return denied(audit_unavailable(sup, session, &tool, &e));
     }
     let run = async {
         let run = execute(sup, session, &tool, &args, &decision, &cancel);
@@ -158,7 +171,7 @@ pub async fn call_tool(
     let result = tokio::select! {
         r = run => match r {
             Ok(r) => r,
-            Err(e) => return denied(audit_unavailable(&e)),
+            Err(e) => return denied(audit_unavailable(sup, session, &tool, &e)),
         },
         _ = cancel.cancelled() => Err(ExecError::Cancelled),
     };
@@ -188,6 +201,17 @@ pub async fn call_tool(
                 code: pb::DenialCode::SandboxUnavailable as i32,
                 reason,
                 rule: "sandbox".to_string(),
+                consequence: decision.consequence.clone(),
+                destructive: decision.destructive,
+            }),
+            duration_ms,
+            ..Default::default()
+        },
+        Err(ExecError::DiskFloor(reason)) => pb::CallToolResponse {
+            denied: Some(pb::Denial {
+                code: pb::DenialCode::PolicyDenied as i32,
+                reason,
+                rule: DISK_RULE.to_string(),
                 consequence: decision.consequence.clone(),
                 destructive: decision.destructive,
             }),
@@ -229,22 +253,42 @@ pub async fn call_tool(
             &response.error
         })
     };
+    let mut outcome = json!({
+        "call_id": call_id, "tool": tool, "status": status, "exit_code": response.exit_code,
+        "bytes": response.output.len(), "truncated": response.truncated,
+        "duration_ms": duration_ms, "output": excerpt,
+    });
+    if let Some(d) = &response.denied {
+        // Why it was stopped (the disk floor, the sandbox, a cancel).
+        outcome["stopped"] = json!({
+            "code": pb::DenialCode::try_from(d.code).unwrap_or(pb::DenialCode::Unspecified).as_str_name(),
+            "rule": d.rule, "reason": d.reason,
+        });
+    }
     // The outcome rides on the next fsync (the action has already run).
-    let _ = sup.recorder.to_file_deferred(
-        &session.audit,
-        &session.id,
-        "tool_result",
-        json!({
-            "call_id": call_id, "tool": tool, "status": status, "exit_code": response.exit_code,
-            "bytes": response.output.len(), "truncated": response.truncated,
-            "duration_ms": duration_ms, "output": excerpt,
-        }),
-    );
+    let _ = sup
+        .recorder
+        .to_file_deferred(&session.audit, &session.id, "tool_result", outcome);
     if !response.ok && response.denied.is_none() && response.error.is_empty() {
         response.error = "the tool failed without a message".to_string();
     }
     response
 }
+
+/// Whether a tool writes to the workspace's filesystem (refused under the
+/// disk floor, see `disk.rs`): every write tool, and run_bash (what it runs
+/// may write anything); webfetch and the read and agent-side tools do not.
+fn writes_to_disk(tool: &str) -> bool {
+    match tollgate_policy::lookup(tool).map(|t| t.class) {
+        Some(ToolClass::Write) => true,
+        Some(ToolClass::Action) => tool == "run_bash",
+        Some(ToolClass::Read) | Some(ToolClass::Planning) | Some(ToolClass::Interaction) => false,
+        None => false,
+    }
+}
+
+/// The rule a disk-floor refusal names.
+const DISK_RULE: &str = "floor:disk";
 
 /// Tools whose only effect is the output they return (no write, no process,
 /// no network): they may start reading before their decision is durable.
@@ -403,7 +447,7 @@ async fn ask(
         }),
     ) {
         sup.approvals.close(&id, "withdrawn", "supervisor");
-        return Err(audit_unavailable(&e));
+        return Err(audit_unavailable(sup, session, tool, &e));
     }
     if sup.config.session.session_can_approve {
         let _ = session.control.send(pb::ApprovalServerMsg {
@@ -581,6 +625,8 @@ enum ExecError {
     Tool(String),
     /// No sandbox could be had.
     Sandbox(String),
+    /// The disk floor refused the write, or stopped the command.
+    DiskFloor(String),
     Cancelled,
 }
 
@@ -601,6 +647,11 @@ async fn execute(
             .ok_or_else(|| ExecError::Tool(format!("{tool}: the policy resolved no path")))
     };
     let files = &session.files;
+    if writes_to_disk(tool) && tool != "run_bash" {
+        sup.disk
+            .check(&session.workspace)
+            .map_err(|low| ExecError::DiskFloor(low.refused()))?;
+    }
     let out = match tool {
         "read_file" => {
             let p = path()?;
@@ -716,9 +767,9 @@ impl HopVetter for Vetter {
 
 /// The session's sandbox, created on first use.
 async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandbox>, ExecError> {
-    session
+    let sb = session
         .sandbox
-        .get_or_try_init(|| async {
+        .get_or_create(|| async {
             let token = session.sandbox_token_text.lock().clone();
             let user = crate::workspace::passwd()
                 .into_iter()
@@ -748,8 +799,16 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
             session.backend.create(&spec).await
         })
         .await
-        .cloned()
-        .map_err(|e| ExecError::Sandbox(format!("{e}. The command did not run.")))
+        .map_err(|e| ExecError::Sandbox(format!("{e}. The command did not run.")))?;
+    // The session ended while its sandbox was being built: end_session
+    // found none to destroy, so destroy it here.
+    if !session.is_active()
+        && let Some(sb) = session.sandbox.take()
+    {
+        let _ = sb.destroy().await;
+        return Err(ExecError::Cancelled);
+    }
+    Ok(sb)
 }
 
 async fn run_bash(
@@ -759,10 +818,15 @@ async fn run_bash(
     timeout_s: Option<u64>,
     cancel: &CancellationToken,
 ) -> Result<Done, ExecError> {
+    sup.disk
+        .check(&session.workspace)
+        .map_err(|low| ExecError::DiskFloor(low.refused()))?;
     let sb = sandbox_of(sup, session).await?;
     if !session.is_active() {
         return Err(ExecError::Cancelled);
     }
+    // A stop left for an earlier command is not this one's.
+    session.disk_stop.lock().take();
     let cfg = &sup.config.sandbox;
     let timeout = Duration::from_secs(
         timeout_s
@@ -791,8 +855,15 @@ async fn run_bash(
         }
         (kept, total)
     });
-    let outcome = sb.exec(req, tx, cancel.child_token()).await;
+    let outcome = {
+        // The disk watcher looks often while this runs (see disk.rs).
+        let _running = sup.disk.command();
+        sb.exec(req, tx, cancel.child_token()).await
+    };
     let (kept, total) = collector.await.unwrap_or_default();
+    if let Some(reason) = session.disk_stop.lock().take() {
+        return Err(ExecError::DiskFloor(reason));
+    }
     let outcome = outcome.map_err(|e| match e {
         tollgate_sandbox::SandboxError::Gone(_) if !session.is_active() => ExecError::Cancelled,
         other => ExecError::Sandbox(format!("{other}. The command may not have completed.")),
@@ -929,12 +1000,28 @@ pub fn revoked(session: &Session) -> pb::Denial {
     }
 }
 
-fn audit_unavailable(e: &tollgate_audit::AuditError) -> pb::Denial {
-    audit_unavailable_msg(e)
+/// A call refused because its audit record could not be written: counted
+/// and logged (rate-limited) by the supervisor, and said to the model.
+fn audit_unavailable(
+    sup: &Supervisor,
+    session: &Session,
+    tool: &str,
+    e: &tollgate_audit::AuditError,
+) -> pb::Denial {
+    sup.audit_refused(
+        &session.id,
+        &format!("{tool} call of session {}", session.id),
+        e,
+    );
+    audit_unavailable_denial(e)
 }
 
 fn audit_unavailable_msg(e: &dyn std::fmt::Display) -> pb::Denial {
-    tracing::error!(error = %e, "audit record failed; refusing the call");
+    tracing::error!(error = %e, "refusing the call");
+    audit_unavailable_denial(e)
+}
+
+fn audit_unavailable_denial(e: &dyn std::fmt::Display) -> pb::Denial {
     pb::Denial {
         code: pb::DenialCode::AuditUnavailable as i32,
         reason: format!(
@@ -950,6 +1037,17 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+
+    #[test]
+    fn the_disk_floor_applies_to_the_tools_that_write() {
+        let writing: Vec<&str> = tollgate_policy::registry()
+            .iter()
+            .map(|t| t.name)
+            .filter(|t| writes_to_disk(t))
+            .collect();
+        assert_eq!(writing, ["write_file", "edit_file", "run_bash"]);
+        assert!(!writes_to_disk("no_such_tool"));
+    }
 
     #[tokio::test]
     async fn a_read_starts_before_the_fsync_and_is_released_after_it() {

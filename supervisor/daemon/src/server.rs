@@ -85,6 +85,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         operator_gid,
     )?);
     let audit_dir = audit.dir().to_path_buf();
+    // The reserve first, so even this run's first records can draw on it.
+    reserve_audit_space(&audit, config.audit.reserve_mb);
     // Opens (or rotates to) this run's supervisor log now, so a broken one
     // is found at start.
     audit.supervisor_log()?;
@@ -159,6 +161,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         operator_gid,
         conns,
         shutdown: CancellationToken::new(),
+        disk: crate::disk::DiskGuard::new(config.sandbox.min_free_mb),
+        refusals: crate::refusals::Refusals::default(),
         config,
     });
 
@@ -187,6 +191,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             "default_mode": sup.config.session.default_mode.as_str(),
             "max_mode": sup.config.session.max_mode.as_str(),
             "auto_approve": sup.config.session.auto_approve,
+            "audit_reserve": sup.audit.reserve_status(),
+            "disk_min_free_mb": sup.disk.floor_mb(),
         }),
     )?;
 
@@ -256,6 +262,16 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
         }
     });
+    tokio::spawn(crate::disk::watch(Arc::clone(&sup)));
+    let audit_sup = Arc::clone(&sup);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(AUDIT_MAINTENANCE) => audit_maintenance(&audit_sup).await,
+                _ = audit_sup.shutdown.cancelled() => break,
+            }
+        }
+    });
 
     // A reader of stderr that went away must not stop the supervisor.
     let _ = writeln!(
@@ -277,13 +293,20 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .await;
     sup.shutdown.cancel();
     sup.backends.shutdown().await;
-    let _ = sup.recorder.supervisor(
+    // Anchors still owed (the disk was full when their sessions closed):
+    // their last chance in this run.
+    audit_maintenance(&sup).await;
+    let unanchored = sup.audit.unanchored();
+    let _ = sup.recorder.supervisor_essential(
         "",
         "shutdown",
         json!({
             "signal": signal,
             "sessions_revoked": ended.len(),
+            "audit_refusals": sup.refusals.total(),
+            "unanchored": unanchored.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         }),
+        tollgate_audit::Durable::AsConfigured,
     );
     stop_serving.cancel();
     // Streams have been ended above; give in-flight unary calls a moment.
@@ -302,6 +325,46 @@ fn record_reaped(recorder: Recorder) -> tollgate_sandbox::docker::OnReaped {
             let _ = recorder.supervisor(&r.session_id, "recovered", json!({"detail": r.detail}));
         }
     })
+}
+
+/// How often the audit directory is looked after (see [`audit_maintenance`]).
+const AUDIT_MAINTENANCE: Duration = Duration::from_secs(1);
+
+/// Holds back `[audit] reserve_mb` in the audit directory. A disk with no
+/// room for all of it now still lets the supervisor start (it is grown back
+/// later); the shortfall is said.
+fn reserve_audit_space(audit: &Audit, reserve_mb: u64) {
+    match audit.set_reserve(reserve_mb << 20) {
+        Ok(r) if r.held < r.target => tracing::warn!(
+            held_mb = r.held >> 20,
+            target_mb = r.target >> 20,
+            "the audit disk has no room for all of [audit] reserve_mb; the rest is added when it has"
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot hold back the audit reserve; a full disk will refuse revocations and anchors too")
+        }
+    }
+}
+
+/// Once a second: grows the audit reserve back when the disk has room,
+/// writes the anchors owed by sessions that closed while it was full, and
+/// logs the summary of rate-limited refusals.
+async fn audit_maintenance(sup: &Supervisor) {
+    let audit = Arc::clone(&sup.audit);
+    let work = move || {
+        audit.replenish_reserve();
+        if !audit.unanchored().is_empty() {
+            audit.retry_anchors();
+        }
+    };
+    // statvfs, fallocate and fsync block: off the async threads.
+    if let Err(e) = tokio::task::spawn_blocking(work).await {
+        tracing::error!(error = %e, "audit maintenance failed");
+    }
+    if let Some(more) = sup.refusals.tick() {
+        sup.record_refusal_summary(more);
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<&'static str> {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use tokio::sync::{OnceCell, broadcast};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::AuditFile;
 use tollgate_policy::Mode;
@@ -96,8 +96,12 @@ pub struct Session {
     /// Cancelled when the session ends for any reason.
     pub cancel: CancellationToken,
     pub backend: Arc<dyn Backend>,
-    /// Created lazily on the first run_bash.
-    pub sandbox: OnceCell<Arc<dyn Sandbox>>,
+    /// Created lazily on the first run_bash (again after the disk floor
+    /// stopped it).
+    pub sandbox: SandboxSlot,
+    /// Why the disk floor stopped the session's sandbox, for the command
+    /// that was running (taken by it).
+    pub disk_stop: Mutex<Option<String>>,
     pub files: tollgate_tools::Workspace,
     pub tool_calls: AtomicU32,
     /// Server-to-agent control messages (approvals, session end).
@@ -116,6 +120,49 @@ pub struct Session {
     /// Calls in progress that may still write to the session's audit file.
     inflight: AtomicU32,
     idle: tokio::sync::Notify,
+}
+
+/// A session's sandbox: none until the first run_bash, and none again once
+/// it is taken away (the session ended, or the disk floor stopped it).
+#[derive(Default)]
+pub struct SandboxSlot {
+    current: Mutex<Option<Arc<dyn Sandbox>>>,
+    /// One creation at a time.
+    creating: tokio::sync::Mutex<()>,
+}
+
+impl SandboxSlot {
+    /// The sandbox, if one is there.
+    pub fn get(&self) -> Option<Arc<dyn Sandbox>> {
+        self.current.lock().clone()
+    }
+
+    /// Takes the sandbox out (the caller destroys it); a later run_bash
+    /// builds a new one.
+    pub fn take(&self) -> Option<Arc<dyn Sandbox>> {
+        self.current.lock().take()
+    }
+
+    /// Keeps a new sandbox from being built while the guard lives: for
+    /// destroying one that a new one could collide with (a container name).
+    pub async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.creating.lock().await
+    }
+
+    /// The sandbox, built by `create` when there is none.
+    pub async fn get_or_create<E, F, Fut>(&self, create: F) -> Result<Arc<dyn Sandbox>, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Arc<dyn Sandbox>, E>>,
+    {
+        let _one = self.creating.lock().await;
+        if let Some(sb) = self.get() {
+            return Ok(sb);
+        }
+        let sb = create().await?;
+        *self.current.lock() = Some(Arc::clone(&sb));
+        Ok(sb)
+    }
 }
 
 /// Marks one call in progress on a session; see [`Session::begin`].
@@ -190,7 +237,8 @@ impl Session {
             audit: n.audit,
             cancel: CancellationToken::new(),
             backend: n.backend,
-            sandbox: OnceCell::new(),
+            sandbox: SandboxSlot::default(),
+            disk_stop: Mutex::new(None),
             files: n.files,
             tool_calls: AtomicU32::new(0),
             control,

@@ -16,8 +16,10 @@ use crate::approvals::Approvals;
 use crate::backends::Backends;
 use crate::config::Config;
 use crate::credentials::{self, Token};
+use crate::disk::{DiskGuard, Low};
 use crate::events::Recorder;
 use crate::llm::Provider;
+use crate::refusals::Refusals;
 use crate::sessions::{Caps, NewSession, Session, Sessions, State, unix_ms};
 use crate::workspace::{self, WorkspaceRules};
 
@@ -58,6 +60,10 @@ pub struct Supervisor {
     pub conns: crate::conn::Connections,
     /// Cancelled when the supervisor shuts down: long-lived streams end.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The free-space floor of workspaces' filesystems.
+    pub disk: DiskGuard,
+    /// Calls and sessions refused because the audit log could not be written.
+    pub refusals: Refusals,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -157,10 +163,19 @@ impl Supervisor {
         let ws = ws.path;
         let id = credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?;
         let audit_file = self.audit.open_session(&id).map_err(|e| {
+            self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
             Status::unavailable(format!(
                 "AUDIT_UNAVAILABLE: cannot open the session's audit log: {e}"
             ))
         })?;
+        // From here a refusal removes the file again: nothing names it until
+        // the supervisor log's `session_opened`, the last step, is written.
+        let discard = |status: Status| {
+            if let Err(e) = self.audit.discard(&audit_file) {
+                tracing::warn!(file = %audit_file.path().display(), error = %e, "cannot remove a refused session's audit file");
+            }
+            status
+        };
         let model = if req.model.is_empty() {
             self.config.llm.model.clone()
         } else {
@@ -178,12 +193,12 @@ impl Supervisor {
             caps,
             model,
             client: req.client.chars().take(64).collect(),
-            audit: audit_file,
+            audit: Arc::clone(&audit_file),
             backend: self.backends.primary(),
             files,
             token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
         })
-        .map_err(|e| Status::internal(e.to_string()))?;
+        .map_err(|e| discard(Status::internal(e.to_string())))?;
         let opened = json!({
             "uid": peer.uid,
             "gid": gid,
@@ -209,7 +224,10 @@ impl Supervisor {
                     .supervisor_deferred(&id, "session_opened", sup)
             })
             .map_err(|e| {
-                Status::unavailable(format!("AUDIT_UNAVAILABLE: cannot record the session: {e}"))
+                self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
+                discard(Status::unavailable(format!(
+                    "AUDIT_UNAVAILABLE: cannot record the session: {e}"
+                )))
             })?;
         self.sessions.insert(Arc::clone(&session));
         Ok((session, token))
@@ -274,14 +292,14 @@ impl Supervisor {
             return false;
         }
         // The kill switch: destroy the sandbox first, then the bookkeeping.
-        let sandbox_result = match session.sandbox.get() {
+        let sandbox_result = match session.sandbox.take() {
             Some(sb) => sb.destroy().await.map_err(|e| e.to_string()),
             None => Ok(()),
         };
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
         for a in self.approvals.pending_for(&session.id) {
             if let Some(a) = self.approvals.close(&a.id, "withdrawn", by) {
-                let _ = self.recorder.to_file(
+                let _ = self.recorder.to_file_essential(
                     &session.audit,
                     &session.id,
                     "approval_decided",
@@ -323,12 +341,16 @@ impl Supervisor {
             fields["sandbox_error"] = json!(e);
         }
         // These ride on the anchor's fsyncs just below: one for the session
-        // file, one for the supervisor's log.
-        let _ = self
-            .recorder
-            .to_file_deferred(&session.audit, &session.id, event, fields.clone());
+        // file, one for the supervisor's log. Essential: on a full disk they
+        // draw on the audit reserve.
+        let _ = self.recorder.to_file_essential_deferred(
+            &session.audit,
+            &session.id,
+            event,
+            fields.clone(),
+        );
         if event != "session_closed" {
-            let _ = self.recorder.to_file_deferred(
+            let _ = self.recorder.to_file_essential_deferred(
                 &session.audit,
                 &session.id,
                 "session_closed",
@@ -336,18 +358,106 @@ impl Supervisor {
             );
         }
         fields["audit_file"] = json!(session.audit.path().display().to_string());
-        let _ = self
-            .recorder
-            .supervisor_deferred(&session.id, event, fields);
+        let _ = self.recorder.supervisor_essential(
+            &session.id,
+            event,
+            fields,
+            tollgate_audit::Durable::Later,
+        );
         // Anchor the session file's head outside it, so a truncated tail is
-        // caught by `audit verify`.
+        // caught by `audit verify`. One that cannot be written now is kept
+        // and written when the disk has room (the maintenance tick).
         if let Err(e) = self.recorder.anchor(&session.audit, &session.id) {
-            tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head");
+            if session.audit.is_broken() {
+                tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head: its file is broken");
+            } else {
+                tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head now; it is written when the audit disk has room");
+            }
         }
         let info = session.info(0, session.backend.kind().as_str());
         self.sessions.retire(&session.id, info);
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
         true
+    }
+
+    /// The disk floor: the filesystem of `session`'s workspace fell under
+    /// `[sandbox] min_free_mb`. Records the stop (essential: it may draw on
+    /// the audit reserve), then kills every process of the session's sandbox
+    /// (taken away: the next run_bash builds a new one once there is room)
+    /// and leaves the reason for the command that was running. The session
+    /// stays open.
+    pub async fn stop_for_disk(&self, session: &Session, low: &Low) {
+        // No new sandbox until this one is gone (a Docker container's name
+        // is the session's).
+        let _no_new = session.sandbox.hold().await;
+        let Some(sandbox) = session.sandbox.take() else {
+            return;
+        };
+        *session.disk_stop.lock() = Some(low.stopped());
+        tracing::warn!(session = %session.id, workspace = %session.workspace.display(),
+            free_mb = ?low.free_mb(), floor_mb = self.disk.floor_mb(),
+            "disk floor reached: stopping the session's sandbox");
+        let fields = json!({
+            "workspace": session.workspace.display().to_string(),
+            "free_mb": low.free_mb(),
+            "floor_mb": self.disk.floor_mb(),
+            "reason": low.stopped(),
+        });
+        // Recorded before the kill, like every action: the supervisor log
+        // first (it names the session), then the session's own.
+        let _ = self.recorder.supervisor_essential(
+            &session.id,
+            "disk_floor_stop",
+            fields.clone(),
+            tollgate_audit::Durable::AsConfigured,
+        );
+        let _ =
+            self.recorder
+                .to_file_essential(&session.audit, &session.id, "disk_floor_stop", fields);
+        if let Err(e) = sandbox.destroy().await {
+            tracing::error!(session = %session.id, error = %e, "the disk floor could not destroy the session's sandbox");
+            let _ = self.recorder.supervisor_essential(
+                &session.id,
+                "sandbox_error",
+                json!({"during": "disk_floor_stop", "error": e.to_string()}),
+                tollgate_audit::Durable::AsConfigured,
+            );
+        }
+    }
+
+    /// A call or a session refused because its audit record could not be
+    /// written (`what`: "run_bash call of session X", "a session for uid
+    /// N"): counted, logged, and recorded in the supervisor log as
+    /// `audit_refused` (essential: it may draw on the reserve). Rate-limited
+    /// like the log (see `refusals.rs`): the first few of each interval one
+    /// by one, then one record with the count of the rest.
+    pub fn audit_refused(&self, session: &str, what: &str, error: &dyn std::fmt::Display) {
+        let noted = self.refusals.note(what, error);
+        if let Some(more) = noted.summary {
+            self.record_refusal_summary(more);
+        }
+        if noted.one_by_one {
+            let _ = self.recorder.supervisor_essential(
+                session,
+                "audit_refused",
+                json!({"what": what, "error": error.to_string()}),
+                tollgate_audit::Durable::AsConfigured,
+            );
+        }
+    }
+
+    /// The record of the refusals of an interval not recorded one by one.
+    pub fn record_refusal_summary(&self, more: u64) {
+        let _ = self.recorder.supervisor_essential(
+            "",
+            "audit_refused",
+            json!({
+                "more": more,
+                "interval_s": crate::refusals::INTERVAL.as_secs(),
+                "total": self.refusals.total(),
+            }),
+            tollgate_audit::Durable::AsConfigured,
+        );
     }
 
     /// Revokes (or kills) every active session: SIGTERM, `kill --all`.

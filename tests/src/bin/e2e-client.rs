@@ -4,10 +4,11 @@
 //!
 //! e2e-client SOCKET TOKEN list-tools
 //! e2e-client SOCKET TOKEN refresh
-//! e2e-client SOCKET - open WORKSPACE          (prints OK <session> <token>)
+//! e2e-client SOCKET - open WORKSPACE [MODE]   (prints OK <session> <token>)
 //! e2e-client SOCKET TOKEN decide APPROVAL_ID  (approve through the Approvals stream)
 //! e2e-client SOCKET - flood N                 (opens N raw connections, prints
 //!                                              `OK held N`, holds them until stdin closes)
+//! e2e-client SOCKET TOKEN call TOOL ARGS_JSON (prints OK <the response as JSON>)
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -41,6 +42,7 @@ async fn main() {
         "open" => c
             .open_session(pb::OpenSessionRequest {
                 workspace: arg,
+                mode: args.get(5).cloned().unwrap_or_default(),
                 client: "e2e-client".to_string(),
                 ..Default::default()
             })
@@ -48,6 +50,29 @@ async fn main() {
             .map(|r| {
                 let r = r.into_inner();
                 format!("{} {}", r.session_id, r.token)
+            }),
+        "call" => c
+            .call_tool(authed(
+                pb::CallToolRequest {
+                    call_id: "e2e-client".to_string(),
+                    tool: arg,
+                    arguments_json: args.get(5).cloned().unwrap_or_else(|| "{}".to_string()),
+                },
+                token,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                let denied = r.denied.map(|d| {
+                    serde_json::json!({
+                        "code": d.code().as_str_name(), "rule": d.rule, "reason": d.reason,
+                    })
+                });
+                serde_json::json!({
+                    "ok": r.ok, "output": r.output, "error": r.error,
+                    "exit_code": r.exit_code, "denied": denied,
+                })
+                .to_string()
             }),
         "decide" => {
             let (tx, rx) = tokio::sync::mpsc::channel(4);

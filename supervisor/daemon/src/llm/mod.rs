@@ -28,12 +28,31 @@ pub enum LlmError {
     Connect { url: String, reason: String },
     #[error("llm call failed: provider answered HTTP {status}: {body}")]
     Status { status: u16, body: String },
-    #[error("llm call failed: malformed provider response: {0}")]
-    Malformed(String),
+    #[error("llm call failed: malformed provider response: {reason}")]
+    Malformed {
+        reason: String,
+        /// The start of the body the provider sent (lossy UTF-8), for the
+        /// audit record: what the model sent stays on record even when it
+        /// cannot be used.
+        body: Option<String>,
+    },
     #[error("llm call failed: provider response exceeds {0} bytes")]
     TooLarge(usize),
     #[error("llm call failed: {0}")]
     Other(String),
+}
+
+/// How much of a malformed response body an error keeps.
+pub const MALFORMED_BODY_KEPT: usize = 16 * 1024;
+
+impl LlmError {
+    /// A response that cannot be used, for `reason`.
+    pub fn malformed(reason: impl Into<String>) -> LlmError {
+        LlmError::Malformed {
+            reason: reason.into(),
+            body: None,
+        }
+    }
 }
 
 /// A model backend.

@@ -100,7 +100,16 @@ impl OpenAi {
                 body,
             });
         }
-        parse_response(&buf)
+        parse_response(&buf).map_err(|e| match e {
+            LlmError::Malformed { reason, .. } => {
+                let kept = &buf[..buf.len().min(super::MALFORMED_BODY_KEPT)];
+                LlmError::Malformed {
+                    reason,
+                    body: Some(String::from_utf8_lossy(kept).into_owned()),
+                }
+            }
+            other => other,
+        })
     }
 }
 
@@ -144,14 +153,14 @@ fn message_json(m: &pb::ChatMessage) -> Value {
 /// Parses a chat-completions response body.
 pub(crate) fn parse_response(body: &[u8]) -> Result<Completion, LlmError> {
     let v: Value =
-        serde_json::from_slice(body).map_err(|e| LlmError::Malformed(format!("not JSON: {e}")))?;
+        serde_json::from_slice(body).map_err(|e| LlmError::malformed(format!("not JSON: {e}")))?;
     let choice = v
         .get("choices")
         .and_then(|c| c.get(0))
-        .ok_or_else(|| LlmError::Malformed("no choices[0]".to_string()))?;
+        .ok_or_else(|| LlmError::malformed("no choices[0]"))?;
     let msg = choice
         .get("message")
-        .ok_or_else(|| LlmError::Malformed("no choices[0].message".to_string()))?;
+        .ok_or_else(|| LlmError::malformed("no choices[0].message"))?;
     let content = msg
         .get("content")
         .and_then(Value::as_str)
@@ -161,11 +170,11 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<Completion, LlmError> {
         for (i, c) in calls.iter().enumerate() {
             let f = c
                 .get("function")
-                .ok_or_else(|| LlmError::Malformed(format!("tool_calls[{i}] has no function")))?;
+                .ok_or_else(|| LlmError::malformed(format!("tool_calls[{i}] has no function")))?;
             let name = f
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| LlmError::Malformed(format!("tool_calls[{i}] has no name")))?;
+                .ok_or_else(|| LlmError::malformed(format!("tool_calls[{i}] has no name")))?;
             // Arguments are a JSON-encoded string per the API; some servers
             // send an object. Either way, pass text on and let the agent judge.
             let arguments = match f.get("arguments") {
@@ -252,7 +261,10 @@ mod tests {
             b"{\"choices\":[]}",
             b"{\"choices\":[{}]}",
         ] {
-            assert!(matches!(parse_response(body), Err(LlmError::Malformed(_))));
+            assert!(matches!(
+                parse_response(body),
+                Err(LlmError::Malformed { .. })
+            ));
         }
     }
 
