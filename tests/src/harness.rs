@@ -108,12 +108,21 @@ impl Dirs {
             std::fs::create_dir_all(&dir).expect("bin dir");
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
                 .expect("chmod bin dir");
-            std::fs::copy(bin(name), &staged).expect("stage binary");
-            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755))
-                .expect("chmod staged binary");
+            stage(&bin(name), &staged);
         }
         staged
     }
+}
+
+/// Puts `src` at `dst`: a hard link where both are on one filesystem (no
+/// file is ever open for writing, so another test thread's fork cannot make
+/// the exec fail with ETXTBSY), else a copy.
+fn stage(src: &Path, dst: &Path) {
+    if std::fs::hard_link(src, dst).is_err() {
+        std::fs::copy(src, dst).expect("stage binary");
+    }
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod staged binary");
 }
 
 impl Default for Dirs {

@@ -21,7 +21,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tollgate_e2e::harness::{Dirs, OTHER_UID, Supervisor, authed, bin, read_records, root_or_skip};
+use tollgate_e2e::harness::{Dirs, OTHER_UID, Supervisor, authed, read_records, root_or_skip};
 use tollgate_proto::v1 as pb;
 
 /// A tmpfs of `size` mounted on a fresh temporary directory; unmounted (then
@@ -99,7 +99,7 @@ async fn open(sup: &Supervisor, ws: &Path, mode: &str) -> pb::OpenSessionRespons
 
 /// `e2e-client` as `uid`; its one line of output.
 fn client_as(uid: u32, sup: &Supervisor, token: &str, args: &[&str]) -> String {
-    let out = Command::new(bin("e2e-client"))
+    let out = Command::new(sup.dirs.staged_bin("e2e-client"))
         .arg(&sup.agent_socket)
         .arg(token)
         .args(args)

@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -31,20 +30,6 @@ const FD_LIMIT: usize = 1024;
 const FD_RESERVE: usize = 96;
 /// More connections than the supervisor has descriptors.
 const FLOOD: usize = FD_LIMIT + 176;
-
-/// A copy of one of our binaries that another uid can run: the target dir
-/// need not be traversable by it.
-fn staged(dirs: &Dirs, name: &str) -> PathBuf {
-    let dir = dirs.root.path().join("bin");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let dst = dir.join(name);
-    if !dst.exists() {
-        std::fs::copy(bin(name), &dst).unwrap();
-        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    dst
-}
 
 /// Runs `cmd` and returns its output; fails the test unless it ended
 /// before [`DEADLINE`].
@@ -125,7 +110,7 @@ struct Flood {
 
 impl Flood {
     fn start(dirs: &Dirs, socket: &Path, uid: u32, n: usize) -> Flood {
-        let mut child = Command::new(staged(dirs, "e2e-client"))
+        let mut child = Command::new(dirs.staged_bin("e2e-client"))
             .args([socket.to_str().unwrap(), "-", "flood", &n.to_string()])
             .uid(uid)
             .gid(uid)
@@ -350,7 +335,7 @@ async fn a_uid_over_its_connection_cap_is_refused_at_once_and_told_why() {
         .config(&flood_config("max_connections_per_uid = 4"))
         .start();
     let ws_other = sup.dirs.workspace("ws-other", OTHER_UID);
-    let client = staged(&sup.dirs, "e2e-client");
+    let client = sup.dirs.staged_bin("e2e-client");
     let open_as_other = || {
         answers_in_time(
             "an OpenSession over the per-uid cap",
@@ -381,7 +366,7 @@ async fn a_uid_over_its_connection_cap_is_refused_at_once_and_told_why() {
     // The agent binary says the same, once.
     let agent = answers_in_time(
         "agent call over the per-uid cap",
-        Command::new(staged(&sup.dirs, "agent"))
+        Command::new(sup.dirs.staged_bin("agent"))
             .env("TOLLGATE_SOCKET", &sup.agent_socket)
             .args(["call", "read_file", r#"{"path":"x"}"#, "--workspace"])
             .arg(&ws_other)
