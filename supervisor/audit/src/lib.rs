@@ -94,6 +94,8 @@
 
 #![forbid(unsafe_code)]
 
+#[doc(hidden)]
+pub mod bench_input;
 mod dir;
 mod entries;
 mod file;

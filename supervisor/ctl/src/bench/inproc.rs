@@ -1,6 +1,7 @@
 //! In-process measurements: the policy decision alone (the same engine,
-//! filesystem facts and resolver the daemon uses) and an audit append (the
-//! same writer, on the same filesystem as the bench supervisor's audit dir).
+//! filesystem facts and resolver the daemon uses), an audit append (the
+//! same writer, on the same filesystem as the bench supervisor's audit dir),
+//! and the redactor per MiB of tool output.
 
 use std::collections::BTreeSet;
 use std::hint::black_box;
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
-use tollgate_audit::{Audit, SyncMode};
+use tollgate_audit::{Audit, Redactor, SyncMode, bench_input};
 use tollgate_policy::bench_input::{REPRESENTATIVE_POLICY, script_4k_substitutions};
 use tollgate_policy::{
     Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ToolCall,
@@ -83,6 +84,12 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         ))?);
         Ok(())
     })?;
+    // webfetch: the SSRF guard on a literal public address (no DNS, so the
+    // row is the engine's cost, not the resolver's).
+    let fetch = decide(ToolCall {
+        tool: "webfetch".into(),
+        args: json!({ "url": "http://93.184.216.34/index.html" }),
+    })?;
     let script_text = script_4k_substitutions();
     let script = decide(ToolCall {
         tool: "run_bash".into(),
@@ -144,6 +151,12 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         )
         .with_baseline(LSTATS)
         .with_note(real),
+        Row::latency(
+            "policy.decide_webfetch",
+            "policy decision: webfetch http://93.184.216.34/",
+            &fetch,
+        )
+        .with_note("a literal public address: scheme, host, address classes (no DNS)"),
         Row::latency(
             BRUSH,
             "brush-parser alone, the 4 KiB script (baseline)",
@@ -217,6 +230,38 @@ impl FsFacts for MemFs {
     fn read_link(&self, _: &Path) -> Option<PathBuf> {
         None
     }
+}
+
+/// The redactor over 1 MiB of typical tool output, and over the same with a
+/// secret about every 512 bytes: the cost per MiB of what reaches the model
+/// and the audit log.
+pub fn redaction(n: usize) -> Vec<Row> {
+    let r = Redactor::new(bench_input::host_secrets());
+    let mut rows = Vec::new();
+    for (id, name, text, note) in [
+        (
+            "audit.redact_typical_mib",
+            "redact 1 MiB of typical tool output",
+            bench_input::typical_output(1 << 20),
+            "cargo log, Rust and Python source, JSON, prose, git log; no secrets; 20 host secret values",
+        ),
+        (
+            "audit.redact_dense_mib",
+            "redact 1 MiB with a secret every ~512 B",
+            bench_input::dense_output(1 << 20),
+            "the same text with a secret of one of 16 shapes about every 512 bytes",
+        ),
+    ] {
+        let samples = time_blocking(warmup_for(n), n, |_| {
+            black_box(r.redact_cow(black_box(&text)).len());
+            Ok(())
+        });
+        rows.push(match samples {
+            Ok(s) => Row::latency(id, name, &s).with_note(note),
+            Err(e) => Row::failed(id, name, Unit::Nanos, format!("{e:#}")),
+        });
+    }
+    rows
 }
 
 fn fields(i: usize) -> serde_json::Value {
