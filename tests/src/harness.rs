@@ -107,6 +107,7 @@ pub struct Builder {
     sandbox: Option<String>,
     env: Vec<(String, String)>,
     dirs: Option<Dirs>,
+    wrapper: Vec<String>,
 }
 
 impl Builder {
@@ -130,11 +131,25 @@ impl Builder {
         self
     }
 
+    /// Runs the supervisor through a command that execs it (for example
+    /// `ip netns exec NS`, so it lives in another network namespace).
+    pub fn wrapper(mut self, argv: &[&str]) -> Builder {
+        self.wrapper = argv.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
     pub fn start(self) -> Supervisor {
         let dirs = self.dirs.unwrap_or_default();
         let config_path = dirs.root.path().join("supervisor.toml");
         std::fs::write(&config_path, &self.config).expect("write config");
-        let mut cmd = Command::new(bin("supervisor"));
+        let mut cmd = match self.wrapper.split_first() {
+            None => Command::new(bin("supervisor")),
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin("supervisor"));
+                c
+            }
+        };
         cmd.arg("--config")
             .arg(&config_path)
             .arg("--state-dir")
@@ -228,6 +243,7 @@ impl Supervisor {
             sandbox: None,
             env: Vec::new(),
             dirs: None,
+            wrapper: Vec::new(),
         }
     }
 

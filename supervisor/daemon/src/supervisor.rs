@@ -17,6 +17,8 @@ use crate::backends::Backends;
 use crate::config::Config;
 use crate::credentials::{self, Token};
 use crate::events::Recorder;
+use crate::facts::SystemResolver;
+use crate::host_addrs::HostAddrWatch;
 use crate::llm::Provider;
 use crate::sessions::{Caps, NewSession, Session, Sessions, State, unix_ms};
 use crate::workspace::{self, WorkspaceRules};
@@ -56,6 +58,8 @@ pub struct Supervisor {
     pub operator_gid: Option<u32>,
     /// Cancelled when the supervisor shuts down: long-lived streams end.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The host's own addresses, kept fresh (issue 19): no webfetch reaches them.
+    pub host_addrs: Arc<HostAddrWatch>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -68,6 +72,11 @@ impl std::fmt::Debug for Supervisor {
 }
 
 impl Supervisor {
+    /// DNS and the host's own addresses as of now, for one decision.
+    pub fn resolver(&self) -> SystemResolver {
+        SystemResolver::default().with_host(self.host_addrs.snapshot())
+    }
+
     /// Paths no session may touch or use as a workspace.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut v = vec![self.paths.state_dir.clone(), self.audit.dir().to_path_buf()];

@@ -18,8 +18,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tollgate_policy::bench_input::{REPRESENTATIVE_POLICY, script_4k, script_4k_substitutions};
 use tollgate_policy::{
-    Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ResolveError, Resolver,
-    ToolCall,
+    Context, Engine, FileFacts, FileKind, FsFacts, HostAddrs, HostAddrsError, Mode, PolicyConfig,
+    ResolveError, Resolver, ToolCall,
 };
 
 struct MemFs(HashMap<PathBuf, FileFacts>);
@@ -62,6 +62,10 @@ impl FsFacts for RealFs {
 struct NoDns;
 
 impl Resolver for NoDns {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         Err(ResolveError::NotFound(host.to_string()))
     }
@@ -71,6 +75,10 @@ impl Resolver for NoDns {
 struct OneName;
 
 impl Resolver for OneName {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         if host == "docs.example.org" {
             Ok(vec!["93.184.216.34".parse().unwrap()])

@@ -6,7 +6,9 @@
 use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::io::Write as _;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
@@ -17,6 +19,7 @@ use tollgate_policy::{
     Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ToolCall,
 };
 use tollgate_supervisor::facts::{RealFs, SystemResolver};
+use tollgate_supervisor::host_addrs;
 
 use super::harness::{time_blocking, warmup_for};
 use super::stats::{Row, Target, Unit, fmt_nanos};
@@ -53,7 +56,8 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         protected: vec![dir.join("state"), dir.join("audit")],
         read_files: BTreeSet::new(),
     };
-    let dns = SystemResolver::default();
+    // The host's own addresses, read as the supervisor reads them.
+    let dns = SystemResolver::default().with_host(Arc::new(host_addrs::read_host_addrs()));
     let many = n * 10;
     let decide = |call: ToolCall| -> anyhow::Result<Vec<Duration>> {
         time_blocking(warmup_for(many), many, |_| {
@@ -156,7 +160,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
             "policy decision: webfetch http://93.184.216.34/",
             &fetch,
         )
-        .with_note("a literal public address: scheme, host, address classes (no DNS)"),
+        .with_note("a literal public address: scheme, host, address classes, the host's own addresses (no DNS)"),
         Row::latency(
             BRUSH,
             "brush-parser alone, the 4 KiB script (baseline)",
@@ -230,6 +234,74 @@ impl FsFacts for MemFs {
     fn read_link(&self, _: &Path) -> Option<PathBuf> {
         None
     }
+}
+
+/// The host-address set (issue 19): a lookup, as the SSRF guard makes one
+/// per vetted address, and a whole read, as the connector check makes one
+/// per connection and the refresh one per change.
+pub fn host_addresses(n: usize) -> Vec<Row> {
+    const LOOKUPS: usize = 1000;
+    let set = match host_addrs::read_host_addrs() {
+        Ok(set) => set,
+        Err(e) => {
+            return vec![Row::failed(
+                "policy.host_addr_lookup",
+                "host-address set: one lookup",
+                Unit::Nanos,
+                e.to_string(),
+            )];
+        }
+    };
+    let public: IpAddr = IpAddr::from([93, 184, 216, 34]);
+    let lookups = time_blocking(warmup_for(n * 10), n * 10, |_| {
+        for _ in 0..LOOKUPS {
+            black_box(set.interface_of(black_box(public)));
+        }
+        Ok(())
+    });
+    let reads = time_blocking(warmup_for(n), n, |_| {
+        black_box(host_addrs::read_host_addrs()?);
+        Ok(())
+    });
+    let mut rows = Vec::new();
+    rows.push(match lookups {
+        Ok(s) => {
+            let per: Vec<f64> = s
+                .iter()
+                .map(|d| d.as_nanos() as f64 / LOOKUPS as f64)
+                .collect();
+            Row::latency_ns(
+                "policy.host_addr_lookup",
+                "host-address set: one lookup",
+                &per,
+            )
+            .with_note(format!(
+                "a public address that is not the host's, in this host's set of {} addresses; each sample times {LOOKUPS} lookups",
+                set.len()
+            ))
+        }
+        Err(e) => Row::failed(
+            "policy.host_addr_lookup",
+            "host-address set: one lookup",
+            Unit::Nanos,
+            format!("{e:#}"),
+        ),
+    });
+    rows.push(match reads {
+        Ok(s) => Row::latency(
+            "host.read_addrs",
+            "host-address set: read every interface (getifaddrs)",
+            &s,
+        )
+        .with_note("what the connector check costs each webfetch connection, and a refresh each netlink notification"),
+        Err(e) => Row::failed(
+            "host.read_addrs",
+            "host-address set: read every interface (getifaddrs)",
+            Unit::Nanos,
+            format!("{e:#}"),
+        ),
+    });
+    rows
 }
 
 /// The redactor over 1 MiB of typical tool output, and over the same with a
