@@ -103,6 +103,7 @@ mod flusher;
 pub mod missing;
 pub mod record;
 pub mod redact;
+pub mod redact_rules;
 pub mod report;
 pub mod secrets;
 pub mod tail;
