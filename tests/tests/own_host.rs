@@ -274,11 +274,11 @@ fn host_address_records(sup: &Supervisor) -> Vec<serde_json::Value> {
 }
 
 /// Waits until the supervisor's log records a set holding every `entry`
-/// ("8.8.4.4 own0"); returns that record.
+/// ("8.8.4.4 own0"); returns the first such record.
 fn wait_for_set(sup: &Supervisor, entries: &[String]) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Some(r) = host_address_records(sup).into_iter().rev().find(|r| {
+        if let Some(r) = host_address_records(sup).into_iter().find(|r| {
             entries.iter().all(|e| {
                 r["addresses"]
                     .as_array()
