@@ -141,8 +141,9 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// Runs the supervisor through this command, e.g.
-    /// `["prlimit", "--nofile=256:256", "--"]` (it must exec it, keeping the pid).
+    /// Runs the supervisor through a command that execs it, keeping the pid:
+    /// `["prlimit", "--nofile=256:256", "--"]`, or `["ip", "netns", "exec", NS]`
+    /// so it lives in another network namespace.
     pub fn wrapper(mut self, argv: &[&str]) -> Builder {
         self.wrapper = argv.iter().map(|s| s.to_string()).collect();
         self

@@ -12,6 +12,9 @@
 //!   commit: concurrent appenders share fsyncs).
 //! - `redact/32KiB_clean` and `redact/32KiB_with_secrets`: the redactor over
 //!   a 32 KiB tool output.
+//! - `redact/1MiB_typical` and `redact/1MiB_dense`: the redactor over 1 MiB
+//!   of typical tool output, and of the same with a secret about every 512
+//!   bytes (`tollgate_audit::bench_input`, as `supervisorctl bench`).
 //! - `verify/10k_records`.
 //! - `append/batch_with_reserve`: `append/batch` with an `[audit]
 //!   reserve_mb` reserve held (the ordinary path then asks the reserve
@@ -31,7 +34,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use tollgate_audit::{Audit, Redactor, SyncMode, verify_file};
+use tollgate_audit::{Audit, Redactor, SyncMode, bench_input, verify_file};
 
 fn bench_root() -> PathBuf {
     let base = std::env::var_os("TOLLGATE_BENCH_DIR")
@@ -175,6 +178,18 @@ fn redact(c: &mut Criterion) {
     });
     g.bench_function("32KiB_with_secrets", |b| {
         b.iter(|| black_box(r.redact_cow(&dirty).len()))
+    });
+    let r = Redactor::new(bench_input::host_secrets());
+    let typical = bench_input::typical_output(1 << 20);
+    let dense = bench_input::dense_output(1 << 20);
+    g.throughput(Throughput::Bytes(typical.len() as u64));
+    g.sample_size(30);
+    g.bench_function("1MiB_typical", |b| {
+        b.iter(|| black_box(r.redact_cow(&typical).len()))
+    });
+    g.throughput(Throughput::Bytes(dense.len() as u64));
+    g.bench_function("1MiB_dense", |b| {
+        b.iter(|| black_box(r.redact_cow(&dense).len()))
     });
     g.finish();
 }

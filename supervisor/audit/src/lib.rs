@@ -94,6 +94,8 @@
 
 #![forbid(unsafe_code)]
 
+#[doc(hidden)]
+pub mod bench_input;
 mod dir;
 mod entries;
 mod file;
@@ -101,6 +103,7 @@ mod flusher;
 pub mod missing;
 pub mod record;
 pub mod redact;
+pub mod redact_rules;
 pub mod report;
 pub mod reserve;
 pub mod secrets;

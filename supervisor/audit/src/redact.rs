@@ -1,59 +1,50 @@
 //! Redaction of secret-looking values before they reach the model or the log.
 //!
-//! One combined regex (so a 32 KiB tool output is scanned once, by the regex
-//! crate's DFA; the literal alternation of host secrets becomes an
-//! Aho-Corasick/Teddy prefilter) finds, in this order of preference:
+//! The shapes are data: [`crate::redact_rules::RULES`], one row per shape
+//! (id, description, pattern, what it masks, an optional check), covering
+//! the token shapes of the widely used secret scanners' default rules, plus
+//! the literal values of the host's secret env vars (`secret-env`, at least
+//! [`MIN_SECRET_LEN`] chars). All of them compile to ONE multi-pattern regex
+//! (regex-automata's meta engine), so a tool output is scanned once by one
+//! lazy DFA whatever the number of rules; the literal alternation of host
+//! secrets comes first. Each match says which rule found it; only a rule
+//! that masks part of its match or checks its groups runs a second,
+//! anchored search over the match alone, with that rule's own regex.
 //!
-//! | kind                | what                                                        |
-//! |---------------------|-------------------------------------------------------------|
-//! | `secret-env`        | the literal value of a host secret env var (≥ 8 chars)      |
-//! | `private-key`       | a PEM/PGP private-key block (to the END line, or to the end of the text when cut) |
-//! | `aws-access-key`    | `AKIA…` / `ASIA…` + 16 upper-case alphanumerics              |
-//! | `github-token`      | `ghp_…`, `gho_…`, `ghu_…`, `ghs_…`, `ghr_…`, `github_pat_…`  |
-//! | `api-key`           | `sk-…` (OpenAI `sk-proj-…`, Anthropic `sk-ant-…`), ≥ 20 chars after `sk-`, with at least one digit and one upper-case letter unless it starts `sk-ant-`, `sk-proj-`, `sk-svcacct-` or `sk-admin-` (so `sk-spinner-double-bounce-container` in CSS is left alone) |
-//! | `slack-token`       | `xoxb-…`, `xoxa-…`, `xoxp-…` (and `xoxo/xoxr/xoxs`)          |
-//! | `tollgate-token`    | tollgate's own session tokens: 12 id chars, `.`, (`sbx.`,) 43 url-safe chars |
-//! | `authorization`     | the value (≥ 8 chars) after `authorization:` / `Authorization=` (its `Basic`/`Bearer` word kept) |
-//! | `bearer`            | the token (≥ 8 chars) after `Bearer `                       |
-//! | `secret-assignment` | the value in `NAME=value` / `name: value` / `"name": "value"` when NAME contains secret, password, passwd, token, api_key, apikey, private_key, access_key or credential, and the value (≥ 8 chars, no spaces, quotes, `;` `,` or brackets) is not all digits and is either quoted, or assigned to an UPPER_CASE name (env files), or mixes letters and digits (`aws_secret_access_key = wJalr…`). Code such as `token = parse_token(input)` or `api_key = config.api_key` is left alone. |
-//!
-//! Each match becomes `[REDACTED:<kind>]`; for the last three the name and
-//! separator stay, so `Authorization: Bearer abc…` reads
-//! `Authorization: Bearer [REDACTED:authorization]`.
+//! Each match becomes `[REDACTED:<id>]`. A [`Mask::Group`] rule keeps the
+//! rest of its match, so `Authorization: Bearer abc…` reads
+//! `Authorization: Bearer [REDACTED:authorization]` and
+//! `https://deploy:hunter2@git.example.com` reads
+//! `https://deploy:[REDACTED:url-password]@git.example.com`.
 //!
 //! Not covered (say so rather than pretend): secrets re-encoded (base64,
-//! URL-encoding, split across lines or JSON escapes) and secret shapes not
-//! listed above.
+//! URL-encoding, split across lines or JSON escapes), shapes that need a
+//! keyword nearby unless the generic `secret-assignment` rule sees it, and
+//! shapes not in the table.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use regex::{Captures, Regex, RegexBuilder};
+use std::sync::LazyLock;
+
+use regex_automata::meta::Regex;
+use regex_automata::{Anchored, Input, Match};
+
+use crate::redact_rules::{Check, Mask, RULES, Rule, SECRET_ENV};
 
 /// Host secret values shorter than this are not redacted (too many false hits).
 pub const MIN_SECRET_LEN: usize = 8;
-
-const PATTERNS: &str = concat!(
-    r"(?P<pem>-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
-    r"(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*))",
-    r"|(?P<aws>(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b))",
-    r"|(?P<github>(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
-    r"|(?P<openai>(?-u:\b)sk-[A-Za-z0-9_\-]{20,})",
-    r"|(?P<slack>(?-u:\b)xox[abposr]-[A-Za-z0-9\-]{10,})",
-    r"|(?P<tollgate>[A-Za-z0-9_\-]{12}\.(?:sbx\.)?[A-Za-z0-9_\-]{43})",
-    r#"|(?P<authp>(?-u:\b)(?i-u:authorization)["']?[ \t]*[:=][ \t]*["']?(?:(?i-u:basic|bearer|token|digest)[ \t]+)?)(?P<auth>[^\s"',;(){}\[\]<>]{8,})"#,
-    r"|(?P<bearerp>(?-u:\b)(?i-u:bearer)[ \t]+)(?P<bearer>[A-Za-z0-9._~+/\-]{8,}=*)",
-    r#"|(?P<assignp>(?-u:\b)(?P<name>[A-Za-z0-9_]*(?i-u:secret|password|passwd|token|api_?key|private_?key|access_?key|credential)[A-Za-z0-9_]*)["']?[ \t]*[:=][ \t]*(?P<quote>["']?))(?P<assign>[^\s"',;(){}\[\]<>]{8,})"#,
-);
 
 /// Redacts host secret values and well-known secret shapes.
 ///
 /// `Debug` prints only how many literal secrets it holds, never them.
 #[derive(Clone)]
 pub struct Redactor {
-    /// `Err` only if the combined regex could not be built (it is unit-tested,
-    /// so in practice never): then every text is redacted whole (fail closed).
+    /// `Err` only if the combined regex could not be built (the rules are
+    /// unit-tested, so in practice never): then every text is redacted whole
+    /// (fail closed).
     re: Result<Regex, String>,
+    /// How many literal secrets; pattern 0 is their alternation when > 0.
     secrets: usize,
 }
 
@@ -72,6 +63,19 @@ impl Default for Redactor {
     }
 }
 
+/// What one match turns into.
+enum Verdict {
+    /// Leave the text as it is (a check said it is not a secret).
+    Keep,
+    /// Replace the whole match.
+    Whole(&'static str),
+    /// Replace `start..end` (absolute offsets) inside the match.
+    Part(&'static str, usize, usize),
+    /// The rule's groups could not be found: replace the whole match
+    /// (fail closed) under this rule's id.
+    Unsure(&'static Rule),
+}
+
 impl Redactor {
     /// `secrets`: literal values to redact (host secret env values). Values
     /// shorter than [`MIN_SECRET_LEN`] chars are ignored.
@@ -83,22 +87,19 @@ impl Redactor {
         // Longest first, so a secret that contains another is redacted whole.
         lits.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         lits.dedup();
-        let mut pattern = String::new();
+        let mut patterns: Vec<String> = Vec::with_capacity(RULES.len() + 1);
         if !lits.is_empty() {
-            pattern.push_str("(?P<secret>");
-            for (i, l) in lits.iter().enumerate() {
-                if i > 0 {
-                    pattern.push('|');
-                }
-                pattern.push_str(&regex::escape(l));
-            }
-            pattern.push_str(")|");
+            let escaped: Vec<String> = lits.iter().map(|l| regex::escape(l)).collect();
+            patterns.push(escaped.join("|"));
         }
-        pattern.push_str(PATTERNS);
-        let re = RegexBuilder::new(&pattern)
-            .size_limit(256 << 20)
-            .dfa_size_limit(64 << 20)
-            .build()
+        patterns.extend(RULES.iter().map(|r| r.pattern.to_string()));
+        let re = Regex::builder()
+            .configure(
+                Regex::config()
+                    .nfa_size_limit(Some(256 << 20))
+                    .hybrid_cache_capacity(64 << 20),
+            )
+            .build_many(&patterns)
             .map_err(|e| e.to_string());
         if let Err(e) = &re {
             tracing::error!(error = %e, "redaction regex failed to build; redacting every text whole");
@@ -121,23 +122,98 @@ impl Redactor {
 
     /// Like [`Redactor::redact`], without copying when nothing matched.
     pub fn redact_cow<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        match &self.re {
-            Ok(re) => re.replace_all(text, |c: &Captures<'_>| replacement(c)),
+        let re = match &self.re {
+            Ok(re) => re,
             Err(_) => {
-                if text.is_empty() {
+                return if text.is_empty() {
                     Cow::Borrowed(text)
                 } else {
                     Cow::Borrowed("[REDACTED:redactor-unavailable]")
-                }
+                };
             }
+        };
+        let mut out = String::new();
+        let mut copied = 0;
+        for m in re.find_iter(text) {
+            let (id, start, end) = match self.judge(text, m) {
+                Verdict::Keep => continue,
+                Verdict::Whole(id) => (id, m.start(), m.end()),
+                Verdict::Part(id, start, end) => (id, start, end),
+                Verdict::Unsure(rule) => (rule.id, m.start(), m.end()),
+            };
+            if out.is_empty() {
+                out.reserve(text.len());
+            }
+            out.push_str(&text[copied..start]);
+            out.push_str("[REDACTED:");
+            out.push_str(id);
+            out.push(']');
+            copied = end;
         }
+        if copied == 0 && out.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        out.push_str(&text[copied..]);
+        Cow::Owned(out)
     }
 
     /// Whether `text` holds anything that would be redacted.
     pub fn contains_secret(&self, text: &str) -> bool {
         match &self.re {
-            Ok(re) => re.captures_iter(text).any(|c| replacement(&c) != c[0]),
+            Ok(re) => re
+                .find_iter(text)
+                .any(|m| !matches!(self.judge(text, m), Verdict::Keep)),
             Err(_) => !text.is_empty(),
+        }
+    }
+
+    /// Which rule found `m`, and what of it to replace.
+    fn judge(&self, text: &str, m: Match) -> Verdict {
+        let pid = m.pattern().as_usize();
+        let (i, rule): (usize, &'static Rule) = match (self.secrets > 0, pid.checked_sub(1)) {
+            (true, None) => return Verdict::Whole(SECRET_ENV),
+            (true, Some(i)) => (i, &RULES[i]),
+            (false, _) => (pid, &RULES[pid]),
+        };
+        let matched = &text[m.range()];
+        if !needs_groups(rule) {
+            return match rule.check {
+                Check::None => Verdict::Whole(rule.id),
+                Check::RandomLooking if random_looking(matched) => Verdict::Whole(rule.id),
+                Check::RandomLooking => Verdict::Keep,
+                Check::SecretAssignment => Verdict::Unsure(rule),
+            };
+        }
+        // The groups: the rule's own regex, anchored, over the match alone
+        // (look-around still sees the text around it).
+        let Some(own) = GROUPS.get(i).and_then(Option::as_ref) else {
+            return Verdict::Unsure(rule);
+        };
+        let mut caps = own.create_captures();
+        let input = Input::new(text).span(m.range()).anchored(Anchored::Yes);
+        own.search_captures(&input, &mut caps);
+        if !caps.is_match() {
+            return Verdict::Unsure(rule);
+        }
+        let group = |name: &str| caps.get_group_by_name(name).map(|s| s.range());
+        let secret = match rule.check {
+            Check::None => true,
+            Check::RandomLooking => random_looking(matched),
+            Check::SecretAssignment => match (group("name"), group("s")) {
+                (Some(name), Some(value)) => {
+                    let quoted = group("quote").is_some_and(|q| !q.is_empty());
+                    assignment_is_secret(&text[name], quoted, &text[value])
+                }
+                _ => return Verdict::Unsure(rule),
+            },
+        };
+        if !secret {
+            return Verdict::Keep;
+        }
+        match (rule.mask, group("s")) {
+            (Mask::Group, Some(s)) => Verdict::Part(rule.id, s.start, s.end),
+            (Mask::Group, None) => Verdict::Unsure(rule),
+            (Mask::Whole, _) => Verdict::Whole(rule.id),
         }
     }
 
@@ -184,64 +260,56 @@ impl Redactor {
     }
 }
 
-fn replacement(c: &Captures<'_>) -> String {
-    const WHOLE: [(&str, &str); 6] = [
-        ("secret", "secret-env"),
-        ("pem", "private-key"),
-        ("aws", "aws-access-key"),
-        ("github", "github-token"),
-        ("slack", "slack-token"),
-        ("tollgate", "tollgate-token"),
-    ];
-    for (group, kind) in WHOLE {
-        if c.name(group).is_some() {
-            return format!("[REDACTED:{kind}]");
-        }
-    }
-    if let Some(m) = c.name("openai") {
-        let rest = &m.as_str()[3..];
-        let vendor_prefix = ["ant-", "proj-", "svcacct-", "admin-"]
-            .iter()
-            .any(|p| rest.starts_with(p));
-        let random = has_digit(rest) && rest.bytes().any(|b| b.is_ascii_uppercase());
-        return if vendor_prefix || random {
-            "[REDACTED:api-key]".to_string()
-        } else {
-            c[0].to_string()
-        };
-    }
-    const KEEP_PREFIX: [(&str, &str, &str); 3] = [
-        ("authp", "auth", "authorization"),
-        ("bearerp", "bearer", "bearer"),
-        ("assignp", "assign", "secret-assignment"),
-    ];
-    for (prefix, value, kind) in KEEP_PREFIX {
-        if let (Some(p), Some(v)) = (c.name(prefix), c.name(value)) {
-            if kind == "secret-assignment" && !assignment_is_secret(c, v.as_str()) {
-                return c[0].to_string();
-            }
-            return format!("{}[REDACTED:{kind}]", p.as_str());
-        }
-    }
-    c[0].to_string()
+/// Whether a rule's verdict needs its groups (a second, anchored search).
+fn needs_groups(rule: &Rule) -> bool {
+    rule.mask == Mask::Group || rule.check == Check::SecretAssignment
 }
+
+/// Each rule's own regex, for the rules that need their groups, built once
+/// per process. The anchored search over one match runs on this small regex:
+/// the same search through the combined one would size its capture engines
+/// by every rule together (a tenfold cost per match in benchmarks). `None`
+/// for the other rules, and for one that would not build (its matches are
+/// then masked whole: fail closed).
+static GROUPS: LazyLock<Vec<Option<Regex>>> = LazyLock::new(|| {
+    RULES
+        .iter()
+        .map(|r| {
+            needs_groups(r)
+                .then(|| Regex::new(r.pattern).ok())
+                .flatten()
+        })
+        .collect()
+});
 
 fn has_digit(s: &str) -> bool {
     s.bytes().any(|b| b.is_ascii_digit())
 }
 
-/// Tells `DB_PASSWORD=hunter22` and `"api_key": "…"` (secrets) from
-/// `max_tokens=100000000` and `token = parse_token(input)` (not).
-fn assignment_is_secret(c: &Captures<'_>, value: &str) -> bool {
+/// [`Check::RandomLooking`] on an `sk-…` match.
+fn random_looking(m: &str) -> bool {
+    let rest = m.get(3..).unwrap_or("");
+    let vendor_prefix = ["ant-", "proj-", "svcacct-", "admin-"]
+        .iter()
+        .any(|p| rest.starts_with(p));
+    let mixed = has_digit(rest) && rest.bytes().any(|b| b.is_ascii_uppercase());
+    let hex = rest.len() >= 32
+        && rest.bytes().all(|b| b.is_ascii_hexdigit())
+        && has_digit(rest)
+        && rest.bytes().any(|b| b.is_ascii_alphabetic());
+    vendor_prefix || mixed || hex
+}
+
+/// [`Check::SecretAssignment`]: tells `DB_PASSWORD=hunter22` and
+/// `"api_key": "…"` (secrets) from `max_tokens=100000000` and
+/// `token = parse_token(input)` (not).
+fn assignment_is_secret(name: &str, quoted: bool, value: &str) -> bool {
     if value.bytes().all(|b| b.is_ascii_digit()) {
         return false; // a number
     }
-    let quoted = c.name("quote").is_some_and(|q| !q.as_str().is_empty());
-    let env_style = c.name("name").is_some_and(|n| {
-        n.as_str()
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
-    });
+    let env_style = name
+        .bytes()
+        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
     quoted || env_style || (has_digit(value) && value.bytes().any(|b| b.is_ascii_alphabetic()))
 }
 

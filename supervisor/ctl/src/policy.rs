@@ -3,12 +3,14 @@
 
 use std::io::BufReader;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow};
 use tollgate_policy::Mode;
 use tollgate_policy::policy_test::{self, TestOptions};
 use tollgate_supervisor::config::{Config, DEFAULT_CONFIG};
 use tollgate_supervisor::facts::{RealFs, SystemResolver};
+use tollgate_supervisor::host_addrs;
 
 pub struct TestArgs {
     pub config: Option<PathBuf>,
@@ -40,7 +42,10 @@ pub fn test(a: TestArgs) -> anyhow::Result<u8> {
     for spec in &a.resolve {
         pins.push(SystemResolver::parse_pin(spec).map_err(|e| anyhow!("--resolve {spec:?}: {e}"))?);
     }
-    let resolver = SystemResolver::with_pins(pins);
+    // Judged like the supervisor judges: against this host's own addresses,
+    // read now (the supervisor reads the same set on the same host).
+    let resolver =
+        SystemResolver::with_pins(pins).with_host(Arc::new(host_addrs::read_host_addrs()));
     let uid = nix::unistd::getuid().as_raw();
     let home = tollgate_supervisor::workspace::passwd()
         .into_iter()

@@ -1,6 +1,7 @@
 //! The real world behind the policy engine's fact traits: the filesystem
-//! (lstat and readlink, never following a final symlink) and DNS (the system
-//! resolver, or `--resolve HOST=IP` pins).
+//! (lstat and readlink, never following a final symlink), DNS (the system
+//! resolver, or `--resolve HOST=IP` pins) and the host's own addresses (read
+//! and kept fresh by [`crate::host_addrs`]).
 //!
 //! The engine resolves paths itself, one component at a time, through
 //! [`RealFs`]; it never calls `canonicalize`, which fails on dangling links
@@ -11,8 +12,13 @@ use std::collections::HashMap;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use tollgate_policy::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
+use tollgate_policy::{
+    FileFacts, FileKind, FsFacts, HostAddrs, HostAddrsError, ResolveError, Resolver,
+};
+
+use crate::host_addrs::Snapshot;
 
 /// The host filesystem, as the supervisor sees it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,14 +50,39 @@ impl FsFacts for RealFs {
 }
 
 /// The system resolver, with optional pins (`supervisorctl policy test
-/// --resolve HOST=IP`). Pinned names never reach the system resolver.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// --resolve HOST=IP`), and the host's own addresses (issue 19). Pinned
+/// names never reach the system resolver.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemResolver {
     /// Lower-case host names without a trailing dot.
     pub pins: HashMap<String, Vec<IpAddr>>,
+    /// The host's own addresses: the supervisor's [`HostAddrWatch`]
+    /// snapshot, or a one-off read.
+    ///
+    /// [`HostAddrWatch`]: crate::host_addrs::HostAddrWatch
+    pub host: Snapshot,
+}
+
+/// Without pins, and without the host's addresses: a fetch judged with it
+/// is refused (fail closed) until [`SystemResolver::with_host`] gives them.
+impl Default for SystemResolver {
+    fn default() -> SystemResolver {
+        SystemResolver {
+            pins: HashMap::new(),
+            host: Arc::new(Err(HostAddrsError(
+                "this resolver was built without them".to_string(),
+            ))),
+        }
+    }
 }
 
 impl SystemResolver {
+    /// This resolver, judging against these host addresses.
+    pub fn with_host(mut self, host: Snapshot) -> SystemResolver {
+        self.host = host;
+        self
+    }
+
     /// A resolver with these pins (names are normalised).
     pub fn with_pins(pins: impl IntoIterator<Item = (String, IpAddr)>) -> SystemResolver {
         let mut r = SystemResolver::default();
@@ -93,6 +124,10 @@ fn normalise(host: &str) -> String {
 }
 
 impl Resolver for SystemResolver {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        self.host.as_ref().as_ref().map_err(Clone::clone)
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         if let Some(ips) = self.pins.get(&normalise(host)) {
             return Ok(ips.clone());

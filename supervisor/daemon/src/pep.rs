@@ -26,6 +26,7 @@ use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
 
 use crate::approvals::{Outcome, Scope};
 use crate::facts::{RealFs, SystemResolver};
+use crate::host_addrs::Trigger;
 use crate::sessions::{Session, unix_ms};
 use crate::supervisor::Supervisor;
 
@@ -345,7 +346,9 @@ async fn decide(
         args,
     };
     if tool != "webfetch" && arguments_len <= INLINE_DECISION_BYTES {
-        // Pure and microseconds: decide right here.
+        // Pure and microseconds: decide right here. Only webfetch asks the
+        // network facts, so this resolver carries no host-address snapshot
+        // (were one asked for, the answer would be "unknown": refused).
         return sup
             .engine
             .decide(&call, &ctx, &RealFs, &SystemResolver::default());
@@ -353,18 +356,15 @@ async fn decide(
     // DNS may block, and a long script may take milliseconds to parse:
     // decide off the async threads, which serve every session.
     let sup2 = Arc::clone(sup);
-    tokio::task::spawn_blocking(move || {
-        sup2.engine
-            .decide(&call, &ctx, &RealFs, &SystemResolver::default())
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Decision::deny(
-            Code::PolicyDenied,
-            format!("the policy engine failed on this call ({e}); the call is refused"),
-            Some("floor:engine-failure"),
-        )
-    })
+    tokio::task::spawn_blocking(move || sup2.engine.decide(&call, &ctx, &RealFs, &sup2.resolver()))
+        .await
+        .unwrap_or_else(|e| {
+            Decision::deny(
+                Code::PolicyDenied,
+                format!("the policy engine failed on this call ({e}); the call is refused"),
+                Some("floor:engine-failure"),
+            )
+        })
 }
 
 /// The `permission_check` record. `durable_next`: a durable record follows
@@ -751,7 +751,10 @@ fn tool_err(e: tollgate_tools::ToolError) -> ExecError {
     ExecError::Tool(e.to_string())
 }
 
-/// Re-vets each webfetch redirect hop with the same SSRF guard.
+/// Re-vets each webfetch redirect hop with the same SSRF guard, and each
+/// address right before the fetch connects to it against the host's own
+/// addresses read again now (an address may have become the host's since
+/// the decision: an approval can take minutes).
 struct Vetter {
     sup: Arc<Supervisor>,
 }
@@ -760,8 +763,15 @@ impl HopVetter for Vetter {
     fn vet(&self, url: &str) -> Result<tollgate_policy::VettedFetch, String> {
         self.sup
             .engine
-            .vet_url(url, &SystemResolver::default())
+            .vet_url(url, &self.sup.resolver())
             .map_err(|d| d.reason)
+    }
+
+    fn vet_peer(&self, ip: std::net::IpAddr) -> Result<(), String> {
+        let now = self.sup.host_addrs.read_now(Trigger::Connector);
+        self.sup
+            .engine
+            .vet_address(ip, &SystemResolver::default().with_host(now))
     }
 }
 

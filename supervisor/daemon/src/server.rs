@@ -36,6 +36,7 @@ use crate::backends::{BackendSettings, Backends};
 use crate::config::{BackendChoice, Config, ProviderChoice};
 use crate::conn;
 use crate::events::Recorder;
+use crate::host_addrs::{self, HostAddrWatch};
 use crate::llm::{OpenAi, Provider, Script};
 use crate::operator_service::OperatorSvc;
 use crate::sessions::{Sessions, State};
@@ -140,6 +141,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .exists()
         .then(|| std::fs::canonicalize(&opts.config).unwrap_or_else(|_| opts.config.clone()));
 
+    // The host's own addresses (issue 19): read now, then kept fresh by
+    // netlink notifications (with a periodic backstop).
+    let host_addrs = HostAddrWatch::start();
+
     let sup = Arc::new(Supervisor {
         paths: Paths {
             state_dir: state_dir.clone(),
@@ -163,6 +168,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         shutdown: CancellationToken::new(),
         disk: crate::disk::DiskGuard::new(config.sandbox.min_free_mb),
         refusals: crate::refusals::Refusals::default(),
+        host_addrs,
         config,
     });
 
@@ -195,6 +201,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             "disk_min_free_mb": sup.disk.floor_mb(),
         }),
     )?;
+
+    record_host_addresses(&sup);
 
     match sup.backends.primary().reap_orphans().await {
         Ok(reaped) => (record_reaped(sup.recorder.clone()))(reaped),
@@ -441,4 +449,32 @@ fn bind(path: &Path, mode: u32, group: Option<u32>) -> anyhow::Result<UnixListen
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot set the mode of {}", path.display()))?;
     Ok(listener)
+}
+
+/// Records the host's addresses in the supervisor's log (`host_addresses`):
+/// the set read at start, then every change, until shutdown.
+fn record_host_addresses(sup: &Arc<Supervisor>) {
+    let mut changes = sup.host_addrs.subscribe();
+    let sup = Arc::clone(sup);
+    tokio::spawn(async move {
+        loop {
+            let published = changes.borrow_and_update().clone();
+            let fields = host_addrs::record_fields(&published);
+            match published.snapshot.as_ref() {
+                Ok(set) => tracing::info!(
+                    count = set.len(),
+                    trigger = published.trigger.as_str(),
+                    "the host's own addresses (refused to webfetch)"
+                ),
+                Err(e) => tracing::error!(error = %e, "every webfetch is refused"),
+            }
+            if let Err(e) = sup.recorder.supervisor("", "host_addresses", fields) {
+                tracing::warn!(error = %e, "cannot record the host's addresses");
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                _ = sup.shutdown.cancelled() => return,
+            }
+        }
+    });
 }

@@ -18,6 +18,8 @@ use crate::config::Config;
 use crate::credentials::{self, Token};
 use crate::disk::{DiskGuard, Low};
 use crate::events::Recorder;
+use crate::facts::SystemResolver;
+use crate::host_addrs::HostAddrWatch;
 use crate::llm::Provider;
 use crate::refusals::Refusals;
 use crate::sessions::{Caps, NewSession, Session, Sessions, State, unix_ms};
@@ -64,6 +66,8 @@ pub struct Supervisor {
     pub disk: DiskGuard,
     /// Calls and sessions refused because the audit log could not be written.
     pub refusals: Refusals,
+    /// The host's own addresses, kept fresh (issue 19): no webfetch reaches them.
+    pub host_addrs: Arc<HostAddrWatch>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -76,6 +80,11 @@ impl std::fmt::Debug for Supervisor {
 }
 
 impl Supervisor {
+    /// DNS and the host's own addresses as of now, for one decision.
+    pub fn resolver(&self) -> SystemResolver {
+        SystemResolver::default().with_host(self.host_addrs.snapshot())
+    }
+
     /// Paths no session may touch or use as a workspace.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut v = vec![self.paths.state_dir.clone(), self.audit.dir().to_path_buf()];

@@ -1,6 +1,8 @@
 //! Decision latency (issue 3, "Performance"): a typical run_bash decision
 //! (target ≤ 20 µs), a read_file decision (≤ 3 µs), a 4 KiB script of
-//! pipelines (≤ 500 µs), and loading the default policy (≤ 5 ms).
+//! pipelines (≤ 500 µs), and loading the default policy (≤ 5 ms). Issue 19
+//! adds webfetch decisions (a literal address, and a name answered from
+//! memory): no decision path may get more than 5 % slower.
 //!
 //! The engine's own cost is measured with in-memory filesystem facts; the
 //! `real fs` variants add the lstat calls the daemon's RealFs makes.
@@ -16,8 +18,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tollgate_policy::bench_input::{REPRESENTATIVE_POLICY, script_4k, script_4k_substitutions};
 use tollgate_policy::{
-    Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ResolveError, Resolver,
-    ToolCall,
+    Context, Engine, FileFacts, FileKind, FsFacts, HostAddrs, HostAddrsError, Mode, PolicyConfig,
+    ResolveError, Resolver, ToolCall,
 };
 
 struct MemFs(HashMap<PathBuf, FileFacts>);
@@ -60,8 +62,29 @@ impl FsFacts for RealFs {
 struct NoDns;
 
 impl Resolver for NoDns {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         Err(ResolveError::NotFound(host.to_string()))
+    }
+}
+
+/// One name, answered from memory (the webfetch cases).
+struct OneName;
+
+impl Resolver for OneName {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
+    fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
+        if host == "docs.example.org" {
+            Ok(vec!["93.184.216.34".parse().unwrap()])
+        } else {
+            Err(ResolveError::NotFound(host.to_string()))
+        }
     }
 }
 
@@ -141,6 +164,23 @@ fn bench(c: &mut Criterion) {
     };
     c.bench_function("decide run_bash 4 KiB script with substitutions", |b| {
         b.iter(|| black_box(engine.decide(black_box(&subst), &cx, &fs, &NoDns)))
+    });
+
+    // webfetch: the SSRF guard on a literal address and on a name (DNS
+    // answered from memory, so the engine's own cost is what is measured).
+    let fetch_ip = ToolCall {
+        tool: "webfetch".into(),
+        args: json!({ "url": "http://93.184.216.34/index.html" }),
+    };
+    c.bench_function("decide webfetch literal IP", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&fetch_ip), &cx, &fs, &OneName)))
+    });
+    let fetch_name = ToolCall {
+        tool: "webfetch".into(),
+        args: json!({ "url": "https://docs.example.org/guide/index.html?q=1" }),
+    };
+    c.bench_function("decide webfetch name", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&fetch_name), &cx, &fs, &OneName)))
     });
 
     // For scale: brush-parser alone on the same script.

@@ -197,6 +197,14 @@ impl Engine {
         })
     }
 
+    /// The connector check (issue 19): whether a fetch may connect to `ip`
+    /// right now; `Err` with the sentence why not (an address class the
+    /// floor refuses, or an address of the supervisor's own host as `dns`
+    /// knows them now).
+    pub fn vet_address(&self, ip: std::net::IpAddr, dns: &dyn Resolver) -> Result<(), String> {
+        crate::ssrf::vet_address(ip, dns)
+    }
+
     /// Decides one call. Never panics, whatever the bytes in `call`.
     pub fn decide(
         &self,

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use crate::{HostAddrs, HostAddrsError};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
     File,
@@ -41,10 +43,18 @@ pub enum ResolveError {
     Failed(String, String),
 }
 
-/// DNS. The daemon implements it with the system resolver (or `--resolve`
-/// pins); tests use a fixed table.
+/// The network as the supervisor sees it: DNS, and its own addresses. The
+/// daemon implements it with the system resolver (or `--resolve` pins) and
+/// the host-address set it keeps fresh; tests use fixed tables.
 pub trait Resolver {
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError>;
+
+    /// Every address of the supervisor's own host, as last read (issue 19):
+    /// a fetch to one of them is refused. `Err` when they could not be
+    /// read: then every fetch is refused (fail closed). A resolver that
+    /// models no host (a test, an offline tool told so) returns
+    /// [`HostAddrs::none`]; there is no default, so none forgets.
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError>;
 }
 
 /// Asks the filesystem each question once per decision. A script that

@@ -6,9 +6,10 @@
 //! hard floor (path scope, secrets, shell analysis, the SSRF guard), the
 //! configured rules, the always-confirm tier and the modes.
 //!
-//! It must never do I/O of its own: filesystem facts and DNS answers come in
-//! through the [`FsFacts`] and [`Resolver`] traits, so it is unit-tested and
-//! fuzzed without a disk or a network. It must never execute anything.
+//! It must never do I/O of its own: filesystem facts, DNS answers and the
+//! host's own addresses come in through the [`FsFacts`] and [`Resolver`]
+//! traits, so it is unit-tested and fuzzed without a disk or a network. It
+//! must never execute anything.
 
 #![forbid(unsafe_code)]
 
@@ -19,6 +20,7 @@ mod decision;
 mod display;
 mod engine;
 mod facts;
+mod host_addrs;
 mod mode;
 mod paths;
 pub mod policy_test;
@@ -33,6 +35,7 @@ pub use decision::{Code, Decision, Verdict, VettedFetch};
 pub use display::escape_for_display;
 pub use engine::{Context, Engine, ToolCall};
 pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
+pub use host_addrs::{HostAddrs, HostAddrsError};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
 pub use registry::{ToolClass, ToolSpec, lookup, registry};

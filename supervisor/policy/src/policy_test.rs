@@ -161,7 +161,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::{FileFacts, FileKind, ResolveError};
+    use crate::{FileFacts, FileKind, HostAddrs, HostAddrsError, ResolveError};
 
     struct Fs;
     impl FsFacts for Fs {
@@ -188,6 +188,10 @@ mod tests {
 
     struct Dns;
     impl Resolver for Dns {
+        fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+            Ok(HostAddrs::none())
+        }
+
         fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
             match host {
                 "example.com" => Ok(vec!["93.184.216.34".parse().unwrap()]),

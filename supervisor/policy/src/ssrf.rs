@@ -15,6 +15,7 @@ use url::{Host, Url};
 use crate::decision::VettedFetch;
 use crate::display::shorten;
 use crate::facts::Resolver;
+use crate::host_addrs::{HostAddrs, HostAddrsError};
 use crate::registry::MAX_URL_BYTES;
 
 /// Why a URL is refused, and what the fetch would have done.
@@ -111,6 +112,7 @@ pub(crate) fn vet(raw: &str, dns: &dyn Resolver) -> Result<VettedFetch, UrlRefus
         ));
     }
     let host = url.host_str().unwrap_or("").to_string();
+    let literal = matches!(url.host(), Some(Host::Ipv4(_) | Host::Ipv6(_)));
     let ips: Vec<IpAddr> = match url.host() {
         None => {
             return Err(refuse(
@@ -160,20 +162,20 @@ pub(crate) fn vet(raw: &str, dns: &dyn Resolver) -> Result<VettedFetch, UrlRefus
             }
         }
     };
+    let own = dns
+        .host_addrs()
+        .map_err(|e| refuse(unknown_host_addrs(&e), what.clone()))?;
     let mut addrs = Vec::with_capacity(ips.len());
     for ip in ips {
-        if let Some(why) = blocked_ip(ip) {
-            let via = if host.trim_matches(['[', ']']) == ip.to_string() {
-                format!("{}", ip)
+        let via = || {
+            if literal {
+                ip.to_string()
             } else {
                 format!("`{}` resolves to {ip}, which", show(&host))
-            };
-            return Err(refuse(
-                format!(
-                    "{via} is {why}; only public addresses can be fetched, so the supervisor's machine, private networks and cloud metadata stay out of reach."
-                ),
-                what,
-            ));
+            }
+        };
+        if let Some(reason) = refused_address(ip, own, via) {
+            return Err(refuse(reason, what));
         }
         let ip = ip.to_canonical();
         let sa = SocketAddr::new(ip, port);
@@ -186,6 +188,62 @@ pub(crate) fn vet(raw: &str, dns: &dyn Resolver) -> Result<VettedFetch, UrlRefus
         host,
         addrs,
     })
+}
+
+/// Why `ip` may not be connected to, if it may not: its class, or that it is
+/// one of the host's own addresses. `via` names it in the sentence (built
+/// only for a refusal).
+fn refused_address(ip: IpAddr, own: &HostAddrs, via: impl Fn() -> String) -> Option<String> {
+    if let Some(why) = blocked_ip(ip) {
+        return Some(format!(
+            "{} is {why}; only public addresses can be fetched, so the supervisor's machine, private networks and cloud metadata stay out of reach.",
+            via()
+        ));
+    }
+    own_address(ip, own).map(|interface| {
+        format!(
+            "{} is an address of the supervisor's own host (interface {}); a fetch there would reach the services on the supervisor's machine, which answer on its public addresses too. Only other hosts can be fetched.",
+            via(),
+            show(interface)
+        )
+    })
+}
+
+fn unknown_host_addrs(e: &HostAddrsError) -> String {
+    format!(
+        "{e}, so no address can be told apart from the supervisor's own; every fetch is refused until they can be read again. Tell the operator."
+    )
+}
+
+/// The connector check: whether the fetch may connect to `ip` now (its
+/// class, and the host's own addresses as `dns` knows them now).
+pub(crate) fn vet_address(ip: IpAddr, dns: &dyn Resolver) -> Result<(), String> {
+    let own = dns.host_addrs().map_err(|e| unknown_host_addrs(&e))?;
+    match refused_address(ip, own, || ip.to_string()) {
+        Some(reason) => Err(reason),
+        None => Ok(()),
+    }
+}
+
+/// The interface holding `ip` when it is one of the host's own addresses,
+/// directly, IPv4-mapped, or as the IPv4 address a 6to4 address carries.
+fn own_address(ip: IpAddr, own: &HostAddrs) -> Option<&str> {
+    if let Some(interface) = own.interface_of(ip) {
+        return Some(interface);
+    }
+    match ip {
+        IpAddr::V6(v6)
+            if in_v6(
+                u128::from(v6),
+                0x2002_0000_0000_0000_0000_0000_0000_0000,
+                16,
+            ) =>
+        {
+            let embedded = Ipv4Addr::from(((u128::from(v6) >> 80) & 0xFFFF_FFFF) as u32);
+            own.interface_of(IpAddr::V4(embedded))
+        }
+        IpAddr::V4(_) | IpAddr::V6(_) => None,
+    }
 }
 
 /// "fetch https://… (93.184.216.34)".
@@ -365,7 +423,10 @@ mod tests {
     use super::*;
     use crate::facts::ResolveError;
 
-    struct Table(HashMap<&'static str, Vec<IpAddr>>);
+    struct Table(
+        HashMap<&'static str, Vec<IpAddr>>,
+        Result<HostAddrs, HostAddrsError>,
+    );
 
     impl Resolver for Table {
         fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
@@ -373,6 +434,9 @@ mod tests {
                 .get(host)
                 .cloned()
                 .ok_or_else(|| ResolveError::NotFound(host.to_string()))
+        }
+        fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+            self.1.as_ref().map_err(Clone::clone)
         }
     }
 
@@ -392,7 +456,111 @@ mod tests {
             "v6.example",
             vec!["2606:2800:220:1:248:1893:25c8:1946".parse().unwrap()],
         );
-        Table(t)
+        t.insert("own.example", vec!["8.8.8.8".parse().unwrap()]);
+        t.insert(
+            "partly-own.example",
+            vec![
+                "93.184.216.34".parse().unwrap(),
+                "2001:4860:4860::8888".parse().unwrap(),
+            ],
+        );
+        Table(t, Ok(HostAddrs::default()))
+    }
+
+    /// The same names, on a host whose dummy0 holds 8.8.8.8 and
+    /// 2001:4860:4860::8888 (and whose lo holds 127.0.0.1).
+    fn on_host() -> Table {
+        let mut t = dns();
+        t.1 = Ok(HostAddrs::new([
+            ("8.8.8.8".parse().unwrap(), "dummy0".to_string()),
+            (
+                "2001:4860:4860::8888".parse().unwrap(),
+                "dummy0".to_string(),
+            ),
+            ("127.0.0.1".parse().unwrap(), "lo".to_string()),
+        ]));
+        t
+    }
+
+    #[test]
+    fn the_hosts_own_addresses_are_refused_in_every_spelling() {
+        let dns = on_host();
+        let e = vet("http://8.8.8.8/x", &dns).unwrap_err();
+        assert_eq!(
+            e.reason,
+            "8.8.8.8 is an address of the supervisor's own host (interface dummy0); a fetch there would reach the services on the supervisor's machine, which answer on its public addresses too. Only other hosts can be fetched."
+        );
+        assert_eq!(e.consequence, "fetch http://8.8.8.8/x");
+        for (url, says) in [
+            (
+                "http://[2001:4860:4860::8888]:8080/",
+                "2001:4860:4860::8888 is an address of the supervisor's own host (interface dummy0)",
+            ),
+            (
+                "http://[::ffff:8.8.8.8]/",
+                "::ffff:8.8.8.8 is an address of the supervisor's own host (interface dummy0)",
+            ),
+            ("http://134744072/", "8.8.8.8 is an address"),
+            ("http://0x8.0x8.0x8.0x8/", "8.8.8.8 is an address"),
+            (
+                "http://[2002:808:808::1]/",
+                "2002:808:808::1 is an address of the supervisor's own host (interface dummy0)",
+            ),
+            (
+                "https://own.example./",
+                "`own.example.` resolves to 8.8.8.8, which is an address of the supervisor's own host (interface dummy0)",
+            ),
+            (
+                "http://partly-own.example/",
+                "`partly-own.example` resolves to 2001:4860:4860::8888, which is an address of the supervisor's own host",
+            ),
+        ] {
+            let e = vet(url, &dns).unwrap_err();
+            assert!(e.reason.starts_with(says), "{url}: {}", e.reason);
+        }
+        // Other hosts' public addresses still pass.
+        for url in [
+            "http://8.8.4.4/",
+            "http://[2001:4860:4860::8844]/",
+            "http://example.com/",
+            "http://[2002:5db8:d822::1]/",
+        ] {
+            assert!(vet(url, &dns).is_ok(), "{url}");
+        }
+        // A class refusal keeps its own, more specific reason.
+        let e = vet("http://127.0.0.1/", &dns).unwrap_err();
+        assert!(e.reason.contains("a loopback address"), "{}", e.reason);
+    }
+
+    #[test]
+    fn the_connector_check_refuses_classes_and_own_addresses() {
+        let dns = on_host();
+        assert_eq!(vet_address("93.184.216.34".parse().unwrap(), &dns), Ok(()));
+        assert_eq!(
+            vet_address("8.8.8.8".parse().unwrap(), &dns),
+            Err("8.8.8.8 is an address of the supervisor's own host (interface dummy0); a fetch there would reach the services on the supervisor's machine, which answer on its public addresses too. Only other hosts can be fetched.".to_string())
+        );
+        let e = vet_address("169.254.169.254".parse().unwrap(), &dns).unwrap_err();
+        assert!(
+            e.starts_with("169.254.169.254 is a link-local address"),
+            "{e}"
+        );
+        let mut unknown = dns;
+        unknown.1 = Err(HostAddrsError("getifaddrs: EMFILE".to_string()));
+        let e = vet_address("93.184.216.34".parse().unwrap(), &unknown).unwrap_err();
+        assert!(e.contains("could not be read (getifaddrs: EMFILE)"), "{e}");
+    }
+
+    #[test]
+    fn unknown_host_addresses_refuse_every_fetch() {
+        let mut dns = dns();
+        dns.1 = Err(HostAddrsError("getifaddrs: EMFILE".to_string()));
+        let e = vet("http://93.184.216.34/", &dns).unwrap_err();
+        assert_eq!(
+            e.reason,
+            "the supervisor's own host addresses could not be read (getifaddrs: EMFILE), so no address can be told apart from the supervisor's own; every fetch is refused until they can be read again. Tell the operator."
+        );
+        assert!(vet("http://example.com/", &dns).is_err());
     }
 
     #[test]

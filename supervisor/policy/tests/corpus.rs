@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use tollgate_policy::{
-    Context, Decision, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ResolveError,
-    Resolver, ToolCall, Verdict,
+    Context, Decision, Engine, FileFacts, FileKind, FsFacts, HostAddrs, HostAddrsError, Mode,
+    PolicyConfig, ResolveError, Resolver, ToolCall, Verdict,
 };
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus");
@@ -63,6 +63,10 @@ impl FsFacts for RealFs {
 struct Table(HashMap<String, Vec<IpAddr>>);
 
 impl Resolver for Table {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         self.0
             .get(host)

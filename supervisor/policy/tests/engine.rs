@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use tollgate_policy::{
-    Code, Context, Decision, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, PolicyError,
-    ResolveError, Resolver, RuleSpec, ToolCall, ToolClass, Verdict, registry,
+    Code, Context, Decision, Engine, FileFacts, FileKind, FsFacts, HostAddrs, HostAddrsError, Mode,
+    PolicyConfig, PolicyError, ResolveError, Resolver, RuleSpec, ToolCall, ToolClass, Verdict,
+    registry,
 };
 
 /// An in-memory filesystem around the workspace /w/proj.
@@ -69,6 +70,10 @@ impl FsFacts for MemFs {
 struct Dns;
 
 impl Resolver for Dns {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         let ips: &[&str] = match host {
             "example.com" => &["93.184.216.34"],

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use brush_parser::word::{TildeExpr, WordPiece};
 use serde_json::json;
 use tollgate_policy::{
-    Context, Decision, Engine, FileFacts, FsFacts, Mode, PolicyConfig, ResolveError, Resolver,
-    ToolCall, Verdict,
+    Context, Decision, Engine, FileFacts, FsFacts, HostAddrs, HostAddrsError, Mode, PolicyConfig,
+    ResolveError, Resolver, ToolCall, Verdict,
 };
 
 struct NoFiles;
@@ -31,6 +31,10 @@ impl FsFacts for NoFiles {
 struct NoDns;
 
 impl Resolver for NoDns {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<std::net::IpAddr>, ResolveError> {
         Err(ResolveError::NotFound(host.to_string()))
     }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use tollgate_policy::{
-    Context, Decision, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ResolveError,
-    Resolver, ToolCall, Verdict,
+    Context, Decision, Engine, FileFacts, FileKind, FsFacts, HostAddrs, HostAddrsError, Mode,
+    PolicyConfig, ResolveError, Resolver, ToolCall, Verdict,
 };
 
 /// xorshift64*: small, deterministic, good enough to shake input.
@@ -287,6 +287,10 @@ fn world() -> MemFs {
 struct Dns;
 
 impl Resolver for Dns {
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
+    }
+
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
         match host {
             "example.com" => Ok(vec!["93.184.216.34".parse().unwrap()]),

@@ -112,6 +112,14 @@ pub enum ToolError {
         vetted: String,
     },
 
+    /// The connector check refused an address the fetch was about to use.
+    #[error("not connecting to {addr} for {url}: {reason}")]
+    PeerRefused {
+        url: String,
+        addr: String,
+        reason: String,
+    },
+
     #[error("fetching {url} failed: {reason}")]
     Fetch { url: String, reason: String },
 }
@@ -147,6 +155,7 @@ impl ToolError {
             ToolError::TooManyRedirects { .. } => "too_many_redirects",
             ToolError::FetchTimeout { .. } => "fetch_timeout",
             ToolError::AddressMismatch { .. } => "address_mismatch",
+            ToolError::PeerRefused { .. } => "peer_refused",
             ToolError::Fetch { .. } => "fetch",
         }
     }

@@ -11,6 +11,9 @@
 //!   resolver that answers the vetted host with the vetted addresses (port
 //!   taken from the URL) and refuses every other name: there is no second
 //!   DNS lookup to rebind;
+//! - right before connecting, every pinned address goes through
+//!   [`HopVetter::vet_peer`] (the connector check: the daemon refuses an
+//!   address that is, as of now, one of its own host's);
 //! - after connecting, the response's peer address must be one of the vetted
 //!   addresses, else the hop fails closed.
 //!
@@ -31,10 +34,16 @@ use crate::html::{Rendering, html_to_text};
 use crate::paths::escape_bytes;
 use crate::{ToolError, ToolOutput, cap_text};
 
-/// Vets a redirect target the way the policy vetted the first URL.
+/// Vets a redirect target the way the policy vetted the first URL, and each
+/// address right before the fetch connects to it.
 pub trait HopVetter: Send + Sync {
     /// `Ok` with the addresses to pin, or `Err` with the reason it is refused.
     fn vet(&self, url: &str) -> Result<VettedFetch, String>;
+
+    /// The connector check: `Err` with the reason when `ip`, about to be
+    /// connected to, must not be (the daemon: it is, as of now, an address
+    /// of the supervisor's own host; the set is read again for this).
+    fn vet_peer(&self, ip: IpAddr) -> Result<(), String>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +97,7 @@ async fn fetch_hops(
     let mut chain: Vec<String> = Vec::new();
     loop {
         let url = check_vetted(&hop)?;
+        check_peers(&hop, &url, vetter)?;
         let client = pinned_client(&hop, &url, limits)?;
         let response = client
             .get(url.clone())
@@ -177,6 +187,32 @@ fn check_vetted(hop: &VettedFetch) -> Result<Url, ToolError> {
         )));
     }
     Ok(url)
+}
+
+/// The connector check, on every address the client may connect to for
+/// this hop (the pinned resolver hands it these and no other), right before
+/// connecting: one refused address refuses the hop.
+fn check_peers(hop: &VettedFetch, url: &Url, vetter: &dyn HopVetter) -> Result<(), ToolError> {
+    for addr in pinned_addrs(hop, url) {
+        if let Err(reason) = vet_peer(vetter, addr.ip()) {
+            return Err(ToolError::PeerRefused {
+                url: show_url(url.as_str()),
+                addr: addr.to_string(),
+                reason,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// [`HopVetter::vet_peer`] (which may read the host's addresses) handed
+/// over like [`vet_hop`].
+fn vet_peer(vetter: &dyn HopVetter, ip: IpAddr) -> Result<(), String> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| vetter.vet_peer(ip)),
+        _ => vetter.vet_peer(ip),
+    }
 }
 
 /// The vetted addresses with the URL's port.

@@ -8,6 +8,7 @@ mod concurrency;
 mod disk_full;
 mod missing;
 mod permissions;
+mod redaction_rules;
 mod report;
 mod tail;
 mod tamper;

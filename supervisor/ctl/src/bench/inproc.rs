@@ -1,21 +1,25 @@
 //! In-process measurements: the policy decision alone (the same engine,
-//! filesystem facts and resolver the daemon uses) and an audit append (the
-//! same writer, on the same filesystem as the bench supervisor's audit dir).
+//! filesystem facts and resolver the daemon uses), an audit append (the
+//! same writer, on the same filesystem as the bench supervisor's audit dir),
+//! and the redactor per MiB of tool output.
 
 use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::io::Write as _;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
 use serde_json::json;
-use tollgate_audit::{Audit, SyncMode};
+use tollgate_audit::{Audit, Redactor, SyncMode, bench_input};
 use tollgate_policy::bench_input::{REPRESENTATIVE_POLICY, script_4k_substitutions};
 use tollgate_policy::{
     Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ToolCall,
 };
 use tollgate_supervisor::facts::{RealFs, SystemResolver};
+use tollgate_supervisor::host_addrs;
 
 use super::harness::{time_blocking, warmup_for};
 use super::stats::{Row, Target, Unit, fmt_nanos};
@@ -52,7 +56,8 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         protected: vec![dir.join("state"), dir.join("audit")],
         read_files: BTreeSet::new(),
     };
-    let dns = SystemResolver::default();
+    // The host's own addresses, read as the supervisor reads them.
+    let dns = SystemResolver::default().with_host(Arc::new(host_addrs::read_host_addrs()));
     let many = n * 10;
     let decide = |call: ToolCall| -> anyhow::Result<Vec<Duration>> {
         time_blocking(warmup_for(many), many, |_| {
@@ -82,6 +87,12 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
             ws.join("src/main.rs"),
         ))?);
         Ok(())
+    })?;
+    // webfetch: the SSRF guard on a literal public address (no DNS, so the
+    // row is the engine's cost, not the resolver's).
+    let fetch = decide(ToolCall {
+        tool: "webfetch".into(),
+        args: json!({ "url": "http://93.184.216.34/index.html" }),
     })?;
     let script_text = script_4k_substitutions();
     let script = decide(ToolCall {
@@ -144,6 +155,12 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         )
         .with_baseline(LSTATS)
         .with_note(real),
+        Row::latency(
+            "policy.decide_webfetch",
+            "policy decision: webfetch http://93.184.216.34/",
+            &fetch,
+        )
+        .with_note("a literal public address: scheme, host, address classes, the host's own addresses (no DNS)"),
         Row::latency(
             BRUSH,
             "brush-parser alone, the 4 KiB script (baseline)",
@@ -217,6 +234,106 @@ impl FsFacts for MemFs {
     fn read_link(&self, _: &Path) -> Option<PathBuf> {
         None
     }
+}
+
+/// The host-address set (issue 19): a lookup, as the SSRF guard makes one
+/// per vetted address, and a whole read, as the connector check makes one
+/// per connection and the refresh one per change.
+pub fn host_addresses(n: usize) -> Vec<Row> {
+    const LOOKUPS: usize = 1000;
+    let set = match host_addrs::read_host_addrs() {
+        Ok(set) => set,
+        Err(e) => {
+            return vec![Row::failed(
+                "policy.host_addr_lookup",
+                "host-address set: one lookup",
+                Unit::Nanos,
+                e.to_string(),
+            )];
+        }
+    };
+    let public: IpAddr = IpAddr::from([93, 184, 216, 34]);
+    let lookups = time_blocking(warmup_for(n * 10), n * 10, |_| {
+        for _ in 0..LOOKUPS {
+            black_box(set.interface_of(black_box(public)));
+        }
+        Ok(())
+    });
+    let reads = time_blocking(warmup_for(n), n, |_| {
+        black_box(host_addrs::read_host_addrs()?);
+        Ok(())
+    });
+    let mut rows = Vec::new();
+    rows.push(match lookups {
+        Ok(s) => {
+            let per: Vec<f64> = s
+                .iter()
+                .map(|d| d.as_nanos() as f64 / LOOKUPS as f64)
+                .collect();
+            Row::latency_ns(
+                "policy.host_addr_lookup",
+                "host-address set: one lookup",
+                &per,
+            )
+            .with_note(format!(
+                "a public address that is not the host's, in this host's set of {} addresses; each sample times {LOOKUPS} lookups",
+                set.len()
+            ))
+        }
+        Err(e) => Row::failed(
+            "policy.host_addr_lookup",
+            "host-address set: one lookup",
+            Unit::Nanos,
+            format!("{e:#}"),
+        ),
+    });
+    rows.push(match reads {
+        Ok(s) => Row::latency(
+            "host.read_addrs",
+            "host-address set: read every interface (getifaddrs)",
+            &s,
+        )
+        .with_note("what the connector check costs each webfetch connection, and a refresh each netlink notification"),
+        Err(e) => Row::failed(
+            "host.read_addrs",
+            "host-address set: read every interface (getifaddrs)",
+            Unit::Nanos,
+            format!("{e:#}"),
+        ),
+    });
+    rows
+}
+
+/// The redactor over 1 MiB of typical tool output, and over the same with a
+/// secret about every 512 bytes: the cost per MiB of what reaches the model
+/// and the audit log.
+pub fn redaction(n: usize) -> Vec<Row> {
+    let r = Redactor::new(bench_input::host_secrets());
+    let mut rows = Vec::new();
+    for (id, name, text, note) in [
+        (
+            "audit.redact_typical_mib",
+            "redact 1 MiB of typical tool output",
+            bench_input::typical_output(1 << 20),
+            "cargo log, Rust and Python source, JSON, prose, git log; no secrets; 20 host secret values",
+        ),
+        (
+            "audit.redact_dense_mib",
+            "redact 1 MiB with a secret every ~512 B",
+            bench_input::dense_output(1 << 20),
+            "the same text with a secret of one of 16 shapes about every 512 bytes",
+        ),
+    ] {
+        let samples = time_blocking(warmup_for(n), n, |_| {
+            black_box(r.redact_cow(black_box(&text)).len());
+            Ok(())
+        });
+        rows.push(match samples {
+            Ok(s) => Row::latency(id, name, &s).with_note(note),
+            Err(e) => Row::failed(id, name, Unit::Nanos, format!("{e:#}")),
+        });
+    }
+    rows
 }
 
 fn fields(i: usize) -> serde_json::Value {

@@ -263,6 +263,8 @@ async fn measure(
     let d2 = dir.clone();
     rows.extend(blocking(move || Ok(inproc::policy(&d2, n))).await?);
     rows.extend(blocking(move || Ok(inproc::audit(&dir, n))).await?);
+    rows.extend(blocking(move || Ok(inproc::redaction(n))).await?);
+    rows.extend(blocking(move || Ok(inproc::host_addresses(n))).await?);
 
     progress.step("process baselines: fork/exec, unshare, bwrap");
     rows.extend(blocking(move || Ok(baselines::run(n))).await?);

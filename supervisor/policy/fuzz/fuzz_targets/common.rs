@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use tollgate_policy::{
-    Context, Decision, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ResolveError,
-    Resolver, Verdict,
+    Context, Decision, Engine, FileFacts, FileKind, FsFacts, HostAddrs, HostAddrsError, Mode,
+    PolicyConfig, ResolveError, Resolver, Verdict,
 };
 
 pub struct MemFs(HashMap<PathBuf, (FileFacts, Option<PathBuf>)>);
@@ -53,6 +53,10 @@ impl Resolver for Dns {
             "localtest.me" => Ok(vec![IpAddr::from([127, 0, 0, 1])]),
             _ => Err(ResolveError::NotFound(host.to_string())),
         }
+    }
+
+    fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError> {
+        Ok(HostAddrs::none())
     }
 }
 

@@ -4,7 +4,7 @@
 //! hand to test the fetcher's mechanics: pinning, redirects re-vetted by a
 //! test HopVetter, limits, and the output format.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -156,9 +156,13 @@ async fn serve(mut stream: TcpStream, name: &'static str) {
 
 /// Vets hosts from a fixed table (name -> address); refuses everything else.
 /// Records every URL it was asked about.
+/// At the connector, refuses the addresses in `own` (as the daemon refuses
+/// its host's own addresses) and records every address it was asked about.
 struct TestVetter {
     table: Vec<(String, SocketAddr)>,
     asked: Mutex<Vec<String>>,
+    own: Vec<IpAddr>,
+    peers: Mutex<Vec<IpAddr>>,
 }
 
 impl TestVetter {
@@ -166,7 +170,18 @@ impl TestVetter {
         TestVetter {
             table: table.iter().map(|(h, a)| (h.to_string(), *a)).collect(),
             asked: Mutex::new(Vec::new()),
+            own: Vec::new(),
+            peers: Mutex::new(Vec::new()),
         }
+    }
+
+    fn refusing_at_the_connector(mut self, own: &[&str]) -> TestVetter {
+        self.own = own.iter().map(|a| a.parse().unwrap()).collect();
+        self
+    }
+
+    fn peers(&self) -> Vec<IpAddr> {
+        self.peers.lock().unwrap().clone()
     }
 
     fn asked(&self) -> Vec<String> {
@@ -186,6 +201,15 @@ impl HopVetter for TestVetter {
                 addrs: vec![*addr],
             }),
             None => Err(format!("{host} is not allowed by the test vetter")),
+        }
+    }
+
+    fn vet_peer(&self, ip: IpAddr) -> Result<(), String> {
+        self.peers.lock().unwrap().push(ip);
+        if self.own.contains(&ip) {
+            Err(format!("{ip} is an address of the test's own host"))
+        } else {
+            Ok(())
         }
     }
 }
@@ -564,6 +588,9 @@ async fn a_vetter_answer_for_another_host_is_refused() {
                 addrs: vec![self.0],
             })
         }
+        fn vet_peer(&self, _: IpAddr) -> Result<(), String> {
+            Ok(())
+        }
     }
     let s = start_server("127.0.0.1", "one").await;
     let port = s.addr.port();
@@ -617,4 +644,54 @@ async fn https_is_spoken_to_the_pinned_address() {
     // rustls read an HTTP answer where a TLS record belongs.
     assert!(err.to_string().contains("corrupt message"), "{err}");
     assert_eq!(s.connections.load(Ordering::SeqCst), 1, "{err}");
+}
+
+#[tokio::test]
+async fn an_address_refused_at_the_connector_is_never_connected_to() {
+    // Issue 19: the address was fine when the policy judged it, and is the
+    // host's own by the time the fetch connects.
+    let s = start_server("127.0.0.1", "one").await;
+    let url = format!("http://127.0.0.1:{}/text", s.addr.port());
+    let vetter = TestVetter::new(&[]).refusing_at_the_connector(&["127.0.0.1"]);
+    let err = webfetch(&vetted(&url, "127.0.0.1", s.addr), &limits(), &vetter)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "not connecting to {} for {url}: 127.0.0.1 is an address of the test's own host",
+            s.addr
+        )
+    );
+    assert_eq!(err.kind(), "peer_refused");
+    assert_eq!(s.connections.load(Ordering::SeqCst), 0);
+    assert_eq!(vetter.peers(), ["127.0.0.1".parse::<IpAddr>().unwrap()]);
+}
+
+#[tokio::test]
+async fn every_redirect_hop_goes_through_the_connector_check() {
+    // Hop 1 on 127.0.0.1 is fine; hop 2 is vetted (by name) to 127.0.0.2,
+    // which the connector check refuses: server two is never connected to.
+    let one = start_server("127.0.0.1", "one").await;
+    let two = start_server_on("127.0.0.2", one.addr.port(), "two").await;
+    let port = one.addr.port();
+    let vetter =
+        TestVetter::new(&[("second.test", two.addr)]).refusing_at_the_connector(&["127.0.0.2"]);
+    let url = format!("http://127.0.0.1:{port}/to?url=http%3A%2F%2Fsecond.test%3A{port}%2Fwho");
+    let err = webfetch(&vetted(&url, "127.0.0.1", one.addr), &limits(), &vetter)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ToolError::PeerRefused { addr, .. } if *addr == two.addr.to_string()),
+        "{err}"
+    );
+    assert_eq!(one.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(two.connections.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        vetter.peers(),
+        [
+            "127.0.0.1".parse::<IpAddr>().unwrap(),
+            "127.0.0.2".parse().unwrap()
+        ]
+    );
 }

@@ -144,6 +144,9 @@ fn the_workspace_and_its_futures_can_cross_threads() {
         fn vet(&self, url: &str) -> Result<tollgate_policy::VettedFetch, String> {
             Err(url.to_string())
         }
+        fn vet_peer(&self, ip: std::net::IpAddr) -> Result<(), String> {
+            Err(ip.to_string())
+        }
     }
     let first = tollgate_policy::VettedFetch {
         url: "http://a.test/".into(),
