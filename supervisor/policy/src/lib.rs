@@ -14,6 +14,7 @@
 
 #[doc(hidden)]
 pub mod bench_input;
+pub mod clients;
 mod config;
 mod decision;
 mod display;
@@ -35,7 +36,7 @@ pub use engine::{Context, Engine, ToolCall};
 pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
-pub use registry::{ToolClass, ToolSpec, lookup, registry};
+pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry};
 pub use shell::parsing_untrusted_input;
 
 /// Errors building an [`Engine`] from configuration.
