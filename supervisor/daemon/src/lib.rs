@@ -17,6 +17,7 @@ pub mod config;
 pub mod credentials;
 pub mod events;
 pub mod facts;
+pub mod hooks;
 pub mod llm;
 pub mod operator_service;
 pub mod pep;

@@ -146,6 +146,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         own_uid,
         operator_gid,
         shutdown: CancellationToken::new(),
+        hooks: crate::hooks::Hooks::default(),
         config,
     });
 
@@ -219,6 +220,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             pb::agent_service_server::AgentServiceServer::new(AgentSvc {
                 sup: Arc::clone(&sup),
             }),
+            Arc::clone(&sup),
+        ))
+        .add_service(Guard::agent(
+            pb::client_hooks_server::ClientHooksServer::new(crate::hooks::HookSvc {
+                sup: Arc::clone(&sup),
+            })
+            .max_decoding_message_size(crate::hooks::MAX_EVENT_BYTES + 64 * 1024),
             Arc::clone(&sup),
         ))
         .add_service(health_svc_a)
