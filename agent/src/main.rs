@@ -30,6 +30,22 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Action::Hook(_) | Action::HookExec { .. } = &action {
+        // A hook that panics would exit 101, and the client would let the
+        // call run: a panic blocks instead.
+        std::panic::set_hook(Box::new(|info| {
+            let msg = info.to_string().replace('\n', " ");
+            eprintln!("agent hook: internal error ({msg}); the call is blocked");
+            std::process::exit(2);
+        }));
+    }
+    if let Action::HookConfig(c) = &action {
+        for w in tollgate_agent::hook::config::warnings(c) {
+            eprintln!("agent: warning: {w}");
+        }
+        print!("{}", tollgate_agent::hook::config::render(c));
+        std::process::exit(0);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -37,7 +53,12 @@ fn main() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("agent: cannot start the async runtime: {e}");
-            std::process::exit(1);
+            // A hook's failure must block the call.
+            let code = match action {
+                Action::Hook(_) => 2,
+                _ => 1,
+            };
+            std::process::exit(code);
         }
     };
     let code = runtime.block_on(async move {
@@ -45,6 +66,22 @@ fn main() {
             Action::Session(s) => tollgate_agent::session::run(s).await,
             Action::Call(c) => tollgate_agent::call::run(c).await,
             Action::Demo => tollgate_agent::demo::run().await,
+            Action::Hook(h) => {
+                let o = tollgate_agent::hook::event::run(h).await;
+                use std::io::Write as _;
+                let printed = std::io::stdout()
+                    .write_all(o.stdout.as_bytes())
+                    .and_then(|_| std::io::stdout().flush());
+                eprint!("{}", o.stderr);
+                if printed.is_err() {
+                    eprintln!("agent hook: cannot write the answer on stdout; the call is blocked");
+                    2
+                } else {
+                    o.code
+                }
+            }
+            Action::HookExec { socket, id } => tollgate_agent::hook::exec::run(&socket, &id).await,
+            Action::HookConfig(_) => 0,
         }
     });
     // The stdin reader thread may sit in a blocking read: leave without waiting.
