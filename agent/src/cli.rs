@@ -311,7 +311,8 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
     }
 }
 
-fn hook_action(
+/// `agent hook`'s values, checked (clap's reader and the fast one both use it).
+pub fn hook_action(
     action: Option<HookCommand>,
     client: Option<String>,
     timeout: u32,

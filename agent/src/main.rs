@@ -6,7 +6,20 @@ use clap::error::ErrorKind;
 use tollgate_agent::cli::{self, Action, RawCli};
 
 fn main() {
-    let raw = match RawCli::try_parse() {
+    // `agent hook` runs once per tool call of Claude Code or Codex: its
+    // plain form is read here, before clap builds every command's parser
+    // (start-up is most of its cost).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let fast = tollgate_agent::hook::args::fast(&args, std::env::var("TOLLGATE_SOCKET").ok());
+    let raw = match fast {
+        Some(Ok(action)) => run(action),
+        Some(Err(e)) => {
+            eprintln!("agent hook: {e}; the call is blocked");
+            std::process::exit(2);
+        }
+        None => RawCli::try_parse(),
+    };
+    let raw = match raw {
         Ok(r) => r,
         Err(e) => match e.kind() {
             ErrorKind::DisplayHelp
@@ -30,6 +43,11 @@ fn main() {
             std::process::exit(2);
         }
     };
+    run(action)
+}
+
+/// Runs what the command line asked for, then exits.
+fn run(action: Action) -> ! {
     if let Action::Hook(_) | Action::HookExec { .. } = &action {
         // A hook that panics would exit 101, and the client would let the
         // call run: a panic blocks instead.

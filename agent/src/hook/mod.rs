@@ -11,6 +11,7 @@
 //! `agent hook exec ID` runs a routed shell command (the rewritten Bash
 //! command); `agent hook print-config` prints what to install.
 
+pub mod args;
 pub mod config;
 pub mod event;
 pub mod exec;
