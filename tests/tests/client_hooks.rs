@@ -716,6 +716,51 @@ fn a_routed_command_runs_once_for_its_uid_with_its_own_streams() {
     );
 }
 
+/// The same through the Docker backend: the routed command runs in the
+/// session's container.
+#[test]
+fn a_routed_command_runs_in_the_docker_sandbox() {
+    if !root_or_skip("a_routed_command_runs_in_the_docker_sandbox") {
+        return;
+    }
+    let sup = Supervisor::builder()
+        .config(SKIP_MODE)
+        .sandbox("docker")
+        .start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let cmd = routed(
+        &sup,
+        "docker-1",
+        &ws,
+        "echo out; echo err >&2; pwd; grep -c : /proc/net/dev; exit 3",
+        "t1",
+    );
+    let o = sh(&cmd, Path::new("/"), None).output().unwrap();
+    if o.status.code() == Some(126) {
+        let why = format!("the docker backend is unavailable: {}", stderr(&o).trim());
+        if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+            panic!("{why}");
+        }
+        eprintln!("a_routed_command_runs_in_the_docker_sandbox: skipped: {why}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    // The workspace is the working directory; the only interface is lo.
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("out\n{}\n1\n", ws.display())
+    );
+    assert_eq!(stderr(&o), "err\n");
+    let records = one_session(&sup);
+    let opened = &records[0];
+    assert_eq!(opened["sandbox"], "docker");
+    let result = records
+        .iter()
+        .find(|r| r["event"] == "tool_result")
+        .unwrap();
+    assert_eq!(result["routed"], true);
+}
+
 #[test]
 fn route_shell_off_decides_without_rewriting() {
     let sup = Supervisor::builder()

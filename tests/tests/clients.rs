@@ -206,7 +206,7 @@ fn verify(sup: &Supervisor, id: &str) {
 
 fn probe(port: u16) -> String {
     format!(
-        "echo MARK-$((6*7)); grep -c : /proc/net/dev; \
+        "echo MARK-$((6*7)); command -v python3 >/dev/null && echo HAVE-PY; \
          python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' 2>/dev/null && echo REACHED-NET || echo NO-NET; \
          python3 -c \"open('/etc/'+'shadow').read()\" 2>/dev/null && echo READ-SHADOW || echo NO-SHADOW; \
          echo UID-$(id -u); pwd"
@@ -216,12 +216,18 @@ fn probe(port: u16) -> String {
 /// An allowed Bash call runs in tollgate's sandbox as the (non-root) user;
 /// four denied calls never run, and the model reads tollgate's reasons; the
 /// audit verifies and names the client, its session id and every call.
-async fn sandbox_and_denials(which: Which) {
-    let test = format!("{}_sandbox_and_denials", which.name());
+async fn sandbox_and_denials(which: Which, backend: &str) {
+    let test = format!("{}_sandbox_and_denials_{backend}", which.name());
     let Some(clients) = clients_or_skip(&test) else {
         return;
     };
-    let sup = Supervisor::builder().config(SKIP_MODE).start();
+    if backend == "docker" && !docker_or_skip(&test) {
+        return;
+    }
+    let sup = Supervisor::builder()
+        .config(SKIP_MODE)
+        .sandbox(backend)
+        .start();
     let ws = sup.dirs.workspace("ws", USER);
     let ns = NetNs::new();
     // The mock's own port: reachable in the client's namespace, never from
@@ -276,6 +282,7 @@ async fn sandbox_and_denials(which: Which) {
     let allowed = m.result(0);
     for want in [
         "MARK-42",
+        "HAVE-PY",
         "NO-NET",
         "NO-SHADOW",
         &format!("UID-{USER}"),
@@ -373,14 +380,43 @@ async fn sandbox_and_denials(which: Which) {
     assert_eq!(s["client_session_id"], client_session);
 }
 
+/// Whether the Docker engine answers; without it a test skips, except under
+/// TOLLGATE_REQUIRE_DOCKER=1.
+fn docker_or_skip(test: &str) -> bool {
+    let up = std::process::Command::new("docker")
+        .arg("info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if up {
+        return true;
+    }
+    if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+        panic!("{test}: no Docker engine (TOLLGATE_REQUIRE_DOCKER=1)");
+    }
+    eprintln!("{test}: skipped: no Docker engine");
+    false
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_allowed_bash_runs_in_the_sandbox_and_denials_reach_the_model() {
-    sandbox_and_denials(Which::Claude).await;
+    sandbox_and_denials(Which::Claude, "native").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_allowed_bash_runs_in_the_sandbox_and_denials_reach_the_model() {
-    sandbox_and_denials(Which::Codex).await;
+    sandbox_and_denials(Which::Codex, "native").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_allowed_bash_runs_in_the_docker_sandbox() {
+    sandbox_and_denials(Which::Claude, "docker").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_allowed_bash_runs_in_the_docker_sandbox() {
+    sandbox_and_denials(Which::Codex, "docker").await;
 }
 
 /// With the supervisor stopped, the hook blocks every tool call.
