@@ -1161,21 +1161,20 @@ pub async fn run_routed(
             )
         }
     };
-    let exit_code = exit.code;
-    let signal = exit.signal;
-    send(pb::sandbox_exec_output::Out::Exit(exit)).await;
-    // The outcome rides on the next fsync (the command has already run).
+    // The outcome rides on the next fsync (the command has already run);
+    // it is in the file before the caller hears the exit status.
     let _ = sup.recorder.to_file_deferred(
         &session.audit,
         &session.id,
         "tool_result",
         json!({
             "call_id": route.call_id, "tool": "run_bash", "status": status, "routed": true,
-            "exit_code": exit_code, "signal": signal, "bytes": streamed.total,
+            "exit_code": exit.code, "signal": exit.signal, "bytes": streamed.total,
             "truncated": streamed.truncated, "duration_ms": duration_ms,
             "output": excerpt_of(&streamed.head),
         }),
     );
+    send(pb::sandbox_exec_output::Out::Exit(exit)).await;
 }
 
 /// The exit code a routed command's caller sees when tollgate could not run
