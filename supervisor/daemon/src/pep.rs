@@ -12,6 +12,12 @@
 //! 5. execution, with `tool_started` before and `tool_result` after (a
 //!    read-only tool reads while that record's fsync runs, and its output is
 //!    released only after it).
+//!
+//! Steps 1–4 are [`authorize`], which both channels run: `CallTool` (then
+//! step 5 here) and a client's hook (`hooks/`: Claude Code or Codex runs the
+//! tool itself after the decision, which is therefore durable before the
+//! answer). A client's routed shell command is step 5 for `run_bash`:
+//! [`run_routed`] runs the command its PreToolUse decided.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
