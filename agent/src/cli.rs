@@ -88,6 +88,43 @@ pub enum RawCommand {
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
     },
+    /// Claude Code's or Codex's hook: reads one event on stdin, answers on stdout;
+    /// every failure blocks (exit 2)
+    Hook {
+        #[command(subcommand)]
+        action: Option<HookCommand>,
+        /// claude-code or codex (default: guessed from the event)
+        #[arg(long, value_name = "CLIENT")]
+        client: Option<String>,
+        /// The `timeout` the client runs this hook with, in seconds: the hook
+        /// answers, or blocks, a tenth earlier (at least 1 s)
+        #[arg(long, value_name = "SECS", default_value_t = crate::hook::DEFAULT_TIMEOUT_S)]
+        timeout: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Run a routed shell command (what an allowed Bash call is rewritten to)
+    Exec {
+        /// The routed command's id
+        id: String,
+    },
+    /// Print the hook configuration to install for a client
+    PrintConfig {
+        /// claude or codex
+        client: String,
+        /// For the managed place: /etc/claude-code/managed-settings.json or
+        /// /etc/codex/requirements.toml
+        #[arg(long)]
+        managed: bool,
+        /// The agent binary the hooks run (default: this one)
+        #[arg(long, value_name = "PATH")]
+        agent: Option<PathBuf>,
+        /// The clients' hook timeout, in seconds
+        #[arg(long, value_name = "SECS", default_value_t = crate::hook::config::DEFAULT_TIMEOUT_S)]
+        timeout: u32,
+    },
 }
 
 /// Settings of an interactive or `-p` session.
@@ -123,6 +160,9 @@ pub enum Action {
     Session(SessionSettings),
     Demo,
     Call(CallSettings),
+    Hook(crate::hook::event::HookSettings),
+    HookExec { socket: PathBuf, id: String },
+    HookConfig(crate::hook::config::ConfigSettings),
 }
 
 /// A usage error: printed as `agent: <message>` and exit 2.
@@ -156,6 +196,18 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
         || raw.output == OutputFormat::Json
         || raw.model.is_some();
     match raw.command {
+        Some(RawCommand::Hook {
+            action,
+            client,
+            timeout,
+        }) => {
+            if session_flags_used || raw.mode.is_some() {
+                return Err(UsageError(
+                    "`agent hook` takes only --client, --timeout and --socket".into(),
+                ));
+            }
+            hook_action(action, client, timeout, socket)
+        }
         Some(RawCommand::Demo) => {
             if session_flags_used || raw.mode.is_some() {
                 return Err(UsageError(
@@ -254,6 +306,83 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
                 model: raw.model.filter(|m| !m.is_empty()),
                 prompt: raw.prompt,
                 output: raw.output,
+            }))
+        }
+    }
+}
+
+/// `agent hook`'s values, checked (clap's reader and the fast one both use it).
+pub fn hook_action(
+    action: Option<HookCommand>,
+    client: Option<String>,
+    timeout: u32,
+    socket: PathBuf,
+) -> Result<Action, UsageError> {
+    // The routed command runs in another directory: name the socket whole.
+    let socket = if socket.is_absolute() {
+        socket
+    } else {
+        std::path::absolute(&socket)
+            .map_err(|e| UsageError(format!("cannot make {} absolute ({e})", socket.display())))?
+    };
+    match action {
+        None => {
+            if let Some(c) = &client
+                && c != "claude-code"
+                && c != "codex"
+            {
+                return Err(UsageError(format!(
+                    "unknown client '{c}', hint: use claude-code or codex"
+                )));
+            }
+            if timeout < 2 {
+                return Err(UsageError(
+                    "--timeout must be at least 2 seconds (the hook answers a tenth earlier, and at least 1 s)".into(),
+                ));
+            }
+            Ok(Action::Hook(crate::hook::event::HookSettings {
+                socket,
+                client,
+                timeout_s: timeout,
+            }))
+        }
+        Some(HookCommand::Exec { id }) => Ok(Action::HookExec { socket, id }),
+        Some(HookCommand::PrintConfig {
+            client: target,
+            managed,
+            agent,
+            timeout,
+        }) => {
+            let target = crate::hook::config::Target::parse(&target).ok_or_else(|| {
+                UsageError(format!(
+                    "unknown client '{target}', hint: use claude or codex"
+                ))
+            })?;
+            if timeout < 2 {
+                return Err(UsageError("--timeout must be at least 2 seconds".into()));
+            }
+            let agent = match agent {
+                Some(a) if a.is_absolute() => a,
+                Some(a) => {
+                    return Err(UsageError(format!(
+                        "--agent {} is not an absolute path",
+                        a.display()
+                    )));
+                }
+                None => std::env::current_exe()
+                    .and_then(std::fs::canonicalize)
+                    .map_err(|e| {
+                        UsageError(format!(
+                            "cannot find this agent binary ({e}); pass --agent PATH"
+                        ))
+                    })?,
+            };
+            Ok(Action::HookConfig(crate::hook::config::ConfigSettings {
+                target,
+                managed,
+                agent,
+                socket,
+                timeout_s: timeout,
             }))
         }
     }
@@ -367,6 +496,55 @@ mod tests {
         assert!(parse(&["-p", "x", "demo"]).is_err());
         assert!(parse(&["call", "read_file", "{"]).is_err());
         assert!(parse(&["call", "read_file", "[1]"]).is_err());
+    }
+
+    #[test]
+    fn hook_commands() {
+        let Action::Hook(h) = parse(&[
+            "hook",
+            "--client",
+            "codex",
+            "--timeout",
+            "60",
+            "--socket",
+            "/s",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            h,
+            crate::hook::event::HookSettings {
+                socket: "/s".into(),
+                client: Some("codex".into()),
+                timeout_s: 60
+            }
+        );
+        assert_eq!(
+            parse(&["hook", "exec", "rX", "--socket", "/s"]),
+            Ok(Action::HookExec {
+                socket: "/s".into(),
+                id: "rX".into()
+            })
+        );
+        let Action::HookConfig(c) = parse(&[
+            "hook",
+            "print-config",
+            "claude",
+            "--managed",
+            "--agent",
+            "/usr/bin/agent",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert!(c.managed);
+        assert_eq!(c.socket, PathBuf::from(DEFAULT_SOCKET));
+        assert!(parse(&["hook", "--client", "cursor"]).is_err());
+        assert!(parse(&["hook", "--timeout", "1"]).is_err());
+        assert!(parse(&["hook", "print-config", "vim"]).is_err());
+        assert!(parse(&["hook", "print-config", "codex", "--agent", "agent"]).is_err());
+        assert!(parse(&["--mode", "plan", "hook"]).is_err());
     }
 
     #[test]

@@ -6,7 +6,20 @@ use clap::error::ErrorKind;
 use tollgate_agent::cli::{self, Action, RawCli};
 
 fn main() {
-    let raw = match RawCli::try_parse() {
+    // `agent hook` runs once per tool call of Claude Code or Codex: its
+    // plain form is read here, before clap builds every command's parser
+    // (start-up is most of its cost).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let fast = tollgate_agent::hook::args::fast(&args, std::env::var("TOLLGATE_SOCKET").ok());
+    let raw = match fast {
+        Some(Ok(action)) => run(action),
+        Some(Err(e)) => {
+            eprintln!("agent hook: {e}; the call is blocked");
+            std::process::exit(2);
+        }
+        None => RawCli::try_parse(),
+    };
+    let raw = match raw {
         Ok(r) => r,
         Err(e) => match e.kind() {
             ErrorKind::DisplayHelp
@@ -30,6 +43,27 @@ fn main() {
             std::process::exit(2);
         }
     };
+    run(action)
+}
+
+/// Runs what the command line asked for, then exits.
+fn run(action: Action) -> ! {
+    if let Action::Hook(_) | Action::HookExec { .. } = &action {
+        // A hook that panics would exit 101, and the client would let the
+        // call run: a panic blocks instead.
+        std::panic::set_hook(Box::new(|info| {
+            let msg = info.to_string().replace('\n', " ");
+            eprintln!("agent hook: internal error ({msg}); the call is blocked");
+            std::process::exit(2);
+        }));
+    }
+    if let Action::HookConfig(c) = &action {
+        for w in tollgate_agent::hook::config::warnings(c) {
+            eprintln!("agent: warning: {w}");
+        }
+        print!("{}", tollgate_agent::hook::config::render(c));
+        std::process::exit(0);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -37,7 +71,12 @@ fn main() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("agent: cannot start the async runtime: {e}");
-            std::process::exit(1);
+            // A hook's failure must block the call.
+            let code = match action {
+                Action::Hook(_) => 2,
+                _ => 1,
+            };
+            std::process::exit(code);
         }
     };
     let code = runtime.block_on(async move {
@@ -45,6 +84,22 @@ fn main() {
             Action::Session(s) => tollgate_agent::session::run(s).await,
             Action::Call(c) => tollgate_agent::call::run(c).await,
             Action::Demo => tollgate_agent::demo::run().await,
+            Action::Hook(h) => {
+                let o = tollgate_agent::hook::event::run(h).await;
+                use std::io::Write as _;
+                let printed = std::io::stdout()
+                    .write_all(o.stdout.as_bytes())
+                    .and_then(|_| std::io::stdout().flush());
+                eprint!("{}", o.stderr);
+                if printed.is_err() {
+                    eprintln!("agent hook: cannot write the answer on stdout; the call is blocked");
+                    2
+                } else {
+                    o.code
+                }
+            }
+            Action::HookExec { socket, id } => tollgate_agent::hook::exec::run(&socket, &id).await,
+            Action::HookConfig(_) => 0,
         }
     });
     // The stdin reader thread may sit in a blocking read: leave without waiting.

@@ -5,6 +5,10 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod clients;
 pub mod escape;
 pub mod harness;
+pub mod mock_anthropic;
+pub mod mock_http;
 pub mod mock_openai;
+pub mod mock_responses;

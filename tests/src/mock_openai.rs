@@ -314,7 +314,7 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-async fn write_response(
+pub(crate) async fn write_response(
     stream: &mut TcpStream,
     status: u16,
     content_type: &str,
@@ -333,12 +333,12 @@ async fn write_response(
     stream.flush().await
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Decodes a chunked body in `buf`; `None` until it is complete.
-fn dechunk(buf: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn dechunk(buf: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut pos = 0;
     loop {

@@ -135,6 +135,7 @@ pub struct Audit {
 }
 
 /// A session file closed while its anchor could not be written.
+#[derive(Clone)]
 struct PendingAnchor {
     file: Arc<AuditFile>,
     session: String,
@@ -391,23 +392,23 @@ impl Audit {
     /// Writes the anchors that could not be written when their sessions
     /// closed (the disk was full). Returns how many were written now.
     pub fn retry_anchors(&self) -> usize {
-        let pending = std::mem::take(&mut *lock(&self.pending_anchors));
-        if pending.is_empty() {
-            return 0;
-        }
+        // Each anchor stays listed (`unanchored`) until it is written: an
+        // observer never sees an empty list while anchors are in flight.
+        let pending: Vec<PendingAnchor> = lock(&self.pending_anchors).clone();
         let mut written = 0;
-        let mut still = Vec::new();
         for p in pending {
-            match self.write_anchor(&p.file, &p.session, Some(&p.closed)) {
+            let done = match self.write_anchor(&p.file, &p.session, Some(&p.closed)) {
                 Ok(_) => {
                     written += 1;
                     tracing::info!(file = %p.file.path().display(), closed = %p.closed, "late audit anchor written");
+                    true
                 }
-                Err(_) if p.file.is_broken() => {}
-                Err(_) => still.push(p),
+                Err(_) => p.file.is_broken(),
+            };
+            if done {
+                lock(&self.pending_anchors).retain(|q| !Arc::ptr_eq(&q.file, &p.file));
             }
         }
-        lock(&self.pending_anchors).extend(still);
         written
     }
 

@@ -14,6 +14,7 @@ pub fn session_json(s: &pb::SessionInfo) -> Value {
         "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "cost_usd": s.cost_usd,
         "max_cost_usd": s.max_cost_usd, "pending_approvals": s.pending_approvals,
         "sandbox": s.sandbox, "end_reason": s.end_reason, "client": s.client,
+        "client_session_id": s.client_session_id,
         "audit_file": s.audit_file, "token_expires_unix_ms": s.token_expires_unix_ms,
     })
 }
@@ -207,6 +208,7 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
                 format!("${:.4}", s.cost_usd),
                 s.pending_approvals.to_string(),
                 table::ago(s.created_unix_ms),
+                client_label(s),
                 s.workspace.clone(),
             ]
         })
@@ -221,11 +223,24 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
             "COST",
             "PENDING",
             "OPENED",
+            "CLIENT",
             "WORKSPACE",
         ],
         &rows,
     );
     Ok(())
+}
+
+/// The client, and its own session id for a client behind `agent hook`
+/// (`claude-code 17dcfece…`).
+fn client_label(s: &pb::SessionInfo) -> String {
+    let client = if s.client.is_empty() { "-" } else { &s.client };
+    if s.client_session_id.is_empty() {
+        client.to_string()
+    } else {
+        let short: String = s.client_session_id.chars().take(8).collect();
+        format!("{client} {short}…")
+    }
 }
 
 pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<()> {
@@ -255,6 +270,7 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
         ),
         ("uid", format!("{} (gid {}, pid {})", s.uid, s.gid, s.pid)),
         ("client", s.client.clone()),
+        ("client session", s.client_session_id.clone()),
         ("workspace", s.workspace.clone()),
         ("mode", s.mode.clone()),
         ("tools", tools),

@@ -6,7 +6,9 @@
 //! compared in constant time. [`OperatorAuth`] wraps OperatorService on
 //! operator.sock: the peer must be root, the supervisor's own uid, or a
 //! member of the operator group (the socket's mode already says the same;
-//! this is the second wall). Health and reflection pass through on both.
+//! this is the second wall). Health and reflection pass through on both, and
+//! so does ClientHooks on agent.sock with only [`Peer`] set: a client's hook
+//! has no token; `hooks/` binds its events to the peer's uid.
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -33,6 +33,8 @@ pub struct Config {
     pub llm: LlmSection,
     #[serde(default)]
     pub policy: PolicyConfig,
+    #[serde(default)]
+    pub clients: ClientsSection,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -192,6 +194,37 @@ impl Default for SessionSection {
     }
 }
 
+/// `[clients]`: Claude Code and Codex behind `agent hook`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientsSection {
+    /// Run the clients' shell tool (Bash) through run_bash in the session's
+    /// sandbox. Off: decisions only, and an allowed command runs in the
+    /// client's own process as the user.
+    pub route_shell: bool,
+    /// The mode of a client's session; absent: `[session] default_mode`.
+    pub mode: Option<Mode>,
+    /// Close a client's session after this long without an event.
+    pub idle_timeout_s: u64,
+}
+
+impl Default for ClientsSection {
+    fn default() -> Self {
+        ClientsSection {
+            route_shell: true,
+            mode: None,
+            idle_timeout_s: 3600,
+        }
+    }
+}
+
+impl ClientsSection {
+    /// The mode a client's session runs in.
+    pub fn mode(&self, session: &SessionSection) -> Mode {
+        self.mode.unwrap_or(session.default_mode)
+    }
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderChoice {
@@ -331,6 +364,13 @@ impl Config {
                 "[audit] reserve_mb ({}) is more than {MAX_RESERVE_MB}; 8 to 64 is plenty",
                 self.audit.reserve_mb
             )));
+        }
+        let c = &self.clients;
+        if c.idle_timeout_s == 0 {
+            return Err(invalid("[clients] idle_timeout_s must be > 0".to_string()));
+        }
+        if let Err(e) = self.mode_permitted(c.mode(s)) {
+            return Err(invalid(format!("[clients] mode: {e}")));
         }
         let l = &self.llm;
         let negative_or_nan = |x: f64| x.is_nan() || x < 0.0;
@@ -486,6 +526,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("reserve_mb"), "{err}");
+    }
+
+    #[test]
+    fn clients_route_the_shell_by_default_and_their_mode_is_capped() {
+        let c = Config::parse("", Path::new("x.toml")).unwrap();
+        assert!(c.clients.route_shell);
+        assert_eq!(c.clients.mode(&c.session), Mode::Default);
+        let c = Config::parse(
+            "[clients]\nroute_shell = false\nmode = \"acceptEdits\"\nidle_timeout_s = 60\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert!(!c.clients.route_shell);
+        assert_eq!(c.clients.mode(&c.session), Mode::AcceptEdits);
+        let err = Config::parse(
+            "[session]\nallow_dangerously_skip = false\n[clients]\nmode = \"dangerouslySkipPermissions\"\n",
+            Path::new("x.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("[clients] mode"), "{err}");
+        let err = Config::parse("[clients]\nroute_shel = true\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("route_shel"), "{err}");
     }
 
     #[test]

@@ -40,6 +40,19 @@ pub fn new_session_id() -> Result<String, CredentialError> {
         .collect())
 }
 
+/// `N` random bytes as url-safe characters (4 per 3 bytes), the first
+/// alphanumeric: an identifier nobody can guess (routed commands' ids).
+pub fn random_id<const N: usize>() -> Result<String, CredentialError> {
+    let bytes: [u8; N] = random()?;
+    let mut s = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    if let Some(first) = s.as_bytes().first().copied()
+        && !first.is_ascii_alphanumeric()
+    {
+        s.replace_range(0..1, "A");
+    }
+    Ok(s)
+}
+
 /// A freshly minted token: the only time the secret exists in our memory.
 pub struct Token {
     session_id: String,

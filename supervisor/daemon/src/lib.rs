@@ -19,6 +19,7 @@ pub mod credentials;
 pub mod disk;
 pub mod events;
 pub mod facts;
+pub mod hooks;
 pub mod host_addrs;
 pub mod llm;
 pub mod operator_service;

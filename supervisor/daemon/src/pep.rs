@@ -12,6 +12,12 @@
 //! 5. execution, with `tool_started` before and `tool_result` after (a
 //!    read-only tool reads while that record's fsync runs, and its output is
 //!    released only after it).
+//!
+//! Steps 1–4 are [`authorize`], which both channels run: `CallTool` (then
+//! step 5 here) and a client's hook (`hooks/`: Claude Code or Codex runs the
+//! tool itself after the decision, which is therefore durable before the
+//! answer). A client's routed shell command is step 5 for `run_bash`:
+//! [`run_routed`] runs the command its PreToolUse decided.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -33,6 +39,51 @@ use crate::supervisor::Supervisor;
 /// How much of a tool's arguments and output goes into the audit record.
 const AUDIT_EXCERPT: usize = 2048;
 
+/// How a channel wants a call gated: when the decision must be durable, how
+/// long an approval may wait, whether an ask goes back to the caller.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// The decision record must be on disk when [`authorize`] returns: the
+    /// caller acts on it elsewhere (a client runs the tool itself). Without
+    /// it, an allowed call's record rides on the fsync of its `tool_started`,
+    /// written next by the caller.
+    pub durable_now: bool,
+    /// How long an approval waits for a person.
+    pub approval_wait: Duration,
+    /// A non-destructive ask is handed back to the caller, whose own prompt
+    /// asks the person (`session_can_approve` for a client hook), instead of
+    /// waiting here. A destructive one never is.
+    pub delegate_ask: bool,
+    /// The client's own name for the tool, recorded beside tollgate's.
+    pub client_tool: Option<String>,
+}
+
+impl Gate {
+    /// CallTool's gate: execution follows in the supervisor.
+    fn call_tool(sup: &Supervisor) -> Gate {
+        Gate {
+            durable_now: false,
+            approval_wait: Duration::from_secs(sup.config.session.approval_timeout_s),
+            delegate_ask: false,
+            client_tool: None,
+        }
+    }
+}
+
+/// A call the pipeline cleared, up to execution.
+#[derive(Debug)]
+pub struct Cleared {
+    pub decision: Decision,
+    /// The arguments of the call (a single call's; for several, a list).
+    pub args: Value,
+    /// allowed | allowed(session-scope) | auto-allow(config) | approved |
+    /// approved(session-scope); `delegated(client)` when handed back.
+    pub allowed_by: &'static str,
+    /// The ask was handed back to the caller's own prompt: nobody approved
+    /// it here.
+    pub delegated: Option<String>,
+}
+
 /// Runs one tool call through the whole pipeline. Cancelling `cancel` (the
 /// client went away, the session was revoked) stops it at whatever stage it
 /// is in; the records say so.
@@ -46,109 +97,56 @@ pub async fn call_tool(
     let call_id = req.call_id.chars().take(128).collect::<String>();
     let tool = req.tool.clone();
 
-    if !session.is_active() {
-        return denied(revoked(session));
-    }
-    if !session.take_tool_call() {
-        let reason = format!(
-            "the session's tool-call cap ({}) is reached. Stop calling tools and summarise what you did and what remains.",
-            session.caps.max_tool_calls
-        );
-        let _ = record(
-            sup,
-            session,
-            "permission_check",
-            json!({
-                "call_id": call_id, "tool": tool, "decision": "deny", "code": "CAP_REACHED",
-                "rule": "cap:max_tool_calls", "reason": reason,
-            }),
-        );
-        return denied(pb::Denial {
-            code: pb::DenialCode::CapReached as i32,
-            reason,
-            rule: "cap:max_tool_calls".to_string(),
-            ..Default::default()
-        });
-    }
-
-    // Step 2: the engine. Arguments that are not JSON never reach it.
-    let decision = match serde_json::from_str::<Value>(&req.arguments_json) {
-        Ok(args) => Ok((
-            decide(sup, session, &tool, req.arguments_json.len(), args.clone()).await,
-            args,
-        )),
-        Err(e) => Err(Decision::deny(
-            Code::InvalidArgs,
-            format!("the arguments for {tool} are not valid JSON ({e}); send a JSON object"),
-            Some("schema"),
-        )),
-    };
-    let (mut decision, args) = match decision {
-        Ok(pair) => pair,
-        Err(d) => {
-            let _ = audit_decision(
-                sup,
-                session,
-                &call_id,
-                &tool,
-                &req.arguments_json,
-                &d,
-                "",
-                false,
-            );
-            return denied(denial_of(&d));
+    // Arguments that are not JSON never reach the engine; a tool the model
+    // is never offered (an MCP gate) is not one it can call.
+    let calls = if !tollgate_policy::offered(&tool) && tollgate_policy::lookup(&tool).is_some() {
+        Err(Decision::deny(
+            Code::UnknownTool,
+            format!(
+                "there is no tool named `{tool}` for this agent. The available tools are: {}.",
+                tollgate_policy::registry()
+                    .iter()
+                    .map(|t| t.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Some("registry"),
+        ))
+    } else {
+        match serde_json::from_str::<Value>(&req.arguments_json) {
+            Ok(args) => Ok(vec![ToolCall {
+                tool: tool.clone(),
+                args,
+            }]),
+            Err(e) => Err(Decision::deny(
+                Code::InvalidArgs,
+                format!("the arguments for {tool} are not valid JSON ({e}); send a JSON object"),
+                Some("schema"),
+            )),
         }
     };
-
-    // Grants and auto-approve apply only to the non-destructive ask tier.
-    let mut allowed_by = "allowed";
-    if decision.verdict == Verdict::Ask && !decision.destructive {
-        if session.has_grant(&tool, &decision.target) {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "allowed(session-scope)";
-        } else if sup.config.session.auto_approve {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "auto-allow(config)";
-        }
-    }
-
-    // The disk floor: no command or file write while the workspace's
-    // filesystem is under `[sandbox] min_free_mb` (refused before any
-    // approval is asked for; checked again just before it runs).
-    if decision.verdict != Verdict::Deny
-        && writes_to_disk(&tool)
-        && let Err(low) = sup.disk.check(&session.workspace)
-    {
-        decision.verdict = Verdict::Deny;
-        decision.code = Code::PolicyDenied;
-        decision.reason = low.refused();
-        decision.rule = Some(DISK_RULE.to_string());
-    }
-
-    // Step 3: the decision record, durable before the action. An allowed
-    // call's record is made durable by the fsync of its `tool_started`
-    // record, written next: one fsync for both, before the tool runs.
-    if let Err(e) = audit_decision(
+    let gate = Gate::call_tool(sup);
+    let cleared = match authorize(
         sup,
         session,
         &call_id,
         &tool,
         &req.arguments_json,
-        &decision,
+        calls,
+        &gate,
+        &cancel,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(d) => return denied(d),
+    };
+    let Cleared {
+        decision,
+        args,
         allowed_by,
-        decision.verdict == Verdict::Allow,
-    ) {
-        return denied(audit_unavailable(sup, session, &tool, &e));
-    }
-
-    match decision.verdict {
-        Verdict::Deny => return denied(denial_of(&decision)),
-        Verdict::Ask => match ask(sup, session, &call_id, &tool, &args, &decision, &cancel).await {
-            Ok(by) => allowed_by = by,
-            Err(d) => return denied(d),
-        },
-        Verdict::Allow => {}
-    }
+        ..
+    } = cleared;
 
     // Step 5: execute. A read-only tool in `always` mode reads while the
     // fsync runs, and its output is released only once the decision is
@@ -291,6 +289,178 @@ fn writes_to_disk(tool: &str) -> bool {
 /// The rule a disk-floor refusal names.
 const DISK_RULE: &str = "floor:disk";
 
+/// Steps 1 to 4 of the pipeline, shared by every channel (CallTool, a
+/// client's hook): the session and its cap, the engine (one decision, or one
+/// per part combined, strictest first), session-scope grants and
+/// `auto_approve`, the durable decision record, and the approval. Returns
+/// the cleared call, or the denial to send.
+///
+/// `calls` is what the engine decides, or an early refusal (arguments that
+/// are not JSON, a client tool tollgate has no rule for), recorded like any
+/// other decision.
+#[allow(clippy::too_many_arguments)]
+pub async fn authorize(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    call_id: &str,
+    tool: &str,
+    raw_args: &str,
+    calls: Result<Vec<ToolCall>, Decision>,
+    gate: &Gate,
+    cancel: &CancellationToken,
+) -> Result<Cleared, pb::Denial> {
+    if !session.is_active() {
+        return Err(revoked(session));
+    }
+    if !session.take_tool_call() {
+        let reason = format!(
+            "the session's tool-call cap ({}) is reached. Stop calling tools and summarise what you did and what remains.",
+            session.caps.max_tool_calls
+        );
+        let _ = record(
+            sup,
+            session,
+            "permission_check",
+            json!({
+                "call_id": call_id, "tool": tool, "decision": "deny", "code": "CAP_REACHED",
+                "rule": "cap:max_tool_calls", "reason": reason,
+            }),
+        );
+        return Err(pb::Denial {
+            code: pb::DenialCode::CapReached as i32,
+            reason,
+            rule: "cap:max_tool_calls".to_string(),
+            ..Default::default()
+        });
+    }
+
+    // Step 2: the engine.
+    let writes = match &calls {
+        Ok(calls) => calls.iter().any(|c| writes_to_disk(&c.tool)),
+        Err(_) => false,
+    };
+    let (mut decision, args) = match calls {
+        Err(d) => {
+            let _ = audit_decision(sup, session, call_id, tool, raw_args, &d, "", false, gate);
+            return Err(denial_of(&d));
+        }
+        Ok(mut calls) if calls.len() == 1 => {
+            let call = calls.remove(0);
+            let len = if call.tool == tool {
+                raw_args.len()
+            } else {
+                call.args.to_string().len()
+            };
+            (
+                decide(sup, session, &call.tool, len, call.args.clone()).await,
+                call.args,
+            )
+        }
+        Ok(calls) => {
+            let mut parts = Vec::with_capacity(calls.len());
+            for c in &calls {
+                let len = c.args.to_string().len();
+                parts.push(decide(sup, session, &c.tool, len, c.args.clone()).await);
+            }
+            let list = calls
+                .into_iter()
+                .map(|c| json!({"tool": c.tool, "args": c.args}))
+                .collect::<Vec<_>>();
+            (Decision::combine(parts), Value::Array(list))
+        }
+    };
+
+    // Grants and auto-approve apply only to the non-destructive ask tier.
+    let mut allowed_by = "allowed";
+    if decision.verdict == Verdict::Ask && !decision.destructive {
+        if session.has_grant(tool, &decision.target) {
+            decision.verdict = Verdict::Allow;
+            allowed_by = "allowed(session-scope)";
+        } else if sup.config.session.auto_approve {
+            decision.verdict = Verdict::Allow;
+            allowed_by = "auto-allow(config)";
+        }
+    }
+
+    // The disk floor: a call that writes is refused while the workspace's
+    // filesystem is under `[sandbox] min_free_mb` (refused before any
+    // approval is asked for; checked again just before it runs).
+    if decision.verdict != Verdict::Deny
+        && writes
+        && let Err(low) = sup.disk.check(&session.workspace)
+    {
+        decision.verdict = Verdict::Deny;
+        decision.code = Code::PolicyDenied;
+        decision.reason = low.refused();
+        decision.rule = Some(DISK_RULE.to_string());
+    }
+
+    // Step 3: the decision record, durable before the action. Unless the
+    // caller needs it on disk now, an allowed call's record is made durable
+    // by the fsync of its `tool_started` record, written next: one fsync for
+    // both, before the tool runs.
+    if let Err(e) = audit_decision(
+        sup,
+        session,
+        call_id,
+        tool,
+        raw_args,
+        &decision,
+        allowed_by,
+        decision.verdict == Verdict::Allow && !gate.durable_now,
+        gate,
+    ) {
+        return Err(audit_unavailable(sup, session, tool, &e));
+    }
+
+    let mut delegated = None;
+    match decision.verdict {
+        Verdict::Deny => return Err(denial_of(&decision)),
+        Verdict::Ask if gate.delegate_ask && !decision.destructive => {
+            // The client's own prompt asks the person; the outcome is
+            // recorded when the client reports the call.
+            let id = approval_id().map_err(|e| audit_unavailable_msg(&e))?;
+            record(
+                sup,
+                session,
+                "approval_requested",
+                json!({
+                    "approval_id": id, "call_id": call_id, "tool": tool,
+                    "consequence": decision.consequence, "destructive": false,
+                    "target": decision.target, "rule": decision.rule, "channel": "client",
+                }),
+            )
+            .map_err(|e| audit_unavailable(sup, session, tool, &e))?;
+            allowed_by = "delegated(client)";
+            delegated = Some(id);
+        }
+        Verdict::Ask => {
+            match ask(
+                sup,
+                session,
+                call_id,
+                tool,
+                &args,
+                &decision,
+                gate.approval_wait,
+                cancel,
+            )
+            .await
+            {
+                Ok(by) => allowed_by = by,
+                Err(d) => return Err(d),
+            }
+        }
+        Verdict::Allow => {}
+    }
+    Ok(Cleared {
+        decision,
+        args,
+        allowed_by,
+        delegated,
+    })
+}
+
 /// Tools whose only effect is the output they return (no write, no process,
 /// no network): they may start reading before their decision is durable.
 const READ_ONLY_TOOLS: [&str; 3] = ["read_file", "glob_files", "grep"];
@@ -380,6 +550,7 @@ fn audit_decision(
     d: &Decision,
     allowed_by: &str,
     durable_next: bool,
+    gate: &Gate,
 ) -> Result<(), tollgate_audit::AuditError> {
     let verdict = d.verdict.as_str();
     let mut f = json!({
@@ -397,11 +568,15 @@ fn audit_decision(
     if d.verdict == Verdict::Allow && !allowed_by.is_empty() {
         f["allowed_by"] = json!(allowed_by);
     }
+    if let Some(t) = &gate.client_tool {
+        f["client_tool"] = json!(t);
+    }
     record_as(sup, session, "permission_check", f, durable_next)
 }
 
 /// An approval: offered to operators and (when allowed) the session itself;
 /// waits for the first decision, the deadline, or cancellation.
+#[allow(clippy::too_many_arguments)]
 async fn ask(
     sup: &Arc<Supervisor>,
     session: &Arc<Session>,
@@ -409,10 +584,10 @@ async fn ask(
     tool: &str,
     args: &Value,
     d: &Decision,
+    timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<&'static str, pb::Denial> {
     let id = approval_id().map_err(|e| audit_unavailable_msg(&e))?;
-    let timeout = Duration::from_secs(sup.config.session.approval_timeout_s);
     let now = SystemTime::now();
     let diff = preview(sup, session, tool, args, d).await;
     let approval = pb::Approval {
@@ -912,6 +1087,289 @@ async fn run_bash(
     })
 }
 
+/// A client's own bookkeeping tool (planning, todos, tool search): allowed
+/// without the engine, and recorded, durable, like any decision.
+pub fn record_harmless(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    client_tool: &str,
+) -> Result<String, pb::Denial> {
+    let reason = format!(
+        "`{}` is the client's own bookkeeping; it touches nothing outside the client.",
+        tollgate_policy::escape_for_display(client_tool)
+    );
+    record(
+        sup,
+        session,
+        "permission_check",
+        json!({
+            "call_id": call_id, "tool": client_tool, "client_tool": client_tool,
+            "decision": "allow", "code": "OK", "rule": "clients:harmless", "reason": reason,
+            "allowed_by": "allowed",
+        }),
+    )
+    .map_err(|e| audit_unavailable(sup, session, client_tool, &e))?;
+    Ok(reason)
+}
+
+/// A routed shell command: what a client's hook decided, claimed by its
+/// rewritten command. Runs in the session's sandbox like `run_bash` (the
+/// workspace as working directory, no network, the sandbox's limits), with
+/// `tool_started` (durable) before and `tool_result` after, and streams its
+/// stdout and stderr as they come, redacted line by line and capped at
+/// `output_cap_bytes` (past it, one notice on stderr), then its exit status.
+/// Cancelling `cancel` (the client went away, the session ended) kills it.
+pub async fn run_routed(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    route: &crate::hooks::Route,
+    out: &mpsc::Sender<pb::SandboxExecOutput>,
+    cancel: CancellationToken,
+) {
+    let started = Instant::now();
+    let send = |o: pb::sandbox_exec_output::Out| {
+        let out = out.clone();
+        async move {
+            let _ = out.send(pb::SandboxExecOutput { out: Some(o) }).await;
+        }
+    };
+    let fail = |text: String| {
+        let send = &send;
+        async move {
+            send(pb::sandbox_exec_output::Out::Stderr(
+                format!("tollgate: {text}\n").into_bytes(),
+            ))
+            .await;
+            send(pb::sandbox_exec_output::Out::Exit(pb::ExitStatus {
+                code: ROUTED_NOT_RUN,
+                signal: 0,
+                timed_out: false,
+            }))
+            .await;
+        }
+    };
+    let started_record = json!({
+        "call_id": route.call_id, "tool": "run_bash", "allowed_by": "routed",
+        "target": route.target,
+    });
+    if let Err(e) = record(sup, session, "tool_started", started_record) {
+        return fail(audit_unavailable(sup, session, "run_bash", &e).reason).await;
+    }
+    if let Err(low) = sup.disk.check(&session.workspace) {
+        return fail(low.refused()).await;
+    }
+    let sb = match sandbox_of(sup, session).await {
+        Ok(sb) => sb,
+        Err(
+            ExecError::Sandbox(reason) | ExecError::Tool(reason) | ExecError::DiskFloor(reason),
+        ) => return fail(reason).await,
+        Err(ExecError::Cancelled) => return fail(revoked(session).reason).await,
+    };
+    let cfg = &sup.config.sandbox;
+    let timeout = Duration::from_secs(
+        route
+            .timeout_s
+            .unwrap_or(cfg.run_timeout_s)
+            .clamp(1, cfg.max_run_timeout_s),
+    );
+    let req = ExecRequest {
+        argv: vec!["sh".to_string(), "-c".to_string(), route.command.clone()],
+        cwd: Some(session.workspace.clone()),
+        timeout,
+        merge_stderr: false,
+    };
+    let (tx, rx) = mpsc::channel::<Output>(64);
+    let forward = tokio::spawn(forward_routed(
+        rx,
+        out.clone(),
+        sup.redactor.clone(),
+        sup.config.session.output_cap_bytes,
+    ));
+    let outcome = {
+        // The disk watcher looks often while this runs (see disk.rs).
+        let _running = sup.disk.command();
+        sb.exec(req, tx, cancel.child_token()).await
+    };
+    let streamed = forward.await.unwrap_or_default();
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let stopped = !session.is_active() || outcome.as_ref().is_ok_and(|o| o.cancelled);
+    let (status, exit) = match &outcome {
+        _ if stopped => {
+            let why = if session.is_active() {
+                "the call was cancelled (the client went away)".to_string()
+            } else {
+                revoked(session).reason
+            };
+            send(pb::sandbox_exec_output::Out::Stderr(
+                format!("\ntollgate: {why}\n").into_bytes(),
+            ))
+            .await;
+            (
+                "stopped",
+                pb::ExitStatus {
+                    code: -1,
+                    signal: 9,
+                    timed_out: false,
+                },
+            )
+        }
+        Ok(o) if o.timed_out => {
+            send(pb::sandbox_exec_output::Out::Stderr(
+                format!(
+                    "\ntollgate: the command timed out after {}s and was killed\n",
+                    timeout.as_secs()
+                )
+                .into_bytes(),
+            ))
+            .await;
+            (
+                "ok",
+                pb::ExitStatus {
+                    code: -1,
+                    signal: 9,
+                    timed_out: true,
+                },
+            )
+        }
+        Ok(o) => (
+            "ok",
+            pb::ExitStatus {
+                code: o.exit_code.unwrap_or(-1),
+                signal: o.signal.unwrap_or(0),
+                timed_out: false,
+            },
+        ),
+        Err(e) => {
+            let why = match e {
+                tollgate_sandbox::SandboxError::Gone(_) if !session.is_active() => {
+                    revoked(session).reason
+                }
+                other => format!("{other}. The command may not have completed."),
+            };
+            send(pb::sandbox_exec_output::Out::Stderr(
+                format!("\ntollgate: {why}\n").into_bytes(),
+            ))
+            .await;
+            (
+                "stopped",
+                pb::ExitStatus {
+                    code: ROUTED_NOT_RUN,
+                    signal: 0,
+                    timed_out: false,
+                },
+            )
+        }
+    };
+    // The outcome rides on the next fsync (the command has already run);
+    // it is in the file before the caller hears the exit status.
+    let _ = sup.recorder.to_file_deferred(
+        &session.audit,
+        &session.id,
+        "tool_result",
+        json!({
+            "call_id": route.call_id, "tool": "run_bash", "status": status, "routed": true,
+            "exit_code": exit.code, "signal": exit.signal, "bytes": streamed.total,
+            "truncated": streamed.truncated, "duration_ms": duration_ms,
+            "output": excerpt_of(&streamed.head),
+        }),
+    );
+    send(pb::sandbox_exec_output::Out::Exit(exit)).await;
+}
+
+/// The exit code a routed command's caller sees when tollgate could not run
+/// it at all (the audit log, the sandbox): 126, "cannot execute".
+pub const ROUTED_NOT_RUN: i32 = 126;
+
+/// What a routed command printed, as far as the records go.
+#[derive(Debug, Default)]
+struct Streamed {
+    total: u64,
+    truncated: bool,
+    /// The first bytes (redacted), for the audit excerpt.
+    head: String,
+}
+
+/// Forwards a routed command's output: per stream, whole lines redacted
+/// (a line is held until its end, or until it reaches 8 KiB), up to `cap`
+/// bytes in all, then one notice on stderr; the rest is counted, not sent.
+async fn forward_routed(
+    mut rx: mpsc::Receiver<Output>,
+    out: mpsc::Sender<pb::SandboxExecOutput>,
+    redactor: tollgate_audit::Redactor,
+    cap: usize,
+) -> Streamed {
+    const HOLD: usize = 8 << 10;
+    let mut st = Streamed::default();
+    let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let mut sent = 0usize;
+    let emit = |which: usize, bytes: &[u8], st: &mut Streamed, sent: &mut usize| {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => redactor.redact(t).into_bytes(),
+            // Binary output passes as it is (no secret value is binary text).
+            Err(_) => bytes.to_vec(),
+        };
+        if st.head.len() < AUDIT_EXCERPT {
+            st.head.push_str(&String::from_utf8_lossy(&text));
+        }
+        let room = cap.saturating_sub(*sent);
+        let part = &text[..text.len().min(room)];
+        *sent += part.len();
+        let mut msgs = Vec::new();
+        if !part.is_empty() {
+            msgs.push(if which == 0 {
+                pb::sandbox_exec_output::Out::Stdout(part.to_vec())
+            } else {
+                pb::sandbox_exec_output::Out::Stderr(part.to_vec())
+            });
+        }
+        if part.len() < text.len() && !st.truncated {
+            st.truncated = true;
+            msgs.push(pb::sandbox_exec_output::Out::Stderr(
+                format!(
+                    "\ntollgate: output truncated at {cap} bytes; the rest was not sent (redirect it to a file and read it in parts)\n"
+                )
+                .into_bytes(),
+            ));
+        }
+        msgs
+    };
+    while let Some(chunk) = rx.recv().await {
+        let (which, bytes) = match &chunk {
+            Output::Stdout(b) => (0, b),
+            Output::Stderr(b) => (1, b),
+        };
+        st.total += bytes.len() as u64;
+        let buf = &mut pending[which];
+        buf.extend_from_slice(bytes);
+        let cut = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(nl) => nl + 1,
+            None if buf.len() >= HOLD => buf.len(),
+            None => continue,
+        };
+        let ready: Vec<u8> = buf.drain(..cut).collect();
+        for m in emit(which, &ready, &mut st, &mut sent) {
+            if out
+                .send(pb::SandboxExecOutput { out: Some(m) })
+                .await
+                .is_err()
+            {
+                return st;
+            }
+        }
+    }
+    for (which, buf) in pending.iter_mut().enumerate() {
+        let rest = std::mem::take(buf);
+        if rest.is_empty() {
+            continue;
+        }
+        for m in emit(which, &rest, &mut st, &mut sent) {
+            let _ = out.send(pb::SandboxExecOutput { out: Some(m) }).await;
+        }
+    }
+    st
+}
+
 fn record(
     sup: &Supervisor,
     session: &Session,
@@ -939,7 +1397,7 @@ fn record_as(
     written.map(|_| ())
 }
 
-fn excerpt_of(text: &str) -> String {
+pub fn excerpt_of(text: &str) -> String {
     if text.len() <= AUDIT_EXCERPT {
         return text.to_string();
     }

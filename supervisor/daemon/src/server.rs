@@ -169,6 +169,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         disk: crate::disk::DiskGuard::new(config.sandbox.min_free_mb),
         refusals: crate::refusals::Refusals::default(),
         host_addrs,
+        hooks: crate::hooks::Hooks::default(),
         config,
     });
 
@@ -243,6 +244,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             pb::agent_service_server::AgentServiceServer::new(AgentSvc {
                 sup: Arc::clone(&sup),
             }),
+            Arc::clone(&sup),
+        ))
+        .add_service(Guard::agent(
+            pb::client_hooks_server::ClientHooksServer::new(crate::hooks::HookSvc {
+                sup: Arc::clone(&sup),
+            })
+            .max_decoding_message_size(crate::hooks::MAX_EVENT_BYTES + 64 * 1024),
             Arc::clone(&sup),
         ))
         .add_service(health_svc_a)

@@ -91,6 +91,9 @@ pub struct Session {
     pub caps: Caps,
     pub model: String,
     pub client: String,
+    /// The client's own session id when `agent hook` opened this session
+    /// (Claude Code's or Codex's); empty otherwise.
+    pub client_session_id: String,
     pub created: SystemTime,
     pub audit: Arc<AuditFile>,
     /// Cancelled when the session ends for any reason.
@@ -203,6 +206,7 @@ pub struct NewSession {
     pub caps: Caps,
     pub model: String,
     pub client: String,
+    pub client_session_id: String,
     pub audit: Arc<AuditFile>,
     pub backend: Arc<dyn Backend>,
     pub files: tollgate_tools::Workspace,
@@ -233,6 +237,7 @@ impl Session {
             caps: n.caps,
             model: n.model,
             client: n.client,
+            client_session_id: n.client_session_id,
             created: SystemTime::now(),
             audit: n.audit,
             cancel: CancellationToken::new(),
@@ -279,6 +284,11 @@ impl Session {
                 return;
             }
         }
+    }
+
+    /// Whether a call is in progress (a routed command still running).
+    pub fn is_busy(&self) -> bool {
+        self.inflight.load(Ordering::SeqCst) > 0
     }
 
     pub fn state(&self) -> State {
@@ -415,6 +425,7 @@ impl Session {
             pid: self.pid,
             audit_file: self.audit.path().display().to_string(),
             token_expires_unix_ms: unix_ms(self.token_expires()),
+            client_session_id: self.client_session_id.clone(),
         }
     }
 }

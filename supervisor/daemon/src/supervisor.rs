@@ -68,6 +68,8 @@ pub struct Supervisor {
     pub refusals: Refusals,
     /// The host's own addresses, kept fresh (issue 19): no webfetch reaches them.
     pub host_addrs: Arc<HostAddrWatch>,
+    /// Client sessions (`agent hook`) and their routed commands.
+    pub hooks: crate::hooks::Hooks,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -104,6 +106,17 @@ impl Supervisor {
         self: &Arc<Self>,
         peer: Peer,
         req: pb::OpenSessionRequest,
+    ) -> Result<(Arc<Session>, Token), Status> {
+        self.open_session_for(peer, req, "").await
+    }
+
+    /// [`Supervisor::open_session`] for a client's session (`agent hook`):
+    /// `client_session_id` is the client's own id, recorded and shown.
+    pub async fn open_session_for(
+        self: &Arc<Self>,
+        peer: Peer,
+        req: pb::OpenSessionRequest,
+        client_session_id: &str,
     ) -> Result<(Arc<Session>, Token), Status> {
         if self.rootless() && peer.uid != self.own_uid {
             return Err(Status::permission_denied(format!(
@@ -202,13 +215,14 @@ impl Supervisor {
             caps,
             model,
             client: req.client.chars().take(64).collect(),
+            client_session_id: client_session_id.to_string(),
             audit: Arc::clone(&audit_file),
             backend: self.backends.primary(),
             files,
             token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
         })
         .map_err(|e| discard(Status::internal(e.to_string())))?;
-        let opened = json!({
+        let mut opened = json!({
             "uid": peer.uid,
             "gid": gid,
             "pid": peer.pid,
@@ -221,6 +235,9 @@ impl Supervisor {
             "sandbox": self.backends.primary().kind().as_str(),
             "system_prompt_chars": req.system_prompt.chars().count(),
         });
+        if !client_session_id.is_empty() {
+            opened["client_session_id"] = json!(client_session_id);
+        }
         // Both ride on the next fsync of their file: nothing has acted yet,
         // and the session's first decision is made durable before its tool
         // runs (with everything written before it).
@@ -484,11 +501,15 @@ impl Supervisor {
             .collect()
     }
 
-    /// Ends sessions whose token expired without a refresh.
+    /// Ends sessions whose token expired without a refresh, and client
+    /// sessions idle past `[clients] idle_timeout_s`.
     pub async fn reap_expired(&self) {
         let now = SystemTime::now();
         for s in self.sessions.all() {
-            if s.token_expires() <= now {
+            // A client's session has no token in use: its hook names it by
+            // the client's session id. It ends when the client says so, or
+            // when idle (below).
+            if s.client_session_id.is_empty() && s.token_expires() <= now {
                 self.end_session(
                     &s,
                     State::Expired,
@@ -497,6 +518,16 @@ impl Supervisor {
                 )
                 .await;
             }
+        }
+        let idle = Duration::from_secs(self.config.clients.idle_timeout_s);
+        for s in self.hooks.idle(idle) {
+            self.end_session(
+                &s,
+                State::Closed,
+                &format!("no event from the client for {}s", idle.as_secs()),
+                "supervisor",
+            )
+            .await;
         }
     }
 

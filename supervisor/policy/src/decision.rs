@@ -103,6 +103,53 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// One decision for several calls made as one (a patch that touches
+    /// several files): the strictest verdict wins. A deny is the first deny,
+    /// whole (its reason names its file); otherwise the first part with the
+    /// winning verdict gives the code, reason and rule, the consequences and
+    /// targets of every part are joined, and the call is destructive or
+    /// touches a secret when any part does.
+    pub fn combine(parts: Vec<Decision>) -> Decision {
+        let Some(verdict) = parts.iter().map(|d| d.verdict).max() else {
+            return Decision::deny(
+                Code::InvalidArgs,
+                "the call names nothing to decide, so it is refused.",
+                Some("schema"),
+            );
+        };
+        if parts.len() == 1 || verdict == Verdict::Deny {
+            return parts
+                .into_iter()
+                .find(|d| d.verdict == verdict)
+                .unwrap_or_else(|| {
+                    Decision::deny(Code::PolicyDenied, "no decision", Some("combine"))
+                });
+        }
+        let join = |f: fn(&Decision) -> &str, sep: &str| {
+            parts
+                .iter()
+                .map(f)
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(sep)
+        };
+        let consequence = join(|d| &d.consequence, "; ");
+        let target = join(|d| &d.target, ", ");
+        let destructive = parts.iter().any(|d| d.destructive);
+        let secret = parts.iter().any(|d| d.secret);
+        let first = parts.into_iter().find(|d| d.verdict == verdict);
+        let Some(mut d) = first else {
+            return Decision::deny(Code::PolicyDenied, "no decision", Some("combine"));
+        };
+        d.consequence = consequence;
+        d.target = target;
+        d.destructive = destructive;
+        d.secret = secret;
+        d.path = None;
+        d.fetch = None;
+        d
+    }
+
     /// A deny with no rule, target or path: the common shape of early refusals.
     pub fn deny(code: Code, reason: impl Into<String>, rule: Option<&str>) -> Decision {
         Decision {
@@ -117,5 +164,55 @@ impl Decision {
             fetch: None,
             secret: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(verdict: Verdict, consequence: &str, target: &str, destructive: bool) -> Decision {
+        Decision {
+            verdict,
+            code: match verdict {
+                Verdict::Allow => Code::Ok,
+                Verdict::Ask => Code::ApprovalRequired,
+                Verdict::Deny => Code::PolicyDenied,
+            },
+            reason: format!("{consequence}: {}", verdict.as_str()),
+            rule: Some(format!("rule-{consequence}")),
+            destructive,
+            consequence: consequence.to_string(),
+            target: target.to_string(),
+            path: Some(target.into()),
+            fetch: None,
+            secret: false,
+        }
+    }
+
+    #[test]
+    fn combine_takes_the_strictest_and_joins_the_rest() {
+        let d = Decision::combine(vec![
+            part(Verdict::Allow, "create a", "a", false),
+            part(Verdict::Ask, "overwrite b", "b", true),
+            part(Verdict::Allow, "create c", "c", false),
+        ]);
+        assert_eq!(d.verdict, Verdict::Ask);
+        assert_eq!(d.rule.as_deref(), Some("rule-overwrite b"));
+        assert_eq!(d.consequence, "create a; overwrite b; create c");
+        assert_eq!(d.target, "a, b, c");
+        assert!(d.destructive);
+        assert_eq!(d.path, None);
+
+        let d = Decision::combine(vec![
+            part(Verdict::Allow, "create a", "a", false),
+            part(Verdict::Deny, "write /etc/x", "/etc/x", false),
+            part(Verdict::Deny, "write /etc/y", "/etc/y", false),
+        ]);
+        assert_eq!(d, part(Verdict::Deny, "write /etc/x", "/etc/x", false));
+
+        let one = part(Verdict::Allow, "create a", "a", false);
+        assert_eq!(Decision::combine(vec![one.clone()]), one);
+        assert_eq!(Decision::combine(vec![]).verdict, Verdict::Deny);
     }
 }

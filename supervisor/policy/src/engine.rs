@@ -146,6 +146,13 @@ impl Engine {
                         outer: r.outer,
                     }
                 }
+                "mcp" => {
+                    let (server, tool) = ex.split_once('.').unwrap_or((ex, ""));
+                    Subject::Mcp {
+                        server: server.to_string(),
+                        tool: tool.to_string(),
+                    }
+                }
                 "webfetch" => match url::Url::parse(ex) {
                     Ok(u) => Subject::Url {
                         host: u.host_str().unwrap_or("").to_string(),
@@ -305,6 +312,7 @@ impl Engine {
                 }
                 Err(r) => Analysis::refused(crate::ssrf::RULE, r.reason, r.consequence),
             },
+            "mcp" => mcp_call(s("server"), s("tool")),
             "todo_append" => Analysis::new(
                 format!("add a todo item: {}", shorten(s("text"), 120)),
                 Subject::Nothing,
@@ -569,6 +577,7 @@ impl Engine {
             Verdict::Ask => {
                 let what = match spec.class {
                     ToolClass::Write => "writing files",
+                    ToolClass::Action if spec.name == "mcp" => "calling an MCP server's tool",
                     ToolClass::Action => "running commands and fetching URLs",
                     ToolClass::Read | ToolClass::Planning | ToolClass::Interaction => "this call",
                 };
@@ -616,6 +625,42 @@ fn place_name(r: &Resolved) -> String {
     } else {
         shown_rel(r)
     }
+}
+
+/// An MCP server's tool: the names must be what MCP allows (letters, digits,
+/// `_`, `-`; a tool name may also hold `.`), so a rule's `SERVER.TOOL` is
+/// never ambiguous and nothing odd reaches a reason or the audit log.
+fn mcp_call(server: &str, tool: &str) -> Analysis {
+    let plain = |s: &str, dot: bool| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (dot && b == b'.'))
+    };
+    let consequence = format!(
+        "call `{}` of the MCP server `{}`",
+        shorten(tool, 128),
+        shorten(server, 128)
+    );
+    if !plain(server, false) || !plain(tool, true) {
+        return Analysis::refused(
+            "floor:mcp-name",
+            format!(
+                "the MCP server `{}` or tool `{}` has a name MCP does not allow (letters, digits, `_` and `-`; a tool name may also hold `.`), so it is refused.",
+                shorten(server, 128),
+                shorten(tool, 128)
+            ),
+            consequence,
+        );
+    }
+    let mut a = Analysis::new(
+        consequence,
+        Subject::Mcp {
+            server: server.to_string(),
+            tool: tool.to_string(),
+        },
+    );
+    a.target = format!("{server}.{tool}");
+    a
 }
 
 /// read_file, write_file, edit_file: resolve, floor, consequence.

@@ -15,6 +15,7 @@
 
 #[doc(hidden)]
 pub mod bench_input;
+pub mod clients;
 mod config;
 mod decision;
 mod display;
@@ -38,7 +39,7 @@ pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
 pub use host_addrs::{HostAddrs, HostAddrsError};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
-pub use registry::{ToolClass, ToolSpec, lookup, registry};
+pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry};
 pub use shell::parsing_untrusted_input;
 
 /// Errors building an [`Engine`] from configuration.

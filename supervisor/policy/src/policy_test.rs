@@ -264,6 +264,38 @@ mod tests {
     }
 
     #[test]
+    fn mcp_calls_are_decided_by_mcp_rules_default_ask() {
+        let mut config = PolicyConfig::default();
+        config
+            .allow
+            .push(crate::RuleSpec::Bare("mcp(docs.*)".into()));
+        config
+            .deny
+            .push(crate::RuleSpec::Bare("mcp(github.delete_*)".into()));
+        let opts = TestOptions::new("/w".into(), Mode::Default, config);
+        let out = run_lines(
+            concat!(
+                "{\"tool\":\"mcp\",\"args\":{\"server\":\"github\",\"tool\":\"create_issue\"}}\n",
+                "{\"tool\":\"mcp\",\"args\":{\"server\":\"github\",\"tool\":\"delete_repo\"}}\n",
+                "{\"tool\":\"mcp\",\"args\":{\"server\":\"docs\",\"tool\":\"search\"}}\n",
+                "{\"tool\":\"mcp\",\"args\":{\"server\":\"a.b\",\"tool\":\"x\"}}\n",
+                "{\"tool\":\"mcp\",\"args\":{\"server\":\"docs\"}}\n",
+            ),
+            &opts,
+        );
+        assert_eq!(
+            out[0],
+            json!({"decision":"ask","code":"APPROVAL_REQUIRED","reason":"calling an MCP server's tool needs the user's approval in default mode.","rule":"mode:default","destructive":false,"consequence":"call `create_issue` of the MCP server `github`"})
+        );
+        assert_eq!(out[1]["decision"], "deny");
+        assert_eq!(out[1]["rule"], "deny: mcp(github.delete_*)");
+        assert_eq!(out[2]["decision"], "allow");
+        assert_eq!(out[2]["rule"], "allow: mcp(docs.*)");
+        assert_eq!(out[3]["rule"], "floor:mcp-name");
+        assert_eq!(out[4]["code"], "INVALID_ARGS");
+    }
+
+    #[test]
     fn the_mode_cap_is_applied_per_line() {
         let mut opts = TestOptions::new("/w".into(), Mode::Default, PolicyConfig::default());
         opts.cap = ModeCap {

@@ -77,6 +77,32 @@ fn object(properties: Value, required: &[&str]) -> Value {
 
 static REGISTRY: LazyLock<Vec<ToolSpec>> = LazyLock::new(build);
 
+/// Tools the engine decides but never offers to tollgate's own model: calls
+/// that run somewhere else after tollgate's decision (an MCP server's tool,
+/// called by Claude Code, Codex or an MCP gateway).
+static GATED: LazyLock<Vec<ToolSpec>> = LazyLock::new(gated);
+
+/// Longest MCP server or tool name accepted (bytes).
+pub const MAX_MCP_NAME_BYTES: usize = 128;
+
+fn gated() -> Vec<ToolSpec> {
+    vec![ToolSpec {
+        name: "mcp",
+        class: ToolClass::Action,
+        description: "A tool of an MCP server, called by a client tollgate gates (Claude Code, \
+            Codex, an MCP gateway). Decided by `mcp(SERVER.TOOL)` rules; without a rule, by the \
+            mode's row for actions (ask in default mode).",
+        parameters: object(
+            json!({
+                "server": string("The MCP server's name, as the client knows it.", MAX_MCP_NAME_BYTES),
+                "tool": string("The tool's name on that server.", MAX_MCP_NAME_BYTES),
+            }),
+            &["server", "tool"],
+        ),
+        runs_in_agent: false,
+    }]
+}
+
 fn build() -> Vec<ToolSpec> {
     let path = |d: &str| string(d, MAX_PATH_BYTES);
     vec![
@@ -265,9 +291,23 @@ pub fn registry() -> &'static [ToolSpec] {
     &REGISTRY
 }
 
-/// The spec of one tool, if it exists.
+/// The tools the engine decides but never offers to the model (`mcp`).
+pub fn gated_tools() -> &'static [ToolSpec] {
+    &GATED
+}
+
+/// The spec of one tool, if it exists: a tool of the registry, or a gated
+/// one.
 pub fn lookup(name: &str) -> Option<&'static ToolSpec> {
-    registry().iter().find(|t| t.name == name)
+    registry()
+        .iter()
+        .chain(gated_tools())
+        .find(|t| t.name == name)
+}
+
+/// Whether `name` is offered to tollgate's own model (ListTools, CallTool).
+pub fn offered(name: &str) -> bool {
+    registry().iter().any(|t| t.name == name)
 }
 
 #[cfg(test)]
@@ -309,6 +349,15 @@ mod tests {
             let in_agent = matches!(t.class, ToolClass::Planning | ToolClass::Interaction);
             assert_eq!(t.runs_in_agent, in_agent, "{}", t.name);
         }
+    }
+
+    #[test]
+    fn mcp_is_decided_but_never_offered() {
+        let mcp = lookup("mcp").unwrap();
+        assert_eq!(mcp.class, ToolClass::Action);
+        assert!(!offered("mcp"));
+        assert!(registry().iter().all(|t| t.name != "mcp"));
+        assert!(offered("read_file"));
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //!   glob relative to the workspace (`./secrets/**`, `*.pem`).
 //! - webfetch: `domain:docs.rs` (exact host), `domain:*.example.com` (its
 //!   subdomains), or a glob over the whole URL.
+//! - mcp: `SERVER.TOOL`, each side a glob where `*` matches anything
+//!   (`mcp(github.*)`, `mcp(*.delete_*)`); the server is what comes before
+//!   the first `.`. Calls no rule names are decided by the mode's row for
+//!   actions (ask in default mode).
 //!
 //! Rules may carry `match` / `not_match` examples, checked when the config is
 //! loaded: a rule that fails its own example refuses the config.
@@ -19,7 +23,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use crate::PolicyError;
 use crate::config::RuleSpec;
 use crate::decision::Verdict;
-use crate::registry::{ToolClass, lookup, registry};
+use crate::registry::{ToolClass, gated_tools, lookup, registry};
 
 /// What a call offers for rules to match.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +38,8 @@ pub(crate) enum Subject {
     Path(String),
     /// webfetch.
     Url { url: String, host: String },
+    /// An MCP server's tool.
+    Mcp { server: String, tool: String },
     /// Tools without a pattern to match.
     Nothing,
 }
@@ -46,6 +52,11 @@ enum Pattern {
     Path(GlobSet),
     Domain(String),
     Url(String),
+    /// `SERVER.TOOL` globs.
+    Mcp {
+        server: String,
+        tool: String,
+    },
 }
 
 #[derive(Debug)]
@@ -148,7 +159,11 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
         None => (s, None),
     };
     let Some(t) = lookup(tool) else {
-        let names: Vec<&str> = registry().iter().map(|t| t.name).collect();
+        let names: Vec<&str> = registry()
+            .iter()
+            .chain(gated_tools())
+            .map(|t| t.name)
+            .collect();
         return Err(invalid(
             spec,
             format!("unknown tool `{tool}`; the tools are {}", names.join(", ")),
@@ -164,6 +179,7 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
         }
         Some(p) => match (t.name, t.class) {
             ("run_bash", _) => Pattern::Command(p.trim().to_string()),
+            ("mcp", _) => mcp_pattern(spec, p.trim())?,
             ("webfetch", _) => match p.trim().strip_prefix("domain:") {
                 Some(d) => {
                     let d = d.trim().trim_end_matches('.').to_ascii_lowercase();
@@ -190,6 +206,27 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
         label: format!("{}: {s}", list_name(verdict)),
         tool: t.name,
         pattern,
+    })
+}
+
+/// `SERVER.TOOL`: both sides non-empty globs; the server side holds no `.`.
+fn mcp_pattern(spec: &str, p: &str) -> Result<Pattern, PolicyError> {
+    let Some((server, tool)) = p.split_once('.') else {
+        return Err(invalid(
+            spec,
+            "an mcp pattern is `SERVER.TOOL` (globs with `*`), e.g. `mcp(github.*)`",
+        ));
+    };
+    let (server, tool) = (server.trim(), tool.trim());
+    if server.is_empty() || tool.is_empty() {
+        return Err(invalid(
+            spec,
+            "both sides of `SERVER.TOOL` must be non-empty; write `*` to match any",
+        ));
+    }
+    Ok(Pattern::Mcp {
+        server: server.to_string(),
+        tool: tool.to_string(),
     })
 }
 
@@ -247,9 +284,21 @@ impl Rule {
                 wildcard(d, &h)
             }
             (Pattern::Url(p), Subject::Url { url, .. }) => wildcard(p, url),
-            (Pattern::Command(_) | Pattern::Path(_) | Pattern::Domain(_) | Pattern::Url(_), _) => {
-                false
-            }
+            (
+                Pattern::Mcp {
+                    server: ps,
+                    tool: pt,
+                },
+                Subject::Mcp { server, tool },
+            ) => wildcard(ps, server) && wildcard(pt, tool),
+            (
+                Pattern::Command(_)
+                | Pattern::Path(_)
+                | Pattern::Domain(_)
+                | Pattern::Url(_)
+                | Pattern::Mcp { .. },
+                _,
+            ) => false,
         }
     }
 }
@@ -336,7 +385,16 @@ mod tests {
                 url: ex.to_string(),
                 host: ex.to_string(),
             },
+            "mcp" => mcp_subject(ex),
             _ => Subject::Path(ex.trim_start_matches("./").to_string()),
+        }
+    }
+
+    fn mcp_subject(ex: &str) -> Subject {
+        let (server, tool) = ex.split_once('.').unwrap_or((ex, ""));
+        Subject::Mcp {
+            server: server.to_string(),
+            tool: tool.to_string(),
         }
     }
 
@@ -458,6 +516,29 @@ mod tests {
     }
 
     #[test]
+    fn mcp_rules_match_server_and_tool_globs_deny_first() {
+        let s = set(
+            &["mcp(github.get_*)", "mcp(docs.*)"],
+            &["mcp(github.create_*)"],
+            &["mcp(*.delete_*)"],
+        );
+        let v = |ex: &str| s.evaluate("mcp", &mcp_subject(ex)).map(|(v, _)| v);
+        assert_eq!(v("github.get_issue"), Some(Verdict::Allow));
+        assert_eq!(v("docs.search"), Some(Verdict::Allow));
+        assert_eq!(v("github.create_issue"), Some(Verdict::Ask));
+        assert_eq!(v("github.delete_repo"), Some(Verdict::Deny));
+        assert_eq!(v("docs.delete_page"), Some(Verdict::Deny));
+        assert_eq!(v("githubx.get_issue"), None, "the server is matched whole");
+        assert_eq!(v("slack.post"), None);
+        // A bare `mcp` names every MCP call.
+        let all = set(&[], &["mcp"], &[]);
+        assert_eq!(
+            all.evaluate("mcp", &mcp_subject("any.thing")).map(|x| x.0),
+            Some(Verdict::Ask)
+        );
+    }
+
+    #[test]
     fn bad_specifiers_are_refused_naming_the_rule() {
         for (spec, want) in [
             ("run_bash(cargo test*", "closing parenthesis"),
@@ -468,6 +549,9 @@ mod tests {
             ("read_file([)", "bad glob"),
             ("webfetch(domain:)", "`domain:` takes a host name"),
             ("webfetch(domain:http://x)", "`domain:` takes a host name"),
+            ("mcp(github)", "`SERVER.TOOL`"),
+            ("mcp(.x)", "must be non-empty"),
+            ("mcpx(a.b)", "unknown tool `mcpx`"),
         ] {
             let r = RuleSet::compile(&[RuleSpec::Bare(spec.into())], &[], &[], &simple_subject);
             let e = r.unwrap_err().to_string();

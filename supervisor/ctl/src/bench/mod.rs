@@ -18,6 +18,7 @@
 
 mod agent;
 mod baselines;
+mod clients;
 mod docker;
 mod floor;
 mod harness;
@@ -296,6 +297,9 @@ async fn measure(
             progress.step("agent per-turn overhead and memory");
             let ws = root.subdir("ws-agent")?;
             rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
+            progress.step("clients: agent hook, the routed shell, a Claude Code scenario");
+            let scenarios = if args.quick { 3 } else { 10 };
+            rows.extend(clients::run(Some(bin_dir.join("agent")), &sup, root, n, scenarios).await);
             if failed {
                 eprintln!(
                     "supervisorctl: bench: the native supervisor's stderr:\n{}",
@@ -329,6 +333,7 @@ async fn measure(
             ] {
                 rows.push(Row::failed(id, name, unit, why.clone()));
             }
+            rows.extend(clients::failed(&why));
         }
     }
 
@@ -380,7 +385,8 @@ fn config_toml(script: &Path, image: Option<&str>, sync: tollgate_audit::SyncMod
          [audit]\nsync = \"{SYNC}\"\n\n\
          [session]\ndefault_mode = \"default\"\nallow_dangerously_skip = true\n\
          session_can_approve = false\napproval_timeout_s = 30\n\
-         max_tool_calls = 1000000\ntoken_ttl_s = 3600\n\n",
+         max_tool_calls = 1000000\ntoken_ttl_s = 3600\n\n\
+         [clients]\nmode = \"dangerouslySkipPermissions\"\n\n",
     )
     .replace("{SYNC}", sync.as_str());
     if let Some(image) = image {

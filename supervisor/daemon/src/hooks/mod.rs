@@ -1,0 +1,40 @@
+//! Claude Code and Codex behind the gate: the supervisor's side of
+//! `agent hook`.
+//!
+//! A client runs `agent hook` for each event of its sessions; the hook sends
+//! the event here (ClientHooks on agent.sock) and prints the answer. This
+//! module binds each client session to one tollgate session (per uid, with
+//! the event's `cwd` as workspace), maps the client's tool to tollgate's
+//! (`tollgate_policy::clients`), has `pep.rs` decide it exactly like a
+//! `CallTool` (without running it), keeps routed shell commands for their
+//! rewritten command to claim, and records what the client reports after a
+//! call. It never decides anything itself.
+
+mod bindings;
+mod event;
+mod routes;
+mod service;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use bindings::{Binding, Bindings, CallNote};
+pub use event::{Event, EventName, MAX_EVENT_BYTES, ToolEvent, parse as parse_event};
+pub use routes::{ROUTE_TTL, Route, Routes};
+pub use service::HookSvc;
+
+use crate::sessions::Session;
+
+/// The client sessions and their routed commands.
+#[derive(Default)]
+pub struct Hooks {
+    pub bindings: Bindings,
+    pub routes: Routes,
+}
+
+impl Hooks {
+    /// Client sessions with no event for `limit` and nothing running.
+    pub fn idle(&self, limit: Duration) -> Vec<Arc<Session>> {
+        self.bindings.idle(limit)
+    }
+}

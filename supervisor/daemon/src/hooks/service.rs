@@ -1,0 +1,464 @@
+//! ClientHooks on agent.sock: one hook event in, one answer out; and the
+//! routed commands' Exec stream.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::Stream;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt as _;
+use tokio_stream::wrappers::ReceiverStream;
+use tollgate_policy::clients::{self, Client, Mapped};
+use tollgate_policy::{Code, Decision};
+use tollgate_proto::v1 as pb;
+use tollgate_proto::v1::client_hooks_server::ClientHooks;
+use tonic::{Request, Response, Status};
+
+use super::bindings::{Binding, CallNote};
+use super::event::{self, Event, EventName, ToolEvent};
+use super::routes::Route;
+use crate::pep::{self, Gate};
+use crate::sessions::{Session, State};
+use crate::supervisor::{Peer, Supervisor};
+
+pub struct HookSvc {
+    pub sup: Arc<Supervisor>,
+}
+
+fn peer<T>(req: &Request<T>) -> Result<Peer, Status> {
+    req.extensions()
+        .get::<Peer>()
+        .copied()
+        .ok_or_else(|| Status::permission_denied("cannot identify the caller (no SO_PEERCRED)"))
+}
+
+type ExecStream = Pin<Box<dyn Stream<Item = Result<pb::SandboxExecOutput, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ClientHooks for HookSvc {
+    async fn event(
+        &self,
+        req: Request<pb::HookEventRequest>,
+    ) -> Result<Response<pb::HookEventResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let client = Client::parse(&r.client).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "unknown client {:?} (expected claude-code or codex)",
+                r.client.chars().take(32).collect::<String>()
+            ))
+        })?;
+        let ev = event::parse(&r.event_json).map_err(Status::invalid_argument)?;
+        let wait = Duration::from_millis(r.wait_ms.into());
+        let sup = Arc::clone(&self.sup);
+        // If the hook goes away (the client's own timeout killed it), this
+        // future is dropped and the guard cancels the call: an approval it
+        // waits on is withdrawn.
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let guard = cancel.clone().drop_guard();
+        let task = tokio::spawn(async move { handle(&sup, peer, client, ev, wait, cancel).await });
+        let answer = task.await.map_err(|e| {
+            Status::internal(format!("the hook event failed inside the supervisor: {e}"))
+        })?;
+        guard.disarm();
+        answer.map(Response::new)
+    }
+
+    type ExecStream = ExecStream;
+
+    async fn exec(
+        &self,
+        req: Request<pb::HookExecRequest>,
+    ) -> Result<Response<Self::ExecStream>, Status> {
+        let peer = peer(&req)?;
+        let id = req.into_inner().id;
+        let route = self.sup.hooks.routes.take(&id, peer.uid)?;
+        let session = Arc::clone(&route.session);
+        if !session.is_active() {
+            return Err(Status::failed_precondition(pep::revoked(&session).reason));
+        }
+        let (tx, rx) = mpsc::channel::<pb::SandboxExecOutput>(64);
+        let sup = Arc::clone(&self.sup);
+        let cancel = session.cancel.child_token();
+        tokio::spawn(async move {
+            let Some(_work) = session.begin() else {
+                let _ = tx
+                    .send(pb::SandboxExecOutput {
+                        out: Some(pb::sandbox_exec_output::Out::Stderr(
+                            format!("tollgate: {}\n", pep::revoked(&session).reason).into_bytes(),
+                        )),
+                    })
+                    .await;
+                return;
+            };
+            // The rewritten command went away (the client killed it): the
+            // sandboxed command dies with it.
+            let watcher = {
+                let (tx, cancel) = (tx.clone(), cancel.clone());
+                tokio::spawn(async move {
+                    tx.closed().await;
+                    cancel.cancel();
+                })
+            };
+            pep::run_routed(&sup, &session, &route, &tx, cancel).await;
+            watcher.abort();
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+    }
+}
+
+/// One event, after it was read.
+async fn handle(
+    sup: &Arc<Supervisor>,
+    peer: Peer,
+    client: Client,
+    ev: Event,
+    wait: Duration,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<pb::HookEventResponse, Status> {
+    let hooks = &sup.hooks;
+    if ev.name == EventName::SessionEnd {
+        // Ending a session never opens one.
+        if let Some(b) = hooks.bindings.find(client, &ev.session_id, peer.uid)? {
+            b.touch();
+            let why = format!(
+                "the client ended its session ({})",
+                ev.detail.as_deref().unwrap_or("no reason given")
+            );
+            sup.end_session(&b.session, State::Closed, &why, client.as_str())
+                .await;
+        }
+        return Ok(pb::HookEventResponse::default());
+    }
+    let binding = hooks
+        .bindings
+        .find_or_open(client, &ev.session_id, peer.uid, || {
+            open(sup, peer, client, &ev)
+        })
+        .await?;
+    binding.touch();
+    let session = &binding.session;
+    let pre = ev.name == EventName::PreToolUse;
+    if !session.is_active() {
+        return Ok(stop(session, pre));
+    }
+    within_workspace(&ev.cwd, session)?;
+    let Some(_work) = session.begin() else {
+        return Ok(stop(session, pre));
+    };
+    let mut answer = match (ev.name, &ev.tool) {
+        (EventName::PreToolUse, Some(tool)) => {
+            // Cancelled when the session ends, and when the hook goes away.
+            let call = session.cancel.child_token();
+            let link = {
+                let (outer, call) = (cancel.clone(), call.clone());
+                tokio::spawn(async move {
+                    outer.cancelled().await;
+                    call.cancel();
+                })
+            };
+            let a = pre_tool_use(sup, &binding, &ev, tool, wait, &call).await;
+            link.abort();
+            a
+        }
+        (EventName::PostToolUse | EventName::PostToolUseFailure, Some(tool)) => {
+            post_tool_use(
+                sup,
+                &binding,
+                tool,
+                ev.name == EventName::PostToolUseFailure,
+            );
+            pb::HookEventResponse::default()
+        }
+        (EventName::Stop, _) => {
+            let _ = sup.recorder.to_file_deferred(
+                &session.audit,
+                &session.id,
+                "client_turn_end",
+                json!({ "client": client.as_str() }),
+            );
+            pb::HookEventResponse::default()
+        }
+        (EventName::SessionStart, _) => pb::HookEventResponse::default(),
+        (EventName::PreToolUse | EventName::PostToolUse | EventName::PostToolUseFailure, None)
+        | (EventName::SessionEnd, _) => {
+            return Err(Status::invalid_argument(format!(
+                "the {} event carries no tool call",
+                ev.name.as_str()
+            )));
+        }
+    };
+    answer.session_id = session.id.clone();
+    Ok(answer)
+}
+
+/// Opens the tollgate session for a client session: the event's `cwd` is
+/// the workspace, judged exactly as OpenSession judges one, and it must be a
+/// real directory (not a symlink to one).
+async fn open(
+    sup: &Arc<Supervisor>,
+    peer: Peer,
+    client: Client,
+    ev: &Event,
+) -> Result<Arc<Binding>, Status> {
+    let shown = tollgate_policy::escape_for_display(&ev.cwd.to_string_lossy());
+    match std::fs::symlink_metadata(&ev.cwd) {
+        Err(e) => {
+            return Err(Status::invalid_argument(format!(
+                "the client's cwd {shown} cannot be a workspace: {e}"
+            )));
+        }
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(Status::invalid_argument(format!(
+                "the client's cwd {shown} is a symlink; tollgate opens a session only in a real directory, hint: start the client in the directory the link points to"
+            )));
+        }
+        Ok(m) if !m.is_dir() => {
+            return Err(Status::invalid_argument(format!(
+                "the client's cwd {shown} is not a directory"
+            )));
+        }
+        Ok(_) => {}
+    }
+    let mode = sup.config.clients.mode(&sup.config.session);
+    let req = pb::OpenSessionRequest {
+        workspace: ev.cwd.to_string_lossy().into_owned(),
+        mode: mode.as_str().to_string(),
+        tools: Vec::new(),
+        caps: None,
+        system_prompt: String::new(),
+        model: ev.model.clone().unwrap_or_default(),
+        client: client.as_str().to_string(),
+    };
+    let (session, _token) = sup.open_session_for(peer, req, &ev.session_id).await?;
+    Ok(Arc::new(Binding::new(client, peer.uid, session)))
+}
+
+/// Every event of a session comes from inside its workspace.
+fn within_workspace(cwd: &Path, session: &Session) -> Result<(), Status> {
+    if cwd == session.workspace {
+        return Ok(());
+    }
+    let real = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    if crate::workspace::is_within(&real, &session.workspace) {
+        return Ok(());
+    }
+    Err(Status::failed_precondition(format!(
+        "the client's cwd {} is outside its session's workspace {}; start a new client session there",
+        tollgate_policy::escape_for_display(&cwd.to_string_lossy()),
+        session.workspace.display()
+    )))
+}
+
+fn deny(reason: String) -> pb::HookEventResponse {
+    pb::HookEventResponse {
+        decision: "deny".to_string(),
+        reason,
+        ..Default::default()
+    }
+}
+
+/// The session has ended (revoked, killed): deny the call and tell the
+/// client to stop, with the operator's reason.
+fn stop(session: &Session, pre_tool_use: bool) -> pb::HookEventResponse {
+    let why = session.end_reason();
+    pb::HookEventResponse {
+        decision: if pre_tool_use { "deny" } else { "" }.to_string(),
+        reason: pep::revoked(session).reason,
+        stop: true,
+        stop_reason: if why.is_empty() {
+            format!(
+                "tollgate session {} was {}",
+                session.id,
+                session.state().as_str()
+            )
+        } else {
+            why
+        },
+        session_id: session.id.clone(),
+        ..Default::default()
+    }
+}
+
+async fn pre_tool_use(
+    sup: &Arc<Supervisor>,
+    binding: &Binding,
+    ev: &Event,
+    tool: &ToolEvent,
+    wait: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> pb::HookEventResponse {
+    let session = &binding.session;
+    let raw = tool.input.to_string();
+    let note = |tool_name: &str, d: Option<&Decision>, delegated: Option<String>, routed: bool| {
+        binding.note(
+            &tool.use_id,
+            CallNote {
+                tool: tool_name.to_string(),
+                decided_at: std::time::Instant::now(),
+                secret: d.is_some_and(|d| d.secret),
+                delegated,
+                routed,
+            },
+        );
+    };
+    let gate = Gate {
+        durable_now: true,
+        approval_wait: wait.min(Duration::from_secs(sup.config.session.approval_timeout_s)),
+        // Codex has no answer that asks its user (it fails open on `ask`):
+        // its asks go to operators.
+        delegate_ask: sup.config.session.session_can_approve
+            && binding.client == Client::ClaudeCode,
+        client_tool: Some(tool.name.clone()),
+    };
+    let (audit_tool, calls, shell) = match clients::map(&tool.name, &tool.input, &ev.cwd) {
+        Mapped::Harmless => {
+            return match pep::record_harmless(sup, session, &tool.use_id, &tool.name) {
+                Ok(reason) => {
+                    note(&tool.name, None, None, false);
+                    pb::HookEventResponse {
+                        decision: "allow".to_string(),
+                        reason,
+                        ..Default::default()
+                    }
+                }
+                Err(d) => deny(d.reason),
+            };
+        }
+        Mapped::Refused { rule, reason } => (
+            tool.name.as_str(),
+            Err(Decision::deny(Code::PolicyDenied, reason, Some(rule))),
+            None,
+        ),
+        Mapped::Gated {
+            tool: t,
+            calls,
+            shell,
+        } => (t, Ok(calls), shell),
+    };
+    let cleared = match pep::authorize(
+        sup,
+        session,
+        &tool.use_id,
+        audit_tool,
+        &raw,
+        calls,
+        &gate,
+        cancel,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(d) if d.code == pb::DenialCode::SessionRevoked as i32 => return stop(session, true),
+        Err(d) => return deny(d.reason),
+    };
+    let d = &cleared.decision;
+    let routed = match shell.filter(|_| sup.config.clients.route_shell) {
+        None => None,
+        Some(sh) => {
+            let route = Route::new(
+                Arc::clone(session),
+                binding.uid,
+                sh.command,
+                sh.timeout_s,
+                tool.use_id.clone(),
+                d.target.clone(),
+            );
+            match sup.hooks.routes.insert(route) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    return deny(format!(
+                        "tollgate could not keep the command to run it ({e}); nothing ran."
+                    ));
+                }
+            }
+        }
+    };
+    let decision = if cleared.delegated.is_some() {
+        "ask"
+    } else {
+        "allow"
+    };
+    let reason = match (&cleared.delegated, &routed) {
+        (Some(_), _) => format!("tollgate asks: {}", d.consequence),
+        (None, Some(_)) => format!(
+            "{} It runs in tollgate's sandbox (workspace as working directory, no network).",
+            d.reason
+        ),
+        (None, None) => d.reason.clone(),
+    };
+    note(
+        audit_tool,
+        Some(d),
+        cleared.delegated.clone(),
+        routed.is_some(),
+    );
+    pb::HookEventResponse {
+        decision: decision.to_string(),
+        reason,
+        route_id: routed.unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// PostToolUse (and PostToolUseFailure): what the client says the call did,
+/// recorded beside the decision. A call tollgate never allowed is flagged.
+fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: bool) {
+    let session = &binding.session;
+    let note = binding.take_note(&tool.use_id);
+    let output = match &tool.response {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    let excerpt = if note.as_ref().is_some_and(|n| n.secret) {
+        "[REDACTED:secret-file]".to_string()
+    } else {
+        pep::excerpt_of(&sup.redactor.redact(&output))
+    };
+    let duration_ms = tool.duration_ms.or_else(|| {
+        note.as_ref()
+            .map(|n| n.decided_at.elapsed().as_millis() as u64)
+    });
+    let mut fields = json!({
+        "call_id": tool.use_id,
+        "client_tool": tool.name,
+        "tool": note.as_ref().map(|n| n.tool.clone()).unwrap_or_else(|| tool.name.clone()),
+        "status": if failed { "error" } else { "ok" },
+        "duration_ms": duration_ms,
+        "bytes": output.len(),
+        "output": excerpt,
+    });
+    match &note {
+        None => {
+            fields["unexpected"] = json!(true);
+            fields["reason"] = json!(
+                "the client reports a call tollgate has no decision for (it did not allow it here)"
+            );
+            tracing::warn!(session = %session.id, call = %tool.use_id, "a client ran a call tollgate never allowed");
+        }
+        Some(n) => {
+            if n.routed {
+                fields["routed"] = json!(true);
+            }
+            if let Some(id) = &n.delegated {
+                let by = format!("uid {} via client prompt", binding.uid);
+                let _ = sup.recorder.to_file_deferred(
+                    &session.audit,
+                    &session.id,
+                    "approval_decided",
+                    json!({
+                        "approval_id": id, "tool": n.tool, "outcome": "approved",
+                        "scope": "once", "by": by, "call_id": tool.use_id,
+                    }),
+                );
+            }
+        }
+    }
+    let _ =
+        sup.recorder
+            .to_file_deferred(&session.audit, &session.id, "client_tool_result", fields);
+}

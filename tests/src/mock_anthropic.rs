@@ -1,0 +1,186 @@
+//! A mock of Anthropic's Messages API as Claude Code calls it: `POST
+//! /v1/messages?beta=true` with `stream: true`, answered with server-sent
+//! events (`message_start`, a `tool_use` or `text` content block,
+//! `message_delta` with the stop reason, `message_stop`).
+//!
+//! Scripted per test: the answer to a request is the step numbered by how
+//! many `tool_result` blocks the request carries, so Claude Code's side
+//! requests do not shift the script. Tool calls get the ids `toolu_0`,
+//! `toolu_1`, … (the step's number). Every request is recorded, so a test
+//! reads exactly what the model was told after each call.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::mock_http::{MockHttp, Reply, not_found, sse};
+use crate::mock_openai::RecordedRequest;
+
+/// One model turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Call a tool with this input.
+    Tool { name: String, input: Value },
+    /// A final answer.
+    Text(String),
+}
+
+impl Step {
+    pub fn tool(name: &str, input: Value) -> Step {
+        Step::Tool {
+            name: name.to_string(),
+            input,
+        }
+    }
+
+    pub fn bash(command: &str) -> Step {
+        Step::tool("Bash", json!({ "command": command, "description": "step" }))
+    }
+}
+
+/// What the model was told about one tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub text: String,
+    pub is_error: bool,
+}
+
+pub struct MockAnthropic {
+    http: MockHttp,
+}
+
+impl MockAnthropic {
+    /// Serves `script` on `listener` (inside a tokio runtime).
+    pub fn serve(
+        listener: std::net::TcpListener,
+        script: Vec<Step>,
+    ) -> std::io::Result<MockAnthropic> {
+        let script = Arc::new(script);
+        let http = MockHttp::serve(
+            listener,
+            Arc::new(move |reqs: &[RecordedRequest]| {
+                let Some(r) = reqs.last() else {
+                    return not_found();
+                };
+                if r.method != "POST" || !r.path.starts_with("/v1/messages") {
+                    return not_found();
+                }
+                let n = r.json().map(|v| tool_results_in(&v).len()).unwrap_or(0);
+                reply(n, script.get(n))
+            }),
+        )?;
+        Ok(MockAnthropic { http })
+    }
+
+    /// `ANTHROPIC_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.http.addr())
+    }
+
+    /// The Messages requests, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.http
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path.starts_with("/v1/messages"))
+            .collect()
+    }
+
+    /// What the model was told about the call `toolu_N`, from the first
+    /// request that carries it.
+    pub fn result_of(&self, tool_use_id: &str) -> Option<ToolResult> {
+        self.requests().iter().find_map(|r| {
+            let v = r.json()?;
+            tool_results_in(&v)
+                .into_iter()
+                .find(|b| b["tool_use_id"] == tool_use_id)
+                .map(|b| ToolResult {
+                    text: text_of(&b["content"]),
+                    is_error: b["is_error"].as_bool().unwrap_or(false),
+                })
+        })
+    }
+
+    /// Every request as text, for "never appears" checks.
+    pub fn all_text(&self) -> String {
+        self.requests()
+            .iter()
+            .map(|r| r.raw_text())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// The `tool_result` blocks of a request's messages.
+fn tool_results_in(body: &Value) -> Vec<Value> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .cloned()
+        .collect()
+}
+
+/// A block's content: a string, or text blocks.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn reply(n: usize, step: Option<&Step>) -> Reply {
+    let start = json!({"type": "message_start", "message": {
+        "id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "claude-mock",
+        "content": [], "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
+    let (block, delta, stop) = match step {
+        Some(Step::Tool { name, input }) => (
+            json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+            "tool_use",
+        ),
+        Some(Step::Text(t)) => text_block(t),
+        None => text_block("mock: the script is done"),
+    };
+    let body = sse(&[
+        ("message_start", start),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]);
+    Reply {
+        status: 200,
+        content_type: "text/event-stream",
+        body,
+    }
+}
+
+fn text_block(t: &str) -> (Value, Value, &'static str) {
+    (
+        json!({"type": "text", "text": ""}),
+        json!({"type": "text_delta", "text": t}),
+        "end_turn",
+    )
+}

@@ -1,0 +1,687 @@
+//! Claude Code and Codex behind the gate (issue 22), against the real
+//! clients: a real supervisor, a mock Anthropic Messages server or a mock
+//! OpenAI Responses server (in the client's loopback-only network
+//! namespace), tollgate's managed configuration installed in a private
+//! mount namespace, exactly as `agent hook print-config --managed` prints
+//! it. For both clients:
+//!
+//! - an allowed Bash call runs inside tollgate's sandbox (no /etc/shadow, no
+//!   network, its output reaches the model's next request);
+//! - denied calls (a denied binary with a metadata URL, a path outside the
+//!   workspace, a credential file, a metadata fetch) do not run and
+//!   tollgate's reason reaches the model's next request;
+//! - with the supervisor stopped, every tool call is blocked;
+//! - an ask approved and another denied by supervisorctl from another
+//!   process;
+//! - revoke mid-session stops the client (and its routed command): Claude
+//!   Code on `continue: false`; Codex, which ignores it, by a deny carrying
+//!   the operator's reason for every later call;
+//! - `supervisorctl audit verify` passes and the audit names the client, its
+//!   session id and each tool_use_id.
+//!
+//! Without the clients (or root) each test says `skipped: …`, except under
+//! TOLLGATE_REQUIRE_CLIENTS=1 (CI), where it fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tollgate_e2e::clients::{Clients, NetNs, Run, Which, clients_or_skip, var_tmp_dir};
+use tollgate_e2e::harness::{Supervisor, bin};
+use tollgate_e2e::{mock_anthropic as anth, mock_responses as resp};
+
+/// An unprivileged uid for the sessions that must not be root's.
+const USER: u32 = 64123;
+
+const SKIP_MODE: &str = "[session]\napproval_timeout_s = 30\n[clients]\nmode = \"dangerouslySkipPermissions\"\n[llm]\nprovider = \"script\"\n";
+const OPERATORS_ONLY: &str = "[session]\nsession_can_approve = false\napproval_timeout_s = 60\n[llm]\nprovider = \"script\"\n";
+
+/// What `agent hook print-config WHICH --managed` prints for this supervisor.
+fn managed(sup: &Supervisor, which: Which) -> String {
+    let out = std::process::Command::new(bin("agent"))
+        .args([
+            "hook",
+            "print-config",
+            which.name(),
+            "--managed",
+            "--socket",
+        ])
+        .arg(&sup.agent_socket)
+        .output()
+        .expect("agent hook print-config");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The mock for a client: Anthropic's for Claude Code, Responses for Codex.
+enum Mock {
+    Claude(anth::MockAnthropic),
+    Codex(resp::MockResponses),
+}
+
+impl Mock {
+    fn base_url(&self) -> String {
+        match self {
+            Mock::Claude(m) => m.base_url(),
+            Mock::Codex(m) => m.base_url(),
+        }
+    }
+
+    /// What the model was told about call number `n`.
+    fn result(&self, n: usize) -> String {
+        match self {
+            Mock::Claude(m) => m
+                .result_of(&format!("toolu_{n}"))
+                .map(|r| r.text)
+                .unwrap_or_else(|| panic!("the model was never told about toolu_{n}")),
+            Mock::Codex(m) => m
+                .result_of(&format!("call_{n}"))
+                .unwrap_or_else(|| panic!("the model was never told about call_{n}")),
+        }
+    }
+
+    fn requests(&self) -> usize {
+        match self {
+            Mock::Claude(m) => m.requests().len(),
+            Mock::Codex(m) => m.requests().len(),
+        }
+    }
+}
+
+/// A scripted turn for either client.
+#[derive(Clone)]
+enum Turn {
+    Shell(String),
+    /// Claude Code only.
+    Tool(&'static str, Value),
+    /// Codex only.
+    Patch(String),
+}
+
+fn mock(which: Which, ns: &NetNs, turns: &[Turn]) -> Mock {
+    match which {
+        Which::Claude => {
+            let mut script: Vec<anth::Step> = turns
+                .iter()
+                .map(|t| match t {
+                    Turn::Shell(c) => anth::Step::bash(c),
+                    Turn::Tool(name, input) => anth::Step::tool(name, input.clone()),
+                    Turn::Patch(_) => panic!("apply_patch is Codex's"),
+                })
+                .collect();
+            script.push(anth::Step::Text("all done".into()));
+            Mock::Claude(anth::MockAnthropic::serve(ns.listen(), script).unwrap())
+        }
+        Which::Codex => {
+            let mut script: Vec<resp::Step> = turns
+                .iter()
+                .map(|t| match t {
+                    Turn::Shell(c) => resp::Step::exec(c),
+                    Turn::Patch(p) => resp::Step::apply_patch(p),
+                    Turn::Tool(..) => panic!("a Claude Code tool"),
+                })
+                .collect();
+            script.push(resp::Step::Text("all done".into()));
+            Mock::Codex(resp::MockResponses::serve(ns.listen(), script).unwrap())
+        }
+    }
+}
+
+/// One client run's setup.
+struct Setup<'a> {
+    clients: &'a Clients,
+    which: Which,
+    uid: u32,
+    workspace: PathBuf,
+    managed: String,
+    base_url: String,
+    scratch: &'a Path,
+}
+
+impl Setup<'_> {
+    fn run(&self) -> Run {
+        Run {
+            which: self.which,
+            bin: match self.which {
+                Which::Claude => self.clients.claude.clone(),
+                Which::Codex => self.clients.codex.clone(),
+            },
+            uid: self.uid,
+            workspace: self.workspace.clone(),
+            scratch: self.scratch.to_path_buf(),
+            managed: self.managed.clone(),
+            base_url: self.base_url.clone(),
+            prompt: "do the task".to_string(),
+            timeout: Duration::from_secs(180),
+        }
+    }
+}
+
+/// Codex lets a call run when a hook fails (an answer it does not accept
+/// fails the hook): none of tollgate's answers may.
+fn no_failed_hook(which: Which, out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if which == Which::Codex {
+        assert!(
+            !stderr.contains("PreToolUse Failed"),
+            "a hook failed, so Codex let the call run:\n{}",
+            show(out)
+        );
+    }
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The one session the client opened, and its records.
+fn only_session(sup: &Supervisor) -> (String, Vec<Value>) {
+    let files = sup.audit_files("audit-");
+    assert_eq!(files.len(), 1, "expected one session file: {files:?}");
+    let records = tollgate_e2e::harness::read_records(&files[0]);
+    let id = records[0]["session"].as_str().unwrap().to_string();
+    (id, records)
+}
+
+fn verify(sup: &Supervisor, id: &str) {
+    let files = sup.audit_files(&format!("audit-{id}-"));
+    let mut args = vec!["audit".to_string(), "verify".to_string()];
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = sup.ctl(&args);
+    assert!(out.status.success(), "audit verify: {}", show(&out));
+}
+
+fn probe(port: u16) -> String {
+    format!(
+        "echo MARK-$((6*7)); command -v python3 >/dev/null && echo HAVE-PY; \
+         python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' 2>/dev/null && echo REACHED-NET || echo NO-NET; \
+         python3 -c \"open('/etc/'+'shadow').read()\" 2>/dev/null && echo READ-SHADOW || echo NO-SHADOW; \
+         echo UID-$(id -u); pwd"
+    )
+}
+
+/// An allowed Bash call runs in tollgate's sandbox as the (non-root) user;
+/// four denied calls never run, and the model reads tollgate's reasons; the
+/// audit verifies and names the client, its session id and every call.
+async fn sandbox_and_denials(which: Which, backend: &str) {
+    let test = format!("{}_sandbox_and_denials_{backend}", which.name());
+    let Some(clients) = clients_or_skip(&test) else {
+        return;
+    };
+    if backend == "docker" && !docker_or_skip(&test) {
+        return;
+    }
+    let sup = Supervisor::builder()
+        .config(SKIP_MODE)
+        .sandbox(backend)
+        .start();
+    let ws = sup.dirs.workspace("ws", USER);
+    let ns = NetNs::new();
+    // The mock's own port: reachable in the client's namespace, never from
+    // the sandbox.
+    let listener = ns.listen();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let outside = sup.dirs.root.path().join("outside.txt");
+    let turns = match which {
+        Which::Claude => vec![
+            Turn::Shell(probe(port)),
+            Turn::Shell("curl -s http://169.254.169.254/latest/meta-data; touch RAN-CURL".into()),
+            Turn::Tool("Read", json!({"file_path": "/etc/hostname"})),
+            Turn::Tool("Read", json!({"file_path": "/root/.ssh/id_rsa"})),
+            Turn::Tool(
+                "WebFetch",
+                json!({"url": "http://169.254.169.254/latest/meta-data/", "prompt": "p"}),
+            ),
+        ],
+        Which::Codex => vec![
+            Turn::Shell(probe(port)),
+            Turn::Shell("curl -s http://169.254.169.254/latest/meta-data; touch RAN-CURL".into()),
+            Turn::Patch(format!(
+                "*** Begin Patch\n*** Add File: {}\n+escaped\n*** End Patch\n",
+                outside.display()
+            )),
+            Turn::Shell("cat ~/.ssh/id_rsa; touch RAN-CAT".into()),
+        ],
+    };
+    let m = mock(which, &ns, &turns);
+    let scratch = var_tmp_dir("tollgate-e2e-client-");
+    let setup = Setup {
+        clients: &clients,
+        which,
+        uid: USER,
+        workspace: ws.clone(),
+        managed: managed(&sup, which),
+        base_url: m.base_url(),
+        scratch: scratch.path(),
+    };
+    let mut cmd = setup.run().command(&ns);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        m.requests() > turns.len(),
+        "the client stopped early:\n{}",
+        show(&out)
+    );
+    no_failed_hook(which, &out);
+
+    let allowed = m.result(0);
+    for want in [
+        "MARK-42",
+        "HAVE-PY",
+        "NO-NET",
+        "NO-SHADOW",
+        &format!("UID-{USER}"),
+        ws.to_str().unwrap(),
+    ] {
+        assert!(
+            allowed.contains(want),
+            "{want} missing from what the model saw: {allowed}"
+        );
+    }
+    assert!(
+        !allowed.contains("REACHED-NET") && !allowed.contains("READ-SHADOW"),
+        "{allowed}"
+    );
+    let wants: Vec<&str> = match which {
+        Which::Claude => vec![
+            "`curl` is on the denied-binaries list",
+            "is outside the workspace",
+            "credential paths are never readable",
+            "169.254.169.254 is a link-local address",
+        ],
+        Which::Codex => vec![
+            "`curl` is on the denied-binaries list",
+            "is outside the workspace",
+            "credential paths are never available to commands",
+        ],
+    };
+    for (i, want) in wants.iter().enumerate() {
+        let told = m.result(i + 1);
+        assert!(
+            told.contains("tollgate:") && told.contains(want),
+            "call {}: {told}",
+            i + 1
+        );
+    }
+    for f in ["RAN-CURL", "RAN-CAT"] {
+        assert!(!ws.join(f).exists(), "{f}: a denied command ran");
+    }
+    assert!(
+        !outside.exists(),
+        "a denied patch wrote outside the workspace"
+    );
+
+    let (id, records) = only_session(&sup);
+    verify(&sup, &id);
+    let opened = &records[0];
+    assert_eq!(opened["event"], "session_opened");
+    assert_eq!(
+        opened["client"],
+        if which == Which::Claude {
+            "claude-code"
+        } else {
+            "codex"
+        }
+    );
+    assert_eq!(opened["uid"], USER);
+    let client_session = opened["client_session_id"].as_str().unwrap();
+    assert!(client_session.len() >= 32, "{client_session}");
+    let prefix = if which == Which::Claude {
+        "toolu_"
+    } else {
+        "call_"
+    };
+    for n in 0..turns.len() {
+        let call = format!("{prefix}{n}");
+        assert!(
+            records
+                .iter()
+                .any(|r| r["event"] == "permission_check" && r["call_id"] == call.as_str()),
+            "no decision recorded for {call}"
+        );
+    }
+    let routed = records
+        .iter()
+        .find(|r| r["event"] == "tool_result" && r["routed"] == true)
+        .expect("the routed command's outcome");
+    assert_eq!(routed["call_id"], format!("{prefix}0"));
+    // The client's own report of the routed call.
+    assert!(
+        records
+            .iter()
+            .any(|r| r["event"] == "client_tool_result"
+                && r["call_id"] == format!("{prefix}0").as_str()),
+        "no client_tool_result for the allowed call"
+    );
+    // `supervisorctl sessions` names the client.
+    let listed = sup.ctl(&["sessions", "--all", "--json"]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let s = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(s["client_session_id"], client_session);
+}
+
+/// Whether the Docker engine answers; without it a test skips, except under
+/// TOLLGATE_REQUIRE_DOCKER=1.
+fn docker_or_skip(test: &str) -> bool {
+    let up = std::process::Command::new("docker")
+        .arg("info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if up {
+        return true;
+    }
+    if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+        panic!("{test}: no Docker engine (TOLLGATE_REQUIRE_DOCKER=1)");
+    }
+    eprintln!("{test}: skipped: no Docker engine");
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_allowed_bash_runs_in_the_sandbox_and_denials_reach_the_model() {
+    sandbox_and_denials(Which::Claude, "native").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_allowed_bash_runs_in_the_sandbox_and_denials_reach_the_model() {
+    sandbox_and_denials(Which::Codex, "native").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_allowed_bash_runs_in_the_docker_sandbox() {
+    sandbox_and_denials(Which::Claude, "docker").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_allowed_bash_runs_in_the_docker_sandbox() {
+    sandbox_and_denials(Which::Codex, "docker").await;
+}
+
+/// With the supervisor stopped, the hook blocks every tool call.
+async fn supervisor_stopped(which: Which) {
+    let test = format!("{}_supervisor_stopped", which.name());
+    let Some(clients) = clients_or_skip(&test) else {
+        return;
+    };
+    let mut sup = Supervisor::builder().config(SKIP_MODE).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let config = managed(&sup, which);
+    sup.stop();
+    let ns = NetNs::new();
+    let turns = vec![
+        Turn::Shell("touch RAN-1".into()),
+        Turn::Shell("touch RAN-2".into()),
+    ];
+    let m = mock(which, &ns, &turns);
+    let scratch = var_tmp_dir("tollgate-e2e-client-");
+    let setup = Setup {
+        clients: &clients,
+        which,
+        uid: 0,
+        workspace: ws.clone(),
+        managed: config,
+        base_url: m.base_url(),
+        scratch: scratch.path(),
+    };
+    let mut cmd = setup.run().command(&ns);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    no_failed_hook(which, &out);
+    for (i, f) in ["RAN-1", "RAN-2"].iter().enumerate() {
+        assert!(
+            !ws.join(f).exists(),
+            "{f} ran with the supervisor down:\n{}",
+            show(&out)
+        );
+        let told = m.result(i);
+        assert!(
+            told.contains("cannot reach the supervisor"),
+            "call {i}: {told}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_every_call_is_blocked_with_the_supervisor_stopped() {
+    supervisor_stopped(Which::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_every_call_is_blocked_with_the_supervisor_stopped() {
+    supervisor_stopped(Which::Codex).await;
+}
+
+/// Waits for a pending approval in `supervisorctl approvals --json`.
+fn next_approval(sup: &Supervisor, seen: &[String], deadline: Instant) -> Value {
+    loop {
+        let out = sup.ctl(&["approvals", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if let Some(a) = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| !seen.iter().any(|s| a["id"] == s.as_str()))
+        {
+            return a.clone();
+        }
+        assert!(Instant::now() < deadline, "no approval appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Two asks: an operator approves one and denies the other, from another
+/// process, while the client waits.
+async fn approvals(which: Which) {
+    let test = format!("{}_approvals", which.name());
+    let Some(clients) = clients_or_skip(&test) else {
+        return;
+    };
+    let sup = Supervisor::builder().config(OPERATORS_ONLY).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let ns = NetNs::new();
+    let turns = vec![
+        Turn::Shell("echo APPROVED-RUN-$((2*21))".into()),
+        Turn::Shell("touch DENIED-RAN".into()),
+    ];
+    let m = mock(which, &ns, &turns);
+    let scratch = var_tmp_dir("tollgate-e2e-client-");
+    let setup = Setup {
+        clients: &clients,
+        which,
+        uid: 0,
+        workspace: ws.clone(),
+        managed: managed(&sup, which),
+        base_url: m.base_url(),
+        scratch: scratch.path(),
+    };
+    let mut cmd = setup.run().command(&ns);
+    let client = tokio::task::spawn_blocking(move || cmd.output().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let first = next_approval(&sup, &[], deadline);
+    assert!(
+        first["consequence"]
+            .as_str()
+            .unwrap()
+            .contains("APPROVED-RUN"),
+        "{first}"
+    );
+    let ok = sup.ctl(&["approve", first["id"].as_str().unwrap()]);
+    assert!(ok.status.success(), "{}", show(&ok));
+    let second = next_approval(&sup, &[first["id"].as_str().unwrap().to_string()], deadline);
+    assert!(
+        second["consequence"]
+            .as_str()
+            .unwrap()
+            .contains("DENIED-RAN"),
+        "{second}"
+    );
+    let no = sup.ctl(&[
+        "deny",
+        second["id"].as_str().unwrap(),
+        "--reason",
+        "not today",
+    ]);
+    assert!(no.status.success(), "{}", show(&no));
+    let out = client.await.unwrap();
+    no_failed_hook(which, &out);
+    let approved = m.result(0);
+    assert!(
+        approved.contains("APPROVED-RUN-42"),
+        "{approved}\n{}",
+        show(&out)
+    );
+    let denied = m.result(1);
+    assert!(
+        denied.contains("user denied") && denied.contains("not today"),
+        "{denied}"
+    );
+    assert!(!ws.join("DENIED-RAN").exists(), "the denied command ran");
+    let (id, records) = only_session(&sup);
+    verify(&sup, &id);
+    let decided: Vec<&str> = records
+        .iter()
+        .filter(|r| r["event"] == "approval_decided")
+        .filter_map(|r| r["outcome"].as_str())
+        .collect();
+    assert_eq!(decided, vec!["approved", "denied"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_asks_are_approved_and_denied_by_supervisorctl() {
+    approvals(Which::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_asks_are_approved_and_denied_by_supervisorctl() {
+    approvals(Which::Codex).await;
+}
+
+/// Host pids whose command line is exactly `sleep <arg>`.
+fn sleeps(arg: &str) -> Vec<i32> {
+    let want = format!("sleep\0{arg}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| c.ends_with(want.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Revoke mid-session: the routed command dies, and the client stops.
+async fn revoke(which: Which) {
+    let test = format!("{}_revoke", which.name());
+    let Some(clients) = clients_or_skip(&test) else {
+        return;
+    };
+    let sup = Supervisor::builder().config(SKIP_MODE).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let ns = NetNs::new();
+    // A duration no other test uses.
+    let secs = format!("{}", 700 + std::process::id() % 200);
+    let turns = vec![
+        Turn::Shell(format!("sleep {secs}; touch SLEPT")),
+        Turn::Shell("touch AFTER-REVOKE".into()),
+    ];
+    let m = mock(which, &ns, &turns);
+    let scratch = var_tmp_dir("tollgate-e2e-client-");
+    let setup = Setup {
+        clients: &clients,
+        which,
+        uid: 0,
+        workspace: ws.clone(),
+        managed: managed(&sup, which),
+        base_url: m.base_url(),
+        scratch: scratch.path(),
+    };
+    let mut cmd = setup.run().command(&ns);
+    let started = Instant::now();
+    let client = tokio::task::spawn_blocking(move || cmd.output().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while sleeps(&secs).is_empty() {
+        assert!(Instant::now() < deadline, "the routed sleep never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (id, _) = only_session(&sup);
+    let t0 = Instant::now();
+    let out = sup.ctl(&["revoke", &id, "--reason", "stop now: e2e"]);
+    assert!(out.status.success(), "{}", show(&out));
+    while !sleeps(&secs).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the routed command outlived the revoke"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!(
+        "{test}: routed command gone {:?} after the revoke",
+        t0.elapsed()
+    );
+    let out = client.await.unwrap();
+    no_failed_hook(which, &out);
+    if which == Which::Codex {
+        // Codex does not stop on `continue: false`; every later call is
+        // denied with the operator's reason.
+        let told = m.result(1);
+        assert!(told.contains("stop now: e2e"), "{told}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(secs.parse::<u64>().unwrap()),
+        "the client ran on"
+    );
+    assert!(
+        !ws.join("SLEPT").exists() && !ws.join("AFTER-REVOKE").exists(),
+        "{}",
+        show(&out)
+    );
+    let records = sup.session_records(&id);
+    assert!(records.iter().any(|r| r["event"] == "session_revoked"));
+    // The client never got to run the second call: it stopped, or its
+    // every call was denied with the operator's reason.
+    let second = records.iter().find(|r| {
+        r["event"] == "permission_check"
+            && r["decision"] == "allow"
+            && r["call_id"].as_str().is_some_and(|c| c.ends_with('1'))
+    });
+    assert!(
+        second.is_none(),
+        "a call was allowed after the revoke: {second:?}"
+    );
+    verify(&sup, &id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_revoke_mid_session_stops_the_client() {
+    revoke(Which::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_revoke_mid_session_stops_the_client() {
+    revoke(Which::Codex).await;
+}
