@@ -126,6 +126,23 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(engine.decide(black_box(&read), &cx, &fs, &NoDns)))
     });
 
+    // Writes: the path walk plus the write-only checks (git internals,
+    // names the host runs by itself).
+    let write = ToolCall {
+        tool: "write_file".into(),
+        args: json!({ "path": "src/lib.rs", "content": "pub fn f() {}\n" }),
+    };
+    c.bench_function("decide write_file", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&write), &cx, &fs, &NoDns)))
+    });
+    let edit = ToolCall {
+        tool: "edit_file".into(),
+        args: json!({ "path": "src/main.rs", "old_string": "a", "new_string": "b" }),
+    };
+    c.bench_function("decide edit_file", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&edit), &cx, &fs, &NoDns)))
+    });
+
     let script = script_4k();
     let long = ToolCall {
         tool: "run_bash".into(),
