@@ -199,11 +199,14 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Child) => {
             clock.mark("fork");
-            let err = match sandbox_init(ctrl_fd, cfg, &filters, me, clock) {
+            // sandbox_init owns the control socket (it becomes the init
+            // loop's); on failure it hands it back, still open, so the
+            // report reaches the supervisor.
+            let (err, ctrl_fd) = match sandbox_init(ctrl_fd, cfg, &filters, me, clock) {
                 Ok(never) => match never {},
-                Err(e) => e,
+                Err(failed) => failed,
             };
-            report_failure(ctrl, err.step, &err.detail);
+            report_failure(ctrl_fd.as_raw_fd(), err.step, &err.detail);
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(1) }
         }
@@ -242,14 +245,35 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
     }
 }
 
-/// Pid 1: every restriction, in order, then the init loop.
+/// Pid 1: every restriction, in order, then the init loop. On failure, the
+/// error and the control socket (still open, for the report).
 fn sandbox_init(
     ctrl_fd: OwnedFd,
     cfg: &InitConfig,
     filters: &seccomp::Filters,
     helper: OwnedFd,
+    clock: Clock,
+) -> Result<Infallible, (SetupError, OwnedFd)> {
+    match restrict(&ctrl_fd, cfg, filters, helper, clock) {
+        Ok(envp_path) => init::run(init::Init {
+            ctrl: ctrl_fd,
+            envp: envp_path.0,
+            path: envp_path.1,
+            rlimit_cpu_s: cfg.rlimit_cpu_s,
+        }),
+        Err(e) => Err((e, ctrl_fd)),
+    }
+}
+
+/// Every restriction of pid 1, in order, ending with the `Ready` report.
+/// Returns the environment and the PATH entries commands run with.
+fn restrict(
+    ctrl_fd: &OwnedFd,
+    cfg: &InitConfig,
+    filters: &seccomp::Filters,
+    helper: OwnedFd,
     mut clock: Clock,
-) -> Result<Infallible, SetupError> {
+) -> Result<(Vec<CString>, Vec<Vec<u8>>), SetupError> {
     let ctrl = ctrl_fd.as_raw_fd();
     let step = |step: &'static str| {
         move |e: nix::Error| SetupError {
@@ -317,12 +341,7 @@ fn sandbox_init(
         step: "report",
         detail: e.to_string(),
     })?;
-    init::run(init::Init {
-        ctrl: ctrl_fd,
-        envp,
-        path,
-        rlimit_cpu_s: cfg.rlimit_cpu_s,
-    })
+    Ok((envp, path))
 }
 
 /// Reads our own /proc/self/status and insists on the posture every command

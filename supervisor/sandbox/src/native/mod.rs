@@ -259,11 +259,15 @@ impl NativeBackend {
                 ws.display()
             )));
         }
+        // Beneath /dev only /dev/shm/<dir> (a tmpfs of the sandbox's own,
+        // where the workspace attaches at its path).
+        let in_dev_shm = ws.starts_with("/dev/shm") && ws != Path::new("/dev/shm");
         if ws == Path::new("/")
             || mounts::SYSTEM_DIRS
                 .iter()
                 .any(|d| ws == &Path::new("/").join(d))
-            || ["/proc", "/sys", "/dev"].iter().any(|p| ws.starts_with(p))
+            || ["/proc", "/sys"].iter().any(|p| ws.starts_with(p))
+            || (ws.starts_with("/dev") && !in_dev_shm)
         {
             return Err(SandboxError::Refused(format!(
                 "workspace {} is a system directory",

@@ -10,6 +10,9 @@
 //! - a minimal /dev (null, zero, full, random, urandom, tty, a private devpts
 //!   and /dev/shm), /sys/devices/system/cpu read-only (CPU counts);
 //! - a private, size-limited /tmp (and /var/tmp -> /tmp), an empty /run;
+//!   when the workspace lives beneath /var/tmp or /var/run, that one is a
+//!   real directory instead of the symlink, so the workspace attaches at
+//!   its own path;
 //! - the workspace, read-write at its own path; with `protect_git`, its
 //!   `.git/hooks` and `.git/config` read-only (a hook written there runs on
 //!   the host at the next `git commit`).
@@ -151,6 +154,7 @@ fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
     let mut cur = root
         .try_clone()
         .map_err(|e| err("mounts", "dup root fd", e))?;
+    let mut at = PathBuf::from("/");
     for comp in rel.components() {
         let name = match comp {
             Component::Normal(n) => n,
@@ -160,6 +164,7 @@ fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
             }
         };
         let name_path = Path::new(name);
+        at.push(name);
         let next = match open_dir_nofollow(
             cur.as_raw_fd(),
             name_path,
@@ -172,18 +177,28 @@ fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
                     name_path,
                     nix::sys::stat::Mode::from_bits_truncate(0o755),
                 )
-                .map_err(|e| err("mounts", format!("mkdir {}", rel.display()), e))?;
+                .map_err(|e| {
+                    err(
+                        "mounts",
+                        format!("mkdir {} in the sandbox", at.display()),
+                        e,
+                    )
+                })?;
                 open_dir_nofollow(
                     cur.as_raw_fd(),
                     name_path,
                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
                 )
-                .map_err(|e| err("mounts", format!("open {}", rel.display()), e))?
+                .map_err(|e| err("mounts", format!("open {} in the sandbox", at.display()), e))?
             }
             Err(e) => {
                 return Err(err(
                     "mounts",
-                    format!("mount point {} in the sandbox", rel.display()),
+                    format!(
+                        "mount point /{} in the sandbox, at {}",
+                        rel.display(),
+                        at.display()
+                    ),
                     e,
                 ));
             }
@@ -226,6 +241,21 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
             format!("{e} (it must be a directory reached without symlinks)"),
         )
     })?;
+    // O_PATH|O_NOFOLLOW hands back a trailing symlink itself: refuse it.
+    let st = nix::sys::stat::fstat(&ws_src).map_err(|e| {
+        err(
+            "mounts",
+            format!("workspace {}", plan.workspace.display()),
+            e,
+        )
+    })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(err(
+            "mounts",
+            format!("workspace {}", plan.workspace.display()),
+            "not a directory reached without symlinks (it is a symlink or a file)",
+        ));
+    }
     if let Some(want) = plan.workspace_id {
         let st = nix::sys::stat::fstat(&ws_src).map_err(|e| {
             err(
@@ -431,9 +461,26 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
     )?;
     mkdir(&new.join("var"), 0o755)?;
-    symlink("/tmp", &new.join("var/tmp"))?;
     mkdir(&new.join("run"), 0o755)?;
-    symlink("/run", &new.join("var/run"))?;
+    // /var/tmp and /var/run are symlinks to /tmp and /run, unless the
+    // workspace lives beneath one of them: then a real directory (/var/tmp
+    // a private tmpfs of its own), so the workspace attaches at its own path.
+    if plan.workspace.starts_with("/var/tmp") {
+        let vt = new.join("var/tmp");
+        mkdir(&vt, 0o1777)?;
+        tmpfs(
+            &vt,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
+        )?;
+    } else {
+        symlink("/tmp", &new.join("var/tmp"))?;
+    }
+    if plan.workspace.starts_with("/var/run") {
+        mkdir(&new.join("var/run"), 0o755)?;
+    } else {
+        symlink("/run", &new.join("var/run"))?;
+    }
 
     // The workspace, at its own path.
     let new_root_fd = sys::openat2_path(libc::AT_FDCWD, &cpath(new)?, libc::O_DIRECTORY, 0)
