@@ -295,6 +295,7 @@ async fn decide(
         home: session.home.clone(),
         protected: sup.protected_paths(),
         read_files: session.read_files(),
+        repo: Vec::new(),
     };
     let call = ToolCall {
         tool: tool.to_string(),

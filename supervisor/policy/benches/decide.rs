@@ -101,6 +101,7 @@ fn ctx(ws: &Path) -> Context {
             PathBuf::from("/var/log/tollgate"),
         ],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     }
 }
 

@@ -19,6 +19,7 @@ mod decision;
 mod display;
 mod engine;
 mod facts;
+pub mod host_exec;
 mod mode;
 mod paths;
 pub mod policy_test;

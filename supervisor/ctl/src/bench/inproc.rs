@@ -51,6 +51,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         home: std::env::var_os("HOME").map(PathBuf::from),
         protected: vec![dir.join("state"), dir.join("audit")],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     };
     let dns = SystemResolver::default();
     let many = n * 10;
