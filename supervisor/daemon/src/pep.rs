@@ -745,6 +745,8 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
                     sup.audit.dir(),
                     sup.paths.config_file.as_deref(),
                 ),
+                host_exec: tollgate_policy::host_exec::names(),
+                home: session.home.clone(),
             };
             session.backend.create(&spec).await
         })

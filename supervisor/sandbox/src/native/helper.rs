@@ -288,7 +288,7 @@ fn restrict(
         workspace_id: cfg.workspace_id,
         hidden: &cfg.hidden,
         tmp_mb: cfg.tmp_mb,
-        protect_git: cfg.protect_git,
+        binds: &cfg.binds,
         rootless: cfg.rootless,
     })?;
     clock.mark("mounts");
