@@ -295,7 +295,7 @@ async fn decide(
         home: session.home.clone(),
         protected: sup.protected_paths(),
         read_files: session.read_files(),
-        repo: Vec::new(),
+        repo: session.repo.clone(),
     };
     let call = ToolCall {
         tool: tool.to_string(),
