@@ -455,6 +455,21 @@ mod tests {
         assert_eq!(check(Path::new("tools"), &repo), None);
     }
 
+    /// docs/THREAT_MODEL.md lists exactly this table.
+    #[test]
+    fn the_threat_model_lists_the_table_as_it_is() {
+        let doc = include_str!("../../../docs/THREAT_MODEL.md");
+        let start = "<!-- host-exec table: generated from HOST_EXEC; a test keeps it equal -->\n";
+        let end = "<!-- end of host-exec table -->";
+        let from = doc.find(start).expect("the table's start marker") + start.len();
+        let to = from + doc[from..].find(end).expect("the table's end marker");
+        assert_eq!(
+            &doc[from..to],
+            markdown_table(),
+            "docs/THREAT_MODEL.md: paste host_exec::markdown_table()'s output between the markers"
+        );
+    }
+
     #[test]
     fn markdown_lists_every_entry() {
         let md = markdown_table();
