@@ -220,8 +220,13 @@ pub fn names() -> Vec<String> {
 
 /// The table entry named `name`, in any letter case.
 pub fn lookup_name(name: &str) -> Option<&'static HostExecName> {
+    lookup_bytes(name.as_bytes())
+}
+
+/// [`lookup_name`] on a file name's bytes (no UTF-8 check: every name in
+/// the table is ASCII).
+fn lookup_bytes(b: &[u8]) -> Option<&'static HostExecName> {
     // Most components are rejected on their first byte.
-    let b = name.as_bytes();
     if !b
         .first()
         .is_some_and(|c| FIRST_BYTES.contains(&c.to_ascii_lowercase()))
@@ -230,7 +235,7 @@ pub fn lookup_name(name: &str) -> Option<&'static HostExecName> {
     }
     HOST_EXEC
         .iter()
-        .find(|e| e.name.len() == b.len() && e.name.eq_ignore_ascii_case(name))
+        .find(|e| e.name.len() == b.len() && e.name.as_bytes().eq_ignore_ascii_case(b))
 }
 
 /// Where a workspace-relative path meets the table: the first component
@@ -242,7 +247,7 @@ pub fn find_in(rel: &Path) -> Option<(&'static HostExecName, PathBuf)> {
     for (i, c) in rel.components().enumerate() {
         match c {
             Component::Normal(n) => {
-                if let Some(e) = n.to_str().and_then(lookup_name) {
+                if let Some(e) = lookup_bytes(n.as_encoded_bytes()) {
                     let upto = rel
                         .components()
                         .take(i + 1)

@@ -176,7 +176,14 @@ pub(crate) fn resolve(
         (Access::Read | Access::Write | Access::Search, _) => {}
     }
     let host_exec = if access == Access::Write {
-        host_exec_of(rest, &lexical, ctx)
+        // The name it was given differs from where it lands only through a
+        // symlink: then both are judged.
+        let named = if lexical.as_os_str() == abs.path.as_os_str() {
+            None
+        } else {
+            rest_within(&lexical, &ctx.workspace)
+        };
+        host_exec_of(rest, named, ctx)
     } else {
         None
     };
@@ -210,12 +217,10 @@ pub(crate) fn resolve(
 
 /// A write target's place in the host-executed table, judged on where the
 /// write really lands (`rest`, symlinks resolved) and on the name it was
-/// given (`lexical`): the stricter of the two.
-fn host_exec_of(rest: &Path, lexical: &Path, ctx: &Context) -> Option<HostExecHit> {
+/// given (`named`, workspace-relative, when it differs): the stricter.
+fn host_exec_of(rest: &Path, named: Option<&Path>, ctx: &Context) -> Option<HostExecHit> {
     let real = host_exec::check(rest, &ctx.repo);
-    let named = rest_within(lexical, &ctx.workspace)
-        .filter(|l| *l != rest)
-        .and_then(|l| host_exec::check(l, &ctx.repo));
+    let named = named.and_then(|l| host_exec::check(l, &ctx.repo));
     match (real, named) {
         (Some(r), Some(n)) if n.write == WriteRule::Refuse && r.write != WriteRule::Refuse => {
             Some(n)
