@@ -323,7 +323,8 @@ fn symlink_refusal(p: &Path) -> Unsafe {
     Unsafe(format!(
         "{} is a symlink inside the workspace on a path git follows; a sandboxed command could \
          repoint it at files it controls, and a symlink cannot be made read-only. Replace it \
-         with what it points to, or remove it",
+         with what it points to, or remove it (for hooks kept in the repository, set \
+         core.hooksPath to their directory instead: that directory is protected)",
         p.display()
     ))
 }

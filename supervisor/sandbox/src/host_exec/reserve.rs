@@ -44,7 +44,7 @@ struct Ident {
 }
 
 impl Ident {
-    fn of(dir: &OwnedFd, name: &CString, st: &FileStat) -> Ident {
+    fn of(dir: &Parent<'_>, name: &CString, st: &FileStat) -> Ident {
         Ident {
             dev: st.st_dev,
             ino: st.st_ino,
@@ -143,27 +143,42 @@ fn open_workspace(ws: &Path, id: Option<WorkspaceId>) -> Result<OwnedFd, Sandbox
     Ok(fd)
 }
 
+/// The directory holding a placeholder: the workspace itself (most are at
+/// its top: no lookup), or one beneath it.
+enum Parent<'a> {
+    Workspace(&'a OwnedFd),
+    Beneath(OwnedFd),
+}
+
+impl AsFd for Parent<'_> {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Parent::Workspace(fd) => fd.as_fd(),
+            Parent::Beneath(fd) => fd.as_fd(),
+        }
+    }
+}
+
 /// The directory holding `rel`, beneath the workspace, and `rel`'s name.
-fn parent_of(ws_fd: &OwnedFd, rel: &Path) -> std::io::Result<(OwnedFd, CString)> {
+fn parent_of<'a>(ws_fd: &'a OwnedFd, rel: &Path) -> std::io::Result<(Parent<'a>, CString)> {
     let name = rel
         .file_name()
         .ok_or_else(|| std::io::Error::other("no file name"))?;
-    let parent = rel.parent().filter(|p| !p.as_os_str().is_empty());
-    let parent = match parent {
-        Some(p) => CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other)?,
-        None => CString::from(c"."),
+    let name = CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
+    let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok((Parent::Workspace(ws_fd), name));
     };
+    let parent = CString::new(parent.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
     let fd = sys::openat2_path(
         ws_fd.as_raw_fd(),
         &parent,
         libc::O_DIRECTORY,
         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
     )?;
-    let name = CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
-    Ok((fd, name))
+    Ok((Parent::Beneath(fd), name))
 }
 
-fn stat_at(dir: &OwnedFd, name: &CString) -> nix::Result<FileStat> {
+fn stat_at(dir: &Parent<'_>, name: &CString) -> nix::Result<FileStat> {
     nix::sys::stat::fstatat(dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
 }
 

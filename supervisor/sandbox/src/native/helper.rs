@@ -8,9 +8,11 @@
 //! 2. build the seccomp filters (allocation happens before any fork);
 //! 3. `unshare` new mount, pid, network, ipc, uts and cgroup namespaces
 //!    (plus a user namespace mapping only our own uid/gid when not root);
+//!    `/` made private in the new mount namespace;
 //! 4. fork pid 1 of the new pid namespace; the helper reports pid 1's pid and
 //!    a pidfd for it to the supervisor (which moves pid 1 into the session's
-//!    cgroups meanwhile), then only waits for it;
+//!    cgroups meanwhile), then only waits for it, and then detaches the
+//!    workspace's mounts in one go;
 //! 5. pid 1: hostname, the new root ([`super::mounts`]), rlimits
 //!    ([`super::rlimits`]), the Landlock ruleset is prepared, credentials
 //!    dropped to the session owner with no capabilities anywhere
@@ -184,6 +186,21 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
             }
         }
     }
+    // Nothing mounted or unmounted in this namespace may propagate to the
+    // host's, from here on (pid 1 repeats it; the helper's own unmount at
+    // the end relies on it).
+    if let Err(e) = nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+        None::<&str>,
+    ) {
+        return fail(SetupError {
+            step: "namespaces",
+            detail: format!("make / private in the new mount namespace: {e}"),
+        });
+    }
     clock.mark("unshare");
     // Pid 1 watches this to notice the helper dying before PDEATHSIG is armed.
     let me = match sys::pidfd_open(nix::unistd::getpid().as_raw()) {
@@ -236,6 +253,13 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
             }
             drop(ctrl_fd);
             while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(child, None) {}
+            // Every process of the sandbox is gone. Detach the workspace and
+            // everything mounted on it in one go: the supervisor then removes
+            // the placeholders beneath it without the kernel detaching each
+            // one's mount from this namespace first (a grace period apiece).
+            // Pid 1's pivot_root made its new root ours too; if it died
+            // before that, the path names no mount of ours and this fails.
+            let _ = nix::mount::umount2(cfg.workspace.as_path(), nix::mount::MntFlags::MNT_DETACH);
             ExitCode::SUCCESS
         }
         Err(e) => fail(SetupError {
