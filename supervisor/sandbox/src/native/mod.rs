@@ -472,13 +472,21 @@ impl NativeBackend {
             // forks no command before `Ready` has been answered, so every
             // command starts inside them.
             let mut joining: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
+            // Pid 1 already gone when its pid arrived: its failure report,
+            // sent before it exited, is the next packet.
+            let mut init_died: Option<std::io::Error> = None;
             loop {
                 let pkt = match ctrl.recv(&mut buf).await {
                     Ok(Some(p)) => p,
                     Ok(None) => {
-                        return Err(SandboxError::Unavailable(format!(
-                            "sandbox helper for session {session} exited during setup without a report"
-                        )));
+                        return Err(SandboxError::Unavailable(match init_died.take() {
+                            Some(e) => format!(
+                                "sandbox pid 1 of session {session} died during setup without a report: {e}"
+                            ),
+                            None => format!(
+                                "sandbox helper for session {session} exited during setup without a report"
+                            ),
+                        }));
                     }
                     Err(e) => {
                         return Err(SandboxError::Io {
@@ -509,18 +517,23 @@ impl NativeBackend {
                         if let (Some(cg), Some((_, pidfd))) = (&teardown.cgroups, &teardown.init) {
                             // Still pid 1 (its helper has not reaped it), so
                             // the number names the right process.
-                            sys::pidfd_send_signal(pidfd.get_ref().as_fd(), 0).map_err(|e| {
-                                SandboxError::Unavailable(format!(
-                                    "sandbox pid 1 died during setup: {e}"
-                                ))
-                            })?;
-                            let dirs = cg.dirs.clone();
-                            joining = Some(tokio::task::spawn_blocking(move || {
-                                cgroup::join_dirs(&dirs, pid)
-                            }));
+                            match sys::pidfd_send_signal(pidfd.get_ref().as_fd(), 0) {
+                                Ok(()) => {
+                                    let dirs = cg.dirs.clone();
+                                    joining = Some(tokio::task::spawn_blocking(move || {
+                                        cgroup::join_dirs(&dirs, pid)
+                                    }));
+                                }
+                                Err(e) => init_died = Some(e),
+                            }
                         }
                     }
                     FromInit::Ready { posture, timings } => {
+                        if let Some(e) = init_died.take() {
+                            return Err(SandboxError::Unavailable(format!(
+                                "sandbox pid 1 of session {session} died during setup: {e}"
+                            )));
+                        }
                         let pid = init_pid.ok_or_else(|| {
                             SandboxError::Other(
                                 "sandbox ready before its pid was known".to_string(),
