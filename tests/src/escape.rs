@@ -214,6 +214,9 @@ pub struct Fixture {
     pub root: tempfile::TempDir,
     pub workspace: PathBuf,
     pub host_home: PathBuf,
+    /// W/.git/config as `git init` wrote it (W is a real repository: the
+    /// host's own git runs in it after every sandboxed case).
+    git_config: String,
     pub canary_file: PathBuf,
     pub audit_log: PathBuf,
     pub host_port: u16,
@@ -310,15 +313,6 @@ impl Fixture {
             chown(d, uid);
             chmod(d, 0o755);
         }
-        // A repository in W: a hook written there runs on the host.
-        for d in [".git", ".git/hooks", ".git/objects"] {
-            let p = workspace.join(d);
-            std::fs::create_dir(&p).expect("mkdir");
-            chown(&p, uid);
-        }
-        let cfg = workspace.join(".git/config");
-        std::fs::write(&cfg, "[core]\n\trepositoryformatversion = 0\n").expect("git config");
-        chown(&cfg, uid);
         for (dir, file, body, mode) in [
             (
                 ".ssh",
@@ -385,6 +379,7 @@ impl Fixture {
             root,
             workspace,
             host_home,
+            git_config: String::new(),
             canary_file,
             audit_log,
             host_port,
@@ -399,7 +394,53 @@ impl Fixture {
             stop,
         };
         fx.restore();
+        fx.git_config =
+            std::fs::read_to_string(fx.workspace.join(".git/config")).expect("W/.git/config");
         fx
+    }
+
+    /// The host's real git, as the sandbox uid, in W, with no system config
+    /// and the fake home: what an editor runs when the folder opens.
+    fn host_git(&self, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+            .args(args)
+            .current_dir(&self.workspace)
+            .env_clear()
+            .env("PATH", PATH)
+            .env("HOME", &self.host_home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .uid(self.uid)
+            .gid(self.uid)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the host's git")
+    }
+
+    /// W emptied and made a fresh repository with one commit (a case, the
+    /// control above all, may have renamed or replaced its `.git`).
+    fn reset_workspace(&self) {
+        if let Ok(rd) = std::fs::read_dir(&self.workspace) {
+            for e in rd.flatten() {
+                let p = e.path();
+                let _ = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["commit", "--allow-empty", "-qm", "first"][..],
+        ] {
+            let out = self.host_git(args);
+            assert!(
+                out.status.success(),
+                "git {args:?} in W: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     /// The canary the harness leaves in the host's /dev/shm.
@@ -453,19 +494,7 @@ impl Fixture {
         for leftover in self.must_not_exist() {
             let _ = std::fs::remove_file(&leftover);
         }
-        if let Ok(rd) = std::fs::read_dir(&self.workspace) {
-            for e in rd.flatten() {
-                if e.file_name().to_string_lossy().contains(&self.nonce) {
-                    let p = e.path();
-                    let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
-                    let _ = if is_dir {
-                        std::fs::remove_dir_all(&p)
-                    } else {
-                        std::fs::remove_file(&p)
-                    };
-                }
-            }
-        }
+        self.reset_workspace();
     }
 
     fn host_pid(&self) -> u32 {
@@ -562,6 +591,17 @@ impl Fixture {
     /// report might miss. Returns what escaped, if anything.
     pub fn post_checks(&self, case: &Case, listener_hit: bool) -> Vec<String> {
         let mut bad = Vec::new();
+        // What the host does next in W by itself: an editor's git status, a
+        // commit. A command planted by the sandbox would run now.
+        let _ = self.host_git(&["status"]);
+        let _ = self.host_git(&["commit", "--allow-empty", "-qm", "after"]);
+        for name in tollgate_policy::host_exec::names() {
+            if name != ".git" && std::fs::symlink_metadata(self.workspace.join(&name)).is_ok() {
+                bad.push(format!(
+                    "W/{name} exists after the run (planted, or a placeholder left behind)"
+                ));
+            }
+        }
         for p in self.must_not_exist() {
             if p.exists() {
                 bad.push(format!("{} exists on the host", p.display()));
@@ -583,13 +623,15 @@ impl Fixture {
         {
             bad.push("the audit log was changed".into());
         }
-        if std::fs::read_to_string(self.workspace.join(".git/config"))
-            .map(|s| {
-                !s.starts_with("[core]\n\trepositoryformatversion = 0\n") || s.lines().count() != 2
-            })
-            .unwrap_or(true)
+        if std::fs::read_to_string(self.workspace.join(".git/config")).ok()
+            != Some(self.git_config.clone())
         {
             bad.push("W/.git/config was changed".into());
+        }
+        for extra in ["commondir", "config.worktree"] {
+            if self.workspace.join(".git").join(extra).exists() {
+                bad.push(format!("W/.git/{extra} was written"));
+            }
         }
         if let Ok(rd) = std::fs::read_dir(&self.workspace) {
             for e in rd.flatten() {

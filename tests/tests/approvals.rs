@@ -500,3 +500,123 @@ async fn watch_shows_approvals_and_decisions_as_json_lines() {
         assert!(events.contains(&want), "watch missed {want}: {events:?}");
     }
 }
+
+/// Issue 19: a write through the file tools to a path the host runs by
+/// itself needs a person's typed confirmation in every mode: auto_approve
+/// does not approve it, an approval with session scope does not approve the
+/// next one, and dangerouslySkipPermissions refuses it outright; what the
+/// operator sees says what would run it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_host_runs_by_itself_is_never_approved_without_a_typed_confirmation() {
+    let sup = Supervisor::builder()
+        .config(
+            "[session]\nauto_approve = true\nsession_can_approve = false\napproval_timeout_s = 30\n\
+             max_mode = \"dangerouslySkipPermissions\"\nallow_dangerously_skip = true\n\
+             [llm]\nprovider = \"script\"\n",
+        )
+        .start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let s = open(&sup, &ws, "acceptEdits").await;
+    let envrc = serde_json::json!({"path": ".envrc", "content": "export A=1\n"});
+    // An ordinary write runs unasked in acceptEdits; this one waits.
+    let plain = call(
+        &sup,
+        &s.token,
+        "write_file",
+        serde_json::json!({"path": "notes.txt", "content": "x\n"}),
+    )
+    .await
+    .unwrap();
+    assert!(plain.ok, "{plain:?}");
+    let pending = call(&sup, &s.token, "write_file", envrc.clone());
+    let a = wait_pending(&sup);
+    assert_eq!(a["destructive"], true, "{a}");
+    assert_eq!(a["target"], ".envrc");
+    assert!(
+        a["consequence"]
+            .as_str()
+            .unwrap()
+            .ends_with("; direnv runs this when a shell enters the directory"),
+        "{a}"
+    );
+    let id = a["id"].as_str().unwrap();
+    assert_eq!(
+        sup.ctl(&["approve", id, "--scope", "session"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert!(
+        sup.ctl(&["approve", id, "--scope", "session", "--confirm", ".envrc"])
+            .status
+            .success()
+    );
+    let r = pending.await.unwrap();
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.allowed_by, "approved(session-scope)");
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".envrc")).unwrap(),
+        "export A=1\n"
+    );
+    // The same write again: the session-scope approval does not cover it.
+    let again = call(&sup, &s.token, "write_file", envrc.clone());
+    let b = wait_pending(&sup);
+    assert_ne!(a["id"], b["id"]);
+    assert_eq!(b["destructive"], true);
+    assert!(
+        sup.ctl(&["deny", b["id"].as_str().unwrap()])
+            .status
+            .success()
+    );
+    assert_eq!(code(&again.await.unwrap()), pb::DenialCode::UserDenied);
+    // Inside .git: refused whatever anyone says.
+    let r = call(
+        &sup,
+        &s.token,
+        "write_file",
+        serde_json::json!({"path": ".git/config", "content": "[core]\n"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), pb::DenialCode::PolicyDenied);
+    assert_eq!(r.denied.as_ref().unwrap().rule, "floor:git-internals");
+    // dangerouslySkipPermissions refuses it outright, in any letter case.
+    let d = open(&sup, &ws, "dangerouslySkipPermissions").await;
+    let r = call(
+        &sup,
+        &d.token,
+        "write_file",
+        serde_json::json!({"path": ".VSCode/tasks.json", "content": "{}"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(&r), pb::DenialCode::PolicyDenied, "{r:?}");
+    let denial = r.denied.unwrap();
+    assert_eq!(denial.rule, "confirm:host-exec");
+    assert!(
+        denial.reason.contains("VS Code runs tasks"),
+        "{}",
+        denial.reason
+    );
+    assert!(!ws.join(".VSCode").exists());
+    // Both .envrc writes were recorded as destructive asks, never allowed.
+    let events = sup.session_records(&s.session_id);
+    let checks: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| {
+            e["event"] == "permission_check" && e["tool"] == "write_file" && e["target"] == ".envrc"
+        })
+        .collect();
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    for c in checks {
+        assert_eq!(
+            (&c["decision"], &c["destructive"], &c["rule"]),
+            (
+                &serde_json::json!("ask"),
+                &serde_json::json!(true),
+                &serde_json::json!("confirm:host-exec")
+            ),
+            "{c}"
+        );
+    }
+}

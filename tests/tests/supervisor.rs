@@ -753,3 +753,76 @@ async fn the_bench_floor_server_sends_the_supervisors_list_tools_reply() {
     assert_eq!(ours, theirs);
     assert_eq!(other.code(), Code::Unimplemented);
 }
+
+/// Issue 19: a workspace whose git layout cannot be guarded (a symlinked
+/// `.git`: the sandbox could repoint it; a workspace that is itself a git
+/// directory) is refused at OpenSession, naming why; one with its hooks in
+/// `core.hooksPath` opens, and a write there needs a typed confirmation.
+#[tokio::test]
+async fn a_git_layout_that_cannot_be_guarded_is_refused_at_open() {
+    let sup = Supervisor::builder()
+        .config(
+            "[session]\nsession_can_approve = false\napproval_timeout_s = 1\n[llm]\nprovider = \"script\"\n",
+        )
+        .start();
+    let mut c = sup.agent_client().await;
+    let linked = sup.dirs.workspace("linked", 0);
+    let elsewhere = sup.dirs.workspace("elsewhere", 0);
+    std::os::unix::fs::symlink(&elsewhere, linked.join(".git")).unwrap();
+    let bare = sup.dirs.workspace("bare", 0);
+    for d in ["objects", "refs"] {
+        std::fs::create_dir(bare.join(d)).unwrap();
+    }
+    std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    for (ws, why) in [
+        (&linked, ".git is a symlink"),
+        (&bare, "is itself a git directory"),
+    ] {
+        let err = c
+            .open_session(pb::OpenSessionRequest {
+                workspace: ws.display().to_string(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+        assert!(err.message().contains(why), "{}", err.message());
+    }
+    let hooked = sup.dirs.workspace("hooked", 0);
+    std::fs::create_dir(hooked.join(".git")).unwrap();
+    std::fs::write(
+        hooked.join(".git/config"),
+        "[core]\n\thooksPath = tools/hooks\n",
+    )
+    .unwrap();
+    let s = c
+        .open_session(pb::OpenSessionRequest {
+            workspace: hooked.display().to_string(),
+            mode: "acceptEdits".to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let r = sup
+        .call_tool(
+            &s.token,
+            "write_file",
+            serde_json::json!({"path": "tools/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+        )
+        .await;
+    // Nobody approves here: the ask times out, and nothing is written.
+    assert_eq!(
+        r.denied.as_ref().map(|d| d.code()),
+        Some(pb::DenialCode::ApprovalTimeout),
+        "{r:?}"
+    );
+    assert!(!hooked.join("tools/hooks/pre-commit").exists());
+    let decided = sup
+        .session_records(&s.session_id)
+        .into_iter()
+        .find(|e| e["event"] == "permission_check")
+        .unwrap();
+    assert_eq!(decided["rule"], "confirm:host-exec", "{decided}");
+    assert_eq!(decided["destructive"], true, "{decided}");
+}

@@ -51,9 +51,12 @@ pub fn test(a: TestArgs) -> anyhow::Result<u8> {
         .into_iter()
         .find(|u| u.uid == uid)
         .map(|u| u.home);
+    let repo = tollgate_supervisor::workspace::repo_paths(&workspace, home.as_deref())
+        .map_err(|e| anyhow!("workspace {}: {e}", workspace.display()))?;
     let mut opts = TestOptions::new(workspace, mode, config.policy.clone());
     opts.cap = config.mode_cap();
     opts.home = home;
+    opts.repo = repo;
     opts.protected = vec![
         config.supervisor.state_dir.clone(),
         config.audit.dir.clone(),

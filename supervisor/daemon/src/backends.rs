@@ -273,6 +273,8 @@ mod tests {
             env: Vec::new(),
             limits: Limits::default(),
             hidden: Vec::new(),
+            host_exec: tollgate_policy::host_exec::names(),
+            home: None,
         }
     }
 

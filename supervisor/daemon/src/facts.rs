@@ -215,6 +215,7 @@ mod tests {
             home: None,
             protected: vec![],
             read_files: BTreeSet::new(),
+            repo: Vec::new(),
         };
         let call = |tool: &str, args: serde_json::Value| ToolCall {
             tool: tool.into(),

@@ -323,6 +323,8 @@ impl OperatorService for OperatorSvc {
                 sup.audit.dir(),
                 sup.paths.config_file.as_deref(),
             ),
+            host_exec: tollgate_policy::host_exec::names(),
+            home: user.map(|u| u.home.clone()),
         };
         let timeout_s = if r.timeout_s == 0 {
             sup.config.sandbox.run_timeout_s

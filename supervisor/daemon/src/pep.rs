@@ -510,6 +510,7 @@ async fn decide(
         home: session.home.clone(),
         protected: sup.protected_paths(),
         read_files: session.read_files(),
+        repo: session.repo.clone(),
     };
     let call = ToolCall {
         tool: tool.to_string(),
@@ -980,6 +981,8 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
                     sup.audit.dir(),
                     sup.paths.config_file.as_deref(),
                 ),
+                host_exec: tollgate_policy::host_exec::names(),
+                home: session.home.clone(),
             };
             session.backend.create(&spec).await
         })

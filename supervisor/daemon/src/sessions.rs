@@ -85,6 +85,9 @@ pub struct Session {
     pub pid: u32,
     pub workspace: PathBuf,
     pub home: Option<PathBuf>,
+    /// What the workspace's git configuration makes host-executed (read at
+    /// OpenSession), for the policy's write checks.
+    pub repo: Vec<tollgate_policy::host_exec::RepoPath>,
     pub mode: Mode,
     /// The session's own allowlist (`--tools`); `None` = all.
     pub tools: Option<BTreeSet<String>>,
@@ -201,6 +204,7 @@ pub struct NewSession {
     pub pid: u32,
     pub workspace: PathBuf,
     pub home: Option<PathBuf>,
+    pub repo: Vec<tollgate_policy::host_exec::RepoPath>,
     pub mode: Mode,
     pub tools: Option<BTreeSet<String>>,
     pub caps: Caps,
@@ -232,6 +236,7 @@ impl Session {
             pid: n.pid,
             workspace: n.workspace,
             home: n.home,
+            repo: n.repo,
             mode: n.mode,
             tools: n.tools,
             caps: n.caps,

@@ -183,6 +183,11 @@ impl Supervisor {
             )));
         }
         let ws = ws.path;
+        // What the repository's own config makes host-executed: the file
+        // tools guard it like the fixed names; a layout that cannot be
+        // guarded refuses the session, as the sandbox would.
+        let repo = workspace::repo_paths(&ws, home.as_deref())
+            .map_err(|e| Status::failed_precondition(format!("workspace {}: {e}", ws.display())))?;
         let id = credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?;
         let audit_file = self.audit.open_session(&id).map_err(|e| {
             self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
@@ -210,6 +215,7 @@ impl Supervisor {
             pid: peer.pid,
             workspace: ws,
             home,
+            repo,
             mode,
             tools,
             caps,

@@ -31,6 +31,46 @@ const SYSTEM_DIRS: &[&str] = &[
     "/var/log", "/var/run", "/var/tmp", "/var/lib",
 ];
 
+/// The paths this workspace's own git configuration makes host-executed,
+/// for the policy's write checks (issue 19): git directories not named
+/// `.git`, config files git includes, `core.hooksPath`. Read on the host,
+/// once per session; a layout that cannot be guarded (a symlink on a path
+/// git follows, a workspace that is itself a git directory) is the reason.
+pub fn repo_paths(
+    workspace: &Path,
+    home: Option<&Path>,
+) -> Result<Vec<tollgate_policy::host_exec::RepoPath>, String> {
+    use tollgate_policy::host_exec::{RepoPath, RepoRole};
+    let found = tollgate_sandbox::host_exec::repo_paths(workspace, home).map_err(|e| match e {
+        tollgate_sandbox::SandboxError::Refused(m) => m,
+        other => other.to_string(),
+    })?;
+    let named_git = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n.eq_ignore_ascii_case(".git"))
+    };
+    let mut v = Vec::new();
+    for rel in found.git.into_iter().filter(|p| !named_git(p)) {
+        v.push(RepoPath {
+            rel,
+            role: RepoRole::GitDir,
+        });
+    }
+    for rel in found.configs {
+        v.push(RepoPath {
+            rel,
+            role: RepoRole::GitConfig,
+        });
+    }
+    for rel in found.hooks {
+        v.push(RepoPath {
+            rel,
+            role: RepoRole::HooksDir,
+        });
+    }
+    Ok(v)
+}
+
 /// A user from /etc/passwd.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PasswdEntry {

@@ -124,6 +124,7 @@ fn ctx(ws: &Path) -> Context {
             PathBuf::from("/var/log/tollgate"),
         ],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     }
 }
 
@@ -147,6 +148,23 @@ fn bench(c: &mut Criterion) {
     };
     c.bench_function("decide read_file", |b| {
         b.iter(|| black_box(engine.decide(black_box(&read), &cx, &fs, &NoDns)))
+    });
+
+    // Writes: the path walk plus the write-only checks (git internals,
+    // names the host runs by itself).
+    let write = ToolCall {
+        tool: "write_file".into(),
+        args: json!({ "path": "src/lib.rs", "content": "pub fn f() {}\n" }),
+    };
+    c.bench_function("decide write_file", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&write), &cx, &fs, &NoDns)))
+    });
+    let edit = ToolCall {
+        tool: "edit_file".into(),
+        args: json!({ "path": "src/main.rs", "old_string": "a", "new_string": "b" }),
+    };
+    c.bench_function("decide edit_file", |b| {
+        b.iter(|| black_box(engine.decide(black_box(&edit), &cx, &fs, &NoDns)))
     });
 
     let script = script_4k();

@@ -44,6 +44,11 @@ pub struct Context {
     /// Files (absolute) this session has read: overwriting one it has not
     /// read is destructive.
     pub read_files: BTreeSet<PathBuf>,
+    /// Paths the workspace's own git configuration makes host-executed
+    /// (`core.hooksPath`, included config files, git directories not named
+    /// `.git`), found on the host; writes to them are guarded like the
+    /// names of [`crate::host_exec::HOST_EXEC`].
+    pub repo: Vec<crate::host_exec::RepoPath>,
 }
 
 /// The compiled policy.
@@ -357,7 +362,7 @@ impl Engine {
                 _ => format!("create {name} ({})", bytes(new_len)),
             }
         });
-        if a.floor.is_some() {
+        if a.floor.is_some() || a.destructive.is_some() {
             return a;
         }
         let Some(abs) = a.path.clone() else { return a };
@@ -682,11 +687,30 @@ fn file_tool(
             if r.secret {
                 a.secret = Some(format!("`{}`", shown_rel(&r)));
             }
+            if let Some(hit) = &r.host_exec {
+                confirm_host_exec(&mut a, &r, hit);
+            }
             a.target = escape(&r.rel);
             a.path = Some(r.abs);
             a
         }
     }
+}
+
+/// A write to a path the host runs by itself: destructive in every mode,
+/// and the consequence says what will run it.
+fn confirm_host_exec(a: &mut Analysis, r: &Resolved, hit: &crate::host_exec::HostExecHit) {
+    let at = paths::show(&hit.at.to_string_lossy());
+    a.consequence = format!("{}; {}", a.consequence, hit.runs);
+    a.destructive = Some((
+        "confirm:host-exec".to_string(),
+        format!(
+            "`{}` is in `{at}`, which the host runs by itself: {}. What is written there runs outside the sandbox, as the user, so it needs the user's typed confirmation.",
+            shown_rel(r),
+            hit.runs
+        ),
+        None,
+    ));
 }
 
 /// glob_files, grep: the search root and any glob arguments stay inside.

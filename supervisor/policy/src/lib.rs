@@ -22,6 +22,7 @@ mod display;
 mod engine;
 mod facts;
 mod host_addrs;
+pub mod host_exec;
 mod mode;
 mod paths;
 pub mod policy_test;

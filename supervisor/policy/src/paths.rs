@@ -15,6 +15,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::display::shorten;
 use crate::engine::Context;
 use crate::facts::{FileFacts, FileKind, FsFacts};
+use crate::host_exec::{self, HostExecHit, WriteRule};
 use crate::registry::MAX_PATH_BYTES;
 
 /// Symlinks followed before a path is refused as a loop (the kernel's limit).
@@ -44,6 +45,9 @@ pub(crate) struct Resolved {
     pub facts: Option<FileFacts>,
     /// A workspace secret file (`.env`, `*.pem`, `id_*`, ...).
     pub secret: bool,
+    /// For a write: the host runs this path by itself (a `Confirm` entry;
+    /// a `Refuse` one never resolves).
+    pub host_exec: Option<HostExecHit>,
 }
 
 /// Why a path is refused: the floor rule and a sentence for the model.
@@ -68,7 +72,8 @@ fn show_path(p: &Path) -> String {
 
 /// Resolves `raw` (relative to the workspace, or absolute) and applies the
 /// floor: scope, credentials, protected paths, special files, hard links,
-/// git internals. Marks workspace secret files.
+/// git internals. Marks workspace secret files and, for writes, the names
+/// the host runs by itself ([`host_exec`]).
 pub(crate) fn resolve(
     raw: &str,
     access: Access,
@@ -170,12 +175,28 @@ pub(crate) fn resolve(
         }
         (Access::Read | Access::Write | Access::Search, _) => {}
     }
-    if access == Access::Write && is_git_internal(rest) {
+    let host_exec = if access == Access::Write {
+        // The name it was given differs from where it lands only through a
+        // symlink: then both are judged.
+        let named = if lexical.as_os_str() == abs.path.as_os_str() {
+            None
+        } else {
+            rest_within(&lexical, &ctx.workspace)
+        };
+        host_exec_of(rest, named, ctx)
+    } else {
+        None
+    };
+    if let Some(hit) = &host_exec
+        && hit.write == WriteRule::Refuse
+    {
         return Err(refuse(
             "floor:git-internals",
             format!(
-                "`{}` is inside a .git directory; git's config and hooks run commands on the host, so they are never written by the agent. Use git commands in run_bash instead.",
-                show(raw)
+                "`{}` is git's own directory (`{}`): {}. Git's config and hooks run commands on the host, so they are never written by the agent. Use git commands in run_bash instead.",
+                show(raw),
+                show_path(&hit.at),
+                hit.runs
             ),
         ));
     }
@@ -190,7 +211,23 @@ pub(crate) fn resolve(
         abs: abs.path,
         facts: abs.facts,
         secret,
+        host_exec,
     })
+}
+
+/// A write target's place in the host-executed table, judged on where the
+/// write really lands (`rest`, symlinks resolved) and on the name it was
+/// given (`named`, workspace-relative, when it differs): the stricter.
+fn host_exec_of(rest: &Path, named: Option<&Path>, ctx: &Context) -> Option<HostExecHit> {
+    let real = host_exec::check(rest, &ctx.repo);
+    let named = named.and_then(|l| host_exec::check(l, &ctx.repo));
+    match (real, named) {
+        (Some(r), Some(n)) if n.write == WriteRule::Refuse && r.write != WriteRule::Refuse => {
+            Some(n)
+        }
+        (Some(r), _) => Some(r),
+        (None, n) => n,
+    }
 }
 
 /// Checks that need no filesystem: empty, NUL, length, `~`, shell variables.
@@ -754,6 +791,7 @@ mod tests {
             home: Some("/home/u".into()),
             protected: vec!["/var/lib/tollgate".into(), "/w/proj/.tollgate-audit".into()],
             read_files: BTreeSet::new(),
+            repo: Vec::new(),
         }
     }
 
@@ -990,6 +1028,16 @@ mod tests {
             ok(".gitattributes", Access::Write, &fs).rel,
             ".gitattributes"
         );
+        // A `.git` *file* (a gitfile naming a git directory the agent
+        // controls) is refused too, at any depth, where none exists yet.
+        let bare = self::fs();
+        for raw in [".git", "sub/.git", "src/.Git"] {
+            assert_eq!(
+                rule(raw, Access::Write, &bare),
+                "floor:git-internals",
+                "{raw}"
+            );
+        }
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct TestOptions {
     pub home: Option<PathBuf>,
     /// The supervisor's own files (config, state and audit dirs).
     pub protected: Vec<PathBuf>,
+    /// The workspace repository's host-executed paths (as the daemon finds
+    /// them: `core.hooksPath`, included configs, git directories).
+    pub repo: Vec<crate::host_exec::RepoPath>,
 }
 
 impl TestOptions {
@@ -43,6 +46,7 @@ impl TestOptions {
             cap: ModeCap::NONE,
             home: None,
             protected: Vec::new(),
+            repo: Vec::new(),
         }
     }
 }
@@ -136,6 +140,7 @@ fn one_line(
         home: opts.home.clone(),
         protected: opts.protected.clone(),
         read_files,
+        repo: opts.repo.clone(),
     };
     let call = ToolCall {
         tool: tool.to_string(),

@@ -128,6 +128,7 @@ fn ctx(workspace: &Path, mode: Mode) -> Context {
         home: Some(PathBuf::from("/home/dev")),
         protected: vec![],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     }
 }
 

@@ -94,6 +94,7 @@ fn ctx(mode: Mode) -> Context {
         home: Some(PathBuf::from("/home/u")),
         protected: vec![PathBuf::from("/etc/tollgate")],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     }
 }
 
@@ -893,4 +894,348 @@ fn decisions_carry_target_path_and_complete_reasons() {
             "consequence": "run `git push --force` in the sandbox (no network)",
         })
     );
+}
+
+// ---- names the host runs by itself (issue 19) ------------------------------
+
+/// The default filesystem plus, when `existing`, every table name at the
+/// top and in `sub/` (a directory for `Dir` names, a file for `File` ones).
+fn host_exec_fs(existing: bool) -> MemFs {
+    use tollgate_policy::host_exec::{HOST_EXEC, HostExecKind};
+    let mut fs = MemFs::new();
+    fs.0.insert(
+        PathBuf::from("/w/proj/sub"),
+        (facts(FileKind::Dir, 0), None),
+    );
+    if existing {
+        for e in HOST_EXEC {
+            for base in ["/w/proj", "/w/proj/sub"] {
+                let p = PathBuf::from(base).join(e.name);
+                match e.kind {
+                    HostExecKind::Dir => {
+                        fs.0.insert(p.clone(), (facts(FileKind::Dir, 0), None));
+                        fs.0.insert(p.join("x.json"), (facts(FileKind::File, 10), None));
+                    }
+                    HostExecKind::File => {
+                        fs.0.insert(p, (facts(FileKind::File, 10), None));
+                    }
+                }
+            }
+        }
+    }
+    fs
+}
+
+/// Every spelling of a write target for entry `e`: at the top and nested,
+/// as the table spells it and in upper, lower and mixed case.
+fn host_exec_targets(e: &tollgate_policy::host_exec::HostExecName) -> Vec<String> {
+    use tollgate_policy::host_exec::HostExecKind;
+    let mixed: String = e
+        .name
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if i % 2 == 1 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    let mut v = Vec::new();
+    for name in [
+        e.name.to_string(),
+        e.name.to_ascii_uppercase(),
+        e.name.to_ascii_lowercase(),
+        mixed,
+    ] {
+        for base in ["", "sub/", "./sub/../"] {
+            v.push(match e.kind {
+                HostExecKind::Dir => format!("{base}{name}/x.json"),
+                HostExecKind::File => format!("{base}{name}"),
+            });
+        }
+    }
+    v
+}
+
+#[test]
+fn every_host_executed_name_needs_a_typed_confirmation_in_every_mode() {
+    use tollgate_policy::host_exec::{HOST_EXEC, WriteRule};
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let mut checked = 0;
+    for existing in [false, true] {
+        let fs = host_exec_fs(existing);
+        for e in HOST_EXEC {
+            for path in host_exec_targets(e) {
+                for (tool, args) in [
+                    ("write_file", json!({"path": path, "content": "x"})),
+                    (
+                        "edit_file",
+                        json!({"path": path, "old_string": "a", "new_string": "b"}),
+                    ),
+                ] {
+                    for mode in Mode::ALL {
+                        let d = engine.decide(
+                            &ToolCall {
+                                tool: tool.into(),
+                                args: args.clone(),
+                            },
+                            &ctx(mode),
+                            &fs,
+                            &Dns,
+                        );
+                        let what = format!("{tool} {path} in {mode} (existing: {existing})");
+                        match (e.write, mode) {
+                            (WriteRule::Refuse, _) => {
+                                assert_eq!(
+                                    vr(&d),
+                                    (
+                                        Verdict::Deny,
+                                        Code::PolicyDenied,
+                                        Some("floor:git-internals")
+                                    ),
+                                    "{what}: {}",
+                                    d.reason
+                                );
+                                assert!(d.reason.contains(e.runs), "{what}: {}", d.reason);
+                            }
+                            (WriteRule::Confirm, Mode::Plan) => {
+                                // Plan mode refuses every write first.
+                                assert_eq!(
+                                    vr(&d),
+                                    (Verdict::Deny, Code::PolicyDenied, Some("mode:plan")),
+                                    "{what}"
+                                );
+                            }
+                            (WriteRule::Confirm, Mode::Default | Mode::AcceptEdits) => {
+                                assert_eq!(
+                                    vr(&d),
+                                    (
+                                        Verdict::Ask,
+                                        Code::ApprovalRequired,
+                                        Some("confirm:host-exec")
+                                    ),
+                                    "{what}: {}",
+                                    d.reason
+                                );
+                                assert!(d.destructive, "{what}");
+                                assert!(
+                                    d.consequence.ends_with(&format!("; {}", e.runs)),
+                                    "{what}: {}",
+                                    d.consequence
+                                );
+                                assert!(d.reason.contains(e.runs), "{what}: {}", d.reason);
+                                assert!(d.reason.contains("typed confirmation"), "{what}");
+                            }
+                            (
+                                WriteRule::Confirm,
+                                Mode::DangerouslySkipPermissions | Mode::DontAsk,
+                            ) => {
+                                assert_eq!(
+                                    vr(&d),
+                                    (Verdict::Deny, Code::PolicyDenied, Some("confirm:host-exec")),
+                                    "{what}: {}",
+                                    d.reason
+                                );
+                                assert!(d.destructive, "{what}");
+                                assert!(d.consequence.ends_with(e.runs), "{what}");
+                            }
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2 * HOST_EXEC.len() * 12 * 2 * Mode::ALL.len());
+}
+
+#[test]
+fn host_executed_names_stay_readable_and_lookalikes_stay_ordinary() {
+    let fs = host_exec_fs(true);
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let run = |mode: Mode, tool: &str, args: Value| {
+        engine.decide(
+            &ToolCall {
+                tool: tool.into(),
+                args,
+            },
+            &ctx(mode),
+            &fs,
+            &Dns,
+        )
+    };
+    // Reading is not writing.
+    for path in [
+        ".vscode/x.json",
+        ".envrc",
+        "sub/.cargo/x.json",
+        ".git/x.json",
+    ] {
+        let d = run(Mode::Default, "read_file", json!({ "path": path }));
+        assert_ne!(d.rule.as_deref(), Some("confirm:host-exec"), "{path}");
+        assert!(!d.destructive, "{path}");
+    }
+    // Names that merely look alike are ordinary writes.
+    for path in [
+        ".gitattributes",
+        ".envrc.example",
+        "vscode/settings.json",
+        "docs/.github/x.yml",
+        "src/gitmodules",
+    ] {
+        let d = run(
+            Mode::AcceptEdits,
+            "write_file",
+            json!({"path": path, "content": "x"}),
+        );
+        assert_eq!(
+            (d.verdict, d.destructive, d.rule.as_deref()),
+            (Verdict::Allow, false, Some("mode:acceptEdits")),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn an_allow_rule_does_not_lift_a_host_executed_name() {
+    let e = engine(r#"allow = ["write_file(.vscode/**)", "write_file(.envrc)", "edit_file(**)"]"#);
+    let fs = host_exec_fs(true);
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": ".vscode/tasks.json", "content": "{}"}),
+        ),
+        ("write_file", json!({"path": ".envrc", "content": "x"})),
+        (
+            "edit_file",
+            json!({"path": ".envrc", "old_string": "a", "new_string": "b"}),
+        ),
+    ] {
+        let d = e.decide(
+            &ToolCall {
+                tool: tool.into(),
+                args: args.clone(),
+            },
+            &ctx(Mode::AcceptEdits),
+            &fs,
+            &Dns,
+        );
+        assert_eq!(
+            (d.verdict, d.destructive, d.rule.as_deref()),
+            (Verdict::Ask, true, Some("confirm:host-exec")),
+            "{args}"
+        );
+    }
+}
+
+#[test]
+fn a_write_through_a_symlink_is_judged_by_both_names() {
+    let mut fs = host_exec_fs(false);
+    // `notes` -> `.vscode` (real name host-executed), `dotgit` -> `.git`.
+    fs.0.insert(
+        PathBuf::from("/w/proj/.vscode"),
+        (facts(FileKind::Dir, 0), None),
+    );
+    fs.0.insert(
+        PathBuf::from("/w/proj/notes"),
+        (facts(FileKind::Symlink, 0), Some(PathBuf::from(".vscode"))),
+    );
+    fs.0.insert(
+        PathBuf::from("/w/proj/.git"),
+        (facts(FileKind::Dir, 0), None),
+    );
+    fs.0.insert(
+        PathBuf::from("/w/proj/dotgit"),
+        (facts(FileKind::Symlink, 0), Some(PathBuf::from(".git"))),
+    );
+    // `.envrc` -> `src/env.sh`: the name is host-executed, the file is not.
+    fs.0.insert(
+        PathBuf::from("/w/proj/.envrc"),
+        (
+            facts(FileKind::Symlink, 0),
+            Some(PathBuf::from("src/env.sh")),
+        ),
+    );
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let d = |path: &str| {
+        engine.decide(
+            &ToolCall {
+                tool: "write_file".into(),
+                args: json!({"path": path, "content": "x"}),
+            },
+            &ctx(Mode::AcceptEdits),
+            &fs,
+            &Dns,
+        )
+    };
+    for (path, rule) in [
+        ("notes/tasks.json", "confirm:host-exec"),
+        ("dotgit/config", "floor:git-internals"),
+        (".envrc", "confirm:host-exec"),
+    ] {
+        assert_eq!(d(path).rule.as_deref(), Some(rule), "{path}");
+    }
+}
+
+#[test]
+fn the_repositorys_own_host_executed_paths_are_guarded_too() {
+    use tollgate_policy::host_exec::{RepoPath, RepoRole};
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let mut cx = ctx(Mode::AcceptEdits);
+    cx.repo = vec![
+        RepoPath {
+            rel: PathBuf::from("tools/hooks"),
+            role: RepoRole::HooksDir,
+        },
+        RepoPath {
+            rel: PathBuf::from("shared.gitconfig"),
+            role: RepoRole::GitConfig,
+        },
+        RepoPath {
+            rel: PathBuf::from(".bare"),
+            role: RepoRole::GitDir,
+        },
+    ];
+    let fs = host_exec_fs(false);
+    let d = |path: &str| {
+        engine.decide(
+            &ToolCall {
+                tool: "write_file".into(),
+                args: json!({"path": path, "content": "x"}),
+            },
+            &cx,
+            &fs,
+            &Dns,
+        )
+    };
+    let h = d("tools/hooks/pre-commit");
+    assert_eq!(
+        (h.verdict, h.destructive, h.rule.as_deref()),
+        (Verdict::Ask, true, Some("confirm:host-exec"))
+    );
+    assert!(
+        h.consequence.ends_with(RepoRole::HooksDir.runs()),
+        "{}",
+        h.consequence
+    );
+    let h = d("Shared.GitConfig");
+    assert_eq!(
+        (h.verdict, h.destructive, h.rule.as_deref()),
+        (Verdict::Ask, true, Some("confirm:host-exec"))
+    );
+    assert!(
+        h.reason.contains(RepoRole::GitConfig.runs()),
+        "{}",
+        h.reason
+    );
+    let h = d(".bare/hooks/post-checkout");
+    assert_eq!(
+        (h.verdict, h.rule.as_deref()),
+        (Verdict::Deny, Some("floor:git-internals"))
+    );
+    // Outside those paths: ordinary.
+    let h = d("tools/build.sh");
+    assert_eq!((h.verdict, h.destructive), (Verdict::Allow, false));
 }

@@ -59,6 +59,7 @@ fn decide_in(command: String, mode: Mode) -> Decision {
                 home: Some(PathBuf::from("/home/u")),
                 protected: vec![],
                 read_files: BTreeSet::new(),
+                repo: Vec::new(),
             };
             let call = ToolCall {
                 tool: "run_bash".to_string(),

@@ -312,6 +312,7 @@ fn ctx(mode: Mode) -> Context {
         home: Some(PathBuf::from("/home/u")),
         protected: vec![PathBuf::from("/etc/tollgate")],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     }
 }
 

@@ -95,7 +95,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         state_dir: state.clone(),
     })
     .map_err(|e| e.to_string())?;
-    let spec = |i: usize| SandboxSpec {
+    let spec_with = |i: usize, host_exec: Vec<String>| SandboxSpec {
         session_id: format!("bench-{i}"),
         workspace: ws.clone(),
         workspace_id: std::fs::metadata(&ws)
@@ -106,7 +106,10 @@ async fn run(rounds: usize) -> Result<(), String> {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         limits: Limits::default(),
         hidden: vec![state.clone()],
+        host_exec,
+        home: None,
     };
+    let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(
         "native sandbox timings ({} build, {rounds} rounds)",
         if cfg!(debug_assertions) {
@@ -117,6 +120,7 @@ async fn run(rounds: usize) -> Result<(), String> {
     );
 
     let (mut create, mut destroy) = (Vec::new(), Vec::new());
+    let (mut create_bare, mut destroy_bare) = (Vec::new(), Vec::new());
     let mut steps: Vec<Vec<(String, u64)>> = Vec::new();
     for i in 0..rounds {
         let t = Instant::now();
@@ -129,8 +133,20 @@ async fn run(rounds: usize) -> Result<(), String> {
         let t = Instant::now();
         sb.destroy().await.map_err(|e| e.to_string())?;
         destroy.push(t.elapsed());
+        // Interleaved, for the cost of the host-executed names (issue 19):
+        // the same sandbox without them.
+        let t = Instant::now();
+        let sb = backend
+            .create_native(&spec_with(rounds + 1 + i, Vec::new()))
+            .await
+            .map_err(|e| e.to_string())?;
+        create_bare.push(t.elapsed());
+        let t = Instant::now();
+        sb.destroy().await.map_err(|e| e.to_string())?;
+        destroy_bare.push(t.elapsed());
     }
     let create_med = stats("create sandbox (until ready)", create);
+    stats("  the same without host-executed names", create_bare);
     if let Some(first) = steps.first() {
         println!("  setup steps (median of each step's end, µs since the helper started):");
         for (k, (name, _)) in first.iter().enumerate() {
@@ -140,9 +156,10 @@ async fn run(rounds: usize) -> Result<(), String> {
         }
     }
     stats("destroy sandbox (all processes gone)", destroy);
+    stats("  the same without host-executed names", destroy_bare);
 
     let sb: Arc<dyn Sandbox> = backend
-        .create_native(&spec(rounds))
+        .create_native(&spec(2 * rounds + 1))
         .await
         .map_err(|e| e.to_string())?;
     for _ in 0..5 {

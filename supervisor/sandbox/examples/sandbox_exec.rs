@@ -194,6 +194,8 @@ async fn run(args: Args) -> Result<u8, String> {
         env,
         limits: args.limits.clone(),
         hidden: vec![state_dir.clone()],
+        host_exec: tollgate_policy::host_exec::names(),
+        home: None,
     };
     let result = async {
         let sandbox = backend

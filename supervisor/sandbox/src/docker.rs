@@ -88,8 +88,6 @@ pub struct DockerConfig {
     pub hidden: Vec<PathBuf>,
     /// Home directories whose credential paths are refused as mounts.
     pub homes: Vec<PathBuf>,
-    /// Mount the workspace's `.git/hooks` and `.git/config` read-only.
-    pub protect_git: bool,
     /// Keep one exec started ahead of time per sandbox (see [`exec`]): saves
     /// the engine's exec start-up on each command.
     pub warm_exec: bool,
@@ -121,7 +119,6 @@ impl DockerConfig {
             audit_dir,
             hidden: Vec::new(),
             homes: local_homes(),
-            protect_git: true,
             warm_exec: true,
             seccomp_profile: seccomp::DEFAULT_PROFILE.to_string(),
             api_timeout: Duration::from_secs(60),
@@ -314,7 +311,18 @@ impl DockerBackend {
         if let Some(id) = spec.workspace_id {
             id.check(&workspace)?;
         }
-        let mounts = verify::plan(&workspace, self.cfg.protect_git)?;
+        // What the host runs by itself: reserved on the host now, mounted
+        // read-only (parents pinned) with the workspace.
+        let protect = crate::host_exec::plan(&workspace, &spec.host_exec, spec.home.as_deref())?;
+        let reservation = crate::host_exec::reserve::acquire(
+            &workspace,
+            spec.workspace_id,
+            &protect.reserve,
+            (spec.uid, spec.gid),
+            &self.cfg.state_dir,
+            &spec.session_id,
+        )?;
+        let mounts = verify::plan(&workspace, &protect.binds)?;
         let body = create_body(
             spec,
             &mounts,
@@ -342,6 +350,7 @@ impl DockerBackend {
             kill_grace: self.cfg.kill_grace,
             warm: self.cfg.warm_exec.then(Arc::default),
             init: None,
+            reservation: std::sync::Mutex::new(Some(reservation)),
         };
         // From here on, a failure removes the container (the sandbox's Drop
         // would too; destroy() does it now and reports).
@@ -428,6 +437,19 @@ impl Backend for DockerBackend {
     /// Kills and removes every container this supervisor's state dir left
     /// behind (labels `tollgate.managed=1`, `tollgate.state-dir=<ours>`).
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
+        let mut reaped = self.reap_containers().await?;
+        // Placeholders only once their containers are gone.
+        crate::host_exec::reserve::merge(
+            &mut reaped,
+            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+        );
+        Ok(reaped)
+    }
+}
+
+impl DockerBackend {
+    /// Kills and removes this state dir's leftover containers.
+    async fn reap_containers(&self) -> Result<Vec<Reaped>, SandboxError> {
         let mut reaped = Vec::new();
         for c in self.ours().await? {
             let Some(id) = c.id else { continue };

@@ -11,6 +11,7 @@
 
 pub mod docker;
 pub mod fake;
+pub mod host_exec;
 pub mod native;
 mod setid;
 
@@ -88,6 +89,15 @@ pub struct SandboxSpec {
     /// Host paths that must never be visible inside (state dir, audit dir,
     /// sockets). Backends refuse to create a sandbox that would expose them.
     pub hidden: Vec<PathBuf>,
+    /// Names the host runs by itself (`.git`, `.envrc`, `.vscode`, ...):
+    /// single file names, from tollgate-policy's table, which the daemon
+    /// passes in (this crate keeps no list of its own). Each is read-only in
+    /// the sandbox at the top of the workspace, reserved when missing; with
+    /// the repository's own paths besides ([`host_exec::plan`]). Empty: none.
+    pub host_exec: Vec<String>,
+    /// The session owner's home directory: their global git config (it may
+    /// set `core.hooksPath` or include files in the workspace) and `~`.
+    pub home: Option<PathBuf>,
 }
 
 /// A directory's identity: device and inode.

@@ -167,15 +167,24 @@ async fn container_has_every_setting_of_the_brief() {
         "{sec:?}"
     );
     assert!(sec.iter().any(|o| o.starts_with("seccomp=")), "{sec:?}");
-    // Exactly one mount besides docker's own files: the workspace, rw, same path.
-    let mounts: Vec<(String, String, bool)> = info
+    // Besides docker's own files: the workspace, rw, same path; and (issue
+    // 19) each name the host runs by itself, read-only at its own path (an
+    // empty placeholder here, where none existed).
+    let mut mounts: Vec<(String, String, bool)> = info
         .mounts
         .unwrap()
         .into_iter()
         .map(|m| (m.source.unwrap(), m.destination.unwrap(), m.rw.unwrap()))
         .collect();
+    mounts.sort();
     let ws = s.ws.path.to_string_lossy().into_owned();
-    assert_eq!(mounts, vec![(ws.clone(), ws.clone(), true)]);
+    let mut want = vec![(ws.clone(), ws.clone(), true)];
+    for n in tollgate_policy::host_exec::names() {
+        let p = format!("{ws}/{n}");
+        want.push((p.clone(), p, false));
+    }
+    want.sort();
+    assert_eq!(mounts, want);
 
     // From the inside.
     let (o, out) = sh(
@@ -943,16 +952,19 @@ async fn git_hooks_and_config_are_read_only_inside() {
         &sb,
         "echo x > .git/hooks/pre-commit 2>/dev/null; echo hooks=$?; \
          echo x >> .git/config 2>/dev/null; echo config=$?; \
-         grep -c bare .git/config; echo ok > .git/HEAD && echo head=0",
+         grep -c bare .git/config; echo ok > .git/HEAD 2>/dev/null; echo head=$?",
     )
     .await;
     assert_eq!(o.exit_code, Some(0), "{out}");
+    // Since issue 19 all of .git is read-only, HEAD too.
     assert_eq!(
         out,
         "sh: can't create .git/hooks/pre-commit: Read-only file system\nhooks=1\n\
-         sh: can't create .git/config: Read-only file system\nconfig=1\n1\nhead=0\n"
+         sh: can't create .git/config: Read-only file system\nconfig=1\n1\n\
+         sh: can't create .git/HEAD: Read-only file system\nhead=1\n"
     );
     assert!(!git.join("hooks/pre-commit").exists());
+    assert!(!git.join("HEAD").exists());
     sb.destroy().await.unwrap();
     // A symlinked hooks directory is refused before anything is created.
     std::fs::remove_dir(git.join("hooks")).unwrap();
@@ -969,7 +981,15 @@ async fn a_mount_that_is_not_what_was_checked_is_refused() {
     let Some(s) = setup("swap").await else { return };
     let sb = s.backend.create_sandbox(&spec(&s.ws.path)).await.unwrap();
     let docker = engine();
-    let plan = tollgate_sandbox::docker::plan_mounts(&s.ws.path, true).unwrap();
+    // The placeholders exist now: the same paths the backend mounted.
+    let protect =
+        tollgate_sandbox::host_exec::plan(&s.ws.path, &tollgate_policy::host_exec::names(), None)
+            .unwrap();
+    let plan = tollgate_sandbox::docker::plan_mounts(&s.ws.path, &protect.binds).unwrap();
+    assert!(
+        plan.len() > tollgate_policy::host_exec::HOST_EXEC.len(),
+        "{plan:?}"
+    );
     tollgate_sandbox::docker::verify_mounts(&docker, sb.container_id(), &plan)
         .await
         .unwrap();

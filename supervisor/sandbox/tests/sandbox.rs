@@ -750,14 +750,17 @@ async fn git_hooks_and_config_stay_read_only() {
             sb.as_ref(),
             "echo x > .git/hooks/pre-commit 2>/dev/null && echo HOOK || echo hook-denied; \
              echo '[core] fsmonitor = evil' >> .git/config 2>/dev/null && echo CONFIG || echo config-denied; \
-             echo x > .git/objects/o && echo objects-ok",
+             echo x > .git/objects/o 2>/dev/null && echo OBJECTS || echo objects-denied",
         )
         .await;
+        // Since issue 19 all of .git is read-only (a `commondir` written
+        // beside the config redirects git as well as a config would).
         assert_eq!(
-            r.stdout, "hook-denied\nconfig-denied\nobjects-ok\n",
+            r.stdout, "hook-denied\nconfig-denied\nobjects-denied\n",
             "{name}: {r:?}"
         );
         assert!(!ws.path().join(".git/hooks/pre-commit").exists(), "{name}");
+        assert!(!ws.path().join(".git/objects/o").exists(), "{name}");
         assert_eq!(
             std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
             "[core]\n",
@@ -1112,5 +1115,82 @@ async fn a_workspace_replaced_after_the_session_checked_it_is_refused() {
         let sb = b.create(&checked).await.unwrap();
         assert_eq!(sh(sb.as_ref(), "true").await.code(), Some(0), "{name}");
         sb.destroy().await.unwrap();
+    }
+}
+
+/// Issue 19, item 7: a workspace lives wherever its user keeps it, beneath
+/// a directory the native root replaces with its own (/var/tmp is a symlink
+/// to /tmp there, /tmp, /run and /dev/shm are its own tmpfs or directory)
+/// included. It is attached at its real path on both backends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_beneath_replaced_directories_attach_at_their_path() {
+    if !common::require_root() {
+        return;
+    }
+    for (name, b) in common::backends().await {
+        for base in ["/var/tmp", "/tmp", "/run", "/dev/shm"] {
+            let dir = tempfile::Builder::new()
+                .prefix("tollgate-ws-where-")
+                .tempdir_in(base)
+                .unwrap();
+            let ws = dir.path().canonicalize().unwrap();
+            std::os::unix::fs::chown(&ws, Some(NOBODY), Some(NOBODY)).unwrap();
+            let sb = b
+                .create(&spec("where", &ws, NOBODY, NOBODY))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: workspace {}: {e}", ws.display()));
+            let r = sh(sb.as_ref(), "pwd; echo made-inside > f; cat f").await;
+            sb.destroy().await.unwrap();
+            assert_eq!(
+                (r.stdout.as_str(), r.code()),
+                (format!("{}\nmade-inside\n", ws.display()).as_str(), Some(0)),
+                "{name}: {r:?}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(ws.join("f")).unwrap(),
+                "made-inside\n",
+                "{name}: {}",
+                ws.display()
+            );
+        }
+    }
+}
+
+/// A sandbox that fails during setup says at which step and on which path;
+/// never "exited during setup without a report" (pid 1's failures were
+/// lost with its control socket).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setup_failure_names_the_step_and_the_path() {
+    if !common::require_root() {
+        return;
+    }
+    let real = workspace(NOBODY, NOBODY);
+    let inner = real.path().join("ws");
+    std::fs::create_dir(&inner).unwrap();
+    std::os::unix::fs::chown(&inner, Some(NOBODY), Some(NOBODY)).unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let links = links.path().canonicalize().unwrap();
+    std::os::unix::fs::symlink(real.path(), links.join("via")).unwrap();
+    std::os::unix::fs::symlink(&inner, links.join("last")).unwrap();
+    // The daemon always passes a canonical path; the backend itself must
+    // refuse one with a symlink in it (pid 1 opens it with symlinks refused),
+    // in the middle or at the end.
+    for ws in [links.join("via/ws"), links.join("last")] {
+        let mut s = spec("setupfail", &ws, NOBODY, NOBODY);
+        s.host_exec.clear();
+        let e = match common::native().create(&s).await {
+            Ok(_) => panic!(
+                "{}: a workspace reached through a symlink was attached",
+                ws.display()
+            ),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains("native sandbox setup failed at mounts: workspace ")
+                && e.contains(&ws.display().to_string())
+                && e.contains("without symlinks"),
+            "{e}"
+        );
+        assert!(!e.contains("without a report"), "{e}");
     }
 }

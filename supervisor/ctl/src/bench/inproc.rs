@@ -55,6 +55,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         home: std::env::var_os("HOME").map(PathBuf::from),
         protected: vec![dir.join("state"), dir.join("audit")],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     };
     // The host's own addresses, read as the supervisor reads them.
     let dns = SystemResolver::default().with_host(Arc::new(host_addrs::read_host_addrs()));

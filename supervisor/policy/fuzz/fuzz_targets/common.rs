@@ -90,6 +90,7 @@ pub fn ctx(mode: Mode) -> Context {
         home: Some(PathBuf::from("/home/u")),
         protected: vec![PathBuf::from("/etc/tollgate")],
         read_files: BTreeSet::new(),
+        repo: Vec::new(),
     }
 }
 

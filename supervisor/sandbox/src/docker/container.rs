@@ -236,6 +236,8 @@ mod tests {
                 tmp_mb: 32,
             },
             hidden: vec![],
+            host_exec: Vec::new(),
+            home: None,
         }
     }
 

@@ -269,6 +269,9 @@ pub struct DockerSandbox {
     pub(super) warm: Option<WarmSlot>,
     /// A pidfd on the container's init, when the engine is on this host.
     pub(super) init: Option<std::os::fd::OwnedFd>,
+    /// The placeholders the container's mounts hold; released once the
+    /// container is removed.
+    pub(super) reservation: std::sync::Mutex<Option<crate::host_exec::reserve::Reservation>>,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -796,7 +799,11 @@ impl Sandbox for DockerSandbox {
         if let Some(slot) = &self.warm {
             slot.clear().await;
         }
-        self.remove().await
+        let removed = self.remove().await;
+        if removed.is_ok() {
+            drop(self.take_reservation());
+        }
+        removed
     }
 
     fn is_alive(&self) -> bool {
@@ -831,6 +838,11 @@ impl Drop for DockerSandbox {
     fn drop(&mut self) {
         self.stop_watching();
         if self.destroyed.load(Ordering::SeqCst) {
+            // destroy() released the placeholders when it removed the
+            // container; if it could not, they wait for the reaper.
+            if let Some(r) = self.take_reservation() {
+                std::mem::forget(r);
+            }
             return;
         }
         // Dropped without destroy(): remove the container anyway, on a thread
@@ -838,6 +850,7 @@ impl Drop for DockerSandbox {
         // caller keeps it alive. The next supervisor start reaps it otherwise.
         let docker = self.docker.clone();
         let id = self.id.clone();
+        let reservation = self.take_reservation();
         let _ = std::thread::Builder::new()
             .name("tollgate-docker-drop".to_string())
             .spawn(move || {
@@ -850,10 +863,25 @@ impl Drop for DockerSandbox {
                             .force(true)
                             .v(true)
                             .build();
-                        let _ = docker.remove_container(&id, Some(opts)).await;
+                        match docker.remove_container(&id, Some(opts)).await {
+                            Ok(()) => drop(reservation),
+                            Err(e) if super::status_code(&e) == Some(404) => drop(reservation),
+                            // Still there: its placeholders stay for the
+                            // next start's reaper.
+                            Err(_) => std::mem::forget(reservation),
+                        }
                     });
                 }
             });
+    }
+}
+
+impl DockerSandbox {
+    fn take_reservation(&self) -> Option<crate::host_exec::reserve::Reservation> {
+        self.reservation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 }
 

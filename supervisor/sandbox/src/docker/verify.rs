@@ -49,43 +49,20 @@ impl PlannedMount {
     }
 }
 
-/// The workspace, plus `.git/hooks` and `.git/config` read-only when they exist
-/// (a hook or `core.fsmonitor` written by a sandboxed command would run on the
-/// host at the user's next git command). A symlinked `.git`, `.git/hooks` or
-/// `.git/config` is refused: its target is not the workspace's to give.
-pub fn plan(workspace: &Path, protect_git: bool) -> Result<Vec<PlannedMount>, SandboxError> {
+/// The workspace, then every path [`crate::host_exec::plan`] protects or
+/// pins, each mounted at its own path (read-only, or onto itself). A symlink
+/// at any of them is refused: the engine would follow it.
+pub fn plan(
+    workspace: &Path,
+    binds: &[crate::host_exec::Bind],
+) -> Result<Vec<PlannedMount>, SandboxError> {
     let mut v = vec![PlannedMount::identify(workspace, false)?];
-    if !protect_git {
-        return Ok(v);
-    }
-    let git = workspace.join(".git");
-    match std::fs::symlink_metadata(&git) {
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(SandboxError::Refused(format!(
-                "{} is a symlink; refusing a workspace whose git directory lives elsewhere \
-                 (its hooks would run on the host)",
-                git.display()
-            )));
-        }
-        Ok(m) if m.is_dir() => {}
-        // No repository, or a worktree's `.git` file: nothing to protect here.
-        _ => return Ok(v),
-    }
-    for (rel, want_dir) in [("hooks", true), ("config", false)] {
-        let p = git.join(rel);
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(SandboxError::Refused(format!(
-                    "{} is a symlink; refusing to mount the workspace (it must be a plain {})",
-                    p.display(),
-                    if want_dir { "directory" } else { "file" }
-                )));
-            }
-            Ok(m) if (want_dir && m.is_dir()) || (!want_dir && m.is_file()) => {
-                v.push(PlannedMount::identify(&p, true)?);
-            }
-            _ => {}
-        }
+    for b in binds {
+        let read_only = match b.how {
+            crate::host_exec::BindHow::ReadOnly => true,
+            crate::host_exec::BindHow::Pin => false,
+        };
+        v.push(PlannedMount::identify(&workspace.join(&b.rel), read_only)?);
     }
     Ok(v)
 }
@@ -228,31 +205,26 @@ mod tests {
     }
 
     #[test]
-    fn plan_protects_git_hooks_and_config_read_only() {
+    fn plan_mounts_every_protected_path_at_its_own_place() {
         let w = tmp("git");
         std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
         std::fs::write(w.join(".git/config"), "[core]\n").unwrap();
-        let p = plan(&w, true).unwrap();
+        std::fs::create_dir_all(w.join("tools/hooks")).unwrap();
+        let binds =
+            crate::host_exec::plan(&w, &[".git".to_string(), ".envrc".to_string()], None).unwrap();
+        assert!(binds.reserve.contains(&PathBuf::from(".envrc")));
+        std::fs::create_dir(w.join(".envrc")).unwrap();
+        let p = plan(&w, &binds.binds).unwrap();
         let got: Vec<(PathBuf, bool)> = p.iter().map(|m| (m.path.clone(), m.read_only)).collect();
         assert_eq!(
             got,
             vec![
                 (w.clone(), false),
-                (w.join(".git/hooks"), true),
-                (w.join(".git/config"), true)
+                (w.join(".envrc"), true),
+                (w.join(".git"), true),
             ]
         );
-        assert_eq!(plan(&w, false).unwrap().len(), 1);
-        std::fs::remove_dir_all(&w).unwrap();
-    }
-
-    #[test]
-    fn plan_without_a_repository_is_the_workspace_alone() {
-        let w = tmp("nogit");
-        assert_eq!(plan(&w, true).unwrap().len(), 1);
-        // A worktree's .git file: nothing to protect.
-        std::fs::write(w.join(".git"), "gitdir: /elsewhere\n").unwrap();
-        assert_eq!(plan(&w, true).unwrap().len(), 1);
+        assert_eq!(plan(&w, &[]).unwrap().len(), 1);
         std::fs::remove_dir_all(&w).unwrap();
     }
 
@@ -262,12 +234,20 @@ mod tests {
         let outside = tmp("links-outside");
         std::fs::create_dir_all(w.join(".git")).unwrap();
         std::os::unix::fs::symlink(&outside, w.join(".git/hooks")).unwrap();
-        let e = plan(&w, true).unwrap_err();
+        let e = crate::host_exec::plan(&w, &[".git".to_string()], None).unwrap_err();
         assert!(e.to_string().contains("hooks is a symlink"), "{e}");
         std::fs::remove_file(w.join(".git/hooks")).unwrap();
         std::fs::remove_dir(w.join(".git")).unwrap();
         std::os::unix::fs::symlink(&outside, w.join(".git")).unwrap();
-        let e = plan(&w, true).unwrap_err();
+        let e = crate::host_exec::plan(&w, &[".git".to_string()], None).unwrap_err();
+        assert!(e.to_string().contains(".git is a symlink"), "{e}");
+        // Swapped for a symlink after the plan: the mount plan refuses it.
+        std::fs::remove_file(w.join(".git")).unwrap();
+        std::fs::create_dir(w.join(".git")).unwrap();
+        let binds = crate::host_exec::plan(&w, &[".git".to_string()], None).unwrap();
+        std::fs::remove_dir(w.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&outside, w.join(".git")).unwrap();
+        let e = plan(&w, &binds.binds).unwrap_err();
         assert!(e.to_string().contains(".git is a symlink"), "{e}");
         std::fs::remove_dir_all(&w).unwrap();
         std::fs::remove_dir_all(&outside).unwrap();

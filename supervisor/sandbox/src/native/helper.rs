@@ -8,9 +8,11 @@
 //! 2. build the seccomp filters (allocation happens before any fork);
 //! 3. `unshare` new mount, pid, network, ipc, uts and cgroup namespaces
 //!    (plus a user namespace mapping only our own uid/gid when not root);
+//!    `/` made private in the new mount namespace;
 //! 4. fork pid 1 of the new pid namespace; the helper reports pid 1's pid and
 //!    a pidfd for it to the supervisor (which moves pid 1 into the session's
-//!    cgroups meanwhile), then only waits for it;
+//!    cgroups meanwhile), then only waits for it, and then detaches the
+//!    workspace's mounts in one go;
 //! 5. pid 1: hostname, the new root ([`super::mounts`]), rlimits
 //!    ([`super::rlimits`]), the Landlock ruleset is prepared, credentials
 //!    dropped to the session owner with no capabilities anywhere
@@ -184,6 +186,21 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
             }
         }
     }
+    // Nothing mounted or unmounted in this namespace may propagate to the
+    // host's, from here on (pid 1 repeats it; the helper's own unmount at
+    // the end relies on it).
+    if let Err(e) = nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+        None::<&str>,
+    ) {
+        return fail(SetupError {
+            step: "namespaces",
+            detail: format!("make / private in the new mount namespace: {e}"),
+        });
+    }
     clock.mark("unshare");
     // Pid 1 watches this to notice the helper dying before PDEATHSIG is armed.
     let me = match sys::pidfd_open(nix::unistd::getpid().as_raw()) {
@@ -199,11 +216,14 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Child) => {
             clock.mark("fork");
-            let err = match sandbox_init(ctrl_fd, cfg, &filters, me, clock) {
+            // sandbox_init owns the control socket (it becomes the init
+            // loop's); on failure it hands it back, still open, so the
+            // report reaches the supervisor.
+            let (err, ctrl_fd) = match sandbox_init(ctrl_fd, cfg, &filters, me, clock) {
                 Ok(never) => match never {},
-                Err(e) => e,
+                Err(failed) => failed,
             };
-            report_failure(ctrl, err.step, &err.detail);
+            report_failure(ctrl_fd.as_raw_fd(), err.step, &err.detail);
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(1) }
         }
@@ -233,6 +253,13 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
             }
             drop(ctrl_fd);
             while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(child, None) {}
+            // Every process of the sandbox is gone. Detach the workspace and
+            // everything mounted on it in one go: the supervisor then removes
+            // the placeholders beneath it without the kernel detaching each
+            // one's mount from this namespace first (a grace period apiece).
+            // Pid 1's pivot_root made its new root ours too; if it died
+            // before that, the path names no mount of ours and this fails.
+            let _ = nix::mount::umount2(cfg.workspace.as_path(), nix::mount::MntFlags::MNT_DETACH);
             ExitCode::SUCCESS
         }
         Err(e) => fail(SetupError {
@@ -242,14 +269,35 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
     }
 }
 
-/// Pid 1: every restriction, in order, then the init loop.
+/// Pid 1: every restriction, in order, then the init loop. On failure, the
+/// error and the control socket (still open, for the report).
 fn sandbox_init(
     ctrl_fd: OwnedFd,
     cfg: &InitConfig,
     filters: &seccomp::Filters,
     helper: OwnedFd,
+    clock: Clock,
+) -> Result<Infallible, (SetupError, OwnedFd)> {
+    match restrict(&ctrl_fd, cfg, filters, helper, clock) {
+        Ok(envp_path) => init::run(init::Init {
+            ctrl: ctrl_fd,
+            envp: envp_path.0,
+            path: envp_path.1,
+            rlimit_cpu_s: cfg.rlimit_cpu_s,
+        }),
+        Err(e) => Err((e, ctrl_fd)),
+    }
+}
+
+/// Every restriction of pid 1, in order, ending with the `Ready` report.
+/// Returns the environment and the PATH entries commands run with.
+fn restrict(
+    ctrl_fd: &OwnedFd,
+    cfg: &InitConfig,
+    filters: &seccomp::Filters,
+    helper: OwnedFd,
     mut clock: Clock,
-) -> Result<Infallible, SetupError> {
+) -> Result<(Vec<CString>, Vec<Vec<u8>>), SetupError> {
     let ctrl = ctrl_fd.as_raw_fd();
     let step = |step: &'static str| {
         move |e: nix::Error| SetupError {
@@ -264,7 +312,7 @@ fn sandbox_init(
         workspace_id: cfg.workspace_id,
         hidden: &cfg.hidden,
         tmp_mb: cfg.tmp_mb,
-        protect_git: cfg.protect_git,
+        binds: &cfg.binds,
         rootless: cfg.rootless,
     })?;
     clock.mark("mounts");
@@ -317,12 +365,7 @@ fn sandbox_init(
         step: "report",
         detail: e.to_string(),
     })?;
-    init::run(init::Init {
-        ctrl: ctrl_fd,
-        envp,
-        path,
-        rlimit_cpu_s: cfg.rlimit_cpu_s,
-    })
+    Ok((envp, path))
 }
 
 /// Reads our own /proc/self/status and insists on the posture every command

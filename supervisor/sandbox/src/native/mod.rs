@@ -31,7 +31,7 @@ mod protocol;
 mod record;
 mod rlimits;
 pub(crate) mod seccomp;
-mod sys;
+pub(crate) mod sys;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -84,10 +84,6 @@ pub struct NativeOptions {
     /// RLIMIT_NPROC backstop for non-root session uids when running as root
     /// (the pids cgroup is the real cap). Its hard limit cannot be raised.
     pub rlimit_nproc: u64,
-    /// Mount the workspace's `.git/hooks` and `.git/config` read-only: a hook
-    /// or `core.fsmonitor` written by a sandboxed command would run on the
-    /// host at the user's next git command.
-    pub protect_git: bool,
     /// Name of the cgroup directory under each hierarchy.
     pub cgroup_parent: String,
     /// Longest wait for a new sandbox to report ready.
@@ -105,7 +101,6 @@ impl Default for NativeOptions {
         NativeOptions {
             rlimit_cpu_s: 3600,
             rlimit_nproc: 16384,
-            protect_git: true,
             cgroup_parent: "tollgate".to_string(),
             setup_timeout: Duration::from_secs(10),
             drain_grace: Duration::from_millis(250),
@@ -200,6 +195,17 @@ impl NativeBackend {
             )));
         }
         self.validate(spec)?;
+        // What the host runs by itself: decided and reserved here, on the
+        // host; attached inside by pid 1 (mounts.rs).
+        let plan = crate::host_exec::plan(&spec.workspace, &spec.host_exec, spec.home.as_deref())?;
+        let reservation = crate::host_exec::reserve::acquire(
+            &spec.workspace,
+            spec.workspace_id,
+            &plan.reserve,
+            (spec.uid, spec.gid),
+            &self.cfg.state_dir,
+            &spec.session_id,
+        )?;
         let init_cfg = InitConfig {
             session_id: spec.session_id.clone(),
             workspace: spec.workspace.clone(),
@@ -216,7 +222,7 @@ impl NativeBackend {
             pids: spec.limits.pids,
             rlimit_cpu_s: self.opts.rlimit_cpu_s,
             rlimit_nproc: self.opts.rlimit_nproc,
-            protect_git: self.opts.protect_git,
+            binds: plan.binds,
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -234,10 +240,7 @@ impl NativeBackend {
             ),
             None => None,
         };
-        match self.launch(&init_cfg, cgroups).await {
-            Ok(sb) => Ok(sb),
-            Err(e) => Err(e),
-        }
+        self.launch(&init_cfg, cgroups, reservation).await
     }
 
     fn validate(&self, spec: &SandboxSpec) -> Result<(), SandboxError> {
@@ -259,11 +262,15 @@ impl NativeBackend {
                 ws.display()
             )));
         }
+        // Beneath /dev only /dev/shm/<dir> (a tmpfs of the sandbox's own,
+        // where the workspace attaches at its path).
+        let in_dev_shm = ws.starts_with("/dev/shm") && ws != Path::new("/dev/shm");
         if ws == Path::new("/")
             || mounts::SYSTEM_DIRS
                 .iter()
                 .any(|d| ws == &Path::new("/").join(d))
-            || ["/proc", "/sys", "/dev"].iter().any(|p| ws.starts_with(p))
+            || ["/proc", "/sys"].iter().any(|p| ws.starts_with(p))
+            || (ws.starts_with("/dev") && !in_dev_shm)
         {
             return Err(SandboxError::Refused(format!(
                 "workspace {} is a system directory",
@@ -325,6 +332,7 @@ impl NativeBackend {
         &self,
         init_cfg: &InitConfig,
         cgroups: Option<cgroup::CgroupSet>,
+        reservation: crate::host_exec::reserve::Reservation,
     ) -> Result<Arc<NativeSandbox>, SandboxError> {
         let io_err = |context: &str| {
             let context = context.to_string();
@@ -381,6 +389,7 @@ impl NativeBackend {
             helper: Some((child, helper_pidfd)),
             cgroups,
             record: None,
+            reservation: Some(reservation),
         };
         match self.handshake(ours, init_cfg, &mut teardown).await {
             Ok((ctrl, init_pid, posture, mut timings)) => {
@@ -463,13 +472,21 @@ impl NativeBackend {
             // forks no command before `Ready` has been answered, so every
             // command starts inside them.
             let mut joining: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
+            // Pid 1 already gone when its pid arrived: its failure report,
+            // sent before it exited, is the next packet.
+            let mut init_died: Option<std::io::Error> = None;
             loop {
                 let pkt = match ctrl.recv(&mut buf).await {
                     Ok(Some(p)) => p,
                     Ok(None) => {
-                        return Err(SandboxError::Unavailable(format!(
-                            "sandbox helper for session {session} exited during setup without a report"
-                        )));
+                        return Err(SandboxError::Unavailable(match init_died.take() {
+                            Some(e) => format!(
+                                "sandbox pid 1 of session {session} died during setup without a report: {e}"
+                            ),
+                            None => format!(
+                                "sandbox helper for session {session} exited during setup without a report"
+                            ),
+                        }));
                     }
                     Err(e) => {
                         return Err(SandboxError::Io {
@@ -500,18 +517,23 @@ impl NativeBackend {
                         if let (Some(cg), Some((_, pidfd))) = (&teardown.cgroups, &teardown.init) {
                             // Still pid 1 (its helper has not reaped it), so
                             // the number names the right process.
-                            sys::pidfd_send_signal(pidfd.get_ref().as_fd(), 0).map_err(|e| {
-                                SandboxError::Unavailable(format!(
-                                    "sandbox pid 1 died during setup: {e}"
-                                ))
-                            })?;
-                            let dirs = cg.dirs.clone();
-                            joining = Some(tokio::task::spawn_blocking(move || {
-                                cgroup::join_dirs(&dirs, pid)
-                            }));
+                            match sys::pidfd_send_signal(pidfd.get_ref().as_fd(), 0) {
+                                Ok(()) => {
+                                    let dirs = cg.dirs.clone();
+                                    joining = Some(tokio::task::spawn_blocking(move || {
+                                        cgroup::join_dirs(&dirs, pid)
+                                    }));
+                                }
+                                Err(e) => init_died = Some(e),
+                            }
                         }
                     }
                     FromInit::Ready { posture, timings } => {
+                        if let Some(e) = init_died.take() {
+                            return Err(SandboxError::Unavailable(format!(
+                                "sandbox pid 1 of session {session} died during setup: {e}"
+                            )));
+                        }
                         let pid = init_pid.ok_or_else(|| {
                             SandboxError::Other(
                                 "sandbox ready before its pid was known".to_string(),
@@ -584,7 +606,13 @@ impl Backend for NativeBackend {
     }
 
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
-        Ok(record::reap(&self.cfg.state_dir, &self.instance_dirs()).await)
+        let mut rows = record::reap(&self.cfg.state_dir, &self.instance_dirs()).await;
+        // Placeholders only once their sandboxes are dead.
+        crate::host_exec::reserve::merge(
+            &mut rows,
+            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+        );
+        Ok(rows)
     }
 
     async fn shutdown(&self) {
@@ -660,6 +688,8 @@ struct Teardown {
     helper: Option<(Child, OwnedFd)>,
     cgroups: Option<cgroup::CgroupSet>,
     record: Option<PathBuf>,
+    /// Released (placeholders removed) only once every process is gone.
+    reservation: Option<crate::host_exec::reserve::Reservation>,
 }
 
 impl Teardown {
@@ -708,6 +738,27 @@ impl Teardown {
         }
         if let Some(r) = &self.record {
             let _ = std::fs::remove_file(r);
+        }
+        drop(self.reservation.take());
+    }
+
+    /// [`Teardown::run`] without a runtime (a sandbox dropped outside one):
+    /// kill, wait (bounded) for pid 1's namespace to be gone, then release
+    /// the placeholders; or keep them for the next start's reaper.
+    fn run_blocking(mut self) {
+        self.kill();
+        let gone = match &self.init {
+            Some((_, fd)) => {
+                let mut pfd = [nix::poll::PollFd::new(
+                    fd.get_ref().as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                matches!(nix::poll::poll(&mut pfd, 2000u16), Ok(n) if n > 0)
+            }
+            None => false,
+        };
+        if !gone && let Some(r) = self.reservation.take() {
+            std::mem::forget(r);
         }
     }
 }
@@ -774,8 +825,11 @@ impl Drop for NativeSandbox {
     fn drop(&mut self) {
         if let Some(t) = self.take_teardown() {
             t.kill();
-            if let Ok(h) = tokio::runtime::Handle::try_current() {
-                h.spawn(t.run());
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    h.spawn(t.run());
+                }
+                Err(_) => t.run_blocking(),
             }
         }
     }

@@ -10,9 +10,14 @@
 //! - a minimal /dev (null, zero, full, random, urandom, tty, a private devpts
 //!   and /dev/shm), /sys/devices/system/cpu read-only (CPU counts);
 //! - a private, size-limited /tmp (and /var/tmp -> /tmp), an empty /run;
-//! - the workspace, read-write at its own path; with `protect_git`, its
-//!   `.git/hooks` and `.git/config` read-only (a hook written there runs on
-//!   the host at the next `git commit`).
+//!   when the workspace lives beneath /var/tmp or /var/run, that one is a
+//!   real directory instead of the symlink, so the workspace attaches at
+//!   its own path;
+//! - the workspace, read-write at its own path; what the host runs by
+//!   itself in it (`.git`, `.envrc`, `.vscode`, ..., decided on the host by
+//!   [`crate::host_exec::plan`]) read-only, and the directories above such
+//!   a path below the top pinned (attached onto themselves, so that they
+//!   cannot be renamed away).
 //!
 //! Home directories, /root, the host's /proc, /run (docker.sock, D-Bus,
 //! ssh-agent, the supervisor's sockets), /var and everything else are not
@@ -21,7 +26,7 @@
 //! what is not mounted cannot be reached, and what is mounted is read-only
 //! except the workspace and the private tmpfs.
 //!
-//! The workspace and the `.git` pieces are taken by file descriptor with
+//! The workspace and the protected paths are taken by file descriptor with
 //! `RESOLVE_NO_SYMLINKS` and attached with `move_mount`, so a symlink swapped
 //! into the user's tree cannot redirect a bind.
 
@@ -37,6 +42,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
 use super::SetupError;
 use super::sys;
+use crate::host_exec::{Bind, BindHow};
 
 /// Top-level host directories bound read-only (symlinks are copied as
 /// symlinks, missing ones skipped).
@@ -75,7 +81,8 @@ pub(crate) struct MountPlan<'a> {
     pub workspace_id: Option<crate::WorkspaceId>,
     pub hidden: &'a [PathBuf],
     pub tmp_mb: u64,
-    pub protect_git: bool,
+    /// Workspace paths to attach read-only or pin, parents first.
+    pub binds: &'a [Bind],
     pub rootless: bool,
 }
 
@@ -151,6 +158,7 @@ fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
     let mut cur = root
         .try_clone()
         .map_err(|e| err("mounts", "dup root fd", e))?;
+    let mut at = PathBuf::from("/");
     for comp in rel.components() {
         let name = match comp {
             Component::Normal(n) => n,
@@ -160,6 +168,7 @@ fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
             }
         };
         let name_path = Path::new(name);
+        at.push(name);
         let next = match open_dir_nofollow(
             cur.as_raw_fd(),
             name_path,
@@ -172,18 +181,28 @@ fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
                     name_path,
                     nix::sys::stat::Mode::from_bits_truncate(0o755),
                 )
-                .map_err(|e| err("mounts", format!("mkdir {}", rel.display()), e))?;
+                .map_err(|e| {
+                    err(
+                        "mounts",
+                        format!("mkdir {} in the sandbox", at.display()),
+                        e,
+                    )
+                })?;
                 open_dir_nofollow(
                     cur.as_raw_fd(),
                     name_path,
                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
                 )
-                .map_err(|e| err("mounts", format!("open {}", rel.display()), e))?
+                .map_err(|e| err("mounts", format!("open {} in the sandbox", at.display()), e))?
             }
             Err(e) => {
                 return Err(err(
                     "mounts",
-                    format!("mount point {} in the sandbox", rel.display()),
+                    format!(
+                        "mount point /{} in the sandbox, at {}",
+                        rel.display(),
+                        at.display()
+                    ),
                     e,
                 ));
             }
@@ -226,6 +245,21 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
             format!("{e} (it must be a directory reached without symlinks)"),
         )
     })?;
+    // O_PATH|O_NOFOLLOW hands back a trailing symlink itself: refuse it.
+    let st = nix::sys::stat::fstat(&ws_src).map_err(|e| {
+        err(
+            "mounts",
+            format!("workspace {}", plan.workspace.display()),
+            e,
+        )
+    })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(err(
+            "mounts",
+            format!("workspace {}", plan.workspace.display()),
+            "not a directory reached without symlinks (it is a symlink or a file)",
+        ));
+    }
     if let Some(want) = plan.workspace_id {
         let st = nix::sys::stat::fstat(&ws_src).map_err(|e| {
             err(
@@ -250,47 +284,7 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         true,
     )
     .map_err(|e| err("mounts", "workspace nosuid,nodev", e))?;
-    let mut git_trees: Vec<(PathBuf, OwnedFd)> = Vec::new();
-    if plan.protect_git {
-        for rel in [".git/hooks", ".git/config"] {
-            let rel = Path::new(rel);
-            let c = cpath(rel)?;
-            let fd = match sys::openat2_path(
-                ws_src.as_raw_fd(),
-                &c,
-                libc::O_NOFOLLOW,
-                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
-            ) {
-                Ok(fd) => fd,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
-                    continue;
-                }
-                Err(e) => {
-                    return Err(err(
-                        "mounts",
-                        format!("workspace {}", rel.display()),
-                        format!("{e} (refusing: it must not be a symlink)"),
-                    ));
-                }
-            };
-            let st = nix::sys::stat::fstat(fd.as_fd())
-                .map_err(|e| err("mounts", format!("stat {}", rel.display()), e))?;
-            let kind = st.st_mode & libc::S_IFMT;
-            if kind != libc::S_IFDIR && kind != libc::S_IFREG {
-                continue;
-            }
-            let tree = sys::open_tree_clone(fd.as_fd(), true)
-                .map_err(|e| err("mounts", format!("clone {}", rel.display()), e))?;
-            sys::mount_setattr_fd(
-                tree.as_fd(),
-                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-                0,
-                true,
-            )
-            .map_err(|e| err("mounts", format!("{} read-only", rel.display()), e))?;
-            git_trees.push((rel.to_path_buf(), tree));
-        }
-    }
+    let bind_trees = clone_binds(&ws_src, plan)?;
 
     let new = Path::new(NEW_ROOT);
     tmpfs(
@@ -431,9 +425,26 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
     )?;
     mkdir(&new.join("var"), 0o755)?;
-    symlink("/tmp", &new.join("var/tmp"))?;
     mkdir(&new.join("run"), 0o755)?;
-    symlink("/run", &new.join("var/run"))?;
+    // /var/tmp and /var/run are symlinks to /tmp and /run, unless the
+    // workspace lives beneath one of them: then a real directory (/var/tmp
+    // a private tmpfs of its own), so the workspace attaches at its own path.
+    if plan.workspace.starts_with("/var/tmp") {
+        let vt = new.join("var/tmp");
+        mkdir(&vt, 0o1777)?;
+        tmpfs(
+            &vt,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
+        )?;
+    } else {
+        symlink("/tmp", &new.join("var/tmp"))?;
+    }
+    if plan.workspace.starts_with("/var/run") {
+        mkdir(&new.join("var/run"), 0o755)?;
+    } else {
+        symlink("/run", &new.join("var/run"))?;
+    }
 
     // The workspace, at its own path.
     let new_root_fd = sys::openat2_path(libc::AT_FDCWD, &cpath(new)?, libc::O_DIRECTORY, 0)
@@ -447,25 +458,7 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         )
     })?;
     drop(ws_target);
-    if !git_trees.is_empty() {
-        let ws_root = open_dir_nofollow(
-            new_root_fd.as_raw_fd(),
-            ws_rel,
-            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
-        )
-        .map_err(|e| err("mounts", "open attached workspace", e))?;
-        for (rel, tree) in &git_trees {
-            let target = sys::openat2_path(
-                ws_root.as_raw_fd(),
-                &cpath(rel)?,
-                libc::O_NOFOLLOW,
-                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
-            )
-            .map_err(|e| err("mounts", format!("workspace {}", rel.display()), e))?;
-            sys::move_mount_fd(tree.as_fd(), target.as_fd())
-                .map_err(|e| err("mounts", format!("protect {}", rel.display()), e))?;
-        }
-    }
+    attach_binds(&new_root_fd, plan, bind_trees)?;
 
     // Mask hidden paths that would otherwise be visible (say, a config file
     // under /etc). Looked up as the sandbox will see them.
@@ -486,6 +479,92 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
                 e,
             )
         })?;
+    }
+    Ok(())
+}
+
+/// Takes every path to protect from the host's workspace, before anything
+/// covers it: by fd, beneath the workspace, refusing symlinks (the planned
+/// path was checked on the host, but the workspace is hostile and may have
+/// changed since). Read-only ones are made read-only now.
+fn clone_binds(ws_src: &OwnedFd, plan: &MountPlan<'_>) -> Result<Vec<OwnedFd>, SetupError> {
+    let mut trees = Vec::with_capacity(plan.binds.len());
+    for b in plan.binds {
+        let shown = plan.workspace.join(&b.rel);
+        let fd = sys::openat2_path(
+            ws_src.as_raw_fd(),
+            &cpath(&b.rel)?,
+            libc::O_NOFOLLOW,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+        )
+        .map_err(|e| {
+            err(
+                "mounts",
+                format!("open {}", shown.display()),
+                format!("{e} (it must exist and be reached without symlinks)"),
+            )
+        })?;
+        let st = nix::sys::stat::fstat(fd.as_fd())
+            .map_err(|e| err("mounts", format!("stat {}", shown.display()), e))?;
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind != libc::S_IFDIR && kind != libc::S_IFREG {
+            let what = if kind == libc::S_IFLNK {
+                "a symlink (it changed since it was checked); refusing to start"
+            } else {
+                "not a regular file or directory; refusing to start"
+            };
+            return Err(err("mounts", shown.display(), what));
+        }
+        let tree = sys::open_tree_clone(fd.as_fd(), true)
+            .map_err(|e| err("mounts", format!("clone {}", shown.display()), e))?;
+        let attrs = match b.how {
+            BindHow::ReadOnly => {
+                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV
+            }
+            BindHow::Pin => sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        };
+        sys::mount_setattr_fd(tree.as_fd(), attrs, 0, true)
+            .map_err(|e| err("mounts", format!("flags of {}", shown.display()), e))?;
+        trees.push(tree);
+    }
+    Ok(trees)
+}
+
+/// Attaches what [`clone_binds`] took onto the same paths of the attached
+/// workspace, parents first (a child is looked up through its parent's new
+/// mount). Each becomes a mount point: not renamable, removable or
+/// replaceable from inside.
+fn attach_binds(
+    new_root: &OwnedFd,
+    plan: &MountPlan<'_>,
+    trees: Vec<OwnedFd>,
+) -> Result<(), SetupError> {
+    if trees.is_empty() {
+        return Ok(());
+    }
+    let ws_root = open_dir_nofollow(
+        new_root.as_raw_fd(),
+        rel_of(plan.workspace),
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+    )
+    .map_err(|e| {
+        err(
+            "mounts",
+            format!("open attached workspace {}", plan.workspace.display()),
+            e,
+        )
+    })?;
+    for (b, tree) in plan.binds.iter().zip(trees) {
+        let shown = plan.workspace.join(&b.rel);
+        let target = sys::openat2_path(
+            ws_root.as_raw_fd(),
+            &cpath(&b.rel)?,
+            libc::O_NOFOLLOW,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+        )
+        .map_err(|e| err("mounts", format!("mount point {}", shown.display()), e))?;
+        sys::move_mount_fd(tree.as_fd(), target.as_fd())
+            .map_err(|e| err("mounts", format!("attach {}", shown.display()), e))?;
     }
     Ok(())
 }

@@ -41,7 +41,9 @@ pub(crate) struct InitConfig {
     pub pids: u64,
     pub rlimit_cpu_s: u64,
     pub rlimit_nproc: u64,
-    pub protect_git: bool,
+    /// Paths of the workspace to attach read-only or pin, parents first
+    /// (decided on the host by [`crate::host_exec::plan`]).
+    pub binds: Vec<crate::host_exec::Bind>,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.

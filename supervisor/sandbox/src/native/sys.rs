@@ -374,3 +374,26 @@ pub(crate) fn dup2_raw(old: RawFd, new: RawFd) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The birth time of `name` in `dir` (not following a final symlink), when
+/// the filesystem records one: with the device and inode, it tells a
+/// directory we made from another made since at a reused inode number.
+pub(crate) fn birth_time_at(dir: BorrowedFd<'_>, name: &CStr) -> Option<(i64, u32)> {
+    // SAFETY: `statx` is plain-old-data; all-zero is valid.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated, `buf` is a live `struct statx` the
+    // kernel writes into; the fd is borrowed for the call.
+    let rc = unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BTIME,
+            &mut buf,
+        )
+    };
+    if rc != 0 || buf.stx_mask & libc::STATX_BTIME == 0 {
+        return None;
+    }
+    Some((buf.stx_btime.tv_sec, buf.stx_btime.tv_nsec))
+}

@@ -134,6 +134,8 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
             tmp_mb: 32,
         },
         hidden: Vec::new(),
+        host_exec: tollgate_policy::host_exec::names(),
+        home: None,
     }
 }
 

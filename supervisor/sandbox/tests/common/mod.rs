@@ -177,6 +177,8 @@ pub fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
             tmp_mb: 32,
         },
         hidden: vec![state_dir().to_path_buf()],
+        host_exec: tollgate_policy::host_exec::names(),
+        home: None,
     }
 }
 

@@ -1,0 +1,372 @@
+//! Keeping a sandbox from writing what the host runs by itself (issue 19).
+//!
+//! The names come from the daemon ([`crate::SandboxSpec::host_exec`], the
+//! policy crate's one table); this module never lists its own. Before a
+//! sandbox starts, on the host, [`plan`] decides what to attach and how:
+//!
+//! - every name at the top of the workspace: read-only when it exists; when
+//!   it does not, *reserved*: an empty directory is created in its place
+//!   ([`reserve`]), attached read-only, and removed when the sandbox is gone
+//!   (or, after a crash, at the next start). An empty directory named `.git`
+//!   is no repository to git, which walks on upward; one named `.envrc` or
+//!   `HEAD` is nothing any program runs.
+//! - what the workspace's git obeys beyond the names ([`git::scan`]): the
+//!   git directory a `.git` file points to and the common directory, when
+//!   inside the workspace; config files it includes; the `core.hooksPath`
+//!   directory; the `.git` of every submodule (gitlink) and of every
+//!   repository one directory down (reserved when a gitlink's is missing).
+//! - every ancestor of such a path below the top, attached onto itself
+//!   read-write (*pinned*): a mount point cannot be renamed, removed or
+//!   replaced in the namespace that sees it (EBUSY), so neither the path nor
+//!   a directory above it can be moved away and recreated.
+//!
+//! Symlinks at any of these places are refused: a mount cannot pin one, and
+//! the sandbox could repoint it.
+
+pub mod git;
+pub(crate) mod reserve;
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::SandboxError;
+
+/// How a path is attached inside the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BindHow {
+    /// Read-only, and a mount point: not writable, renamable or removable.
+    ReadOnly,
+    /// Onto itself, writable: only so that it cannot be renamed or removed
+    /// (it holds a read-only path further down).
+    Pin,
+}
+
+/// One path to attach, relative to the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bind {
+    pub rel: PathBuf,
+    pub how: BindHow,
+}
+
+/// What a sandbox over one workspace needs, decided on the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Parents before children.
+    pub binds: Vec<Bind>,
+    /// Empty directories to create first (parents first), removed at the end.
+    pub reserve: Vec<PathBuf>,
+}
+
+/// What is at a path, not following a final symlink.
+enum Found {
+    Missing,
+    Dir,
+    File,
+}
+
+fn refused(msg: String) -> SandboxError {
+    SandboxError::Refused(msg)
+}
+
+fn look(ws: &Path, rel: &Path) -> Result<Found, SandboxError> {
+    let p = ws.join(rel);
+    // Another sandbox's placeholder: reserve it too (a shared hold), or
+    // that sandbox's end would remove it from under this one.
+    if reserve::is_held(&p) {
+        return Ok(Found::Missing);
+    }
+    match std::fs::symlink_metadata(&p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Found::Missing),
+        Err(e) => Err(refused(format!("cannot inspect {}: {e}", p.display()))),
+        Ok(m) if m.file_type().is_symlink() => Err(refused(format!(
+            "{} is a symlink; the host runs what is there by itself, and a symlink cannot be \
+             made read-only in the sandbox (the sandbox could repoint it). Replace it with the \
+             file or directory it points to, or remove it",
+            p.display()
+        ))),
+        Ok(m) if m.is_dir() => Ok(Found::Dir),
+        Ok(m) if m.is_file() => Ok(Found::File),
+        Ok(_) => Err(refused(format!(
+            "{} is not a regular file or directory (a FIFO, socket or device); the host would \
+             read what a sandboxed command feeds it. Remove it",
+            p.display()
+        ))),
+    }
+}
+
+/// Validates the names the daemon passed: single, normal path components.
+fn check_names(names: &[String]) -> Result<(), SandboxError> {
+    for n in names {
+        let mut comps = Path::new(n).components();
+        let single = matches!(comps.next(), Some(Component::Normal(_))) && comps.next().is_none();
+        if !single || n.contains('/') || n.contains('\0') {
+            return Err(refused(format!(
+                "host-executed name {n:?} is not a single file name"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Decides what to attach read-only, what to pin and what to reserve for a
+/// sandbox over `workspace` (canonical). `names`: the host-executed names;
+/// `home`: the session owner's home (their global git config, `~`).
+pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<Plan, SandboxError> {
+    check_names(names)?;
+    let mut read_only: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut missing: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut note = |rel: PathBuf| -> Result<(), SandboxError> {
+        match look(workspace, &rel)? {
+            Found::Missing => missing.insert(rel),
+            Found::Dir | Found::File => read_only.insert(rel),
+        };
+        Ok(())
+    };
+    if !names.is_empty() {
+        for n in names {
+            note(PathBuf::from(n))?;
+        }
+        let found =
+            git::scan(workspace, home, git::Depth::WithSubmodules).map_err(|e| refused(e.0))?;
+        for rel in found
+            .git
+            .into_iter()
+            .chain(found.missing_git)
+            .chain(found.configs)
+            .chain(found.hooks)
+        {
+            note(rel)?;
+        }
+    }
+    // A path beneath another one is covered by it: nothing can be created
+    // inside a read-only directory or a reserved (empty, read-only) one.
+    let all: Vec<PathBuf> = read_only.iter().chain(&missing).cloned().collect();
+    let covered = |p: &PathBuf| all.iter().any(|q| q != p && p.starts_with(q));
+    read_only.retain(|p| !covered(p));
+    missing.retain(|p| !covered(p));
+
+    let mut out = Plan::default();
+    let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut reserve_set: BTreeSet<PathBuf> = BTreeSet::new();
+    for p in &read_only {
+        for a in ancestors(p) {
+            match look(workspace, &a)? {
+                Found::Dir => {
+                    pins.insert(a);
+                }
+                Found::File | Found::Missing => {
+                    return Err(refused(format!(
+                        "{} changed while the sandbox was being planned; try again",
+                        workspace.join(&a).display()
+                    )));
+                }
+            }
+        }
+        out.binds.push(Bind {
+            rel: p.clone(),
+            how: BindHow::ReadOnly,
+        });
+    }
+    'missing: for p in &missing {
+        for a in ancestors(p) {
+            match look(workspace, &a)? {
+                Found::Dir => {
+                    pins.insert(a);
+                }
+                // A file where a directory would be: pinned, nothing can be
+                // created beneath it.
+                Found::File => {
+                    pins.insert(a);
+                    continue 'missing;
+                }
+                Found::Missing => {
+                    reserve_set.insert(a.clone());
+                    out.reserve.push(a.clone());
+                    pins.insert(a);
+                }
+            }
+        }
+        reserve_set.insert(p.clone());
+        out.reserve.push(p.clone());
+        out.binds.push(Bind {
+            rel: p.clone(),
+            how: BindHow::ReadOnly,
+        });
+    }
+    for p in pins {
+        out.binds.push(Bind {
+            rel: p,
+            how: BindHow::Pin,
+        });
+    }
+    out.binds
+        .sort_by(|a, b| (depth(&a.rel), &a.rel).cmp(&(depth(&b.rel), &b.rel)));
+    out.binds.dedup();
+    // Parents first, each once.
+    let mut seen = BTreeSet::new();
+    out.reserve.retain(|p| seen.insert(p.clone()));
+    out.reserve.sort_by_key(|p| depth(p));
+    Ok(out)
+}
+
+/// The proper ancestors of a relative path, shortest first (`a`, `a/b` for
+/// `a/b/c`).
+fn ancestors(p: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = p
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .collect();
+    v.reverse();
+    v
+}
+
+fn depth(p: &Path) -> usize {
+    p.components().count()
+}
+
+/// The workspace-relative paths a repository's own configuration makes
+/// host-executed, for the policy (the file tools): git directories not
+/// named `.git`, included config files, hooks directories. Reads no index.
+pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<git::GitPaths, SandboxError> {
+    git::scan(workspace, home, git::Depth::ConfigsOnly).map_err(|e| refused(e.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Vec<String> {
+        [".git", ".envrc", ".vscode", "HEAD"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    fn binds(p: &Plan) -> Vec<(String, BindHow)> {
+        p.binds
+            .iter()
+            .map(|b| (b.rel.display().to_string(), b.how))
+            .collect()
+    }
+
+    #[test]
+    fn existing_names_are_read_only_missing_ones_reserved() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        std::fs::create_dir(ws.join(".vscode")).unwrap();
+        std::fs::write(ws.join(".envrc"), "x").unwrap();
+        let p = plan(&ws, &names(), None).unwrap();
+        assert_eq!(
+            binds(&p),
+            vec![
+                (".envrc".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::ReadOnly),
+                (".vscode".into(), BindHow::ReadOnly),
+                ("HEAD".into(), BindHow::ReadOnly),
+            ]
+        );
+        assert_eq!(
+            p.reserve,
+            vec![PathBuf::from(".git"), PathBuf::from("HEAD")]
+        );
+        // No names: nothing at all (a backend test that wants none).
+        assert_eq!(plan(&ws, &[], None).unwrap(), Plan::default());
+    }
+
+    #[test]
+    fn symlinks_and_bad_names_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink("/etc", ws.join(".vscode")).unwrap();
+        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        assert!(e.contains(".vscode is a symlink"), "{e}");
+        std::fs::remove_file(ws.join(".vscode")).unwrap();
+        for bad in ["a/b", "..", ".", ""] {
+            let e = plan(&ws, &[bad.to_string()], None).unwrap_err().to_string();
+            assert!(e.contains("not a single file name"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_hooks_path_below_the_top_is_reserved_with_its_parents_pinned() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join("tools")).unwrap();
+        std::fs::write(
+            ws.join(".git/config"),
+            "[core]\n\thooksPath = tools/git/hooks\n[include]\n\tpath = ../shared.inc\n",
+        )
+        .unwrap();
+        let p = plan(&ws, &names(), None).unwrap();
+        assert_eq!(
+            binds(&p),
+            vec![
+                (".envrc".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::ReadOnly),
+                (".vscode".into(), BindHow::ReadOnly),
+                ("HEAD".into(), BindHow::ReadOnly),
+                ("shared.inc".into(), BindHow::ReadOnly),
+                ("tools".into(), BindHow::Pin),
+                ("tools/git".into(), BindHow::Pin),
+                ("tools/git/hooks".into(), BindHow::ReadOnly),
+            ]
+        );
+        assert_eq!(
+            p.reserve,
+            [
+                ".envrc",
+                ".vscode",
+                "HEAD",
+                "shared.inc",
+                "tools/git",
+                "tools/git/hooks"
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_worktree_gitdir_inside_the_workspace_is_read_only() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        let gd = ws.join("repo/.bare/worktrees/wt");
+        std::fs::create_dir_all(&gd).unwrap();
+        std::fs::write(gd.join("commondir"), "../..\n").unwrap();
+        std::fs::write(ws.join(".git"), format!("gitdir: {}\n", gd.display())).unwrap();
+        let p = plan(&ws, &names(), None).unwrap();
+        assert_eq!(
+            binds(&p),
+            vec![
+                (".envrc".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::ReadOnly),
+                (".vscode".into(), BindHow::ReadOnly),
+                ("HEAD".into(), BindHow::ReadOnly),
+                ("repo".into(), BindHow::Pin),
+                ("repo/.bare".into(), BindHow::ReadOnly),
+            ]
+        );
+        // A gitfile pointing through a symlink inside the workspace: refused.
+        std::os::unix::fs::symlink("repo", ws.join("link")).unwrap();
+        std::fs::write(ws.join(".git"), "gitdir: link/.bare/worktrees/wt\n").unwrap();
+        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        assert!(e.contains("link is a symlink inside the workspace"), "{e}");
+    }
+
+    #[test]
+    fn a_workspace_that_is_a_git_directory_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        std::fs::create_dir(ws.join("objects")).unwrap();
+        std::fs::create_dir(ws.join("refs")).unwrap();
+        std::fs::write(ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        assert!(e.contains("is itself a git directory"), "{e}");
+    }
+}
