@@ -51,6 +51,7 @@ pub struct Context {
 pub struct Engine {
     rules: RuleSet,
     extra_denied: HashSet<String>,
+    allowed_binaries: HashSet<String>,
     confirm_patterns: Vec<(String, Regex)>,
 }
 
@@ -120,6 +121,7 @@ impl Engine {
             }
             extra_denied.insert(b.clone());
         }
+        let allowed_binaries = lifted_binaries(config, &extra_denied)?;
         let mut confirm_patterns = Vec::new();
         for p in &config.extra_confirm_patterns {
             let re = Regex::new(p).map_err(|e| PolicyError::InvalidRule {
@@ -137,6 +139,7 @@ impl Engine {
                         home: Path::new(EXAMPLE_HOME),
                         protected: &[],
                         extra_denied: &empty,
+                        allowed: &allowed_binaries,
                         fs: &NoFiles,
                         collect: true,
                     };
@@ -167,6 +170,7 @@ impl Engine {
         Ok(Engine {
             rules,
             extra_denied,
+            allowed_binaries,
             confirm_patterns,
         })
     }
@@ -379,6 +383,7 @@ impl Engine {
             home: &home,
             protected: &ctx.protected,
             extra_denied: &self.extra_denied,
+            allowed: &self.allowed_binaries,
             fs,
             collect: self.rules.has_tool("run_bash"),
         };
@@ -579,6 +584,40 @@ impl Engine {
             ),
         }
     }
+}
+
+/// `allow_binaries`: base names on the built-in denylist, lifted for this
+/// host. A name the list does not hold (a typo, a path) refuses the config.
+fn lifted_binaries(
+    config: &PolicyConfig,
+    extra_denied: &HashSet<String>,
+) -> Result<HashSet<String>, PolicyError> {
+    let mut lifted = HashSet::new();
+    for b in &config.allow_binaries {
+        let invalid = |reason: String| PolicyError::InvalidRule {
+            rule: format!("allow_binaries: {b}"),
+            reason,
+        };
+        if b.is_empty() || b.contains('/') || b.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                "give a program's base name, such as `ssh`".to_string(),
+            ));
+        }
+        if !shell::lists::is_builtin_denied(b) {
+            return Err(invalid(format!(
+                "`{}` is not on the built-in denied-binaries list, so there is nothing to lift; name a denied program, such as `ssh` or `chmod`",
+                shorten(b, 64)
+            )));
+        }
+        if extra_denied.contains(b) {
+            return Err(invalid(format!(
+                "`{}` is also in extra_denied_binaries; remove it from one of the two",
+                shorten(b, 64)
+            )));
+        }
+        lifted.insert(b.clone());
+    }
+    Ok(lifted)
 }
 
 /// The mode table of BRIEF section 4.7, for calls no rule decided.

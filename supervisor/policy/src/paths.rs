@@ -578,6 +578,38 @@ pub(crate) fn credential_kind(p: &Path, home: Option<&Path>) -> Option<&'static 
     None
 }
 
+/// Names a credential path inside the tree `root` (or `root` itself, or a
+/// credential path `root` lies in): what `find ROOT -exec cat {} +` reads.
+pub(crate) fn tree_reaches_credential(root: &Path, home: Option<&Path>) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    if let Some(what) = credential_kind(root, home) {
+        return Some(what);
+    }
+    let r = root.as_os_str().as_bytes();
+    let homes = home
+        .map(|h| h.as_os_str().as_bytes())
+        .into_iter()
+        .chain([&b"/root"[..]]);
+    for h in homes {
+        if under(h, r) {
+            return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+        }
+    }
+    // `/home` or `/`: every user's home.
+    if under(b"/home", r) {
+        return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+    }
+    if let Some(rest) = below(r, b"/home")
+        && !rest.contains(&b'/')
+    {
+        return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+    }
+    SYSTEM_CREDENTIALS
+        .iter()
+        .find(|(sys, _)| under(sys.as_bytes(), r))
+        .map(|(_, what)| *what)
+}
+
 /// Whether a glob (an absolute path pattern, `~` already expanded) can match
 /// a credential path or something inside one. Compares component by
 /// component; `*` does not match a leading dot, as in bash without dotglob.

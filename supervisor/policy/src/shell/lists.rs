@@ -102,6 +102,11 @@ pub(crate) fn builtin_denied(name: &str) -> Option<DeniedKind> {
     name.starts_with("mkfs").then_some(DeniedKind::System)
 }
 
+/// Whether a name is on the built-in denylist (what `allow_binaries` may lift).
+pub(crate) fn is_builtin_denied(name: &str) -> bool {
+    builtin_denied(name).is_some()
+}
+
 /// The reason given for a denied binary: what is refused, why, what instead.
 pub(crate) fn denied_reason(name: &str, kind: DeniedKind) -> String {
     match kind {
