@@ -261,14 +261,11 @@ impl<'w> Expr<'w> {
     }
 }
 
-/// What a name test says: a pattern that matches everything says nothing.
+/// What a name test says. A pattern narrows only when it holds a literal
+/// letter or digit: `*`, `?*`, `[a-z]*`, `.*` or `./*` match (nearly)
+/// everything and say nothing.
 fn name_guard(test: &str, pattern: &str) -> Guard {
-    let everything = if test.ends_with("regex") {
-        matches!(pattern, ".*" | "^.*$" | ".*$" | "^.*")
-    } else {
-        !pattern.is_empty() && pattern.bytes().all(|b| b == b'*')
-    };
-    if everything {
+    if !has_literal_word_char(pattern) {
         return Guard::default();
     }
     let literal = !pattern.contains(['*', '?', '[', '\\']);
@@ -277,6 +274,31 @@ fn name_guard(test: &str, pattern: &str) -> Guard {
         narrows: true,
         build_dirs: matches!(test, "-name" | "-iname") && literal && lists::is_build_dir(last),
     }
+}
+
+/// A letter, digit or `_` outside bracket expressions and escapes.
+fn has_literal_word_char(pattern: &str) -> bool {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' => {
+                // Up to the closing bracket (a `]` first is part of the set).
+                let mut first = true;
+                for x in chars.by_ref() {
+                    if x == ']' && !first {
+                        break;
+                    }
+                    first = false;
+                }
+            }
+            c if c.is_alphanumeric() || c == '_' => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 impl Walker<'_> {
@@ -451,6 +473,13 @@ mod tests {
         assert_eq!(actions("-type f -delete"), [(Kind::Delete, WHOLE)]);
         assert_eq!(actions("-name *.o -delete"), [(Kind::Delete, PART)]);
         assert_eq!(actions("-name * -delete"), [(Kind::Delete, WHOLE)]);
+        assert_eq!(actions("-name ?* -delete"), [(Kind::Delete, WHOLE)]);
+        assert_eq!(actions("-name [a-z]* -delete"), [(Kind::Delete, WHOLE)]);
+        assert_eq!(actions("-path ./* -delete"), [(Kind::Delete, WHOLE)]);
+        assert_eq!(actions("-regex .* -delete"), [(Kind::Delete, WHOLE)]);
+        assert_eq!(actions("-regex \\w* -delete"), [(Kind::Delete, WHOLE)]);
+        assert_eq!(actions("-regex .*\\.o -delete"), [(Kind::Delete, PART)]);
+        assert_eq!(actions("-path */build/* -delete"), [(Kind::Delete, PART)]);
         assert_eq!(actions("! -name *.o -delete"), [(Kind::Delete, WHOLE)]);
         assert_eq!(actions("-name x -o -delete"), [(Kind::Delete, WHOLE)]);
         assert_eq!(
