@@ -122,8 +122,13 @@ impl Walker<'_> {
             );
             return;
         }
-        if !self.aliases.is_empty() && self.expand_alias(name, words) {
-            return;
+        if !self.aliases.is_empty() {
+            // Whether bash expands it depends on `expand_aliases`: both
+            // readings are judged.
+            self.expand_alias(name, words);
+            if self.stopped() {
+                return;
+            }
         }
         if let Some(kind) = self.denied(name) {
             // Recorded too, so rule examples see every command of a line.
@@ -397,9 +402,9 @@ impl Walker<'_> {
     /// A command named like an alias defined earlier: the alias's value
     /// with the command's arguments, as bash expands it (never inside its
     /// own expansion).
-    fn expand_alias(&mut self, name: &str, words: &[Word]) -> bool {
+    fn expand_alias(&mut self, name: &str, words: &[Word]) {
         if self.expanding.iter().any(|n| n == name) {
-            return false;
+            return;
         }
         let Some(value) = self
             .aliases
@@ -408,7 +413,7 @@ impl Walker<'_> {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone())
         else {
-            return false;
+            return;
         };
         let mut text = value;
         let args = (words.len() > 1).then(|| {
@@ -424,7 +429,6 @@ impl Walker<'_> {
         self.subprogram_with(&text, args);
         self.expanding.pop();
         self.positional = outer;
-        true
     }
 
     fn trap(&mut self, words: &[Word]) {

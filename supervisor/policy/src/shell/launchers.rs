@@ -9,9 +9,9 @@
 //! or an option is one the table does not know (it might take a value and
 //! shift the command), the command cannot be found and is never allowed.
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
+use super::lists::NameMap;
 use super::options::{self, Arity, Long, Opt, Role, Table};
 use super::words::Word;
 
@@ -756,8 +756,8 @@ pub(super) enum Known {
 /// What the policy knows about a program name, with its compiled options.
 /// One hash lookup: a script names a command hundreds of times.
 pub(super) fn lookup(name: &str) -> Option<&'static Known> {
-    static BY_NAME: LazyLock<HashMap<&'static str, Known>> = LazyLock::new(|| {
-        let mut m = HashMap::new();
+    static BY_NAME: LazyLock<NameMap<Known>> = LazyLock::new(|| {
+        let mut m = NameMap::default();
         for l in LAUNCHERS {
             for n in l.names {
                 m.insert(*n, Known::Launcher(l, options::compile(l.opts).0));

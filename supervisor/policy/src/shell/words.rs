@@ -362,6 +362,10 @@ fn positional_arg(expr: &ParameterExpr) -> Option<Arg> {
             parameter: Parameter::Special(SpecialParameter::AllPositionalParameters { .. }),
             indirect: false,
         } => Some(Arg::All),
+        ParameterExpr::Parameter {
+            parameter: Parameter::Special(SpecialParameter::ShellName),
+            indirect: false,
+        } => Some(Arg::Nth(0)),
         _ => None,
     }
 }
@@ -644,6 +648,43 @@ mod tests {
         assert_eq!(ev("${X:-$(curl x)}").1, vec!["curl x"]);
         assert_eq!(ev("$(( $(curl x) + 1 ))").1, vec!["curl x"]);
         assert_eq!(ev("`echo \\`id\\``").1, vec!["echo `id`"]);
+    }
+
+    #[test]
+    fn positional_parameters_of_a_script_given_arguments() {
+        let p = Positional {
+            zero: Word::literal("sh"),
+            rest: vec![
+                Word::literal("/etc/passwd"),
+                Word::literal("a b"),
+                Word {
+                    text: "/home/u".into(),
+                    tree: Tree::Whole,
+                    ..Word::default()
+                },
+            ],
+        };
+        let env = Env {
+            home: "/home/u",
+            cwd: "/w",
+            positional: Some(&p),
+        };
+        let ev = |raw: &str| eval(raw, &env, &mut Vec::new()).unwrap();
+        assert_eq!(ev("\"$1\"").text, "/etc/passwd");
+        assert!(!ev("\"$1\"").dynamic);
+        assert_eq!(ev("${1}x").text, "/etc/passwdx");
+        assert_eq!(ev("$0").text, "sh");
+        // Unquoted, a value with a blank becomes two words.
+        assert!(ev("$2").splits);
+        assert!(!ev("\"$2\"").splits);
+        // Unset: unknown.
+        assert!(ev("\"$7\"").dynamic);
+        // A tree stays a tree only as the whole word.
+        assert_eq!(ev("\"$3\"").tree, Tree::Whole);
+        let glued = ev("\"$3\"/x");
+        assert_eq!((glued.tree, glued.dynamic), (Tree::No, true));
+        // `$@` inside a longer word: several words glued, partly known.
+        assert!(ev("\"x$@\"").dynamic);
     }
 
     #[test]
