@@ -51,7 +51,7 @@ pub struct Context {
 pub struct Engine {
     rules: RuleSet,
     extra_denied: HashSet<String>,
-    allowed_binaries: HashSet<String>,
+    allowed_binaries: Vec<String>,
     confirm_patterns: Vec<(String, Regex)>,
 }
 
@@ -591,8 +591,8 @@ impl Engine {
 fn lifted_binaries(
     config: &PolicyConfig,
     extra_denied: &HashSet<String>,
-) -> Result<HashSet<String>, PolicyError> {
-    let mut lifted = HashSet::new();
+) -> Result<Vec<String>, PolicyError> {
+    let mut lifted = Vec::new();
     for b in &config.allow_binaries {
         let invalid = |reason: String| PolicyError::InvalidRule {
             rule: format!("allow_binaries: {b}"),
@@ -615,7 +615,9 @@ fn lifted_binaries(
                 shorten(b, 64)
             )));
         }
-        lifted.insert(b.clone());
+        if !lifted.contains(b) {
+            lifted.push(b.clone());
+        }
     }
     Ok(lifted)
 }

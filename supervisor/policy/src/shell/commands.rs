@@ -211,7 +211,7 @@ impl Walker<'_> {
 
     fn denied(&self, name: &str) -> Option<DeniedKind> {
         lists::builtin_denied(name)
-            .filter(|_| !self.sc.allowed.contains(name))
+            .filter(|_| !self.sc.allowed.iter().any(|a| a == name))
             .or_else(|| {
                 self.sc
                     .extra_denied
@@ -610,7 +610,10 @@ impl Walker<'_> {
     /// secret files need an approval.
     pub(super) fn scan_args(&mut self, args: &[Word]) {
         // After `cd /etc` (or `env -C /etc`), `cat shadow` names a path too.
-        let elsewhere = self.cwd.as_deref().is_some_and(|c| c != self.sc.workspace);
+        let elsewhere = self
+            .cwd
+            .as_deref()
+            .is_some_and(|c| c.as_os_str() != self.sc.workspace.as_os_str());
         for w in args {
             if self.stopped() {
                 return;
@@ -838,7 +841,13 @@ impl Walker<'_> {
             );
             return true;
         }
-        if let Some(hit) = self.sc.protected.iter().find(|prot| prot.starts_with(root)) {
+        let r = root.as_os_str().as_encoded_bytes();
+        if let Some(hit) = self
+            .sc
+            .protected
+            .iter()
+            .find(|prot| paths::under(prot.as_os_str().as_encoded_bytes(), r))
+        {
             self.deny(
                 "floor:protected",
                 format!(

@@ -92,9 +92,8 @@ impl Walker<'_> {
             };
             self.set_cwd(cwd);
         }
-        let starts = p.starts.clone();
-        if self.spend(starts.len().saturating_sub(1)) {
-            for start in starts {
+        if self.spend(p.starts.len().saturating_sub(1)) {
+            for &start in &p.starts {
                 self.feed(name, l, &p, words, start, stdin);
                 if self.stopped() {
                     break;

@@ -838,13 +838,15 @@ const MAX_READINGS: usize = 8;
 /// Finds the command a launcher runs.
 pub(super) fn parse(l: &Launcher, t: &Table, words: &[Word]) -> Parsed {
     let mut p = Parsed::default();
-    let mut todo = vec![At {
+    let mut first = Some(At {
         i: first_word(l),
         operand: 0,
         ended: false,
-    }];
+    });
+    // Other readings of computed words: rare, so allocated only then.
+    let mut todo = Vec::new();
     let mut readings = 0;
-    while let Some(at) = todo.pop() {
+    while let Some(at) = first.take().or_else(|| todo.pop()) {
         readings += 1;
         if readings > MAX_READINGS {
             p.problem = Some(Problem::TooMany);
@@ -1022,7 +1024,7 @@ fn long_option(
             return None;
         }
     };
-    let shown = format!("--{full}");
+    let shown = || format!("--{full}");
     let (value, next) = match (opt.arity, glued) {
         (Arity::Flag, Some(_)) => {
             // getopt refuses a value here: the program runs nothing.
@@ -1057,7 +1059,7 @@ fn short_options(
             p.problem = Some(Problem::Unknown(format!("-{c}")));
             return None;
         };
-        let shown = format!("-{c}");
+        let shown = || format!("-{c}");
         match opt.arity {
             Arity::Flag => apply(opt, shown, None, i + 1, p)?,
             Arity::Optional => {
@@ -1115,11 +1117,17 @@ fn part_of(w: &Word, text: &str) -> Word {
 
 /// Records what an option means; `next` is the index after the option and
 /// its values. `None` stops the parse.
-fn apply(opt: Opt, shown: String, value: Option<Word>, next: usize, p: &mut Parsed) -> Option<()> {
+fn apply(
+    opt: Opt,
+    shown: impl FnOnce() -> String,
+    value: Option<Word>,
+    next: usize,
+    p: &mut Parsed,
+) -> Option<()> {
     match opt.role {
         Role::None => {}
         Role::Refuse => {
-            p.problem = Some(Problem::Refused(shown));
+            p.problem = Some(Problem::Refused(shown()));
             return None;
         }
         Role::Split => {
@@ -1146,7 +1154,7 @@ fn apply(opt: Opt, shown: String, value: Option<Word>, next: usize, p: &mut Pars
         | Role::GdbCommand
         | Role::Assign => p.hits.push(Hit {
             role: opt.role,
-            opt: shown,
+            opt: shown(),
             value,
         }),
     }

@@ -52,8 +52,9 @@ pub(crate) struct ShellCtx<'a> {
     pub protected: &'a [PathBuf],
     /// `extra_denied_binaries` from the config.
     pub extra_denied: &'a HashSet<String>,
-    /// `allow_binaries` from the config: lifted from the built-in denylist.
-    pub allowed: &'a HashSet<String>,
+    /// `allow_binaries` from the config: lifted from the built-in denylist
+    /// (a handful at most, looked up only for a denied name).
+    pub allowed: &'a [String],
     pub fs: &'a dyn FsFacts,
     /// Fill `commands` and `outer` (only rules read them).
     pub collect: bool,

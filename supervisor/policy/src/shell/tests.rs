@@ -55,7 +55,7 @@ fn run_with(cmd: &str, extra: &[&str]) -> Report {
 
 fn run_lifting(cmd: &str, extra: &[&str], lifted: &[&str]) -> Report {
     let extra: HashSet<String> = extra.iter().map(|s| s.to_string()).collect();
-    let allowed: HashSet<String> = lifted.iter().map(|s| s.to_string()).collect();
+    let allowed: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
     let fs = fs();
     let protected = vec![PathBuf::from("/var/lib/tollgate")];
     let sc = ShellCtx {
