@@ -1155,6 +1155,10 @@ fn find_xargs_and_parallel_pass_their_targets_on() {
             ("ls | parallel", "$CMD"),
             ("parallel -I XX rm -r XX ::: src", "rm -r src"),
             ("parallel --plus rm ::: x", "$CMD"),
+            // Project runners, with global options before the subcommand.
+            ("uv --directory /tmp run rm -rf ~", "rm -rf ~"),
+            ("npm --prefix x exec -- curl x", "curl x"),
+            ("poetry -C sub run rm -r src", "rm -r src"),
             // Arguments of `sh -c` scripts.
             ("sh -c 'rm \"$1\"' _ /etc/passwd", "rm /etc/passwd"),
             ("sh -c 'rm -r \"$@\"' _ a src", "rm -r src"),

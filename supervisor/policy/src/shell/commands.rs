@@ -90,6 +90,22 @@ impl Walker<'_> {
         if self.stopped() || words.is_empty() {
             return;
         }
+        if self.launched >= super::MAX_LAUNCHED {
+            self.deny(
+                "floor:hidden-command",
+                format!(
+                    "the command runs its command through more than {} programs that run programs (like `nice nice …`), so it cannot be checked. Write it more plainly.",
+                    super::MAX_LAUNCHED
+                ),
+            );
+            return;
+        }
+        self.launched += 1;
+        self.command_words(words, stdin);
+        self.launched -= 1;
+    }
+
+    fn command_words(&mut self, words: &[Word], stdin: &Stdin) {
         let cmd = &words[0];
         if cmd.tree != Tree::No {
             self.deny(
@@ -140,8 +156,8 @@ impl Walker<'_> {
             return;
         }
         match launchers::lookup(name) {
-            Some(Known::Launcher(l, t)) if launchers::applies(l, words) => {
-                self.launch(name, l, t, words, stdin);
+            Some(Known::Launcher(l, t)) if let Some(at) = launchers::applies(l, words) => {
+                self.launch(name, l, t, &words[at..], stdin);
                 return;
             }
             Some(Known::Options(t)) => self.command_options(name, t, words),

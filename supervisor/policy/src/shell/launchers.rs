@@ -1166,13 +1166,19 @@ fn first_word(l: &Launcher) -> usize {
     if l.sub.is_empty() { 1 } else { 2 }
 }
 
-/// Whether this launcher runs a command in this invocation: a launcher of
-/// subcommands only for those.
-pub(super) fn applies(l: &Launcher, words: &[Word]) -> bool {
-    l.sub.is_empty()
-        || words
-            .get(1)
-            .is_some_and(|w| l.sub.contains(&w.text.as_str()))
+/// Whether this launcher runs a command in this invocation, and from which
+/// word its parse starts (the word before the subcommand, standing in for
+/// the name): a launcher of subcommands only runs one for those, found
+/// after any global options (`uv --directory d run …`).
+pub(super) fn applies(l: &Launcher, words: &[Word]) -> Option<usize> {
+    if l.sub.is_empty() {
+        return Some(0);
+    }
+    let at = words
+        .iter()
+        .skip(1)
+        .position(|w| l.sub.contains(&w.text.as_str()))?;
+    Some(at)
 }
 
 fn looks_numeric(t: &str) -> bool {

@@ -39,6 +39,10 @@ use words::{Env, Positional, Word};
 /// Nesting of `sh -c`, substitutions and the like before the gate gives up.
 pub(crate) const MAX_DEPTH: usize = 8;
 
+/// Programs that run programs inside each other (`nice nice …`, `find …
+/// -exec find …`) before the gate gives up: each is a level of recursion.
+const MAX_LAUNCHED: usize = 64;
+
 /// Extra walks one command line may cost: each start point of `find`, input
 /// item of xargs or parallel, reading of a computed launcher word, or shift
 /// of a script's arguments is judged on its own, and these multiply.
@@ -130,6 +134,8 @@ struct Walker<'a> {
     positional: Option<Positional>,
     /// What is left of [`MAX_FANOUT`].
     fanout: usize,
+    /// Commands being judged inside each other (launchers and what they run).
+    launched: usize,
     /// Aliases defined so far: (name, value).
     aliases: Vec<(String, String)>,
     /// Aliases being expanded (bash never expands one inside itself).
@@ -160,6 +166,7 @@ impl<'a> Walker<'a> {
             spare_words: Vec::new(),
             positional: None,
             fanout: MAX_FANOUT,
+            launched: 0,
             aliases: Vec::new(),
             expanding: Vec::new(),
         }

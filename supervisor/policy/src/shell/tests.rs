@@ -592,3 +592,26 @@ fn lifted_binaries_are_judged_like_any_command() {
         Some("floor:denied-binary".into())
     );
 }
+
+/// Each launcher is a level of recursion: 13,000 of them in 64 KiB must
+/// cost a denial, not the worker's stack.
+#[test]
+fn regression_launcher_chains_do_not_overflow_the_stack() {
+    for unit in [
+        "nice ",
+        "env ",
+        "timeout 1 ",
+        "xargs ",
+        "command ",
+        "nohup nice -n 1 ",
+    ] {
+        let mut cmd = unit.repeat(65_000 / unit.len());
+        cmd.push_str("true");
+        let rule = run(&cmd).deny.map(|f| f.rule);
+        assert_eq!(rule.as_deref(), Some("floor:hidden-command"), "{unit:?}");
+    }
+    let nested = format!("find . -exec {}true \\;", "xargs timeout 1 ".repeat(40));
+    let rule = run(&nested).deny.map(|f| f.rule);
+    assert_eq!(rule.as_deref(), Some("floor:hidden-command"));
+    clean("nice timeout 5 env A=1 nohup cargo test");
+}
