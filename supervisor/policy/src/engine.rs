@@ -5,7 +5,7 @@
 //! mode, the always-confirm tier, secret files, ask rules, allow rules, and
 //! finally the mode table.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -16,6 +16,7 @@ use crate::display::{bytes, escape, shorten};
 use crate::paths::{self, Access, Resolved};
 use crate::registry::{self, ToolClass, ToolSpec};
 use crate::rules::{RuleSet, Subject};
+use crate::shell::lists::NameSet;
 use crate::shell::{self, ShellCtx};
 use crate::{
     Code, Decision, FileKind, FsFacts, Mode, PolicyConfig, PolicyError, Resolver, Verdict,
@@ -50,7 +51,7 @@ pub struct Context {
 #[derive(Debug)]
 pub struct Engine {
     rules: RuleSet,
-    extra_denied: HashSet<String>,
+    extra_denied: NameSet,
     allowed_binaries: Vec<String>,
     confirm_patterns: Vec<(String, Regex)>,
 }
@@ -110,7 +111,7 @@ impl Engine {
     /// Compiles and validates a policy. A bad specifier, a rule failing its
     /// own example, a bad binary name or regex refuses the whole config.
     pub fn new(config: &PolicyConfig) -> Result<Engine, PolicyError> {
-        let mut extra_denied = HashSet::new();
+        let mut extra_denied = NameSet::default();
         for b in &config.extra_denied_binaries {
             let ok = !b.is_empty() && !b.contains('/') && !b.chars().any(char::is_whitespace);
             if !ok {
@@ -130,7 +131,7 @@ impl Engine {
             })?;
             confirm_patterns.push((p.clone(), re));
         }
-        let empty = HashSet::new();
+        let none = NameSet::default();
         let example_subject = |tool: &str, ex: &str| -> Subject {
             match tool {
                 "run_bash" => {
@@ -138,7 +139,7 @@ impl Engine {
                         workspace: Path::new(EXAMPLE_WORKSPACE),
                         home: Path::new(EXAMPLE_HOME),
                         protected: &[],
-                        extra_denied: &empty,
+                        extra_denied: &none,
                         allowed: &allowed_binaries,
                         fs: &NoFiles,
                         collect: true,
@@ -590,7 +591,7 @@ impl Engine {
 /// host. A name the list does not hold (a typo, a path) refuses the config.
 fn lifted_binaries(
     config: &PolicyConfig,
-    extra_denied: &HashSet<String>,
+    extra_denied: &NameSet,
 ) -> Result<Vec<String>, PolicyError> {
     let mut lifted = Vec::new();
     for b in &config.allow_binaries {

@@ -578,13 +578,11 @@ pub(crate) fn credential_kind(p: &Path, home: Option<&Path>) -> Option<&'static 
     None
 }
 
-/// Names a credential path inside the tree `root` (or `root` itself, or a
-/// credential path `root` lies in): what `find ROOT -exec cat {} +` reads.
-pub(crate) fn tree_reaches_credential(root: &Path, home: Option<&Path>) -> Option<&'static str> {
+/// Names a credential path strictly inside the tree `root` (what `find ROOT
+/// -exec cat {} +` reads besides `root` itself, which [`credential_kind`]
+/// judges).
+pub(crate) fn tree_holds_credential(root: &Path, home: Option<&Path>) -> Option<&'static str> {
     use std::os::unix::ffi::OsStrExt;
-    if let Some(what) = credential_kind(root, home) {
-        return Some(what);
-    }
     let r = root.as_os_str().as_bytes();
     let homes = home
         .map(|h| h.as_os_str().as_bytes())
@@ -1100,6 +1098,27 @@ mod tests {
             credential_kind(Path::new("/x/docker.sock"), None),
             Some("a Docker socket (root on the host)")
         );
+    }
+
+    #[test]
+    fn trees_that_hold_credentials() {
+        let home = Some(Path::new("/home/u"));
+        let holds = |p: &str| tree_holds_credential(Path::new(p), home).is_some();
+        for p in [
+            "/",
+            "/home",
+            "/home/u",
+            "/home/other",
+            "/root",
+            "/etc",
+            "/run",
+            "/var/run",
+        ] {
+            assert!(holds(p), "{p}");
+        }
+        for p in ["/home/u/proj", "/tmp", "/usr", "/etc/apt", "/home/u/.cache"] {
+            assert!(!holds(p), "{p}");
+        }
     }
 
     #[test]

@@ -1292,8 +1292,9 @@ fn rules_see_the_command_a_launcher_runs() {
 
 #[test]
 fn allow_binaries_lifts_one_binary_and_keeps_every_other_floor() {
-    let lifted =
-        engine(r#"allow_binaries = ["sudo", "ssh", "chmod", "unshare", "curl", "doas", "su"]"#);
+    let lifted = engine(
+        r#"allow_binaries = ["sudo", "ssh", "chmod", "unshare", "curl", "doas", "su", "at", "batch"]"#,
+    );
     let default = Engine::new(&PolicyConfig::default()).unwrap();
     let skip = ctx(Mode::DangerouslySkipPermissions);
     let rule = |e: &Engine, cmd: &str| -> (Verdict, Option<String>) {
@@ -1329,6 +1330,8 @@ fn allow_binaries_lifts_one_binary_and_keeps_every_other_floor() {
             ("ssh -oProxyCommand='rm -rf ~' host true", "rm -rf ~"),
             ("sudo docker ps", "docker ps"),
             ("echo 'rm -rf ~' | sudo -s", "echo x | sh"),
+            ("at now + 1 minute <<< 'rm -rf ~'", "rm -rf ~"),
+            ("echo 'rm -rf ~' | batch", "echo x | sh"),
         ],
     );
     // ...and a lifted binary's own arguments too.

@@ -626,10 +626,7 @@ impl Walker<'_> {
     /// secret files need an approval.
     pub(super) fn scan_args(&mut self, args: &[Word]) {
         // After `cd /etc` (or `env -C /etc`), `cat shadow` names a path too.
-        let elsewhere = self
-            .cwd
-            .as_deref()
-            .is_some_and(|c| c.as_os_str() != self.sc.workspace.as_os_str());
+        let elsewhere = self.elsewhere;
         for w in args {
             if self.stopped() {
                 return;
@@ -846,7 +843,8 @@ impl Walker<'_> {
         if self.sensitive(root, raw) {
             return true;
         }
-        if let Some(what) = paths::tree_reaches_credential(root, Some(self.sc.home)) {
+        // `sensitive` judged the root itself; now what lies beneath it.
+        if let Some(what) = paths::tree_holds_credential(root, Some(self.sc.home)) {
             self.deny(
                 "floor:credential-path",
                 format!(

@@ -55,7 +55,8 @@ impl Walker<'_> {
             self.launch_problem(name, problem);
             return;
         }
-        if let Some((s, after)) = &p.split {
+        if let Some(split) = &p.split {
+            let (s, after) = &**split;
             // `env -S 'rm -rf' /`: the string's words take the option's place.
             if s.dynamic || splits >= MAX_SPLITS {
                 self.deny(
@@ -92,8 +93,9 @@ impl Walker<'_> {
             };
             self.set_cwd(cwd);
         }
-        if self.spend(p.starts.len().saturating_sub(1)) {
-            for &start in &p.starts {
+        let starts = p.starts;
+        if self.spend(starts.as_slice().len().saturating_sub(1)) {
+            for &start in starts.as_slice() {
                 self.feed(name, l, &p, words, start, stdin);
                 if self.stopped() {
                     break;
@@ -314,7 +316,13 @@ impl Walker<'_> {
             }
             Feed::Items => self.xargs(p, rest, stdin),
             Feed::Parallel => self.parallel(p, rest, stdin),
-            Feed::Nothing => {}
+            Feed::Nothing => {
+                // `at TIME`, `script FILE`: the words are no command; the
+                // program comes from stdin unless an option gives it.
+                if bare == Bare::Shell && !p.has(Role::Script) && !p.has(Role::Reads) {
+                    self.program_from_stdin(name, stdin, true);
+                }
+            }
         }
     }
 

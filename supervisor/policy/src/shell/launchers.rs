@@ -380,6 +380,13 @@ pub(super) static LAUNCHERS: &[Launcher] = &[
         ..PREFIX
     },
     Launcher {
+        names: &["at", "batch"],
+        opts: "V@inert q= f=@reads m M u= l@inert r@inert d@inert c@inert t= v b",
+        feed: Feed::Nothing,
+        bare: Bare::Shell,
+        ..PREFIX
+    },
+    Launcher {
         names: &["capsh"],
         opts: "shell=@refuse",
         glued_long: true,
@@ -808,13 +815,38 @@ pub(super) struct Parsed {
     /// Where the command starts; several when words before it are only
     /// known at run time and each reading is judged. `words.len()` when no
     /// command is given.
-    pub starts: Vec<usize>,
+    pub starts: Starts,
     pub hits: Vec<Hit>,
     /// Operands the program writes (flock's lock file).
     pub writes: Vec<Word>,
     /// `env -S`: the split string and where the words after it start.
-    pub split: Option<(Word, usize)>,
+    pub split: Option<Box<(Word, usize)>>,
     pub problem: Option<Problem>,
+}
+
+/// The command's start in each reading: at most [`MAX_READINGS`], kept
+/// inline (a launcher is parsed for every command it prefixes).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Starts {
+    len: usize,
+    at: [usize; MAX_READINGS],
+}
+
+impl Starts {
+    fn contains(&self, i: usize) -> bool {
+        self.as_slice().contains(&i)
+    }
+
+    fn push(&mut self, i: usize) {
+        if let Some(slot) = self.at.get_mut(self.len) {
+            *slot = i;
+            self.len += 1;
+        }
+    }
+
+    pub(super) fn as_slice(&self) -> &[usize] {
+        &self.at[..self.len]
+    }
 }
 
 impl Parsed {
@@ -853,7 +885,7 @@ pub(super) fn parse(l: &Launcher, t: &Table, words: &[Word]) -> Parsed {
             return p;
         }
         match reading(l, t, words, at, &mut p, &mut todo) {
-            Some(start) if !p.starts.contains(&start) => p.starts.push(start),
+            Some(start) if !p.starts.contains(start) => p.starts.push(start),
             Some(_) => {}
             None => return p,
         }
@@ -1132,7 +1164,7 @@ fn apply(
         }
         Role::Split => {
             // The split words take the place of the option and its value.
-            p.split = Some((value.unwrap_or_default(), next));
+            p.split = Some(Box::new((value.unwrap_or_default(), next)));
         }
         Role::Script
         | Role::Program
@@ -1272,7 +1304,7 @@ mod tests {
         ] {
             let p = start(cmd);
             assert_eq!(p.problem, None, "{cmd}");
-            assert_eq!(p.starts, vec![at], "{cmd}");
+            assert_eq!(p.starts.as_slice(), [at], "{cmd}");
         }
     }
 
@@ -1318,7 +1350,7 @@ mod tests {
             Word::literal("5"),
             Word::literal("rm"),
         ];
-        let mut starts = parse(l, t, &w).starts;
+        let mut starts = parse(l, t, &w).starts.as_slice().to_vec();
         starts.sort();
         assert_eq!(starts, vec![2, 3, 4]);
     }

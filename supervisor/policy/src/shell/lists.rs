@@ -103,6 +103,10 @@ impl std::hash::Hasher for Fnv {
 pub(crate) type NameMap<V> =
     std::collections::HashMap<&'static str, V, std::hash::BuildHasherDefault<Fnv>>;
 
+/// Program names from the config (`extra_denied_binaries`): built once,
+/// looked up for every command.
+pub(crate) type NameSet = std::collections::HashSet<String, std::hash::BuildHasherDefault<Fnv>>;
+
 /// The built-in category of a denied binary name (a basename). One hash
 /// lookup: a script names a command hundreds of times.
 pub(crate) fn builtin_denied(name: &str) -> Option<DeniedKind> {

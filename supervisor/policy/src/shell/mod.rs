@@ -27,7 +27,6 @@ pub(crate) mod words;
 
 pub use words::parsing_untrusted_input;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use brush_parser::ast;
@@ -55,7 +54,7 @@ pub(crate) struct ShellCtx<'a> {
     pub home: &'a Path,
     pub protected: &'a [PathBuf],
     /// `extra_denied_binaries` from the config.
-    pub extra_denied: &'a HashSet<String>,
+    pub extra_denied: &'a lists::NameSet,
     /// `allow_binaries` from the config: lifted from the built-in denylist
     /// (a handful at most, looked up only for a denied name).
     pub allowed: &'a [String],
@@ -118,6 +117,9 @@ struct Walker<'a> {
     /// The working directory, when known (`cd` to a computed place makes it unknown).
     cwd: Option<PathBuf>,
     cwd_str: String,
+    /// The working directory is known and not the workspace (`cd /etc`):
+    /// a bare name like `shadow` is a path there.
+    elsewhere: bool,
     home_str: String,
     /// Functions whose bodies are being walked (fork-bomb detection).
     functions: Vec<String>,
@@ -158,6 +160,7 @@ impl<'a> Walker<'a> {
             depth: 0,
             cwd: Some(sc.workspace.to_path_buf()),
             cwd_str: sc.workspace.to_string_lossy().into_owned(),
+            elsewhere: false,
             home_str: sc.home.to_string_lossy().into_owned(),
             functions: Vec::new(),
             concurrent: 0,
@@ -218,6 +221,9 @@ impl<'a> Walker<'a> {
             .unwrap_or(self.sc.workspace)
             .to_string_lossy()
             .into_owned();
+        self.elsewhere = cwd
+            .as_deref()
+            .is_some_and(|c| c.as_os_str() != self.sc.workspace.as_os_str());
         self.cwd = cwd;
     }
 
@@ -631,20 +637,31 @@ impl<'a> Walker<'a> {
 
     /// Evaluates one word of a simple command into `words[*n]`; `"$@"` of
     /// a script given literal arguments becomes one word per argument.
+    #[inline]
     fn push_word(&mut self, raw: &str, words: &mut Vec<Word>, n: &mut usize) -> bool {
-        if let Some(p) = &self.positional
-            && matches!(raw, "\"$@\"" | "$@" | "\"${@}\"" | "${@}" | "$*" | "${*}")
-        {
-            for a in &p.rest {
-                *slot(words, *n) = a.clone();
-                *n += 1;
-            }
+        if self.positional.is_some() && self.push_all_args(raw, words, n) {
             return true;
         }
         if !self.word_into(raw, slot(words, *n)) {
             return false;
         }
         *n += 1;
+        true
+    }
+
+    /// `"$@"` (and `$*`) as a whole word, when the arguments are known.
+    #[cold]
+    fn push_all_args(&self, raw: &str, words: &mut Vec<Word>, n: &mut usize) -> bool {
+        let Some(p) = &self.positional else {
+            return false;
+        };
+        if !matches!(raw, "\"$@\"" | "$@" | "\"${@}\"" | "${@}" | "$*" | "${*}") {
+            return false;
+        }
+        for a in &p.rest {
+            *slot(words, *n) = a.clone();
+            *n += 1;
+        }
         true
     }
 

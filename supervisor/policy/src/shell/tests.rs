@@ -1,7 +1,7 @@
 //! Table tests of the shell analysis, through `analyze` with an in-memory
 //! filesystem.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::*;
@@ -54,7 +54,7 @@ fn run_with(cmd: &str, extra: &[&str]) -> Report {
 }
 
 fn run_lifting(cmd: &str, extra: &[&str], lifted: &[&str]) -> Report {
-    let extra: HashSet<String> = extra.iter().map(|s| s.to_string()).collect();
+    let extra: lists::NameSet = extra.iter().map(|s| s.to_string()).collect();
     let allowed: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
     let fs = fs();
     let protected = vec![PathBuf::from("/var/lib/tollgate")];
