@@ -527,6 +527,12 @@ fn rest_within<'a>(p: &'a Path, base: &Path) -> Option<&'a Path> {
     Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
 }
 
+/// `p` is `base` or lies inside it (whole components), on bytes when both
+/// are clean absolute paths, as every path the policy builds is.
+pub(crate) fn path_under(p: &Path, base: &Path) -> bool {
+    rest_within(p, base).is_some()
+}
+
 /// The part of `p` below `base`, if `p` lies strictly inside it.
 fn below<'a>(p: &'a [u8], base: &[u8]) -> Option<&'a [u8]> {
     let base = base.strip_suffix(b"/").unwrap_or(base);

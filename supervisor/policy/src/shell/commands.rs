@@ -487,7 +487,12 @@ impl Walker<'_> {
     /// Credential and protected paths: refused for any access. `raw` is the
     /// argument as written, for the reason.
     fn sensitive(&mut self, p: &Path, raw: &str) -> bool {
-        if let Some(hit) = self.sc.protected.iter().find(|prot| p.starts_with(prot)) {
+        if let Some(hit) = self
+            .sc
+            .protected
+            .iter()
+            .find(|prot| paths::path_under(p, prot))
+        {
             self.deny(
                 "floor:protected",
                 format!(

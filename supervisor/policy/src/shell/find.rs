@@ -316,26 +316,27 @@ impl Walker<'_> {
                 _ => break,
             }
         }
-        let mut starts = Vec::new();
+        let first = i;
         while let Some(w) = words.get(i) {
             let t = w.text.as_str();
             if (t.starts_with('-') && t.len() > 1) || matches!(t, "(" | "!" | ")" | ",") {
                 break;
             }
-            starts.push(w);
             i += 1;
         }
         let dot = Word::literal(".");
         let listed = Word::unknown("<start points from -files0-from>");
-        if words[i.min(words.len())..]
+        let starts: &[Word] = if words[i.min(words.len())..]
             .iter()
             .any(|w| w.text == "-files0-from")
         {
             // The start points are read from a file.
-            starts = vec![&listed];
-        } else if starts.is_empty() {
-            starts.push(&dot);
-        }
+            std::slice::from_ref(&listed)
+        } else if i == first {
+            std::slice::from_ref(&dot)
+        } else {
+            &words[first..i]
+        };
         let mut expr = Expr {
             toks: words.get(i..).unwrap_or_default(),
             pos: 0,
@@ -358,14 +359,14 @@ impl Walker<'_> {
             return;
         }
         for a in expr.actions {
-            self.find_action(&a, &starts);
+            self.find_action(&a, starts);
             if self.stopped() {
                 return;
             }
         }
     }
 
-    fn find_action(&mut self, a: &Action, starts: &[&Word]) {
+    fn find_action(&mut self, a: &Action, starts: &[Word]) {
         match a.kind {
             Kind::Exec { dir } => {
                 if a.words.is_empty() || !self.spend(starts.len() - 1) {
@@ -378,14 +379,16 @@ impl Walker<'_> {
                         .iter()
                         .map(|w| super::launch::fill(w, "{}", &item))
                         .collect();
-                    let saved = self.cwd.clone();
                     if dir {
                         // The command runs in the directory of each file.
+                        let saved = self.cwd.clone();
                         let cwd = (!s.dynamic).then(|| self.place(&item.text));
                         self.set_cwd(cwd);
+                        self.invocation(&filled, &Stdin::Inherited);
+                        self.restore_cwd(saved);
+                    } else {
+                        self.invocation(&filled, &Stdin::Inherited);
                     }
-                    self.invocation(&filled, &Stdin::Inherited);
-                    self.restore_cwd(saved);
                     if self.stopped() {
                         return;
                     }
@@ -429,7 +432,6 @@ impl Walker<'_> {
 fn tree_word(start: &Word, tree: Tree) -> Word {
     Word {
         tree,
-        raw: start.raw().to_string(),
         ..start.clone()
     }
 }

@@ -83,7 +83,8 @@ impl Walker<'_> {
             self.scan_args(&words[1..]);
             return;
         }
-        let saved = self.cwd.clone();
+        // The working directory is saved only when an option changes it.
+        let mut saved = None;
         if let Some(h) = p.hits.iter().rev().find(|h| h.role == Role::Chdir) {
             let cwd = match &h.value {
                 Some(v) if !v.dynamic && !v.text.is_empty() => {
@@ -91,6 +92,7 @@ impl Walker<'_> {
                 }
                 Some(_) | None => None,
             };
+            saved = Some(self.cwd.clone());
             self.set_cwd(cwd);
         }
         let starts = p.starts;
@@ -102,7 +104,9 @@ impl Walker<'_> {
                 }
             }
         }
-        self.restore_cwd(saved);
+        if let Some(saved) = saved {
+            self.restore_cwd(saved);
+        }
     }
 
     /// An ordinary command's options that run a program or a script, or
@@ -561,11 +565,7 @@ pub(super) fn fill(w: &Word, replace: &str, item: &Word) -> Word {
         return w.clone();
     }
     if w.text == replace && !w.dynamic {
-        let mut out = item.clone();
-        if out.raw.is_empty() {
-            out.raw = out.text.clone();
-        }
-        return out;
+        return item.clone();
     }
     Word {
         text: w.text.replace(replace, &item.text),
