@@ -16,6 +16,11 @@ pub struct PolicyConfig {
     /// Binaries denied in every mode, on top of the built-in denylist.
     #[serde(default)]
     pub extra_denied_binaries: Vec<String>,
+    /// Names lifted from the built-in denylist for this host (`["ssh"]`).
+    /// A lifted binary is still judged like any command: its arguments,
+    /// the command it runs, its paths.
+    #[serde(default)]
+    pub allow_binaries: Vec<String>,
     /// Regexes over a run_bash command that put it in the always-confirm tier,
     /// on top of the built-in destructive patterns.
     #[serde(default)]

@@ -5,7 +5,7 @@
 //! mode, the always-confirm tier, secret files, ask rules, allow rules, and
 //! finally the mode table.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -16,6 +16,7 @@ use crate::display::{bytes, escape, shorten};
 use crate::paths::{self, Access, Resolved};
 use crate::registry::{self, ToolClass, ToolSpec};
 use crate::rules::{RuleSet, Subject};
+use crate::shell::lists::NameSet;
 use crate::shell::{self, ShellCtx};
 use crate::{
     Code, Decision, FileKind, FsFacts, Mode, PolicyConfig, PolicyError, Resolver, Verdict,
@@ -55,7 +56,8 @@ pub struct Context {
 #[derive(Debug)]
 pub struct Engine {
     rules: RuleSet,
-    extra_denied: HashSet<String>,
+    extra_denied: NameSet,
+    allowed_binaries: Vec<String>,
     confirm_patterns: Vec<(String, Regex)>,
 }
 
@@ -114,7 +116,7 @@ impl Engine {
     /// Compiles and validates a policy. A bad specifier, a rule failing its
     /// own example, a bad binary name or regex refuses the whole config.
     pub fn new(config: &PolicyConfig) -> Result<Engine, PolicyError> {
-        let mut extra_denied = HashSet::new();
+        let mut extra_denied = NameSet::default();
         for b in &config.extra_denied_binaries {
             let ok = !b.is_empty() && !b.contains('/') && !b.chars().any(char::is_whitespace);
             if !ok {
@@ -125,6 +127,7 @@ impl Engine {
             }
             extra_denied.insert(b.clone());
         }
+        let allowed_binaries = lifted_binaries(config, &extra_denied)?;
         let mut confirm_patterns = Vec::new();
         for p in &config.extra_confirm_patterns {
             let re = Regex::new(p).map_err(|e| PolicyError::InvalidRule {
@@ -133,7 +136,7 @@ impl Engine {
             })?;
             confirm_patterns.push((p.clone(), re));
         }
-        let empty = HashSet::new();
+        let none = NameSet::default();
         let example_subject = |tool: &str, ex: &str| -> Subject {
             match tool {
                 "run_bash" => {
@@ -141,7 +144,8 @@ impl Engine {
                         workspace: Path::new(EXAMPLE_WORKSPACE),
                         home: Path::new(EXAMPLE_HOME),
                         protected: &[],
-                        extra_denied: &empty,
+                        extra_denied: &none,
+                        allowed: &allowed_binaries,
                         fs: &NoFiles,
                         collect: true,
                     };
@@ -179,6 +183,7 @@ impl Engine {
         Ok(Engine {
             rules,
             extra_denied,
+            allowed_binaries,
             confirm_patterns,
         })
     }
@@ -400,6 +405,7 @@ impl Engine {
             home: &home,
             protected: &ctx.protected,
             extra_denied: &self.extra_denied,
+            allowed: &self.allowed_binaries,
             fs,
             collect: self.rules.has_tool("run_bash"),
         };
@@ -601,6 +607,42 @@ impl Engine {
             ),
         }
     }
+}
+
+/// `allow_binaries`: base names on the built-in denylist, lifted for this
+/// host. A name the list does not hold (a typo, a path) refuses the config.
+fn lifted_binaries(
+    config: &PolicyConfig,
+    extra_denied: &NameSet,
+) -> Result<Vec<String>, PolicyError> {
+    let mut lifted = Vec::new();
+    for b in &config.allow_binaries {
+        let invalid = |reason: String| PolicyError::InvalidRule {
+            rule: format!("allow_binaries: {b}"),
+            reason,
+        };
+        if b.is_empty() || b.contains('/') || b.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                "give a program's base name, such as `ssh`".to_string(),
+            ));
+        }
+        if !shell::lists::is_builtin_denied(b) {
+            return Err(invalid(format!(
+                "`{}` is not on the built-in denied-binaries list, so there is nothing to lift; name a denied program, such as `ssh` or `chmod`",
+                shorten(b, 64)
+            )));
+        }
+        if extra_denied.contains(b) {
+            return Err(invalid(format!(
+                "`{}` is also in extra_denied_binaries; remove it from one of the two",
+                shorten(b, 64)
+            )));
+        }
+        if !lifted.contains(b) {
+            lifted.push(b.clone());
+        }
+    }
+    Ok(lifted)
 }
 
 /// The mode table of BRIEF section 4.7, for calls no rule decided.

@@ -564,6 +564,12 @@ fn rest_within<'a>(p: &'a Path, base: &Path) -> Option<&'a Path> {
     Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
 }
 
+/// `p` is `base` or lies inside it (whole components), on bytes when both
+/// are clean absolute paths, as every path the policy builds is.
+pub(crate) fn path_under(p: &Path, base: &Path) -> bool {
+    rest_within(p, base).is_some()
+}
+
 /// The part of `p` below `base`, if `p` lies strictly inside it.
 fn below<'a>(p: &'a [u8], base: &[u8]) -> Option<&'a [u8]> {
     let base = base.strip_suffix(b"/").unwrap_or(base);
@@ -613,6 +619,36 @@ pub(crate) fn credential_kind(p: &Path, home: Option<&Path>) -> Option<&'static 
         return in_home(user_home);
     }
     None
+}
+
+/// Names a credential path strictly inside the tree `root` (what `find ROOT
+/// -exec cat {} +` reads besides `root` itself, which [`credential_kind`]
+/// judges).
+pub(crate) fn tree_holds_credential(root: &Path, home: Option<&Path>) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let r = root.as_os_str().as_bytes();
+    let homes = home
+        .map(|h| h.as_os_str().as_bytes())
+        .into_iter()
+        .chain([&b"/root"[..]]);
+    for h in homes {
+        if under(h, r) {
+            return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+        }
+    }
+    // `/home` or `/`: every user's home.
+    if under(b"/home", r) {
+        return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+    }
+    if let Some(rest) = below(r, b"/home")
+        && !rest.contains(&b'/')
+    {
+        return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+    }
+    SYSTEM_CREDENTIALS
+        .iter()
+        .find(|(sys, _)| under(sys.as_bytes(), r))
+        .map(|(_, what)| *what)
 }
 
 /// Whether a glob (an absolute path pattern, `~` already expanded) can match
@@ -1116,6 +1152,27 @@ mod tests {
             credential_kind(Path::new("/x/docker.sock"), None),
             Some("a Docker socket (root on the host)")
         );
+    }
+
+    #[test]
+    fn trees_that_hold_credentials() {
+        let home = Some(Path::new("/home/u"));
+        let holds = |p: &str| tree_holds_credential(Path::new(p), home).is_some();
+        for p in [
+            "/",
+            "/home",
+            "/home/u",
+            "/home/other",
+            "/root",
+            "/etc",
+            "/run",
+            "/var/run",
+        ] {
+            assert!(holds(p), "{p}");
+        }
+        for p in ["/home/u/proj", "/tmp", "/usr", "/etc/apt", "/home/u/.cache"] {
+            assert!(!holds(p), "{p}");
+        }
     }
 
     #[test]

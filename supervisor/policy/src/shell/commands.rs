@@ -4,20 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use super::launchers::{self, Known};
 use super::lists::{self, DeniedKind, SHELLS};
-use super::words::Word;
+use super::words::{Positional, Tree, Word};
 use super::{Stdin, Walker};
 use crate::paths::{self, credential_kind, is_secret_file_name, lexical_join, show};
-
-/// What a wrapper runs.
-enum Wrapped {
-    /// The wrapped command starts at this word.
-    At(usize),
-    /// The wrapper only looks something up, or runs nothing.
-    Nothing,
-    /// Already analysed (a `-c` / `-S` string).
-    Handled,
-}
 
 fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
@@ -37,6 +28,26 @@ fn after_options(words: &[Word], mut i: usize, takes_arg: &[&str]) -> usize {
         i += if takes_arg.contains(&t) { 2 } else { 1 };
     }
     i
+}
+
+/// The positional parameters a shell gets from the words after its script
+/// (`$0` first, unless `zero` names it); `None` when there are none, or
+/// when bash may split them (their number is then unknown).
+fn positional(args: &[Word], zero: Option<&str>) -> Option<Positional> {
+    if args.iter().any(Word::may_split) {
+        return None;
+    }
+    let (zero, rest) = match zero {
+        Some(z) => (Word::literal(z), args),
+        None => (args.first()?.clone(), args.get(1..).unwrap_or_default()),
+    };
+    if rest.is_empty() {
+        return None;
+    }
+    Some(Positional {
+        zero,
+        rest: rest.to_vec(),
+    })
 }
 
 /// The non-option words (after `after_options`-style skipping, but options
@@ -73,20 +84,36 @@ fn positionals<'w>(
     (pos, opts)
 }
 
-fn is_var_name(s: &str) -> bool {
-    let mut b = s.bytes();
-    b.next()
-        .is_some_and(|c| c == b'_' || c.is_ascii_alphabetic())
-        && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
-}
-
 impl Walker<'_> {
     /// One command with its words evaluated: the heart of the shell policy.
     pub(super) fn invocation(&mut self, words: &[Word], stdin: &Stdin) {
         if self.stopped() || words.is_empty() {
             return;
         }
+        if self.launched >= super::MAX_LAUNCHED {
+            self.deny(
+                "floor:hidden-command",
+                format!(
+                    "the command runs its command through more than {} programs that run programs (like `nice nice …`), so it cannot be checked. Write it more plainly.",
+                    super::MAX_LAUNCHED
+                ),
+            );
+            return;
+        }
+        self.launched += 1;
+        self.command_words(words, stdin);
+        self.launched -= 1;
+    }
+
+    fn command_words(&mut self, words: &[Word], stdin: &Stdin) {
         let cmd = &words[0];
+        if cmd.tree != Tree::No {
+            self.deny(
+                "floor:hidden-command",
+                "the command name is `{}`, a file name `find` passes, so what runs cannot be checked. Name the program literally.".to_string(),
+            );
+            return;
+        }
         if cmd.dynamic || cmd.glob {
             self.deny(
                 "floor:hidden-command",
@@ -111,6 +138,14 @@ impl Walker<'_> {
             );
             return;
         }
+        if !self.aliases.is_empty() {
+            // Whether bash expands it depends on `expand_aliases`: both
+            // readings are judged.
+            self.expand_alias(name, words);
+            if self.stopped() {
+                return;
+            }
+        }
         if let Some(kind) = self.denied(name) {
             // Recorded too, so rule examples see every command of a line.
             self.record(words);
@@ -120,15 +155,13 @@ impl Walker<'_> {
             );
             return;
         }
-        match self.wrapped(name, words) {
-            Some(Wrapped::At(i)) => {
-                if i < words.len() {
-                    self.invocation(&words[i..], stdin);
-                }
+        match launchers::lookup(name) {
+            Some(Known::Launcher(l, t)) if let Some(at) = launchers::applies(l, words) => {
+                self.launch(name, l, t, &words[at..], stdin);
                 return;
             }
-            Some(Wrapped::Handled) => return,
-            Some(Wrapped::Nothing) | None => {}
+            Some(Known::Options(t)) => self.command_options(name, t, words),
+            Some(Known::Launcher(..)) | None => {}
         }
         match name {
             "eval" => self.deny(
@@ -144,7 +177,10 @@ impl Walker<'_> {
             "trap" => self.trap(words),
             "git" => self.git(words),
             "rm" => self.rm(words),
-            "rmdir" | "unlink" | "shred" | "truncate" | "tee" | "touch" | "mkdir" => {
+            "rmdir" | "unlink" | "shred" | "truncate" | "tee" | "touch" | "mkdir" | "chmod"
+            | "chown" | "chgrp" | "chattr" | "setfacl" => {
+                // The permission tools are denied by default; a host that
+                // lifts one still keeps it to the workspace.
                 self.writes_all(name, words);
             }
             "mv" => self.mv(words),
@@ -168,10 +204,7 @@ impl Walker<'_> {
             "sed" => self.sed(words),
             "tar" => self.tar(words),
             "rsync" => self.rsync(words),
-            "watch" => {
-                self.watch(words);
-                return;
-            }
+            "set" => self.set(words),
             _ => {}
         }
         if self.stopped() {
@@ -184,7 +217,7 @@ impl Walker<'_> {
     }
 
     /// Notes a command that runs, for rules to match.
-    fn record(&mut self, words: &[Word]) {
+    pub(super) fn record(&mut self, words: &[Word]) {
         if !self.sc.collect {
             return;
         }
@@ -193,183 +226,24 @@ impl Walker<'_> {
     }
 
     fn denied(&self, name: &str) -> Option<DeniedKind> {
-        lists::builtin_denied(name).or_else(|| {
-            self.sc
-                .extra_denied
-                .contains(name)
-                .then_some(DeniedKind::Config)
-        })
-    }
-
-    /// Where the command run by a wrapper starts.
-    fn wrapped(&mut self, name: &str, words: &[Word]) -> Option<Wrapped> {
-        let w = match name {
-            "env" => return Some(self.env(words)),
-            "command" => {
-                let lookup = words[1..]
-                    .iter()
-                    .take_while(|w| w.text.starts_with('-') && w.text != "--")
-                    .any(|w| w.text.contains('v') || w.text.contains('V'));
-                if lookup {
-                    Wrapped::Nothing
-                } else {
-                    Wrapped::At(after_options(words, 1, &[]))
-                }
-            }
-            "builtin" | "nohup" | "setsid" | "unbuffer" => {
-                Wrapped::At(after_options(words, 1, &[]))
-            }
-            "exec" => Wrapped::At(after_options(words, 1, &["-a"])),
-            "nice" => Wrapped::At(after_options(words, 1, &["-n", "--adjustment"])),
-            "time" => Wrapped::At(after_options(
-                words,
-                1,
-                &["-f", "--format", "-o", "--output"],
-            )),
-            "stdbuf" => Wrapped::At(after_options(words, 1, &["-i", "-o", "-e"])),
-            "ionice" => Wrapped::At(after_options(
-                words,
-                1,
-                &[
-                    "-c",
-                    "-n",
-                    "-p",
-                    "-P",
-                    "-u",
-                    "--class",
-                    "--classdata",
-                    "--pid",
-                    "--pgid",
-                    "--uid",
-                ],
-            )),
-            "taskset" => Wrapped::At(after_options(words, 1, &[]) + 1),
-            "timeout" => {
-                let i = after_options(words, 1, &["-s", "--signal", "-k", "--kill-after"]);
-                Wrapped::At(i + 1)
-            }
-            "flock" => {
-                let mut i = 1;
-                while let Some(w) = words.get(i) {
-                    let t = w.text.as_str();
-                    if t == "-c" || t == "--command" {
-                        self.nested_script("flock -c", words.get(i + 1));
-                        return Some(Wrapped::Handled);
-                    }
-                    if t == "--" || !t.starts_with('-') {
-                        break;
-                    }
-                    i += if matches!(
-                        t,
-                        "-w" | "--wait" | "--timeout" | "-E" | "--conflict-exit-code"
-                    ) {
-                        2
-                    } else {
-                        1
-                    };
-                }
-                // The lock file, then the command.
-                Wrapped::At(i + 1)
-            }
-            "xargs" => {
-                let i = after_options(
-                    words,
-                    1,
-                    &[
-                        "-a",
-                        "--arg-file",
-                        "-d",
-                        "--delimiter",
-                        "-E",
-                        "-I",
-                        "-L",
-                        "-n",
-                        "--max-args",
-                        "-P",
-                        "--max-procs",
-                        "-s",
-                        "--max-chars",
-                        "--process-slot-var",
-                    ],
-                );
-                if i < words.len() {
-                    Wrapped::At(i)
-                } else {
-                    Wrapped::Nothing
-                }
-            }
-            "busybox" | "toybox" => match words.get(1) {
-                Some(a) if !a.text.starts_with('-') => Wrapped::At(1),
-                _ => Wrapped::Nothing,
-            },
-            n if lists::is_dynamic_loader(n) => Wrapped::At(after_options(
-                words,
-                1,
-                &[
-                    "--library-path",
-                    "--preload",
-                    "--argv0",
-                    "--audit",
-                    "--inhibit-rpath",
-                ],
-            )),
-            _ => return None,
-        };
-        Some(w)
-    }
-
-    fn env(&mut self, words: &[Word]) -> Wrapped {
-        let mut i = 1;
-        while let Some(w) = words.get(i) {
-            let t = w.text.as_str();
-            if t == "--" {
-                i += 1;
-                break;
-            }
-            if t == "-S" || t == "--split-string" {
-                self.nested_script("env -S", words.get(i + 1));
-                return Wrapped::Handled;
-            }
-            if let Some(s) = t
-                .strip_prefix("--split-string=")
-                .or_else(|| t.strip_prefix("-S"))
-            {
-                let script = Word {
-                    text: s.to_string(),
-                    ..w.clone()
-                };
-                self.nested_script("env -S", Some(&script));
-                return Wrapped::Handled;
-            }
-            if t.starts_with('-') {
-                i += if matches!(t, "-u" | "--unset" | "-C" | "--chdir") {
-                    2
-                } else {
-                    1
-                };
-                continue;
-            }
-            if let Some((var, _)) = t.split_once('=')
-                && is_var_name(var)
-            {
-                if lists::is_dangerous_var(var) {
-                    self.dangerous_var(var);
-                    return Wrapped::Handled;
-                }
-                i += 1;
-                continue;
-            }
-            break;
-        }
-        if i < words.len() {
-            Wrapped::At(i)
-        } else {
-            Wrapped::Nothing
-        }
+        lists::builtin_denied(name)
+            .filter(|_| !self.sc.allowed.iter().any(|a| a == name))
+            .or_else(|| {
+                self.sc
+                    .extra_denied
+                    .contains(name)
+                    .then_some(DeniedKind::Config)
+            })
     }
 
     /// A string that a command will run as a shell script.
-    fn nested_script(&mut self, what: &str, script: Option<&Word>) {
+    pub(super) fn nested_script(&mut self, what: &str, script: Option<&Word>) {
+        self.nested_script_with(what, script, None);
+    }
+
+    /// A script run with arguments (`sh -c 'rm "$1"' sh FILE`): its `$1`…
+    /// are those arguments.
+    fn nested_script_with(&mut self, what: &str, script: Option<&Word>, args: Option<Positional>) {
         match script {
             Some(s) if s.dynamic => self.deny(
                 "floor:hidden-command",
@@ -379,9 +253,23 @@ impl Walker<'_> {
             ),
             Some(s) => {
                 let text = s.text.clone();
-                self.subprogram(&text);
+                self.subprogram_with(&text, args);
             }
             None => {}
+        }
+    }
+
+    /// `set -- a b` (or `set a b`) gives the script other arguments: from
+    /// here on they are unknown.
+    fn set(&mut self, words: &[Word]) {
+        let mut i = 1;
+        while let Some(w) = words.get(i) {
+            let t = w.text.as_str();
+            if t == "--" || t == "-" || w.dynamic || !t.starts_with(['-', '+']) {
+                self.positional = None;
+                return;
+            }
+            i += if matches!(t, "-o" | "+o") { 2 } else { 1 };
         }
     }
 
@@ -427,7 +315,8 @@ impl Walker<'_> {
         }
         if c_flag {
             let what = format!("{name} -c");
-            self.nested_script(&what, words.get(i));
+            let args = positional(words.get(i + 1..).unwrap_or_default(), None);
+            self.nested_script_with(&what, words.get(i), args);
             return true;
         }
         if let Some(script) = words.get(i)
@@ -446,7 +335,8 @@ impl Walker<'_> {
             // A script file: its content is the sandbox's business.
             return false;
         }
-        self.program_from_stdin(name, stdin, true);
+        let args = positional(words.get(i..).unwrap_or_default(), Some(name));
+        self.program_from_stdin_with(name, stdin, true, args);
         matches!(stdin, Stdin::Doc(_))
     }
 
@@ -463,11 +353,21 @@ impl Walker<'_> {
         }
     }
 
-    fn program_from_stdin(&mut self, name: &str, stdin: &Stdin, is_shell: bool) {
+    pub(super) fn program_from_stdin(&mut self, name: &str, stdin: &Stdin, is_shell: bool) {
+        self.program_from_stdin_with(name, stdin, is_shell, None);
+    }
+
+    fn program_from_stdin_with(
+        &mut self,
+        name: &str,
+        stdin: &Stdin,
+        is_shell: bool,
+        args: Option<Positional>,
+    ) {
         match stdin {
             Stdin::Doc(text) if is_shell => {
                 let text = text.clone();
-                self.subprogram(&text);
+                self.subprogram_with(&text, args);
             }
             Stdin::Pipe => self.deny(
                 "floor:hidden-command",
@@ -501,14 +401,50 @@ impl Walker<'_> {
 
     fn alias(&mut self, words: &[Word]) {
         for w in &words[1..] {
-            if let Some((_, value)) = w.text.split_once('=') {
+            if let Some((name, value)) = w.text.split_once('=') {
                 let script = Word {
                     text: value.to_string(),
                     ..w.clone()
                 };
                 self.nested_script("alias", Some(&script));
+                if !w.dynamic {
+                    // Later uses run the value with their own words after it.
+                    self.aliases.push((name.to_string(), value.to_string()));
+                }
             }
         }
+    }
+
+    /// A command named like an alias defined earlier: the alias's value
+    /// with the command's arguments, as bash expands it (never inside its
+    /// own expansion).
+    fn expand_alias(&mut self, name: &str, words: &[Word]) {
+        if self.expanding.iter().any(|n| n == name) {
+            return;
+        }
+        let Some(value) = self
+            .aliases
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+        else {
+            return;
+        };
+        let mut text = value;
+        let args = (words.len() > 1).then(|| {
+            // The arguments as one more `"$@"`: each stays one word.
+            text.push_str(" \"$@\"");
+            Positional {
+                zero: Word::literal(name),
+                rest: words[1..].to_vec(),
+            }
+        });
+        let outer = self.positional.clone();
+        self.expanding.push(name.to_string());
+        self.subprogram_with(&text, args);
+        self.expanding.pop();
+        self.positional = outer;
     }
 
     fn trap(&mut self, words: &[Word]) {
@@ -540,7 +476,7 @@ impl Walker<'_> {
     }
 
     /// The absolute place a command argument names (no filesystem access).
-    fn place(&self, text: &str) -> PathBuf {
+    pub(super) fn place(&self, text: &str) -> PathBuf {
         lexical_join(self.base(), text)
     }
 
@@ -551,7 +487,12 @@ impl Walker<'_> {
     /// Credential and protected paths: refused for any access. `raw` is the
     /// argument as written, for the reason.
     fn sensitive(&mut self, p: &Path, raw: &str) -> bool {
-        if let Some(hit) = self.sc.protected.iter().find(|prot| p.starts_with(prot)) {
+        if let Some(hit) = self
+            .sc
+            .protected
+            .iter()
+            .find(|prot| paths::path_under(p, prot))
+        {
             self.deny(
                 "floor:protected",
                 format!(
@@ -589,7 +530,7 @@ impl Walker<'_> {
         }
         let literal = if w.glob { glob_dir(t) } else { t };
         let p = self.place(literal);
-        if self.sensitive(&p, w.raw()) {
+        if self.sensitive_target(w, &p) {
             return;
         }
         let shown = || show(w.raw());
@@ -597,7 +538,9 @@ impl Walker<'_> {
             if Self::under_private_tmp(&p) {
                 return;
             }
-            let computed = if w.dynamic {
+            let computed = if w.tree != Tree::No {
+                format!(" (every file `find {}` passes)", shown())
+            } else if w.dynamic {
                 format!(
                     " (`{}` is only partly known before it runs; with its variables empty it is that path)",
                     shown()
@@ -614,11 +557,21 @@ impl Walker<'_> {
             );
             return;
         };
-        if paths::is_git_internal(rel) && git_runs_it(rel) {
+        if paths::is_git_internal(rel) && super::git::git_runs_it(rel) {
             self.deny(
                 "floor:git-internals",
                 format!(
                     "{what} writes to `{}`; git's config and hooks run commands when git runs (also on the host), so commands never write them. Use `git` subcommands instead.",
+                    shown()
+                ),
+            );
+            return;
+        }
+        if w.tree == Tree::Whole && self.holds_git_dir(&p) {
+            self.deny(
+                "floor:git-internals",
+                format!(
+                    "{what} writes every file `find {}` passes, and that includes `.git/config` and `.git/hooks`, which run commands when git runs (also on the host). Pick the files with `-name` or `-path`, or leave `.git` out.",
                     shown()
                 ),
             );
@@ -643,6 +596,13 @@ impl Walker<'_> {
         self.note_secret(&p, t);
     }
 
+    /// The tree at `root` holds the workspace's `.git` directory, or lies in it.
+    fn holds_git_dir(&self, root: &Path) -> bool {
+        let git = self.sc.workspace.join(".git");
+        (git.starts_with(root) || root.starts_with(&git))
+            && self.sc.fs.symlink_metadata(&git).is_some()
+    }
+
     /// A file a command reads through a redirect.
     pub(super) fn read_target(&mut self, w: &Word) {
         if w.text.is_empty() {
@@ -650,7 +610,7 @@ impl Walker<'_> {
         }
         let literal = if w.glob { glob_dir(&w.text) } else { &w.text };
         let p = self.place(literal);
-        if !self.sensitive(&p, w.raw()) {
+        if !self.sensitive_target(w, &p) {
             self.note_secret(&p, &w.text);
         }
     }
@@ -669,22 +629,39 @@ impl Walker<'_> {
 
     /// Arguments of any command: credential paths are refused, workspace
     /// secret files need an approval.
-    fn scan_args(&mut self, args: &[Word]) {
+    pub(super) fn scan_args(&mut self, args: &[Word]) {
+        // After `cd /etc` (or `env -C /etc`), `cat shadow` names a path too.
+        let elsewhere = self.elsewhere;
         for w in args {
             if self.stopped() {
                 return;
             }
             let t = w.text.as_str();
+            if w.tree != Tree::No {
+                // Every file under a start point of `find`.
+                if !w.dynamic && !t.is_empty() {
+                    let root = self.place(if w.glob { glob_dir(t) } else { t });
+                    if self.tree_sensitive(&root, w.raw()) {
+                        return;
+                    }
+                }
+                continue;
+            }
             let value = if t.starts_with('-') || t.contains('=') {
                 t.split_once('=').map(|(_, v)| v)
             } else {
                 None
             };
-            for cand in std::iter::once(t).chain(value) {
+            // `@FILE` (curl -d @FILE, gcc @FILE): a file read.
+            let read = at_file(t).or_else(|| value.and_then(at_file));
+            for cand in std::iter::once(t).chain(value).chain(read) {
                 if cand.is_empty() {
                     continue;
                 }
-                if cand.contains('/') || cand.starts_with('.') {
+                if cand.contains('/')
+                    || cand.starts_with('.')
+                    || (elsewhere && !cand.starts_with('-'))
+                {
                     if w.glob {
                         let pattern = if cand.starts_with('/') {
                             cand.to_string()
@@ -744,20 +721,26 @@ impl Walker<'_> {
                 targets.push(w);
             }
         }
+        self.delete_all(&targets, recursive, "rm");
+    }
+
+    /// Deletes `targets`; a recursive delete inside the workspace needs a
+    /// confirmation. `cmd` names the deleting command in reasons.
+    pub(super) fn delete_all(&mut self, targets: &[&Word], recursive: bool, cmd: &str) {
         let mut confirm = Vec::new();
         for w in targets {
-            if let Some(rel) = self.delete_target(w, recursive, "rm") {
+            if let Some(rel) = self.delete_target(w, recursive, cmd) {
                 confirm.push(rel);
             }
             if self.stopped() {
                 return;
             }
         }
-        if recursive && !confirm.is_empty() {
+        if !confirm.is_empty() {
             self.confirm(
                 "confirm:rm-recursive",
                 format!(
-                    "`rm -r` deletes {} inside the workspace, which cannot be undone; it needs the user's confirmation.",
+                    "`{cmd}` deletes {} inside the workspace with everything in it, which cannot be undone; it needs the user's confirmation.",
                     show(&confirm.join(", "))
                 ),
                 None,
@@ -766,14 +749,27 @@ impl Walker<'_> {
     }
 
     /// A path a command deletes. Returns the workspace-relative path when a
-    /// recursive delete of it needs a confirmation.
+    /// recursive delete of it needs a confirmation. A tree (find's `{}`)
+    /// deletes everything beneath its root, or some files there when a name
+    /// test picked them.
     fn delete_target(&mut self, w: &Word, recursive: bool, cmd: &str) -> Option<String> {
-        if w.dynamic && recursive {
+        let whole = recursive || w.tree == Tree::Whole;
+        let how = if recursive {
+            format!("{cmd} -r")
+        } else {
+            cmd.to_string()
+        };
+        let shown = show(w.raw());
+        let target = if w.tree == Tree::No {
+            format!("`{how} {shown}`")
+        } else {
+            format!("`{how}` on the files under `{shown}` (from `find`)")
+        };
+        if w.dynamic && whole {
             self.deny(
                 "floor:dangerous-pattern",
                 format!(
-                    "`{cmd} -r {}`: the target is only known when the command runs; if the variable is empty or unset it deletes from `/`. Name the directory literally.",
-                    show(w.raw())
+                    "{target}: the target is only known when the command runs; if the variable is empty or unset it deletes from `/`. Name the directory literally."
                 ),
             );
             return None;
@@ -784,8 +780,7 @@ impl Walker<'_> {
         }
         let literal = if w.glob { glob_dir(t) } else { t };
         let p = self.place(literal);
-        let shown = show(w.raw());
-        if recursive {
+        if whole && !matches!(w.tree, Tree::Part { .. }) {
             let broad = if p == Path::new("/") {
                 Some("the whole filesystem")
             } else if p == self.sc.workspace {
@@ -798,16 +793,19 @@ impl Walker<'_> {
                 None
             };
             if let Some(what) = broad {
+                let instead = if w.tree == Tree::No {
+                    "Delete specific files or directories inside the workspace instead."
+                } else {
+                    "Start `find` in a directory inside the workspace, or pick files with `-name`."
+                };
                 self.deny(
                     "floor:dangerous-pattern",
-                    format!(
-                        "`{cmd} -r {shown}` would delete {what}. Delete specific files or directories inside the workspace instead."
-                    ),
+                    format!("{target} would delete {what}. {instead}"),
                 );
                 return None;
             }
         }
-        if self.sensitive(&p, w.raw()) {
+        if self.sensitive_target(w, &p) {
             return None;
         }
         let Ok(rel) = p.strip_prefix(self.sc.workspace) else {
@@ -817,19 +815,69 @@ impl Walker<'_> {
             self.deny(
                 "floor:path-scope",
                 format!(
-                    "`{cmd}` deletes {}, outside the workspace; commands only change files inside the workspace.",
+                    "`{cmd}` deletes {}{}, outside the workspace; commands only change files inside the workspace.",
+                    if w.tree == Tree::No { "" } else { "files under " },
                     show(&p.to_string_lossy())
                 ),
             );
             return None;
         };
-        let regenerable = rel
-            .components()
-            .any(|c| lists::is_build_dir(&c.as_os_str().to_string_lossy()));
-        if recursive && (!regenerable || self.cwd.is_none()) {
+        let regenerable = match w.tree {
+            Tree::Part { build_dirs } => build_dirs,
+            Tree::No | Tree::Whole => rel
+                .components()
+                .any(|c| lists::is_build_dir(&c.as_os_str().to_string_lossy())),
+        };
+        if whole && (!regenerable || self.cwd.is_none()) {
             return Some(rel.to_string_lossy().into_owned());
         }
         None
+    }
+
+    /// Credential and protected paths a target is, lies in, or (for a
+    /// tree) holds.
+    fn sensitive_target(&mut self, w: &Word, p: &Path) -> bool {
+        if w.tree == Tree::No {
+            return self.sensitive(p, w.raw());
+        }
+        self.tree_sensitive(p, w.raw())
+    }
+
+    /// A tree holding a credential or protected path: refused for any access.
+    pub(super) fn tree_sensitive(&mut self, root: &Path, raw: &str) -> bool {
+        if self.sensitive(root, raw) {
+            return true;
+        }
+        // `sensitive` judged the root itself; now what lies beneath it.
+        if let Some(what) = paths::tree_holds_credential(root, Some(self.sc.home)) {
+            self.deny(
+                "floor:credential-path",
+                format!(
+                    "`find {}` passes every file under {} to the command, and that includes credential paths ({what}); credential paths are never available to commands. Start `find` in the workspace.",
+                    show(raw),
+                    show(&root.to_string_lossy())
+                ),
+            );
+            return true;
+        }
+        let r = root.as_os_str().as_encoded_bytes();
+        if let Some(hit) = self
+            .sc
+            .protected
+            .iter()
+            .find(|prot| paths::under(prot.as_os_str().as_encoded_bytes(), r))
+        {
+            self.deny(
+                "floor:protected",
+                format!(
+                    "`find {}` passes every file under it to the command, and that includes the supervisor's own files ({}); commands can never touch them.",
+                    show(raw),
+                    show(&hit.to_string_lossy())
+                ),
+            );
+            return true;
+        }
+        false
     }
 
     fn writes_all(&mut self, name: &str, words: &[Word]) {
@@ -838,6 +886,20 @@ impl Walker<'_> {
             "mkdir" => &["-m", "--mode"],
             "shred" => &["-n", "-s", "--iterations", "--size"],
             "truncate" => &["-s", "-r", "--size", "--reference"],
+            "chown" | "chgrp" => &["--from", "--reference"],
+            "chattr" => &["-v", "-p"],
+            "setfacl" => &[
+                "-m",
+                "-x",
+                "-M",
+                "-X",
+                "--set",
+                "--set-file",
+                "--modify",
+                "--remove",
+                "--modify-file",
+                "--remove-file",
+            ],
             _ => &[],
         };
         let (pos, _) = positionals(words, takes_arg);
@@ -911,78 +973,6 @@ impl Walker<'_> {
         }
     }
 
-    fn find(&mut self, words: &[Word]) {
-        let mut i = 1;
-        while let Some(w) = words.get(i) {
-            match w.text.as_str() {
-                "-H" | "-L" | "-P" => i += 1,
-                "-D" => i += 2,
-                t if t.starts_with("-O") => i += 1,
-                _ => break,
-            }
-        }
-        let mut starts = Vec::new();
-        while let Some(w) = words.get(i) {
-            let t = w.text.as_str();
-            if t.starts_with('-') || t == "(" || t == "!" {
-                break;
-            }
-            starts.push(w);
-            i += 1;
-        }
-        let expr = &words[i.min(words.len())..];
-        let mut j = 0;
-        let mut deletes = false;
-        while j < expr.len() {
-            match expr[j].text.as_str() {
-                "-exec" | "-execdir" | "-ok" | "-okdir" => {
-                    let start = j + 1;
-                    let mut end = start;
-                    while end < expr.len() && !matches!(expr[end].text.as_str(), ";" | "+") {
-                        end += 1;
-                    }
-                    self.invocation(&expr[start..end], &Stdin::Inherited);
-                    if self.stopped() {
-                        return;
-                    }
-                    j = end + 1;
-                }
-                "-delete" => {
-                    deletes = true;
-                    j += 1;
-                }
-                "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
-                    if let Some(t) = expr.get(j + 1) {
-                        self.write_target(t, "`find`");
-                    }
-                    j += 2;
-                }
-                _ => j += 1,
-            }
-        }
-        if deletes {
-            let dot = Word::literal(".");
-            let starts = if starts.is_empty() {
-                vec![&dot]
-            } else {
-                starts
-            };
-            for s in starts {
-                let p = self.place(if s.glob { glob_dir(&s.text) } else { &s.text });
-                if s.dynamic || !(p.starts_with(self.sc.workspace) || Self::under_private_tmp(&p)) {
-                    self.deny(
-                        "floor:dangerous-pattern",
-                        format!(
-                            "`find {} -delete` deletes outside the workspace (or somewhere only known at run time). Limit it to a directory inside the workspace.",
-                            show(s.raw())
-                        ),
-                    );
-                    return;
-                }
-            }
-        }
-    }
-
     fn kill(&mut self, words: &[Word]) {
         let mut i = 1;
         if let Some(w) = words.get(1) {
@@ -1042,34 +1032,6 @@ impl Walker<'_> {
         }
     }
 
-    fn sed(&mut self, words: &[Word]) {
-        let in_place = words[1..].iter().any(|w| {
-            let t = w.text.as_str();
-            t.starts_with("--in-place")
-                || (t.starts_with('-') && !t.starts_with("--") && t.contains('i'))
-        });
-        if !in_place {
-            return;
-        }
-        let takes_arg = ["-e", "--expression", "-f", "--file", "-l", "--line-length"];
-        let (pos, opts) = positionals(words, &takes_arg);
-        let script_given = !opts.is_empty()
-            || words[1..]
-                .iter()
-                .any(|w| w.text.starts_with("--expression=") || w.text.starts_with("--file="));
-        let files = if script_given {
-            &pos[..]
-        } else {
-            pos.get(1..).unwrap_or(&[])
-        };
-        for w in files {
-            self.write_target(w, "`sed -i`");
-            if self.stopped() {
-                return;
-            }
-        }
-    }
-
     fn tar(&mut self, words: &[Word]) {
         let mut i = 1;
         while i < words.len() {
@@ -1115,289 +1077,12 @@ impl Walker<'_> {
             }
         }
     }
+}
 
-    fn watch(&mut self, words: &[Word]) {
-        let mut exec = false;
-        let mut i = 1;
-        while let Some(w) = words.get(i) {
-            let t = w.text.as_str();
-            if t == "--" {
-                i += 1;
-                break;
-            }
-            if !t.starts_with('-') {
-                break;
-            }
-            exec |= t == "-x" || t == "--exec";
-            i += if matches!(t, "-n" | "--interval" | "-q" | "--equexit") {
-                2
-            } else {
-                1
-            };
-        }
-        let rest = &words[i.min(words.len())..];
-        if exec {
-            self.invocation(rest, &Stdin::Inherited);
-            return;
-        }
-        if rest.iter().any(|w| w.dynamic) {
-            self.deny(
-                "floor:hidden-command",
-                "the command given to `watch` is only known when it runs, so it cannot be checked."
-                    .to_string(),
-            );
-            return;
-        }
-        let script: Vec<&str> = rest.iter().map(|w| w.text.as_str()).collect();
-        let text = script.join(" ");
-        self.subprogram(&text);
-    }
-
-    fn git(&mut self, words: &[Word]) {
-        let mut i = 1;
-        while let Some(w) = words.get(i) {
-            let t = w.text.as_str();
-            match t {
-                "-c" => {
-                    if let Some(kv) = words.get(i + 1) {
-                        self.git_transient_config(kv);
-                        if self.stopped() {
-                            return;
-                        }
-                    }
-                    i += 2;
-                }
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
-                | "--config-env" => {
-                    if t == "--config-env" {
-                        self.git_config_env(words.get(i + 1));
-                    }
-                    i += 2;
-                }
-                _ if t.starts_with("--config-env=") => {
-                    let rest = Word {
-                        text: t["--config-env=".len()..].to_string(),
-                        ..w.clone()
-                    };
-                    self.git_config_env(Some(&rest));
-                    i += 1;
-                }
-                _ if t.starts_with('-') => i += 1,
-                _ => break,
-            }
-            if self.stopped() {
-                return;
-            }
-        }
-        if let Some(ext) = words.iter().find(|w| w.text.starts_with("ext::")) {
-            self.deny(
-                "floor:hidden-command",
-                format!(
-                    "`{}` uses git's ext:: transport, which runs a command. Use an ordinary remote.",
-                    show(ext.raw())
-                ),
-            );
-            return;
-        }
-        let Some(sub) = words.get(i) else { return };
-        let rest = &words[i + 1..];
-        let has = |f: &str| rest.iter().any(|w| w.text == f);
-        let short_has = |c: char| {
-            rest.iter()
-                .any(|w| w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains(c))
-        };
-        match sub.text.as_str() {
-            "config" => self.git_config(rest),
-            "push" => self.git_push(rest),
-            "reset" if has("--hard") => self.confirm(
-                "confirm:git-reset-hard",
-                "`git reset --hard` throws away uncommitted changes and moves the branch; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "clean" if (has("--force") || short_has('f')) && !(has("--dry-run") || short_has('n')) => self.confirm(
-                "confirm:git-clean",
-                "`git clean -f` deletes untracked files for good; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "checkout" if has("-f") || has("--force") || has("--") || has(".") => self.confirm(
-                "confirm:git-discard",
-                "this `git checkout` overwrites uncommitted changes in the working tree; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "restore" if !(has("--staged") || has("-S")) || has("--worktree") || has("-W") => self.confirm(
-                "confirm:git-discard",
-                "`git restore` overwrites uncommitted changes in the working tree; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "branch" if has("-D") || ((has("-d") || has("--delete")) && (has("-f") || has("--force"))) => self.confirm(
-                "confirm:git-branch-delete",
-                "force-deleting a branch can lose commits that are on no other branch; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "stash" if rest.first().is_some_and(|w| matches!(w.text.as_str(), "drop" | "clear")) => self.confirm(
-                "confirm:git-stash-drop",
-                "dropping stashes loses the changes in them; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "filter-branch" | "filter-repo" => self.confirm(
-                "confirm:git-history-rewrite",
-                "rewriting history changes every commit hash of the branch; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "reflog" if rest.first().is_some_and(|w| matches!(w.text.as_str(), "expire" | "delete")) => self.confirm(
-                "confirm:git-reflog",
-                "expiring the reflog removes the last way to recover lost commits; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            "update-ref" if has("-d") => self.confirm(
-                "confirm:git-update-ref",
-                "deleting a ref directly can lose commits; it needs the user's confirmation.".to_string(),
-                None,
-            ),
-            _ => {}
-        }
-    }
-
-    /// `git -c key=value`: lives for one command, inside the sandbox. A key
-    /// whose value is a command is analysed as one.
-    fn git_transient_config(&mut self, kv: &Word) {
-        let Some((key, value)) = kv.text.split_once('=') else {
-            return;
-        };
-        if !lists::git_key_runs_command(key) {
-            return;
-        }
-        let value = value.trim_start_matches('!');
-        let script = Word {
-            text: value.to_string(),
-            ..kv.clone()
-        };
-        let what = format!("git -c {}", show(key));
-        self.nested_script(&what, Some(&script));
-    }
-
-    fn git_config_env(&mut self, kv: Option<&Word>) {
-        let Some(kv) = kv else { return };
-        let key = kv.text.split_once('=').map_or(kv.text.as_str(), |(k, _)| k);
-        if lists::git_key_runs_command(key) {
-            self.deny(
-                "floor:hidden-command",
-                format!(
-                    "`git --config-env {}` takes a command from an environment variable, so it cannot be checked.",
-                    show(key)
-                ),
-            );
-        }
-    }
-
-    /// `git config KEY VALUE` persists: a command-running key would run on
-    /// the host the next time anyone uses git there.
-    fn git_config(&mut self, rest: &[Word]) {
-        let takes_arg = [
-            "-f",
-            "--file",
-            "--blob",
-            "--type",
-            "--default",
-            "--comment",
-            "--value",
-        ];
-        let mut pos: Vec<&Word> = Vec::new();
-        let mut reading = false;
-        let mut i = 0;
-        while let Some(w) = rest.get(i) {
-            let t = w.text.as_str();
-            if t.starts_with('-') {
-                reading |= t.starts_with("--get")
-                    || matches!(
-                        t,
-                        "-l" | "--list"
-                            | "--unset"
-                            | "--unset-all"
-                            | "--remove-section"
-                            | "--rename-section"
-                            | "-e"
-                            | "--edit"
-                    );
-                i += if takes_arg.contains(&t) { 2 } else { 1 };
-                continue;
-            }
-            pos.push(w);
-            i += 1;
-        }
-        let key = match pos.first().map(|w| w.text.as_str()) {
-            Some("set") => pos.get(1),
-            Some("get" | "list" | "unset" | "rename-section" | "remove-section" | "edit") => None,
-            _ if reading || pos.len() < 2 => None,
-            _ => pos.first(),
-        };
-        let Some(key) = key else { return };
-        if key.dynamic {
-            self.deny(
-                "floor:hidden-command",
-                "`git config` with a key only known at run time cannot be checked.".to_string(),
-            );
-            return;
-        }
-        if lists::git_key_runs_command(&key.text) {
-            self.deny(
-                "floor:dangerous-pattern",
-                format!(
-                    "`git config {}` stores a command that git runs later, including when someone runs git on the host. It is refused; pass settings with `git -c` for a single command if needed.",
-                    show(&key.text)
-                ),
-            );
-        }
-    }
-
-    fn git_push(&mut self, rest: &[Word]) {
-        let mut force = false;
-        let mut pos: Vec<&str> = Vec::new();
-        let mut i = 0;
-        let mut only_pos = false;
-        while let Some(w) = rest.get(i) {
-            let t = w.text.as_str();
-            i += 1;
-            if only_pos || !t.starts_with('-') {
-                pos.push(t);
-                continue;
-            }
-            match t {
-                "--" => only_pos = true,
-                "--force" | "--force-if-includes" | "--mirror" | "--delete" | "--prune" => {
-                    force = true
-                }
-                _ if t.starts_with("--force-with-lease") => force = true,
-                "-o" | "--push-option" | "--repo" | "--receive-pack" | "--exec" => i += 1,
-                _ if t.starts_with("--") => {}
-                _ => force |= t.contains(['f', 'd']),
-            }
-        }
-        let refspecs = pos.get(1..).unwrap_or(&[]);
-        if refspecs
-            .iter()
-            .any(|r| r.starts_with('+') || r.starts_with(':'))
-        {
-            force = true;
-        }
-        let branch = refspecs.last().map(|r| {
-            let r = r.trim_start_matches('+');
-            r.rsplit(':').next().unwrap_or(r).to_string()
-        });
-        if force {
-            self.confirm(
-                "confirm:git-push-force",
-                "a forced push (or a push that deletes refs) rewrites the remote's history for everyone; it needs the user's typed confirmation.".to_string(),
-                branch.filter(|b| !b.is_empty()),
-            );
-        } else {
-            self.confirm(
-                "confirm:git-push",
-                "`git push` publishes commits to a remote, which cannot be taken back quietly; it needs the user's confirmation.".to_string(),
-                None,
-            );
-        }
-    }
+/// `@FILE` (curl -d @FILE, gcc @FILE): the file read.
+fn at_file(c: &str) -> Option<&str> {
+    c.strip_prefix('@')
+        .filter(|f| f.starts_with(['/', '~', '.']))
 }
 
 /// The literal part of a glob, up to its first pattern character.
@@ -1414,19 +1099,4 @@ fn glob_dir(t: &str) -> &str {
         Some(i) => &prefix[..i],
         None => ".",
     }
-}
-
-/// `.git/config`, `.git/hooks/*` and the like: files whose content git runs.
-fn git_runs_it(rel: &Path) -> bool {
-    let mut seen_git = false;
-    for c in rel.components() {
-        let n = c.as_os_str().to_string_lossy();
-        if seen_git && (n.eq_ignore_ascii_case("hooks") || n.eq_ignore_ascii_case("config")) {
-            return true;
-        }
-        if n.eq_ignore_ascii_case(".git") {
-            seen_git = true;
-        }
-    }
-    false
 }

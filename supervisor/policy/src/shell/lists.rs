@@ -74,32 +74,69 @@ const CONTAINERS: &[&str] = &[
 ];
 const TRACING: &[&str] = &["strace", "ltrace"];
 
+/// FNV-1a: program names are short and the tables are fixed (lookups never
+/// insert, so a chosen name cannot slow them), where SipHash's setup would
+/// cost more than the hashing.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// A fixed table keyed by program name.
+pub(crate) type NameMap<V> =
+    std::collections::HashMap<&'static str, V, std::hash::BuildHasherDefault<Fnv>>;
+
+/// Program names from the config (`extra_denied_binaries`): built once,
+/// looked up for every command.
+pub(crate) type NameSet = std::collections::HashSet<String, std::hash::BuildHasherDefault<Fnv>>;
+
 /// The built-in category of a denied binary name (a basename). One hash
 /// lookup: a script names a command hundreds of times.
 pub(crate) fn builtin_denied(name: &str) -> Option<DeniedKind> {
-    static BY_NAME: std::sync::LazyLock<std::collections::HashMap<&'static str, DeniedKind>> =
-        std::sync::LazyLock::new(|| {
-            let lists = [
-                (NETWORK, DeniedKind::Network),
-                (PRIVILEGE, DeniedKind::Privilege),
-                (PERMISSIONS, DeniedKind::Permissions),
-                (SYSTEM, DeniedKind::System),
-                (CONTAINERS, DeniedKind::Containers),
-                (TRACING, DeniedKind::Tracing),
-            ];
-            let mut m = std::collections::HashMap::new();
-            // Reversed, so a name on two lists keeps the first list's kind.
-            for (names, kind) in lists.into_iter().rev() {
-                for n in names {
-                    m.insert(*n, kind);
-                }
+    static BY_NAME: std::sync::LazyLock<NameMap<DeniedKind>> = std::sync::LazyLock::new(|| {
+        let lists = [
+            (NETWORK, DeniedKind::Network),
+            (PRIVILEGE, DeniedKind::Privilege),
+            (PERMISSIONS, DeniedKind::Permissions),
+            (SYSTEM, DeniedKind::System),
+            (CONTAINERS, DeniedKind::Containers),
+            (TRACING, DeniedKind::Tracing),
+        ];
+        let mut m = NameMap::default();
+        // Reversed, so a name on two lists keeps the first list's kind.
+        for (names, kind) in lists.into_iter().rev() {
+            for n in names {
+                m.insert(*n, kind);
             }
-            m
-        });
+        }
+        m
+    });
     if let Some(kind) = BY_NAME.get(name) {
         return Some(*kind);
     }
     name.starts_with("mkfs").then_some(DeniedKind::System)
+}
+
+/// Whether a name is on the built-in denylist (what `allow_binaries` may lift).
+pub(crate) fn is_builtin_denied(name: &str) -> bool {
+    builtin_denied(name).is_some()
 }
 
 /// The reason given for a denied binary: what is refused, why, what instead.

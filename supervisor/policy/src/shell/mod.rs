@@ -15,23 +15,37 @@
 //! first line; the sandbox is the wall.
 
 mod commands;
+mod find;
+mod git;
+mod launch;
+mod launchers;
 pub(crate) mod lists;
 mod nesting;
+mod options;
+mod sed;
 pub(crate) mod words;
 
 pub use words::parsing_untrusted_input;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use brush_parser::ast;
 
 use crate::display::shorten;
 use crate::facts::{FsFacts, Memo};
-use words::{Env, Word};
+use words::{Env, Positional, Word};
 
 /// Nesting of `sh -c`, substitutions and the like before the gate gives up.
 pub(crate) const MAX_DEPTH: usize = 8;
+
+/// Programs that run programs inside each other (`nice nice …`, `find …
+/// -exec find …`) before the gate gives up: each is a level of recursion.
+const MAX_LAUNCHED: usize = 64;
+
+/// Extra walks one command line may cost: each start point of `find`, input
+/// item of xargs or parallel, reading of a computed launcher word, or shift
+/// of a script's arguments is judged on its own, and these multiply.
+const MAX_FANOUT: usize = 512;
 
 /// What the analysis may consult.
 pub(crate) struct ShellCtx<'a> {
@@ -40,7 +54,10 @@ pub(crate) struct ShellCtx<'a> {
     pub home: &'a Path,
     pub protected: &'a [PathBuf],
     /// `extra_denied_binaries` from the config.
-    pub extra_denied: &'a HashSet<String>,
+    pub extra_denied: &'a lists::NameSet,
+    /// `allow_binaries` from the config: lifted from the built-in denylist
+    /// (a handful at most, looked up only for a denied name).
+    pub allowed: &'a [String],
     pub fs: &'a dyn FsFacts,
     /// Fill `commands` and `outer` (only rules read them).
     pub collect: bool,
@@ -100,6 +117,9 @@ struct Walker<'a> {
     /// The working directory, when known (`cd` to a computed place makes it unknown).
     cwd: Option<PathBuf>,
     cwd_str: String,
+    /// The working directory is known and not the workspace (`cd /etc`):
+    /// a bare name like `shadow` is a path there.
+    elsewhere: bool,
     home_str: String,
     /// Functions whose bodies are being walked (fork-bomb detection).
     functions: Vec<String>,
@@ -111,6 +131,17 @@ struct Walker<'a> {
     protected_inside: bool,
     /// Word buffers kept from one simple command for the next.
     spare_words: Vec<Word>,
+    /// `$1`… of the `sh -c` script being walked, when it was given literal
+    /// arguments; otherwise they are unknown values.
+    positional: Option<Positional>,
+    /// What is left of [`MAX_FANOUT`].
+    fanout: usize,
+    /// Commands being judged inside each other (launchers and what they run).
+    launched: usize,
+    /// Aliases defined so far: (name, value).
+    aliases: Vec<(String, String)>,
+    /// Aliases being expanded (bash never expands one inside itself).
+    expanding: Vec<String>,
 }
 
 /// `words[n]`, added when the vector is that short.
@@ -129,13 +160,35 @@ impl<'a> Walker<'a> {
             depth: 0,
             cwd: Some(sc.workspace.to_path_buf()),
             cwd_str: sc.workspace.to_string_lossy().into_owned(),
+            elsewhere: false,
             home_str: sc.home.to_string_lossy().into_owned(),
             functions: Vec::new(),
             concurrent: 0,
             endless: 0,
             protected_inside: sc.protected.iter().any(|p| p.starts_with(sc.workspace)),
             spare_words: Vec::new(),
+            positional: None,
+            fanout: MAX_FANOUT,
+            launched: 0,
+            aliases: Vec::new(),
+            expanding: Vec::new(),
         }
+    }
+
+    /// Takes `n` extra walks from the budget; false (and the command
+    /// refused) when it is spent.
+    fn spend(&mut self, n: usize) -> bool {
+        if n <= self.fanout {
+            self.fanout -= n;
+            return true;
+        }
+        self.deny(
+            "floor:hidden-command",
+            format!(
+                "the command runs other commands in more combinations (start points, input items, arguments) than the {MAX_FANOUT} the gate checks, so it cannot be checked. Write it more plainly."
+            ),
+        );
+        false
     }
 
     fn stopped(&self) -> bool {
@@ -168,6 +221,9 @@ impl<'a> Walker<'a> {
             .unwrap_or(self.sc.workspace)
             .to_string_lossy()
             .into_owned();
+        self.elsewhere = cwd
+            .as_deref()
+            .is_some_and(|c| c.as_os_str() != self.sc.workspace.as_os_str());
         self.cwd = cwd;
     }
 
@@ -176,11 +232,19 @@ impl<'a> Walker<'a> {
         self.cwd.as_deref().unwrap_or(self.sc.workspace)
     }
 
-    /// Parses and walks a program (the command line, a `-c` string, a
-    /// substitution, a heredoc fed to a shell).
+    /// Parses and walks a program (the command line, a substitution, a
+    /// heredoc fed to a shell).
     fn program_text(&mut self, text: &str) {
+        if let Some(program) = self.parse_program(text) {
+            self.walk_program(&program);
+        }
+    }
+
+    /// Parses a program; `None` (and the command refused) when it cannot be
+    /// parsed or nests too deeply.
+    fn parse_program(&mut self, text: &str) -> Option<ast::Program> {
         if self.stopped() {
-            return;
+            return None;
         }
         if self.depth >= MAX_DEPTH {
             self.deny(
@@ -189,7 +253,7 @@ impl<'a> Walker<'a> {
                     "the command nests shells and substitutions more than {MAX_DEPTH} levels deep, so it cannot be checked. Write it more plainly."
                 ),
             );
-            return;
+            return None;
         }
         let nested = nesting::depth(text);
         if nested > nesting::MAX_NESTING {
@@ -200,29 +264,37 @@ impl<'a> Walker<'a> {
                     nesting::MAX_NESTING
                 ),
             );
-            return;
+            return None;
         }
-        self.depth += 1;
         let opts = words::options();
         let parsed =
             words::guarded(|| brush_parser::Parser::new(text.as_bytes(), &opts).parse_program());
         match parsed {
-            None => self.deny(
-                "floor:unparseable",
-                "the bash parser failed on this command, so it cannot be checked. Rewrite it in plain bash syntax.".to_string(),
-            ),
-            Some(Err(e)) => self.deny(
-                "floor:unparseable",
-                format!(
-                    "the command could not be parsed as bash ({}), so it cannot be checked. Rewrite it in plain bash syntax.",
-                    shorten(&e.to_string(), 160)
-                ),
-            ),
-            Some(Ok(program)) => {
-                for cc in &program.complete_commands {
-                    self.list(cc);
-                }
+            None => {
+                self.deny(
+                    "floor:unparseable",
+                    "the bash parser failed on this command, so it cannot be checked. Rewrite it in plain bash syntax.".to_string(),
+                );
+                None
             }
+            Some(Err(e)) => {
+                self.deny(
+                    "floor:unparseable",
+                    format!(
+                        "the command could not be parsed as bash ({}), so it cannot be checked. Rewrite it in plain bash syntax.",
+                        shorten(&e.to_string(), 160)
+                    ),
+                );
+                None
+            }
+            Some(Ok(program)) => Some(program),
+        }
+    }
+
+    fn walk_program(&mut self, program: &ast::Program) {
+        self.depth += 1;
+        for cc in &program.complete_commands {
+            self.list(cc);
         }
         self.depth -= 1;
     }
@@ -231,6 +303,42 @@ impl<'a> Walker<'a> {
     fn subprogram(&mut self, text: &str) {
         let saved = self.cwd.clone();
         self.program_text(text);
+        self.restore_cwd(saved);
+    }
+
+    /// A program run by a new shell with these arguments (`sh -c SCRIPT
+    /// ARG0 ARGS…`). When the script shifts them, each argument may end up
+    /// as `$1`, so the program is walked once per shift of the arguments.
+    fn subprogram_with(&mut self, text: &str, args: Option<Positional>) {
+        let saved = self.cwd.clone();
+        let outer = self.positional.take();
+        if let Some(program) = self.parse_program(text) {
+            match args {
+                None => self.walk_program(&program),
+                Some(args) => {
+                    // Without `shift` the arguments stay where they are.
+                    let n = if text.contains("shift") {
+                        args.rest.len()
+                    } else {
+                        1
+                    };
+                    if self.spend(n.saturating_sub(1)) {
+                        for k in 0..n.max(1) {
+                            self.positional = Some(Positional {
+                                zero: args.zero.clone(),
+                                rest: args.rest.get(k..).unwrap_or_default().to_vec(),
+                            });
+                            self.walk_program(&program);
+                            self.restore_cwd(saved.clone());
+                            if self.stopped() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.positional = outer;
         self.restore_cwd(saved);
     }
 
@@ -383,8 +491,11 @@ impl<'a> Walker<'a> {
         self.functions.push(f.fname.value.clone());
         // What counts is concurrency inside the body.
         let saved = std::mem::take(&mut self.concurrent);
+        // A function's `$1`… are its own arguments, unknown here.
+        let outer = self.positional.take();
         self.compound(&f.body.0);
         self.redirect_list(f.body.1.as_ref());
+        self.positional = outer;
         self.concurrent = saved;
         self.functions.pop();
     }
@@ -427,6 +538,7 @@ impl<'a> Walker<'a> {
         let env = Env {
             home: &self.home_str,
             cwd: &self.cwd_str,
+            positional: self.positional.as_ref(),
         };
         match words::eval_into(raw, &env, &mut subs, out) {
             Ok(()) => {
@@ -460,10 +572,9 @@ impl<'a> Walker<'a> {
             match item {
                 ast::CommandPrefixOrSuffixItem::IoRedirect(_) => {}
                 ast::CommandPrefixOrSuffixItem::Word(w) => {
-                    if !self.word_into(&w.value, slot(&mut words, n)) {
+                    if !self.push_word(&w.value, &mut words, &mut n) {
                         return;
                     }
-                    n += 1;
                 }
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => self.assignment(a),
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
@@ -471,29 +582,27 @@ impl<'a> Walker<'a> {
                 }
             }
         }
-        if let Some(w) = &s.word_or_name {
-            if !self.word_into(&w.value, slot(&mut words, n)) {
-                return;
-            }
-            n += 1;
+        if let Some(w) = &s.word_or_name
+            && !self.push_word(&w.value, &mut words, &mut n)
+        {
+            return;
         }
         for item in suffix.clone() {
             match item {
                 ast::CommandPrefixOrSuffixItem::IoRedirect(_) => {}
                 ast::CommandPrefixOrSuffixItem::Word(w)
                 | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
-                    if !self.word_into(&w.value, slot(&mut words, n)) {
+                    if !self.push_word(&w.value, &mut words, &mut n) {
                         return;
                     }
-                    n += 1;
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
                     self.subshell(&sub.list);
                     *slot(&mut words, n) = Word {
                         text: "/dev/fd/63".to_string(),
                         dynamic: true,
-                        glob: false,
                         raw: "<(…)".to_string(),
+                        ..Word::default()
                     };
                     n += 1;
                 }
@@ -524,6 +633,36 @@ impl<'a> Walker<'a> {
         }
         self.invocation(here, &stdin);
         self.spare_words = words;
+    }
+
+    /// Evaluates one word of a simple command into `words[*n]`; `"$@"` of
+    /// a script given literal arguments becomes one word per argument.
+    #[inline]
+    fn push_word(&mut self, raw: &str, words: &mut Vec<Word>, n: &mut usize) -> bool {
+        if self.positional.is_some() && self.push_all_args(raw, words, n) {
+            return true;
+        }
+        if !self.word_into(raw, slot(words, *n)) {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// `"$@"` (and `$*`) as a whole word, when the arguments are known.
+    #[cold]
+    fn push_all_args(&self, raw: &str, words: &mut Vec<Word>, n: &mut usize) -> bool {
+        let Some(p) = &self.positional else {
+            return false;
+        };
+        if !matches!(raw, "\"$@\"" | "$@" | "\"${@}\"" | "${@}" | "$*" | "${*}") {
+            return false;
+        }
+        for a in &p.rest {
+            *slot(words, *n) = a.clone();
+            *n += 1;
+        }
+        true
     }
 
     fn assignment(&mut self, a: &ast::Assignment) {
@@ -635,6 +774,7 @@ impl<'a> Walker<'a> {
                     let env = Env {
                         home: &self.home_str,
                         cwd: &self.cwd_str,
+                        positional: self.positional.as_ref(),
                     };
                     if let Err(e) = words::heredoc_subs(&doc.doc.value, &env, &mut subs) {
                         self.deny(

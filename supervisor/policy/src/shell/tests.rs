@@ -1,7 +1,7 @@
 //! Table tests of the shell analysis, through `analyze` with an in-memory
 //! filesystem.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::*;
@@ -50,7 +50,12 @@ fn fs() -> MemFs {
 }
 
 fn run_with(cmd: &str, extra: &[&str]) -> Report {
-    let extra: HashSet<String> = extra.iter().map(|s| s.to_string()).collect();
+    run_lifting(cmd, extra, &[])
+}
+
+fn run_lifting(cmd: &str, extra: &[&str], lifted: &[&str]) -> Report {
+    let extra: lists::NameSet = extra.iter().map(|s| s.to_string()).collect();
+    let allowed: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
     let fs = fs();
     let protected = vec![PathBuf::from("/var/lib/tollgate")];
     let sc = ShellCtx {
@@ -58,6 +63,7 @@ fn run_with(cmd: &str, extra: &[&str]) -> Report {
         home: Path::new("/home/u"),
         protected: &protected,
         extra_denied: &extra,
+        allowed: &allowed,
         fs: &fs,
         collect: true,
     };
@@ -497,4 +503,115 @@ fn assignment_words_are_told_from_command_words() {
     // An assignment's value is still analysed: its substitution runs.
     assert_eq!(names("X=$(whoami) ls"), ["whoami", "ls"]);
     assert_eq!(denied("X=1 rm -rf /"), denied("rm -rf /"));
+}
+
+#[test]
+fn launchers_record_the_command_they_run_for_rules() {
+    let r = clean("timeout 5 env -i A=1 nice -n 2 cargo test -p x");
+    assert_eq!(r.commands, ["cargo test -p x"]);
+    assert_eq!(r.outer, ["timeout 5 env -i A=1 nice -n 2 cargo test -p x"]);
+    let r = clean("find src -name '*.rs' -exec rustfmt {} +");
+    assert_eq!(
+        r.commands,
+        ["rustfmt src", "find src -name *.rs -exec rustfmt {} +"]
+    );
+    let r = clean("xargs -I{} cargo test {} <<< net");
+    assert_eq!(r.commands, ["cargo test net"]);
+    // A launcher that runs nothing is an ordinary command.
+    assert_eq!(clean("command -v cargo").commands, ["command -v cargo"]);
+}
+
+#[test]
+fn aliases_expand_with_their_arguments() {
+    assert_eq!(
+        denied("alias t='timeout 5'; t rm -rf ~"),
+        "floor:dangerous-pattern"
+    );
+    assert_eq!(denied("alias get=curl; get x"), "floor:denied-binary");
+    // Never inside its own expansion, as in bash.
+    let r = clean("alias ls='ls --color'; ls src");
+    assert!(r.commands.iter().any(|c| c == "ls --color src"), "{r:?}");
+    // Without `shopt -s expand_aliases` bash runs the command itself, so
+    // that is judged too.
+    assert!(r.commands.iter().any(|c| c == "ls src"), "{r:?}");
+    assert_eq!(denied("alias curl=echo; curl x"), "floor:denied-binary");
+}
+
+#[test]
+fn bare_names_are_paths_after_cd_elsewhere() {
+    assert_eq!(denied("cd /etc && cat shadow"), "floor:credential-path");
+    assert_eq!(denied("env -C ~/.ssh cat id_rsa"), "floor:credential-path");
+    assert_eq!(denied("cd ~/.ssh; cat *"), "floor:credential-path");
+    clean("cd src && cat main.rs");
+    clean("cd /tmp && ls -la");
+}
+
+#[test]
+fn fanning_out_has_a_budget() {
+    // 30 start points, each running a command with 30 items: more walks
+    // than the gate takes.
+    let starts: Vec<String> = (0..30).map(|i| format!("d{i}")).collect();
+    let starts = starts.join(" ");
+    let cmd = format!("find {starts} -exec parallel echo {{}} ::: {starts} \\;");
+    assert_eq!(denied(&cmd), "floor:hidden-command");
+    let r = run(&cmd);
+    assert!(
+        r.deny
+            .is_some_and(|f| f.reason.contains("more combinations")),
+        "{cmd}"
+    );
+    // A few are fine.
+    clean("find a b c -name '*.o' -exec echo {} +");
+}
+
+#[test]
+fn lifted_binaries_are_judged_like_any_command() {
+    let lift = |cmd: &str, lifted: &[&str]| run_lifting(cmd, &[], lifted).deny.map(|f| f.rule);
+    assert_eq!(
+        lift("sudo make install", &[]),
+        Some("floor:denied-binary".into())
+    );
+    assert_eq!(lift("sudo make install", &["sudo"]), None);
+    assert_eq!(
+        lift("sudo rm -rf /", &["sudo"]),
+        Some("floor:dangerous-pattern".into())
+    );
+    assert_eq!(
+        lift("sudo curl x", &["sudo"]),
+        Some("floor:denied-binary".into())
+    );
+    assert_eq!(lift("chmod +x a.sh", &["chmod"]), None);
+    assert_eq!(
+        lift("chmod 4755 /usr/bin/x", &["chmod"]),
+        Some("floor:path-scope".into())
+    );
+    // A copy of a lifted binary is no longer a copy of a denied one.
+    assert_eq!(lift("cp /usr/bin/ssh ./s", &["ssh"]), None);
+    assert_eq!(
+        lift("cp /usr/bin/ssh ./s", &[]),
+        Some("floor:denied-binary".into())
+    );
+}
+
+/// Each launcher is a level of recursion: 13,000 of them in 64 KiB must
+/// cost a denial, not the worker's stack.
+#[test]
+fn regression_launcher_chains_do_not_overflow_the_stack() {
+    for unit in [
+        "nice ",
+        "env ",
+        "timeout 1 ",
+        "xargs ",
+        "command ",
+        "nohup nice -n 1 ",
+    ] {
+        let mut cmd = unit.repeat(65_000 / unit.len());
+        cmd.push_str("true");
+        let rule = run(&cmd).deny.map(|f| f.rule);
+        assert_eq!(rule.as_deref(), Some("floor:hidden-command"), "{unit:?}");
+    }
+    let nested = format!("find . -exec {}true \\;", "xargs timeout 1 ".repeat(40));
+    let rule = run(&nested).deny.map(|f| f.rule);
+    assert_eq!(rule.as_deref(), Some("floor:hidden-command"));
+    clean("nice timeout 5 env A=1 nohup cargo test");
 }

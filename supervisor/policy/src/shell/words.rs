@@ -18,8 +18,35 @@ pub(crate) struct Word {
     pub dynamic: bool,
     /// Holds an unquoted glob (`* ? [`) or brace (`{a,b}`) pattern.
     pub glob: bool,
+    /// Holds an unquoted expansion: bash may split it into several words,
+    /// or drop it, so the words after it may shift.
+    pub splits: bool,
+    /// Stands for a directory tree rather than one path (find's `{}`).
+    pub tree: Tree,
     /// The word as written, for messages; empty when it equals `text`.
     pub raw: String,
+}
+
+/// What a word that stands for many files covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Tree {
+    /// One path.
+    #[default]
+    No,
+    /// The path and every file beneath it (`find DIR -exec … {}`).
+    Whole,
+    /// Some files beneath the path, picked by name (`find DIR -name x`);
+    /// `build_dirs` when every name picked is a directory a build recreates.
+    Part { build_dirs: bool },
+}
+
+/// The positional parameters of a `sh -c` script given arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Positional {
+    /// `$0`.
+    pub zero: Word,
+    /// `$1`, `$2`, …
+    pub rest: Vec<Word>,
 }
 
 impl Word {
@@ -27,10 +54,22 @@ impl Word {
     pub(crate) fn literal(s: &str) -> Word {
         Word {
             text: s.to_string(),
-            dynamic: false,
-            glob: false,
-            raw: String::new(),
+            ..Word::default()
         }
+    }
+
+    /// A value only known when the command runs (an item read from stdin).
+    pub(crate) fn unknown(raw: &str) -> Word {
+        Word {
+            dynamic: true,
+            raw: raw.to_string(),
+            ..Word::default()
+        }
+    }
+
+    /// The word may become several words, or none, when bash expands it.
+    pub(crate) fn may_split(&self) -> bool {
+        self.splits || self.glob
     }
 
     /// The word as written.
@@ -51,6 +90,8 @@ pub(crate) struct WordError(pub String);
 pub(crate) struct Env<'a> {
     pub home: &'a str,
     pub cwd: &'a str,
+    /// `$1`… when a `sh -c` script was given arguments.
+    pub positional: Option<&'a Positional>,
 }
 
 /// Parser options as bash has them when it runs a script: extglob off.
@@ -117,9 +158,9 @@ fn simple_quotes(raw: &str) -> Option<Word> {
     }
     Some(Word {
         text,
-        dynamic: false,
         glob,
         raw: raw.to_string(),
+        ..Word::default()
     })
 }
 
@@ -137,6 +178,8 @@ pub(crate) fn eval_into(
         out.text.push_str(raw);
         out.dynamic = false;
         out.glob = false;
+        out.splits = false;
+        out.tree = Tree::No;
         out.raw.clear();
         return Ok(());
     }
@@ -158,7 +201,21 @@ pub(crate) fn eval(raw: &str, env: &Env, subs: &mut Vec<String>) -> Result<Word,
         ..Word::default()
     };
     pieces_into(&pieces, false, env, subs, &mut w)?;
+    if w.tree != Tree::No && !is_whole_tree_value(&w, env) {
+        // `{}` inside a longer word (`{}.bak`): a path only partly known.
+        w.tree = Tree::No;
+        w.dynamic = true;
+    }
     Ok(w)
+}
+
+/// The word is exactly one positional parameter that stands for a tree.
+fn is_whole_tree_value(w: &Word, env: &Env) -> bool {
+    env.positional.is_some_and(|p| {
+        std::iter::once(&p.zero)
+            .chain(&p.rest)
+            .any(|v| v.tree != Tree::No && v.text == w.text)
+    })
 }
 
 /// Evaluates the body of an unquoted here-document (only `$` and backquote
@@ -241,7 +298,12 @@ fn pieces_into(
             WordPiece::ParameterExpansion(expr) => {
                 if is_home(expr) {
                     w.text.push_str(env.home);
+                } else if let Some(p) = env.positional
+                    && let Some(arg) = positional_arg(expr)
+                {
+                    push_positional(p, arg, quoted, w);
                 } else {
+                    w.splits |= !quoted;
                     w.dynamic = true;
                     for embedded in embedded_words(expr) {
                         // Defaults, alternatives and patterns are words too:
@@ -253,10 +315,12 @@ fn pieces_into(
             }
             WordPiece::CommandSubstitution(s) => {
                 w.dynamic = true;
+                w.splits |= !quoted;
                 subs.push(s.clone());
             }
             WordPiece::BackquotedCommandSubstitution(s) => {
                 w.dynamic = true;
+                w.splits |= !quoted;
                 subs.push(unescape_backquoted(s));
             }
             WordPiece::EscapeSequence(s) => {
@@ -277,6 +341,72 @@ fn pieces_into(
         }
     }
     Ok(())
+}
+
+/// Which positional parameter a plain `$N`, `$@` or `$*` names.
+enum Arg {
+    /// `$N`.
+    Nth(usize),
+    /// `$@` or `$*` inside a longer word.
+    All,
+}
+
+fn positional_arg(expr: &ParameterExpr) -> Option<Arg> {
+    use brush_parser::word::{Parameter, SpecialParameter};
+    match expr {
+        ParameterExpr::Parameter {
+            parameter: Parameter::Positional(n),
+            indirect: false,
+        } => Some(Arg::Nth(*n as usize)),
+        ParameterExpr::Parameter {
+            parameter: Parameter::Special(SpecialParameter::AllPositionalParameters { .. }),
+            indirect: false,
+        } => Some(Arg::All),
+        ParameterExpr::Parameter {
+            parameter: Parameter::Special(SpecialParameter::ShellName),
+            indirect: false,
+        } => Some(Arg::Nth(0)),
+        _ => None,
+    }
+}
+
+/// Appends a positional parameter's value: known when the script was given
+/// literal arguments, unknown otherwise.
+fn push_positional(p: &Positional, arg: Arg, quoted: bool, w: &mut Word) {
+    let value = match arg {
+        Arg::Nth(0) => Some(&p.zero),
+        Arg::Nth(n) => p.rest.get(n - 1),
+        Arg::All if p.rest.len() == 1 => p.rest.first(),
+        Arg::All => {
+            // Several words glued to the text around them: partly known.
+            for (i, v) in p.rest.iter().enumerate() {
+                if i > 0 {
+                    w.text.push(' ');
+                }
+                w.text.push_str(&v.text);
+            }
+            w.dynamic = true;
+            w.splits |= !quoted;
+            return;
+        }
+    };
+    let Some(v) = value else {
+        // Unset: empty, but treated as unknown like any other variable.
+        w.dynamic = true;
+        w.splits |= !quoted;
+        return;
+    };
+    if v.tree != Tree::No {
+        if w.text.is_empty() {
+            w.tree = v.tree;
+        } else {
+            w.dynamic = true;
+        }
+    }
+    w.text.push_str(&v.text);
+    w.dynamic |= v.dynamic;
+    w.splits |= v.splits || (!quoted && (v.dynamic || v.text.contains(char::is_whitespace)));
+    w.glob |= v.glob || (!quoted && has_pattern(&v.text));
 }
 
 fn is_home(expr: &ParameterExpr) -> bool {
@@ -476,6 +606,7 @@ mod tests {
         let env = Env {
             home: "/home/u",
             cwd: "/w",
+            positional: None,
         };
         let mut subs = Vec::new();
         let w = eval(raw, &env, &mut subs).unwrap();
@@ -520,6 +651,43 @@ mod tests {
     }
 
     #[test]
+    fn positional_parameters_of_a_script_given_arguments() {
+        let p = Positional {
+            zero: Word::literal("sh"),
+            rest: vec![
+                Word::literal("/etc/passwd"),
+                Word::literal("a b"),
+                Word {
+                    text: "/home/u".into(),
+                    tree: Tree::Whole,
+                    ..Word::default()
+                },
+            ],
+        };
+        let env = Env {
+            home: "/home/u",
+            cwd: "/w",
+            positional: Some(&p),
+        };
+        let ev = |raw: &str| eval(raw, &env, &mut Vec::new()).unwrap();
+        assert_eq!(ev("\"$1\"").text, "/etc/passwd");
+        assert!(!ev("\"$1\"").dynamic);
+        assert_eq!(ev("${1}x").text, "/etc/passwdx");
+        assert_eq!(ev("$0").text, "sh");
+        // Unquoted, a value with a blank becomes two words.
+        assert!(ev("$2").splits);
+        assert!(!ev("\"$2\"").splits);
+        // Unset: unknown.
+        assert!(ev("\"$7\"").dynamic);
+        // A tree stays a tree only as the whole word.
+        assert_eq!(ev("\"$3\"").tree, Tree::Whole);
+        let glued = ev("\"$3\"/x");
+        assert_eq!((glued.tree, glued.dynamic), (Tree::No, true));
+        // `$@` inside a longer word: several words glued, partly known.
+        assert!(ev("\"x$@\"").dynamic);
+    }
+
+    #[test]
     fn globs_and_braces_are_flagged_only_unquoted() {
         assert!(ev("/???/???/c?rl").0.glob);
         assert!(ev("/usr/bin/cur[l]").0.glob);
@@ -537,6 +705,7 @@ mod tests {
         let env = Env {
             home: "/home/u",
             cwd: "/w",
+            positional: None,
         };
         for raw in [
             "'a b'",
