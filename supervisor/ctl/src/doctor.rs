@@ -56,6 +56,9 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     if !config.sandbox.image.is_empty() {
         dcfg.image = config.sandbox.image.clone();
     }
+    if !config.sandbox.docker_exec_agent.as_os_str().is_empty() {
+        dcfg.exec_agent = config.sandbox.docker_exec_agent.clone();
+    }
     let docker_checks = tollgate_sandbox::docker::doctor_checks(&dcfg).await;
     let docker_needed =
         config.sandbox.backend == tollgate_supervisor::config::BackendChoice::Docker;

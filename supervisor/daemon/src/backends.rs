@@ -17,6 +17,8 @@ pub struct BackendSettings {
     pub audit_dir: PathBuf,
     pub docker_socket: PathBuf,
     pub image: String,
+    /// The Docker backend's exec agent; empty: next to the supervisor.
+    pub docker_exec_agent: PathBuf,
 }
 
 pub struct Backends {
@@ -124,6 +126,9 @@ async fn build(
             cfg.socket = s.docker_socket.clone();
             if !s.image.is_empty() {
                 cfg.image = s.image.clone();
+            }
+            if !s.docker_exec_agent.as_os_str().is_empty() {
+                cfg.exec_agent = s.docker_exec_agent.clone();
             }
             let b = tollgate_sandbox::docker::DockerBackend::connect(cfg).await?;
             Ok(Arc::new(b))

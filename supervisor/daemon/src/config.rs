@@ -94,6 +94,10 @@ pub struct SandboxSection {
     pub fsize_mb: u64,
     /// Docker engine socket.
     pub docker_socket: PathBuf,
+    /// The Docker backend's resident exec agent (a static
+    /// `tollgate-exec-agent`); empty means the one next to the supervisor's
+    /// own executable.
+    pub docker_exec_agent: PathBuf,
 }
 
 impl Default for SandboxSection {
@@ -109,6 +113,7 @@ impl Default for SandboxSection {
             tmp_mb: 256,
             fsize_mb: 1024,
             docker_socket: PathBuf::from("/var/run/docker.sock"),
+            docker_exec_agent: PathBuf::new(),
         }
     }
 }

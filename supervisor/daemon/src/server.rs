@@ -106,6 +106,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             audit_dir: audit_dir.clone(),
             docker_socket: config.sandbox.docker_socket.clone(),
             image: config.sandbox.image.clone(),
+            docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
         },
     )
     .await;
