@@ -323,3 +323,117 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
     assert!(!record.exists(), "the state record is gone after reaping");
     drop(sup);
 }
+
+/// The minimal sandbox image (`sandbox-image/build.sh --minimal`) of this
+/// version.
+fn minimal_image() -> String {
+    format!("tollgate-sandbox:{}-minimal", env!("CARGO_PKG_VERSION"))
+}
+
+/// `docker` CLI output, or None when it failed.
+fn docker(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// True when the engine and the minimal image are there; otherwise a skip
+/// note, or a panic with TOLLGATE_REQUIRE_DOCKER=1.
+fn docker_or_skip(test: &str) -> bool {
+    let why = if docker(&["info", "--format", "{{.ServerVersion}}"]).is_none() {
+        "the docker engine is not reachable".to_string()
+    } else if docker(&["image", "inspect", "--format", "{{.Id}}", &minimal_image()]).is_none() {
+        format!(
+            "{} is missing (sandbox-image/build.sh --minimal)",
+            minimal_image()
+        )
+    } else {
+        return true;
+    };
+    if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+        panic!("{test}: {why} and TOLLGATE_REQUIRE_DOCKER=1");
+    }
+    eprintln!("{test}: skipped: needs docker: {why}");
+    false
+}
+
+/// Issue 24: after a `kill -9` of the supervisor, a Docker session's
+/// container stops on its own (its resident agent loses its connection and
+/// takes everything down) within 2 s, before any restart; the next start
+/// still removes it and records `recovered`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_records_it() {
+    let test = "after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_records_it";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let dirs = Dirs::new();
+    let state = dirs.state.clone();
+    let audit = dirs.audit.clone();
+    let config = format!(
+        "{}\n[sandbox]\nimage = \"{}\"\n",
+        tollgate_e2e::harness::TEST_CONFIG,
+        minimal_image()
+    );
+    let mut sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .dirs(dirs)
+        .start();
+    let arg = "100.7707";
+    let f = start_sleeps(&sup, arg).await;
+    let filter = format!("label=tollgate.session={}", f.session);
+    let id = docker(&["ps", "-q", "--filter", &filter]).unwrap_or_default();
+    assert!(!id.is_empty(), "no running container for {}", f.session);
+    let running = || docker(&["inspect", "--format", "{{.State.Running}}", &id]);
+    assert_eq!(running().as_deref(), Some("true"));
+
+    let t0 = Instant::now();
+    sup.crash();
+    f.call.abort();
+    wait_for(
+        "the container's sleeps to die",
+        Duration::from_secs(2),
+        || sleeps(arg).is_empty(),
+    );
+    wait_for("the container to stop", Duration::from_secs(2), || {
+        running().as_deref() != Some("true")
+    });
+    eprintln!(
+        "kill -9 of the supervisor: container {id} stopped after {:?}",
+        t0.elapsed()
+    );
+
+    // A second supervisor on the same state and audit dirs removes it.
+    let dirs2 = Dirs {
+        root: tempfile::tempdir().unwrap(),
+        state: state.clone(),
+        audit: audit.clone(),
+    };
+    let sup2 = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .dirs(dirs2)
+        .start();
+    assert_eq!(running(), None, "container {id} is still there");
+    let records: Vec<serde_json::Value> = sup2
+        .audit_files("supervisor-")
+        .iter()
+        .flat_map(|p| tollgate_e2e::harness::read_records(p))
+        .collect();
+    let recovered: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["event"] == "recovered" && r["session"] == f.session.as_str())
+        .collect();
+    assert_eq!(
+        recovered.len(),
+        1,
+        "one recovered record for {}: {records:#?}",
+        f.session
+    );
+    drop(sup);
+}
