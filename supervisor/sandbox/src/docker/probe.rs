@@ -9,9 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::agent::AgentBinary;
 use super::{DockerBackend, DockerConfig};
-use crate::{CheckStatus, DoctorCheck, ExecRequest, Limits, Sandbox, SandboxSpec};
-
-const HINT: &str = "set [sandbox] docker_exec_agent, or put a static tollgate-exec-agent next to supervisor (cargo build --release makes one)";
+use crate::{CheckStatus, DoctorCheck, ExecRequest, Limits, Sandbox, SandboxError, SandboxSpec};
 
 /// The file check and (with `live`: the engine and the image are there) the
 /// live probe, `bad` being the status of a problem.
@@ -33,11 +31,16 @@ pub(super) async fn agent_checks(
             hint: None,
         }),
         Err(e) => {
+            // The message names the file, what is wrong and how to fix it.
+            let detail = match e {
+                SandboxError::Unavailable(m) => m,
+                other => other.to_string(),
+            };
             checks.push(DoctorCheck {
                 name: "docker exec agent".to_string(),
                 status: bad,
-                detail: e.to_string(),
-                hint: Some(HINT.to_string()),
+                detail,
+                hint: None,
             });
             return checks;
         }
