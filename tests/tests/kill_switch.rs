@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use tollgate_e2e::harness::{Dirs, Supervisor, authed, root_or_skip};
+use tollgate_e2e::harness::{Dirs, Supervisor, authed, docker, docker_or_skip, root_or_skip};
 use tollgate_proto::v1 as pb;
 
 /// Host pids whose command line is exactly `sleep <arg>`.
@@ -324,43 +324,6 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
     drop(sup);
 }
 
-/// The minimal sandbox image (`sandbox-image/build.sh --minimal`) of this
-/// version.
-fn minimal_image() -> String {
-    format!("tollgate-sandbox:{}-minimal", env!("CARGO_PKG_VERSION"))
-}
-
-/// `docker` CLI output, or None when it failed.
-fn docker(args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("docker")
-        .args(args)
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// True when the engine and the minimal image are there; otherwise a skip
-/// note, or a panic with TOLLGATE_REQUIRE_DOCKER=1.
-fn docker_or_skip(test: &str) -> bool {
-    let why = if docker(&["info", "--format", "{{.ServerVersion}}"]).is_none() {
-        "the docker engine is not reachable".to_string()
-    } else if docker(&["image", "inspect", "--format", "{{.Id}}", &minimal_image()]).is_none() {
-        format!(
-            "{} is missing (sandbox-image/build.sh --minimal)",
-            minimal_image()
-        )
-    } else {
-        return true;
-    };
-    if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
-        panic!("{test}: {why} and TOLLGATE_REQUIRE_DOCKER=1");
-    }
-    eprintln!("{test}: skipped: needs docker: {why}");
-    false
-}
-
 /// Issue 24: after a `kill -9` of the supervisor, a Docker session's
 /// container stops on its own (its resident agent loses its connection and
 /// takes everything down) within 2 s, before any restart; the next start
@@ -374,11 +337,7 @@ async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_rec
     let dirs = Dirs::new();
     let state = dirs.state.clone();
     let audit = dirs.audit.clone();
-    let config = format!(
-        "{}\n[sandbox]\nimage = \"{}\"\n",
-        tollgate_e2e::harness::TEST_CONFIG,
-        minimal_image()
-    );
+    let config = tollgate_e2e::harness::docker_config("");
     let mut sup = Supervisor::builder()
         .config(&config)
         .sandbox("docker")
