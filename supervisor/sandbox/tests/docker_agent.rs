@@ -623,6 +623,14 @@ async fn bad_output_and_stdin_give_a_clear_result_and_never_hang() {
         Err(SandboxError::Refused(m)) => assert!(m.contains("stdin"), "{m}"),
         other => panic!("expected Refused, got {other:?}"),
     }
+    // A command cannot take the agent down: pid 1 of the container ignores
+    // what comes from inside, `kill -9 -1` spares it (the command and its
+    // shepherd die, and that is reported), and SIGSTOP does not stop it.
+    let (res, out, _) = run(&sb, sh("kill -KILL 1; kill -STOP 1; echo sent"), None).await;
+    assert_eq!((res.unwrap().exit_code, out), (Some(0), b"sent\n".to_vec()));
+    let (res, _, _) = run(&sb, sh("kill -9 -1; sleep 5"), None).await;
+    let o = res.unwrap();
+    assert_eq!((o.exit_code, o.signal), (None, Some(9)), "{o:?}");
     // The sandbox is still whole after all of it.
     let (res, out, _) = run(&sb, sh("echo fine"), None).await;
     assert_eq!((res.unwrap().exit_code, out), (Some(0), b"fine\n".to_vec()));
