@@ -98,7 +98,12 @@ fn prepare(s: &Start) -> io::Result<Prepared> {
 /// Forks the shepherd for `s`. Errors name what failed (for `SpawnFailed`).
 pub fn spawn(s: &Start) -> Result<Spawned, String> {
     let prep = prepare(s).map_err(|e| format!("bad command: {e}"))?;
-    let pipe = || sys::pipe().map_err(|e| format!("pipe: {e}"));
+    // Output pipes as large as a frame: fewer reads, fewer wake-ups.
+    let pipe = || {
+        let (r, w) = sys::pipe().map_err(|e| format!("pipe: {e}"))?;
+        sys::set_pipe_size(w.as_fd(), crate::wire::MAX_CHUNK);
+        Ok::<_, String>((r, w))
+    };
     let (out_r, out_w) = pipe()?;
     let err = if s.merge_stderr { None } else { Some(pipe()?) };
     let (in_r, in_w) = if s.stdin_pipe {

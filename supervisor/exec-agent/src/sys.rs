@@ -76,6 +76,14 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Asks for a pipe buffer of `bytes` (best effort: an unprivileged user over
+/// the host's per-user pipe allowance keeps the default).
+pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) {
+    let n = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: fcntl on a borrowed, open fd with an integer argument.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, n) };
+}
+
 pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: fcntl on a borrowed, open fd with integer arguments.
     let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;

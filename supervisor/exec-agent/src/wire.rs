@@ -23,10 +23,11 @@ use std::fmt;
 pub const VERSION: u32 = 1;
 /// Largest frame (type byte and body), either direction.
 pub const MAX_FRAME: usize = 1024 * 1024;
-/// Largest piece of output or stdin in one frame.
-pub const MAX_CHUNK: usize = 64 * 1024;
+/// Largest piece of output or stdin in one frame (the size the agent gives
+/// each command's pipes, so one read can take what the pipe holds).
+pub const MAX_CHUNK: usize = 256 * 1024;
 /// Output bytes a command may have in flight before the supervisor grants more.
-pub const INITIAL_WINDOW: u32 = 512 * 1024;
+pub const INITIAL_WINDOW: u32 = 1024 * 1024;
 /// Output the agent may still send without credit after a command's processes
 /// are gone (what was left in its pipes).
 pub const DRAIN_MAX: u32 = 1024 * 1024;
@@ -498,6 +499,25 @@ impl ToAgent {
 }
 
 impl FromAgent {
+    /// [`FromAgent::parse`] taking the body, so output data is not copied.
+    pub fn parse_owned(t: u8, mut body: Vec<u8>) -> Result<FromAgent, WireError> {
+        if t != ty::STDOUT && t != ty::STDERR {
+            return FromAgent::parse(t, &body);
+        }
+        let mut id = [0u8; 8];
+        id.copy_from_slice(body.get(..8).ok_or(WireError::Truncated("command id"))?);
+        let id = u64::from_be_bytes(id);
+        body.drain(..8);
+        if body.is_empty() || body.len() > MAX_CHUNK {
+            return Err(WireError::Invalid("output chunk size"));
+        }
+        Ok(if t == ty::STDOUT {
+            FromAgent::Stdout { id, data: body }
+        } else {
+            FromAgent::Stderr { id, data: body }
+        })
+    }
+
     /// Parses one frame's type and body (as [`FrameReader`] yields them).
     pub fn parse(t: u8, body: &[u8]) -> Result<FromAgent, WireError> {
         let mut d = Dec { b: body };
@@ -611,6 +631,13 @@ impl FrameReader {
         let body = avail[HEADER + 1..HEADER + len].to_vec();
         self.start += HEADER + len;
         Ok(Some((t, body)))
+    }
+
+    /// The buffer to append freshly read bytes to (what [`FrameReader::push`]
+    /// does, without a copy: `read_buf(reader.buffer())`).
+    pub fn buffer(&mut self) -> &mut Vec<u8> {
+        self.compact();
+        &mut self.buf
     }
 
     /// Bytes held that do not make a whole frame yet.
@@ -759,6 +786,22 @@ mod tests {
             .map(|(t, b)| FromAgent::parse(t, &b).unwrap())
             .collect();
         assert_eq!(got, all_from_agent());
+    }
+
+    #[test]
+    fn parse_owned_agrees_with_parse_on_every_frame_and_every_cut() {
+        for m in all_from_agent() {
+            let f = m.to_bytes();
+            let (t, body) = (f[4], &f[5..]);
+            assert_eq!(FromAgent::parse_owned(t, body.to_vec()), Ok(m.clone()));
+            for cut in 0..body.len().min(64) {
+                assert_eq!(
+                    FromAgent::parse_owned(t, body[..cut].to_vec()).is_ok(),
+                    FromAgent::parse(t, &body[..cut]).is_ok(),
+                    "{m:?} cut {cut}"
+                );
+            }
+        }
     }
 
     #[test]

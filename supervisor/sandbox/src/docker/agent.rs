@@ -492,7 +492,6 @@ impl AgentLink {
 
 /// Routes the agent's frames until the connection ends or breaks the rules.
 async fn read_loop(mut rd: OwnedReadHalf, mut frames: FrameReader, shared: Arc<LinkShared>) {
-    let mut buf = vec![0u8; 128 * 1024];
     loop {
         loop {
             let (t, body) = match frames.next_frame() {
@@ -500,7 +499,7 @@ async fn read_loop(mut rd: OwnedReadHalf, mut frames: FrameReader, shared: Arc<L
                 Ok(None) => break,
                 Err(e) => return shared.refuse(format!("a frame that does not parse: {e}")),
             };
-            let msg = match FromAgent::parse(t, &body) {
+            let msg = match FromAgent::parse_owned(t, body) {
                 Ok(m) => m,
                 Err(e) => return shared.refuse(format!("a frame that does not parse: {e}")),
             };
@@ -508,18 +507,18 @@ async fn read_loop(mut rd: OwnedReadHalf, mut frames: FrameReader, shared: Arc<L
                 return shared.refuse(why);
             }
         }
+        // Read straight into the frame buffer (no copy), a frame's worth at a time.
+        let buf = frames.buffer();
+        buf.reserve(2 * wire::MAX_CHUNK);
         let n = tokio::select! {
             _ = shared.closed.cancelled() => return,
-            n = rd.read(&mut buf) => n,
+            n = rd.read_buf(buf) => n,
         };
-        match n {
-            Ok(0) | Err(_) => {
-                if let Err(e) = frames.finish() {
-                    return shared.refuse(e.to_string());
-                }
-                return shared.close();
+        if matches!(n, Ok(0) | Err(_)) {
+            if let Err(e) = frames.finish() {
+                return shared.refuse(e.to_string());
             }
-            Ok(n) => frames.push(&buf[..n]),
+            return shared.close();
         }
     }
 }
