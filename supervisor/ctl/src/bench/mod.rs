@@ -321,11 +321,6 @@ async fn measure(
                     "run_bash true (native)",
                     Unit::Nanos,
                 ),
-                (
-                    "native.run_bash_1mib",
-                    "run_bash printing 1 MiB (native)",
-                    Unit::Nanos,
-                ),
                 ("native.read_file_4k", "read_file 4 KiB", Unit::Nanos),
                 ("native.write_file_4k", "write_file 4 KiB", Unit::Nanos),
                 ("agent.turn_overhead", "agent turn overhead", Unit::Nanos),
@@ -344,6 +339,10 @@ async fn measure(
             (docker::DOCKER_RUN, "docker run --rm … true"),
             (docker::DOCKER_EXEC, "docker exec CTR true"),
             ("docker.run_bash_true", "run_bash true (docker)"),
+            (
+                docker::NATIVE_MIB,
+                "run_bash printing 1 MiB, native (baseline)",
+            ),
             ("docker.run_bash_1mib", "run_bash printing 1 MiB (docker)"),
             (
                 "docker.container_create",

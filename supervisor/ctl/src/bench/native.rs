@@ -16,8 +16,8 @@ use tollgate_proto::v1::agent_service_client::AgentServiceClient;
 use super::baselines::BWRAP;
 use super::floor::FloorProc;
 use super::harness::{
-    AgentSession, MIB_ARGS, Sched, SupervisorProc, TRUE_ARGS, TempRoot, authed, blocking, channel,
-    check_ok, first_and_second_call, time_async, time_blocking, warmup_for,
+    AgentSession, Sched, SupervisorProc, TRUE_ARGS, TempRoot, authed, blocking, channel, check_ok,
+    first_and_second_call, time_async, time_blocking, warmup_for,
 };
 use super::stats::{Row, Target, Unit, fmt_nanos};
 
@@ -83,12 +83,6 @@ pub async fn run(sup: &SupervisorProc, root: &TempRoot, plan: &Plan) -> Vec<Row>
         "run_bash `true`, native sandbox, via gRPC",
         Unit::Nanos,
         run_bash_true(sup, &ws, n).await,
-    ));
-    rows.push(or_failed(
-        MIB_ID,
-        MIB_NAME,
-        Unit::Nanos,
-        run_bash_mib(sup, &ws, n).await,
     ));
     rows.push(or_failed(
         "native.sandbox_create",
@@ -369,27 +363,6 @@ async fn run_bash_true(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Res
     .with_note(format!(
         "warm sandbox; policy decision, 3 audit records, exec in the session's sandbox; {cpu} (the sandbox's own processes not counted)"
     )))
-}
-
-pub const MIB_ID: &str = "native.run_bash_1mib";
-const MIB_NAME: &str = "run_bash printing 1 MiB, native sandbox, via gRPC";
-
-/// run_bash printing 1 MiB in a warm native sandbox: the baseline of the
-/// docker backend's same row.
-async fn run_bash_mib(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
-    let s =
-        AgentSession::open(sup.agent_channel().await?, ws, "dangerouslySkipPermissions").await?;
-    let mut first = s.clone();
-    first.call("run_bash", TRUE_ARGS).await?;
-    let samples = time_async(warmup_for(n), n, |_| {
-        let mut s = s.clone();
-        async move { s.call("run_bash", MIB_ARGS).await }
-    })
-    .await?;
-    s.close().await?;
-    Ok(Row::latency(MIB_ID, MIB_NAME, &samples).with_note(
-        "warm sandbox; all 1 MiB crosses the sandbox's wall, the output cap keeps 32 KiB for the model",
-    ))
 }
 
 /// Open a session, time its first run_bash `true` (which creates the
