@@ -122,6 +122,7 @@ pub fn run(socket: &Path) -> End {
             return End::Setup;
         }
     };
+    sys::set_send_buffer(ctl.as_fd(), 4 * 1024 * 1024);
     if let Err(e) = ctl.set_nonblocking(true) {
         eprintln!("tollgate-exec-agent: {e}");
         return End::Setup;

@@ -84,6 +84,23 @@ pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) {
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, n) };
 }
 
+/// Asks for a socket send buffer of `bytes` (best effort: the kernel caps it
+/// at `net.core.wmem_max`, then doubles it), so fewer writes wait for the
+/// supervisor to read.
+pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: usize) {
+    let n = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads one c_int from a valid pointer of the given size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&n as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
 pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: fcntl on a borrowed, open fd with integer arguments.
     let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
