@@ -770,6 +770,42 @@ async fn a_missing_image_is_unavailable_with_a_hint_to_build_it() {
     assert_nothing_left(&s.state).await;
 }
 
+/// Issue 24: without a usable resident exec agent (missing, or a dynamically
+/// linked file that could not run in the image) no Docker sandbox starts, the
+/// refusal names the file and the config key, and nothing is created.
+#[tokio::test]
+async fn no_sandbox_starts_without_a_usable_exec_agent() {
+    let Some(s) = setup("noagent").await else {
+        return;
+    };
+    let missing = s.state.join("no-such-exec-agent");
+    let dynamic = std::env::current_exe().unwrap();
+    for (path, why) in [
+        (missing, "No such file or directory"),
+        (dynamic, "dynamically linked"),
+    ] {
+        let mut cfg = s.backend.config().clone();
+        cfg.exec_agent = path.clone();
+        let backend = DockerBackend::connect(cfg).await.unwrap();
+        match backend.create_sandbox(&spec(&s.ws.path)).await {
+            Err(SandboxError::Unavailable(m)) => assert!(
+                m.contains(&path.display().to_string())
+                    && m.contains(why)
+                    && m.contains("docker_exec_agent"),
+                "{m}"
+            ),
+            other => panic!("expected Unavailable for {}, got {other:?}", path.display()),
+        }
+        assert!(
+            backend.strength().missing.iter().any(|m| m.contains(why)),
+            "{:?}",
+            backend.strength()
+        );
+        assert_nothing_left(&s.state).await;
+    }
+    let _ = std::fs::remove_dir_all(&s.state);
+}
+
 #[tokio::test]
 async fn forbidden_mounts_are_refused_before_anything_is_created() {
     let Some(s) = setup("forbidden").await else {
