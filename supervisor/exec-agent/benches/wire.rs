@@ -3,8 +3,9 @@
 //! - `wire/start_roundtrip`: encode a run_bash-sized `Start` frame (argv
 //!   `sh -c <80-byte command>`, 8 environment entries) and parse it back, as
 //!   the supervisor and the agent do once per command;
-//! - `wire/output_1MiB`: 1 MiB of output as 16 frames of 64 KiB, encoded (the
-//!   agent), split and parsed (the supervisor); throughput in bytes.
+//! - `wire/output_1MiB`: 1 MiB of output in frames of `MAX_CHUNK` (256 KiB),
+//!   encoded (the agent), split and parsed (the supervisor); throughput in
+//!   bytes.
 //!
 //! `cargo bench -p tollgate-exec-agent --bench wire`
 
@@ -62,12 +63,13 @@ fn bench(c: &mut Criterion) {
         })
     });
     let chunk = vec![b'x'; MAX_CHUNK];
-    g.throughput(Throughput::Bytes(16 * MAX_CHUNK as u64));
+    let frames = (1024 * 1024) / MAX_CHUNK;
+    g.throughput(Throughput::Bytes((frames * MAX_CHUNK) as u64));
     g.bench_function("output_1MiB", |b| {
-        let mut buf = Vec::with_capacity(17 * MAX_CHUNK);
+        let mut buf = Vec::with_capacity((frames + 1) * MAX_CHUNK);
         b.iter(|| {
             buf.clear();
-            for _ in 0..16 {
+            for _ in 0..frames {
                 wire::encode_output(&mut buf, false, 7, black_box(&chunk));
             }
             let mut r = FrameReader::new();
