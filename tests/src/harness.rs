@@ -484,3 +484,48 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// The minimal sandbox image (`sandbox-image/build.sh --minimal`) of this
+/// version.
+pub fn minimal_image() -> String {
+    format!("tollgate-sandbox:{}-minimal", env!("CARGO_PKG_VERSION"))
+}
+
+/// `docker` CLI output, or None when it failed.
+pub fn docker(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// True when the engine and the minimal image are there; otherwise a skip
+/// note, or a panic with TOLLGATE_REQUIRE_DOCKER=1.
+pub fn docker_or_skip(test: &str) -> bool {
+    let why = if docker(&["info", "--format", "{{.ServerVersion}}"]).is_none() {
+        "the docker engine is not reachable".to_string()
+    } else if docker(&["image", "inspect", "--format", "{{.Id}}", &minimal_image()]).is_none() {
+        format!(
+            "{} is missing (sandbox-image/build.sh --minimal)",
+            minimal_image()
+        )
+    } else {
+        return true;
+    };
+    if std::env::var("TOLLGATE_REQUIRE_DOCKER").as_deref() == Ok("1") {
+        panic!("{test}: {why} and TOLLGATE_REQUIRE_DOCKER=1");
+    }
+    eprintln!("{test}: skipped: needs docker: {why}");
+    false
+}
+
+/// A test config for the Docker backend on the minimal image.
+pub fn docker_config(extra: &str) -> String {
+    format!(
+        "{TEST_CONFIG}\n[sandbox]\nimage = \"{}\"\n{extra}\n",
+        minimal_image()
+    )
+}

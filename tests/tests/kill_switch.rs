@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use tollgate_e2e::harness::{Dirs, Supervisor, authed, root_or_skip};
+use tollgate_e2e::harness::{Dirs, Supervisor, authed, docker, docker_or_skip, root_or_skip};
 use tollgate_proto::v1 as pb;
 
 /// Host pids whose command line is exactly `sleep <arg>`.
@@ -321,5 +321,78 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
         f.session
     );
     assert!(!record.exists(), "the state record is gone after reaping");
+    drop(sup);
+}
+
+/// Issue 24: after a `kill -9` of the supervisor, a Docker session's
+/// container stops on its own (its resident agent loses its connection and
+/// takes everything down) within 2 s, before any restart; the next start
+/// still removes it and records `recovered`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_records_it() {
+    let test = "after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_records_it";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let dirs = Dirs::new();
+    let state = dirs.state.clone();
+    let audit = dirs.audit.clone();
+    let config = tollgate_e2e::harness::docker_config("");
+    let mut sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .dirs(dirs)
+        .start();
+    let arg = "100.7707";
+    let f = start_sleeps(&sup, arg).await;
+    let filter = format!("label=tollgate.session={}", f.session);
+    let id = docker(&["ps", "-q", "--filter", &filter]).unwrap_or_default();
+    assert!(!id.is_empty(), "no running container for {}", f.session);
+    let running = || docker(&["inspect", "--format", "{{.State.Running}}", &id]);
+    assert_eq!(running().as_deref(), Some("true"));
+
+    let t0 = Instant::now();
+    sup.crash();
+    f.call.abort();
+    wait_for(
+        "the container's sleeps to die",
+        Duration::from_secs(2),
+        || sleeps(arg).is_empty(),
+    );
+    wait_for("the container to stop", Duration::from_secs(2), || {
+        running().as_deref() != Some("true")
+    });
+    eprintln!(
+        "kill -9 of the supervisor: container {id} stopped after {:?}",
+        t0.elapsed()
+    );
+
+    // A second supervisor on the same state and audit dirs removes it.
+    let dirs2 = Dirs {
+        root: tempfile::tempdir().unwrap(),
+        state: state.clone(),
+        audit: audit.clone(),
+    };
+    let sup2 = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .dirs(dirs2)
+        .start();
+    assert_eq!(running(), None, "container {id} is still there");
+    let records: Vec<serde_json::Value> = sup2
+        .audit_files("supervisor-")
+        .iter()
+        .flat_map(|p| tollgate_e2e::harness::read_records(p))
+        .collect();
+    let recovered: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["event"] == "recovered" && r["session"] == f.session.as_str())
+        .collect();
+    assert_eq!(
+        recovered.len(),
+        1,
+        "one recovered record for {}: {records:#?}",
+        f.session
+    );
     drop(sup);
 }

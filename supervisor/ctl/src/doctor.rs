@@ -88,6 +88,9 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     if !config.sandbox.image.is_empty() {
         dcfg.image = config.sandbox.image.clone();
     }
+    if !config.sandbox.docker_exec_agent.as_os_str().is_empty() {
+        dcfg.exec_agent = config.sandbox.docker_exec_agent.clone();
+    }
     // Docker problems only fail the doctor when docker is the backend.
     let docker_needed = match status {
         Some(s) => s.sandbox == BackendChoice::Docker.as_str(),

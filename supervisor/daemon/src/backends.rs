@@ -18,6 +18,8 @@ pub struct BackendSettings {
     pub audit_dir: PathBuf,
     pub docker_socket: PathBuf,
     pub image: String,
+    /// The Docker backend's exec agent; empty: next to the supervisor.
+    pub docker_exec_agent: PathBuf,
     /// Records containers a crashed predecessor left, when the Docker
     /// engine is first reached after start.
     pub on_reaped: OnReaped,
@@ -160,6 +162,9 @@ async fn build(
             cfg.socket = s.docker_socket.clone();
             if !s.image.is_empty() {
                 cfg.image = s.image.clone();
+            }
+            if !s.docker_exec_agent.as_os_str().is_empty() {
+                cfg.exec_agent = s.docker_exec_agent.clone();
             }
             // Never fails: an engine that is down is tried again on demand.
             let b = Reconnecting::connect(cfg, Arc::clone(&s.on_reaped)).await;

@@ -116,6 +116,10 @@ pub struct SandboxSection {
     /// session's running commands are stopped and new commands and file
     /// writes refused. 0 turns the floor off.
     pub min_free_mb: u64,
+    /// The Docker backend's resident exec agent (a static
+    /// `tollgate-exec-agent`); empty means the one next to the supervisor's
+    /// own executable.
+    pub docker_exec_agent: PathBuf,
 }
 
 impl Default for SandboxSection {
@@ -132,6 +136,7 @@ impl Default for SandboxSection {
             fsize_mb: 1024,
             docker_socket: PathBuf::from("/var/run/docker.sock"),
             min_free_mb: 256,
+            docker_exec_agent: PathBuf::new(),
         }
     }
 }

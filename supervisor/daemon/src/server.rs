@@ -121,6 +121,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             docker_socket: config.sandbox.docker_socket.clone(),
             image: config.sandbox.image.clone(),
             on_reaped: record_reaped(recorder.clone()),
+            docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
         },
     )
     .await;

@@ -7,9 +7,11 @@
 //! nofile/fsize/core rlimits, the session owner's uid:gid, docker's init as pid
 //! 1, the workspace bind-mounted read-write at the same path (and nothing else),
 //! the session environment, and labels `tollgate.session=<id>`,
-//! `tollgate.managed=1`, `tollgate.state-dir=<state dir>`. Commands run with
-//! `exec` under a small wrapper (see [`exec`]) that enforces the timeout inside
-//! the container and lets the supervisor cancel them.
+//! `tollgate.managed=1`, `tollgate.state-dir=<state dir>`. Its pid 1 is the
+//! resident exec agent (`tollgate-exec-agent`, bind-mounted read-only from the
+//! host, see [`agent`]), which runs every command for the supervisor over one
+//! connection (see [`exec`]): a command costs no Docker API call, and the
+//! container dies with that connection, so it cannot outlive its supervisor.
 //!
 //! It refuses, before anything is created, a workspace that is, contains or lies
 //! inside the engine's socket, the supervisor's state/audit/socket paths, or a
@@ -21,12 +23,15 @@
 //! `<version>` is this crate's version, which is the workspace version that
 //! `build.sh` reads.
 
+mod agent;
 mod container;
 mod errors;
 mod exec;
 mod mounts;
 mod pidfd;
+mod probe;
 mod reconnect;
+mod sandbox;
 mod seccomp;
 mod verify;
 
@@ -34,18 +39,27 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+    WaitContainerOptionsBuilder,
 };
+use futures_util::StreamExt;
 
-pub use container::{LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION, container_name, create_body};
+pub use agent::{
+    AgentBinary, BINARY_NAME as EXEC_AGENT_NAME, BUILT_AGENT, CONTAINER_BINARY, CONTAINER_SOCKET,
+    check_elf, default_agent_path,
+};
+pub use container::{
+    AgentFiles, LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION, container_name, create_body,
+};
 pub use errors::{is_engine_gone, status_code};
-pub use exec::{DockerSandbox, WRAPPER, command_line, quote_word, split_status, timeout_secs};
+pub use exec::{MAX_STDIN, deadline_ms};
 pub use mounts::{CREDENTIAL_SUBPATHS, Forbidden, check_workspace, forbidden_paths, local_homes};
 pub use reconnect::{OnReaped, RETRY_MAX, RETRY_MIN, Reconnecting};
+pub use sandbox::DockerSandbox;
 pub use seccomp::DEFAULT_PROFILE as DEFAULT_SECCOMP_PROFILE;
 pub use verify::{PlannedMount, plan as plan_mounts, verify as verify_mounts};
 
@@ -88,25 +102,28 @@ pub struct DockerConfig {
     pub hidden: Vec<PathBuf>,
     /// Home directories whose credential paths are refused as mounts.
     pub homes: Vec<PathBuf>,
-    /// Keep one exec started ahead of time per sandbox (see [`exec`]): saves
-    /// the engine's exec start-up on each command.
-    pub warm_exec: bool,
+    /// The resident exec agent's executable on the host (see [`agent`]):
+    /// checked at connect, bind-mounted read-only as every container's pid 1.
+    pub exec_agent: PathBuf,
+    /// How long a new container's agent has to connect and say hello.
+    pub agent_timeout: Duration,
     /// The seccomp profile (JSON). Must be an allowlist.
     pub seccomp_profile: String,
     /// Timeout of each API request until its answer starts.
     pub api_timeout: Duration,
-    /// After an exec's timeout, how long the in-container `timeout` has before
-    /// the supervisor sends the kill itself.
+    /// After a command's timeout, how long the agent's own deadline has
+    /// before the supervisor sends the kill itself.
     pub backstop_grace: Duration,
-    /// After a kill was sent, how long an exec may take to end before the whole
-    /// container is destroyed.
+    /// After a kill was sent, how long a command may take to end before the
+    /// whole container is destroyed.
     pub kill_grace: Duration,
 }
 
 impl DockerConfig {
     /// The defaults: socket from `DOCKER_HOST` when it is `unix://…` (else
     /// [`DEFAULT_SOCKET`]), the default image, the shipped seccomp profile, the
-    /// homes of every local user.
+    /// homes of every local user, the exec agent next to this executable
+    /// ([`default_agent_path`]).
     pub fn new(state_dir: PathBuf, audit_dir: PathBuf) -> DockerConfig {
         let socket = std::env::var("DOCKER_HOST")
             .ok()
@@ -119,7 +136,8 @@ impl DockerConfig {
             audit_dir,
             hidden: Vec::new(),
             homes: local_homes(),
-            warm_exec: true,
+            exec_agent: default_agent_path(),
+            agent_timeout: Duration::from_secs(10),
             seccomp_profile: seccomp::DEFAULT_PROFILE.to_string(),
             api_timeout: Duration::from_secs(60),
             backstop_grace: exec::BACKSTOP_GRACE,
@@ -226,6 +244,8 @@ pub struct DockerBackend {
     cfg: DockerConfig,
     seccomp: String,
     strength: Strength,
+    /// The checked exec agent (`None`: refused, the reason is in `strength`).
+    agent: Option<AgentBinary>,
 }
 
 impl std::fmt::Debug for DockerBackend {
@@ -270,13 +290,22 @@ impl DockerBackend {
             Err(e) if status_code(&e) == Some(404) => return Err(image_missing(&cfg.image)),
             Err(e) => return Err(unreachable(&cfg.socket, &e)),
         }
+        let agent = match AgentBinary::check(&cfg.exec_agent) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                missing.push(e.to_string());
+                None
+            }
+        };
         let strength = Strength {
             backend: BackendKind::Docker,
             summary: format!(
                 "docker {server_version} (API {api}) at {}, image {}: network none, read-only rootfs, \
-                 cap_drop ALL, no-new-privileges, seccomp allowlist, pids/memory/cpu limits",
+                 cap_drop ALL, no-new-privileges, seccomp allowlist, pids/memory/cpu limits, \
+                 resident exec agent {}",
                 cfg.socket.display(),
-                cfg.image
+                cfg.image,
+                cfg.exec_agent.display()
             ),
             missing,
         };
@@ -285,6 +314,7 @@ impl DockerBackend {
             cfg,
             seccomp,
             strength,
+            agent,
         })
     }
 
@@ -298,11 +328,15 @@ impl DockerBackend {
         &self.docker
     }
 
-    /// Creates and starts the container; the typed form of [`Backend::create`].
+    /// Creates and starts the container and waits for its exec agent; the
+    /// typed form of [`Backend::create`].
     pub async fn create_sandbox(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
         if !self.strength.missing.is_empty() {
             return Err(SandboxError::Unavailable(self.strength.missing.join("; ")));
         }
+        let agent = self.agent.clone().ok_or_else(|| {
+            SandboxError::Unavailable("docker exec agent was not checked".to_string())
+        })?;
         container::check_session_id(&spec.session_id)?;
         // Refused before anything exists on the engine.
         let workspace = check_workspace(&spec.workspace, &self.cfg.forbidden(&spec.hidden))?;
@@ -323,9 +357,16 @@ impl DockerBackend {
             &spec.session_id,
         )?;
         let mounts = verify::plan(&workspace, &protect.binds)?;
+        let mut socket =
+            agent::AgentSocket::bind(&self.cfg.state_dir, &spec.session_id, spec.uid, spec.gid)?;
+        let files = AgentFiles {
+            binary: agent.path.clone(),
+            socket: socket.path().to_path_buf(),
+        };
         let body = create_body(
             spec,
             &mounts,
+            &files,
             &self.cfg.image,
             &self.cfg.state_dir,
             &self.seccomp,
@@ -336,54 +377,142 @@ impl DockerBackend {
             Ok(c) => c,
             Err(e) => return Err(self.create_error(&name, e)),
         };
+        // From here on, a failure removes the container.
+        let fail = |e: SandboxError| async {
+            let _ = self.remove_by_id(&created.id).await;
+            e
+        };
+        if !created.warnings.is_empty() {
+            return Err(fail(SandboxError::Unavailable(format!(
+                "docker engine would weaken the sandbox: {}",
+                created.warnings.join("; ")
+            )))
+            .await);
+        }
+        if let Err(e) = self.docker.start_container(&created.id, None).await {
+            let err = if is_engine_gone(&e) {
+                unreachable(&self.cfg.socket, &e)
+            } else {
+                SandboxError::Other(format!("starting container {name}: {e}"))
+            };
+            return Err(fail(err).await);
+        }
+        let (link, posture) = match self.meet_agent(&mut socket, &created.id, &name, spec).await {
+            Ok(v) => v,
+            Err(e) => return Err(fail(e).await),
+        };
+        drop(socket);
         let mut sandbox = DockerSandbox {
             docker: self.docker.clone(),
             id: created.id.clone(),
             name,
             session_id: spec.session_id.clone(),
             workspace,
+            env: spec.env.clone(),
             socket: self.cfg.socket.clone(),
             alive: Arc::new(AtomicBool::new(true)),
+            engine_gone: Arc::new(AtomicBool::new(false)),
             destroyed: AtomicBool::new(false),
             watcher: std::sync::Mutex::new(None),
             backstop_grace: self.cfg.backstop_grace,
             kill_grace: self.cfg.kill_grace,
-            warm: self.cfg.warm_exec.then(Arc::default),
+            link: Arc::new(link),
+            posture,
             init: None,
             reservation: std::sync::Mutex::new(Some(reservation)),
         };
-        // From here on, a failure removes the container (the sandbox's Drop
-        // would too; destroy() does it now and reports).
-        if !created.warnings.is_empty() {
-            let _ = sandbox.destroy().await;
-            return Err(SandboxError::Unavailable(format!(
-                "docker engine would weaken the sandbox: {}",
-                created.warnings.join("; ")
-            )));
-        }
-        if let Err(e) = self.docker.start_container(&created.id, None).await {
-            let _ = sandbox.destroy().await;
-            return Err(if is_engine_gone(&e) {
-                unreachable(&self.cfg.socket, &e)
-            } else {
-                SandboxError::Other(format!(
-                    "starting container {}: {e}",
-                    sandbox.container_name()
-                ))
-            });
-        }
-        // Docker resolved the sources itself: make sure it mounted what was checked.
+        // Docker resolved the sources itself: make sure it mounted what was
+        // checked, and that pid 1 runs the agent binary that was checked.
         let init_pid = match verify::verify(&self.docker, &created.id, &mounts).await {
             Ok(pid) => pid,
             Err(e) => {
-                let _ = sandbox.destroy().await;
+                let _ = sandbox.destroy_now().await;
                 return Err(e);
             }
         };
+        if let Some(pid) = init_pid
+            && let Err(e) = verify::verify_init_exe(pid, &agent, sandbox.container_name())
+        {
+            let _ = sandbox.destroy_now().await;
+            return Err(e);
+        }
         sandbox.init = init_pid.and_then(|pid| pidfd::open_for_container(pid, &created.id));
         sandbox.watch();
-        sandbox.start_refill();
         Ok(sandbox)
+    }
+
+    /// Waits for the container's agent to connect (or the container to stop),
+    /// checks who connected, and checks the posture the agent reports.
+    async fn meet_agent(
+        &self,
+        socket: &mut agent::AgentSocket,
+        id: &str,
+        name: &str,
+        spec: &SandboxSpec,
+    ) -> Result<(agent::AgentLink, String), SandboxError> {
+        let started = Instant::now();
+        let timeout = self.cfg.agent_timeout;
+        let opts = WaitContainerOptionsBuilder::new()
+            .condition("not-running")
+            .build();
+        let mut stopped = self.docker.wait_container(id, Some(opts));
+        let stream = tokio::select! {
+            r = socket.accept_once() => r.map_err(|e| SandboxError::Io {
+                context: format!("accepting the exec agent of container {name}"),
+                source: e,
+            })?,
+            _ = stopped.next() => {
+                let detail = match self.docker.inspect_container(id, None).await {
+                    Ok(info) => {
+                        let st = info.state.unwrap_or_default();
+                        format!("exit code {}{}", st.exit_code.unwrap_or(-1),
+                            st.error.filter(|e| !e.is_empty()).map(|e| format!(", {e}")).unwrap_or_default())
+                    }
+                    Err(e) => e.to_string(),
+                };
+                return Err(SandboxError::Unavailable(format!(
+                    "the exec agent of container {name} exited before it connected ({detail}); \
+                     is {} a static build of tollgate-exec-agent for this machine?",
+                    self.cfg.exec_agent.display()
+                )));
+            }
+            _ = tokio::time::sleep(timeout) => {
+                return Err(SandboxError::Unavailable(format!(
+                    "the exec agent of container {name} did not connect within {timeout:?}"
+                )));
+            }
+        };
+        agent::check_peer(&stream, id, spec.uid).map_err(|why| {
+            SandboxError::Refused(format!(
+                "the connection on the exec agent socket of container {name} is not its agent: {why}"
+            ))
+        })?;
+        let left = timeout.saturating_sub(started.elapsed());
+        let (link, hello) = agent::AgentLink::handshake(stream, left)
+            .await
+            .map_err(|why| {
+                SandboxError::Unavailable(format!(
+                    "the exec agent of container {name} did not start properly: {why}"
+                ))
+            })?;
+        let posture = agent::check_hello(&hello, spec.uid, spec.gid).map_err(|why| {
+            SandboxError::Unavailable(format!(
+                "the exec agent of container {name} runs with a weak posture: {why}; \
+                 every command would inherit it"
+            ))
+        })?;
+        Ok((link, posture))
+    }
+
+    async fn remove_by_id(&self, id: &str) -> Result<(), bollard::errors::Error> {
+        let opts = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        match self.docker.remove_container(id, Some(opts)).await {
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            other => other,
+        }
     }
 
     fn create_error(&self, name: &str, e: bollard::errors::Error) -> SandboxError {
@@ -467,7 +596,7 @@ impl DockerBackend {
                 Err(e) => {
                     return Err(SandboxError::Other(format!(
                         "removing leftover container {}: {e}",
-                        exec::short(&id)
+                        sandbox::short(&id)
                     )));
                 }
             }
@@ -479,11 +608,12 @@ impl DockerBackend {
                 session_id: session,
                 detail: format!(
                     "removed container {} {} ({state})",
-                    exec::short(&id),
+                    sandbox::short(&id),
                     name.trim_start_matches('/')
                 ),
             });
         }
+        agent::remove_stale_sockets(&self.cfg.state_dir, self.cfg.agent_timeout * 2);
         Ok(reaped)
     }
 }
@@ -529,7 +659,7 @@ pub async fn doctor_checks_for(cfg: &DockerConfig, required: bool) -> Vec<Doctor
         detail: format!("docker {version} (API {api}) at {}", cfg.socket.display()),
         hint: None,
     });
-    match docker.inspect_image(&cfg.image).await {
+    let image_ok = match docker.inspect_image(&cfg.image).await {
         Ok(img) => {
             let flavor = img
                 .config
@@ -543,6 +673,7 @@ pub async fn doctor_checks_for(cfg: &DockerConfig, required: bool) -> Vec<Doctor
                 detail: format!("{} present ({flavor}, {mb} MiB)", cfg.image),
                 hint: None,
             });
+            true
         }
         Err(e) => {
             let detail = if status_code(&e) == Some(404) {
@@ -556,8 +687,9 @@ pub async fn doctor_checks_for(cfg: &DockerConfig, required: bool) -> Vec<Doctor
                 detail,
                 hint: Some("sandbox-image/build.sh builds it without a registry".to_string()),
             });
+            false
         }
-    }
+    };
     match seccomp::validate(&cfg.seccomp_profile) {
         Ok(_) => checks.push(DoctorCheck {
             name: "docker seccomp".to_string(),
@@ -573,5 +705,6 @@ pub async fn doctor_checks_for(cfg: &DockerConfig, required: bool) -> Vec<Doctor
             hint: Some("use the profile in sandbox-image/seccomp.json".to_string()),
         }),
     }
+    checks.extend(probe::agent_checks(cfg, bad, image_ok).await);
     checks
 }

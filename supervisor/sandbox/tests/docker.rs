@@ -78,16 +78,18 @@ async fn sh(sb: &dyn Sandbox, script: &str) -> (ExecOutcome, String) {
     (res.unwrap(), stdout(&out))
 }
 
-/// Processes in the container other than init, its idle sleep, and the
-/// checking command itself: what an exec left behind.
+/// Processes in the container other than init (the exec agent), the
+/// checking command itself and its own shepherd (a fork of the agent, same
+/// command line): what an exec left behind. A second shepherd is one too.
 async fn stragglers(sb: &dyn Sandbox) -> Vec<String> {
     let (o, out) = sh(
         sb,
-        "for p in /proc/[0-9]*; do n=${p#/proc/}; [ \"$n\" = 1 ] && continue; \
+        "s=0; for p in /proc/[0-9]*; do n=${p#/proc/}; [ \"$n\" = 1 ] && continue; \
          [ \"$n\" = $$ ] && continue; c=$(cat $p/cmdline 2>/dev/null | tr '\\0' ' '); \
-         [ -z \"$c\" ] && continue; case \"$c\" in 'sleep 2147483647 ') continue;; esac; \
-         case \"$c\" in *'/proc/[0-9]*'*|*'tollgate-exec'*|'cat '*|'tr '*) continue;; esac; \
-         echo \"$n $c\"; done",
+         [ -z \"$c\" ] && continue; \
+         case \"$c\" in '/.tollgate/exec-agent '*) s=$((s+1)); continue;; esac; \
+         case \"$c\" in *'/proc/[0-9]*'*|'cat '*|'tr '*) continue;; esac; \
+         echo \"$n $c\"; done; [ $s -gt 1 ] && echo \"$s shepherds\"; true",
     )
     .await;
     assert_eq!(o.exit_code, Some(0), "{out}");
@@ -156,7 +158,8 @@ async fn container_has_every_setting_of_the_brief() {
     assert_eq!(h.readonly_rootfs, Some(true));
     assert_eq!(h.cap_drop, Some(vec!["ALL".to_string()]));
     assert_eq!(h.privileged, Some(false));
-    assert_eq!(h.init, Some(true));
+    // pid 1 is the resident exec agent itself, not docker's init.
+    assert_eq!(h.init, Some(false));
     assert_eq!(h.memory, Some(256 * 1024 * 1024));
     assert_eq!(h.memory_swap, Some(256 * 1024 * 1024));
     assert_eq!(h.pids_limit, Some(64));
@@ -167,9 +170,10 @@ async fn container_has_every_setting_of_the_brief() {
         "{sec:?}"
     );
     assert!(sec.iter().any(|o| o.starts_with("seccomp=")), "{sec:?}");
-    // Besides docker's own files: the workspace, rw, same path; and (issue
-    // 19) each name the host runs by itself, read-only at its own path (an
-    // empty placeholder here, where none existed).
+    // Besides docker's own files: the workspace, rw, same path; (issue 19)
+    // each name the host runs by itself, read-only at its own path (an
+    // empty placeholder here, where none existed); and, read-only, the exec
+    // agent's binary and its (now closed) socket.
     let mut mounts: Vec<(String, String, bool)> = info
         .mounts
         .unwrap()
@@ -178,13 +182,45 @@ async fn container_has_every_setting_of_the_brief() {
         .collect();
     mounts.sort();
     let ws = s.ws.path.to_string_lossy().into_owned();
-    let mut want = vec![(ws.clone(), ws.clone(), true)];
+    let agent = s.backend.config().exec_agent.canonicalize().unwrap();
+    let sock = s
+        .state
+        .join("exec-agent")
+        .join(format!("{}.sock", sp.session_id));
+    let mut want = vec![
+        (ws.clone(), ws.clone(), true),
+        (
+            agent.to_string_lossy().into_owned(),
+            "/.tollgate/exec-agent".to_string(),
+            false,
+        ),
+        (
+            sock.to_string_lossy().into_owned(),
+            "/.tollgate/agent.sock".to_string(),
+            false,
+        ),
+    ];
     for n in tollgate_policy::host_exec::names() {
         let p = format!("{ws}/{n}");
         want.push((p.clone(), p, false));
     }
     want.sort();
     assert_eq!(mounts, want);
+    // The socket accepted its one connection and is gone from the host.
+    assert!(!sock.exists());
+    // pid 1 runs that very file (from the host, not from the image), with
+    // the session's posture.
+    let init = info.state.unwrap().pid.unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let (exe, bin) = (
+        std::fs::metadata(format!("/proc/{init}/exe")).unwrap(),
+        std::fs::metadata(&agent).unwrap(),
+    );
+    assert_eq!((exe.dev(), exe.ino()), (bin.dev(), bin.ino()));
+    assert_eq!(
+        sb.agent_posture(),
+        format!("pid 1 uid={TEST_UID} gid={TEST_GID} NoNewPrivs=1 Seccomp=2 caps=0 (protocol 1)")
+    );
 
     // From the inside.
     let (o, out) = sh(
@@ -215,15 +251,14 @@ async fn container_has_every_setting_of_the_brief() {
     let (o, _) = sh(&sb, "echo hi > made-inside").await;
     assert_eq!(o.exit_code, Some(0));
     let meta = std::fs::metadata(s.ws.path.join("made-inside")).unwrap();
-    use std::os::unix::fs::MetadataExt;
     assert_eq!((meta.uid(), meta.gid()), (TEST_UID, TEST_GID));
-    // The environment is the session's (Docker adds HOSTNAME).
+    // The environment is exactly the session's (the agent passes it whole,
+    // as the native backend does; nothing of Docker's is added).
     let (res, out) = run(&sb, req(&["env"], T, false)).await;
     assert_eq!(res.unwrap().exit_code, Some(0));
     let mut got: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
     got.sort();
     let mut want: Vec<String> = sp.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    want.push("HOSTNAME=sandbox".to_string());
     want.sort();
     assert_eq!(got, want);
     // rlimits: nofile, fsize (busybox counts 512-byte blocks), core.
@@ -743,10 +778,49 @@ async fn a_missing_image_is_unavailable_with_a_hint_to_build_it() {
         vec![
             ("docker engine", CheckStatus::Ok),
             ("docker image", CheckStatus::Ok),
-            ("docker seccomp", CheckStatus::Ok)
-        ]
+            ("docker seccomp", CheckStatus::Ok),
+            ("docker exec agent", CheckStatus::Ok),
+            ("docker resident agent", CheckStatus::Ok)
+        ],
+        "{checks:#?}"
     );
     assert_nothing_left(&s.state).await;
+}
+
+/// Issue 24: without a usable resident exec agent (missing, or a dynamically
+/// linked file that could not run in the image) no Docker sandbox starts, the
+/// refusal names the file and the config key, and nothing is created.
+#[tokio::test]
+async fn no_sandbox_starts_without_a_usable_exec_agent() {
+    let Some(s) = setup("noagent").await else {
+        return;
+    };
+    let missing = s.state.join("no-such-exec-agent");
+    let dynamic = std::env::current_exe().unwrap();
+    for (path, why) in [
+        (missing, "No such file or directory"),
+        (dynamic, "dynamically linked"),
+    ] {
+        let mut cfg = s.backend.config().clone();
+        cfg.exec_agent = path.clone();
+        let backend = DockerBackend::connect(cfg).await.unwrap();
+        match backend.create_sandbox(&spec(&s.ws.path)).await {
+            Err(SandboxError::Unavailable(m)) => assert!(
+                m.contains(&path.display().to_string())
+                    && m.contains(why)
+                    && m.contains("docker_exec_agent"),
+                "{m}"
+            ),
+            other => panic!("expected Unavailable for {}, got {other:?}", path.display()),
+        }
+        assert!(
+            backend.strength().missing.iter().any(|m| m.contains(why)),
+            "{:?}",
+            backend.strength()
+        );
+        assert_nothing_left(&s.state).await;
+    }
+    let _ = std::fs::remove_dir_all(&s.state);
 }
 
 #[tokio::test]
@@ -1005,16 +1079,9 @@ async fn a_mount_that_is_not_what_was_checked_is_refused() {
 }
 
 #[tokio::test]
-async fn warm_and_cold_execs_behave_the_same() {
-    let Some(s) = setup("warm").await else { return };
-    let mut cold_cfg = s.backend.config().clone();
-    cold_cfg.warm_exec = false;
-    let cold_backend = DockerBackend::connect(cold_cfg).await.unwrap();
-    let warm_spec = spec(&s.ws.path);
-    let mut cold_spec = warm_spec.clone();
-    cold_spec.session_id = docker_common::session_id();
-    let warm = s.backend.create_sandbox(&warm_spec).await.unwrap();
-    let cold = cold_backend.create_sandbox(&cold_spec).await.unwrap();
+async fn argv_cwd_and_statuses_pass_through_the_agent_unchanged() {
+    let Some(s) = setup("argv").await else { return };
+    let sb = s.backend.create_sandbox(&spec(&s.ws.path)).await.unwrap();
     std::fs::create_dir(s.ws.path.join("sub dir")).unwrap();
     let tricky = [
         "printf",
@@ -1030,43 +1097,88 @@ async fn warm_and_cold_execs_behave_the_same() {
     ];
     let mut in_sub = req(&["pwd"], T, false);
     in_sub.cwd = Some(s.ws.path.join("sub dir"));
-    let mut missing_cwd = req(&["pwd"], T, false);
-    missing_cwd.cwd = Some(s.ws.path.join("missing"));
-    let cases = vec![
-        req(&tricky, T, false),
-        req(&["sh", "-c", "echo out; echo err >&2; exit 7"], T, false),
-        req(&["sh", "-c", "echo out; echo err >&2; exit 7"], T, true),
-        req(&["sh", "-c", "kill -TERM $$"], T, false),
-        req(&["env"], T, false),
-        in_sub,
-        req(&["no-such-command"], T, false),
+    // (request, exit code, signal, stdout, stderr)
+    type Case = (ExecRequest, Option<i32>, Option<i32>, String, String);
+    let cases: Vec<Case> = vec![
+        (
+            req(&tricky, T, false),
+            Some(0),
+            None,
+            "two words||it's|a\nb|$HOME `id` $(id) \\ \"q\"|*|--|ünï|".to_string(),
+            String::new(),
+        ),
+        (
+            req(&["sh", "-c", "echo out; echo err >&2; exit 7"], T, false),
+            Some(7),
+            None,
+            "out\n".to_string(),
+            "err\n".to_string(),
+        ),
+        (
+            req(&["sh", "-c", "echo out; echo err >&2; exit 7"], T, true),
+            Some(7),
+            None,
+            "out\nerr\n".to_string(),
+            String::new(),
+        ),
+        (
+            req(&["sh", "-c", "kill -TERM $$"], T, false),
+            None,
+            Some(15),
+            String::new(),
+            String::new(),
+        ),
+        (
+            in_sub,
+            Some(0),
+            None,
+            format!("{}\n", s.ws.path.join("sub dir").display()),
+            String::new(),
+        ),
+        (
+            req(&["no-such-command"], T, false),
+            Some(127),
+            None,
+            String::new(),
+            "sandbox: no-such-command: No such file or directory\n".to_string(),
+        ),
+        // The agent's ignored SIGPIPE does not reach commands: they start
+        // with no signal ignored, and a writer into a closed pipe dies of it.
+        (
+            req(&["grep", "SigIgn", "/proc/self/status"], T, false),
+            Some(0),
+            None,
+            "SigIgn:\t0000000000000000\n".to_string(),
+            String::new(),
+        ),
+        (
+            req(&["sh", "-c", "yes | head -n 1"], T, false),
+            Some(0),
+            None,
+            "y\n".to_string(),
+            String::new(),
+        ),
     ];
-    // Several rounds, so the warm sandbox serves from its warm exec.
+    // Several rounds: the agent serves each the same way.
     for round in 0..3 {
-        for r in &cases {
-            let (a, ao) = run(&warm, r.clone()).await;
-            let (b, bo) = run(&cold, r.clone()).await;
-            let (a, b) = (a.unwrap(), b.unwrap());
+        for (r, code, sig, o, e) in &cases {
+            let (res, out) = run(&sb, r.clone()).await;
+            let got = res.unwrap();
             assert_eq!(
-                (a.exit_code, a.signal, stdout(&ao), stderr(&ao)),
-                (b.exit_code, b.signal, stdout(&bo), stderr(&bo)),
+                (got.exit_code, got.signal, stdout(&out), stderr(&out)),
+                (*code, *sig, o.clone(), e.clone()),
                 "round {round}: {:?}",
                 r.argv
             );
         }
     }
-    let (a, ao) = run(&warm, req(&tricky, T, false)).await;
-    assert_eq!(a.unwrap().exit_code, Some(0));
-    assert_eq!(
-        stdout(&ao),
-        "two words||it's|a\nb|$HOME `id` $(id) \\ \"q\"|*|--|ünï|"
-    );
-    // A cwd that does not exist fails in both, without running the command.
-    let (a, _) = run(&warm, missing_cwd.clone()).await;
-    let (b, _) = run(&cold, missing_cwd).await;
-    assert!(a.map(|o| o.exit_code != Some(0)).unwrap_or(true));
-    assert!(b.map(|o| o.exit_code != Some(0)).unwrap_or(true));
-    warm.destroy().await.unwrap();
-    cold.destroy().await.unwrap();
+    // A cwd that does not exist fails without running the command.
+    let mut missing_cwd = req(&["sh", "-c", "echo ran"], T, false);
+    missing_cwd.cwd = Some(s.ws.path.join("missing"));
+    let (res, out) = run(&sb, missing_cwd).await;
+    assert_eq!(res.unwrap().exit_code, Some(126));
+    assert_eq!(stdout(&out), "");
+    assert!(stderr(&out).contains("cannot enter"), "{out:?}");
+    sb.destroy().await.unwrap();
     assert_nothing_left(&s.state).await;
 }

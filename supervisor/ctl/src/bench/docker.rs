@@ -9,19 +9,25 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::harness::{
-    AgentSession, SupervisorProc, TRUE_ARGS, TempRoot, blocking, first_and_second_call,
+    AgentSession, MIB_ARGS, SupervisorProc, TRUE_ARGS, TempRoot, blocking, first_and_second_call,
     run_checked, run_quiet, time_blocking, warmup_for, which,
 };
 use super::stats::{Row, Target, Unit, fmt_nanos};
 
 pub const DOCKER_RUN: &str = "base.docker_run_rm";
 pub const DOCKER_EXEC: &str = "base.docker_cli_exec";
+/// run_bash printing 1 MiB in a native sandbox, sampled in rounds with the
+/// docker one (the two drift together on this machine).
+pub const NATIVE_MIB: &str = "base.native_run_bash_1mib";
 const RUN_BASH: &str = "docker.run_bash_true";
+const RUN_BASH_MIB: &str = "docker.run_bash_1mib";
 const CREATE: &str = "docker.container_create";
 
 const RUN_NAME: &str = "docker run --rm --network none IMAGE true (baseline)";
 const EXEC_NAME: &str = "docker exec CTR true via the CLI (baseline)";
 const RUN_BASH_NAME: &str = "run_bash `true`, docker sandbox, via gRPC";
+const RUN_BASH_MIB_NAME: &str = "run_bash printing 1 MiB, docker sandbox, via gRPC";
+const NATIVE_MIB_NAME: &str = "run_bash printing 1 MiB, native sandbox, via gRPC (baseline)";
 const CREATE_NAME: &str = "create + start a session container";
 
 pub struct Plan<'a> {
@@ -54,6 +60,10 @@ fn all_missing(reason: &str) -> Vec<Row> {
         Row::missing(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, reason)
             .with_baseline(DOCKER_EXEC)
             .with_target(run_bash_target()),
+        Row::missing(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, reason),
+        Row::missing(RUN_BASH_MIB, RUN_BASH_MIB_NAME, Unit::Nanos, reason)
+            .with_baseline(NATIVE_MIB)
+            .with_target(mib_target()),
         Row::missing(CREATE, CREATE_NAME, Unit::Nanos, reason)
             .with_baseline(DOCKER_RUN)
             .with_target(create_target()),
@@ -62,8 +72,15 @@ fn all_missing(reason: &str) -> Vec<Row> {
 
 fn run_bash_target() -> Target {
     Target::RatioAtMost {
-        factor: 0.7,
-        issue: 8,
+        factor: 0.1,
+        issue: 24,
+    }
+}
+
+fn mib_target() -> Target {
+    Target::RatioAtMost {
+        factor: 1.5,
+        issue: 24,
     }
 }
 
@@ -119,10 +136,13 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
     })
     .await;
     let sup = start_supervisor(root, plan).await;
+    let native = start_native(root, plan).await;
     let mut sessions = Vec::new();
-    let (exec_row, ours_row) = match (&container, &sup) {
+    let (exec_row, ours_row, native_mib_row, mib_row) = match (&container, &sup) {
         (Ok(ctr), Ok((sup, ws))) => {
-            match exec_rounds(ctr, sup, ws, plan.samples, &mut sessions).await {
+            // Without a native supervisor the docker rows are still measured.
+            let nat = native.as_ref().ok().map(|(p, w)| (p, w.as_path()));
+            match exec_rounds(ctr, sup, ws, nat, plan.samples, &mut sessions).await {
                 Ok(r) => {
                     let mut paused = r
                         .after_pause
@@ -134,14 +154,30 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
                     (
                         Row::latency(DOCKER_EXEC, EXEC_NAME, &r.cli).with_note(INTERLEAVED),
                         Row::latency(RUN_BASH, RUN_BASH_NAME, &r.back_to_back).with_note(format!(
-                            "warm container; policy decision, 3 audit records, exec through the engine API; {INTERLEAVED}; the call right after another (the figure); a call after a pause (the CLI's exec) took {} (median): the backend readies its next exec meanwhile",
+                            "warm container; policy decision, 3 audit records, the command through the container's resident exec agent (no engine call); {INTERLEAVED}; the call right after another (the figure); a call after the CLI's exec took {} (median)",
                             fmt_nanos(paused)
                         )),
+                        match &native {
+                            Ok(_) => Row::latency(NATIVE_MIB, NATIVE_MIB_NAME, &r.native_mib).with_note(
+                                format!("warm native sandbox; all 1 MiB crosses the sandbox's wall, the output cap keeps 32 KiB for the model; {MIB_ROUNDS}"),
+                            ),
+                            Err(e) => Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, format!("{e:#}")),
+                        },
+                        Row::latency(RUN_BASH_MIB, RUN_BASH_MIB_NAME, &r.mib).with_note(
+                            format!("warm container; all 1 MiB crosses the agent's connection, the output cap keeps 32 KiB for the model; {MIB_ROUNDS}"),
+                        ),
                     )
                 }
                 Err(e) => (
                     Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}")),
                     Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, format!("{e:#}")),
+                    Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, format!("{e:#}")),
+                    Row::failed(
+                        RUN_BASH_MIB,
+                        RUN_BASH_MIB_NAME,
+                        Unit::Nanos,
+                        format!("{e:#}"),
+                    ),
                 ),
             }
         }
@@ -169,9 +205,15 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
                 Err(e) => format!("{e:#}"),
                 Ok(_) => "the CLI baseline's container did not start".to_string(),
             };
+            let native_why = match &native {
+                Err(e) => format!("{e:#}"),
+                Ok(_) => why.clone(),
+            };
             (
                 exec_row,
-                Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, why),
+                Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, why.clone()),
+                Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, native_why),
+                Row::failed(RUN_BASH_MIB, RUN_BASH_MIB_NAME, Unit::Nanos, why),
             )
         }
     };
@@ -182,6 +224,16 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
             .with_baseline(DOCKER_EXEC)
             .with_target(run_bash_target()),
     );
+    rows.push(native_mib_row);
+    rows.push(mib_row.with_baseline(NATIVE_MIB).with_target(mib_target()));
+    if let Ok((native, _)) = native {
+        let _ = blocking(move || {
+            let mut native = native;
+            native.stop();
+            Ok(())
+        })
+        .await;
+    }
     // Baseline 1 and ours, in rounds too: `docker run --rm … true` (create,
     // start, run, wait, remove), then one session container.
     let (sup, ws) = match sup {
@@ -252,6 +304,7 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
 }
 
 const INTERLEAVED: &str = "sampled in rounds with the other (a CLI exec, then two run_bash calls), so both see the same engine";
+const MIB_ROUNDS: &str = "sampled in rounds with the other (one native call, one docker call per round), so both see the same machine";
 
 /// A supervisor on the docker backend, and its workspace.
 async fn start_supervisor(
@@ -265,26 +318,52 @@ async fn start_supervisor(
     Ok((sup, ws))
 }
 
+/// A supervisor on the native backend, for the 1 MiB baseline, and its
+/// workspace.
+async fn start_native(
+    root: &TempRoot,
+    plan: &Plan<'_>,
+) -> anyhow::Result<(SupervisorProc, PathBuf)> {
+    let dir = root.subdir("sup-native-mib")?;
+    let ws = root.subdir("ws-native-mib")?;
+    let (exe, cfg) = (plan.supervisor_exe.to_path_buf(), plan.config.clone());
+    let sup = blocking(move || SupervisorProc::start(&exe, &dir, &cfg, "native")).await?;
+    Ok((sup, ws))
+}
+
 /// Per round: `docker exec CTR true` through the CLI, then two run_bash
-/// `true` through the supervisor. The second comes right after the first, as
-/// in a script of calls, so the backend has no time to get its next exec
-/// ready: that one is the figure. The first, after the CLI's pause, shows the
-/// warm path an agent sees between model turns.
+/// `true` through the supervisor (the second, right after the first as in a
+/// script of calls, is the figure), then run_bash printing 1 MiB on the
+/// native supervisor and on the docker one.
 async fn exec_rounds(
     ctr: &Container,
     sup: &SupervisorProc,
     ws: &Path,
+    native: Option<(&SupervisorProc, &Path)>,
     n: usize,
     sessions: &mut Vec<String>,
 ) -> anyhow::Result<ExecRounds> {
     let mut s =
         AgentSession::open(sup.agent_channel().await?, ws, "dangerouslySkipPermissions").await?;
     sessions.push(s.id.clone());
+    let mut ns = match native {
+        Some((native, nws)) => Some(
+            AgentSession::open(
+                native.agent_channel().await?,
+                nws,
+                "dangerouslySkipPermissions",
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let warmup = warmup_for(n);
     let mut r = ExecRounds {
         cli: Vec::with_capacity(n),
         back_to_back: Vec::with_capacity(n),
         after_pause: Vec::with_capacity(n),
+        mib: Vec::with_capacity(n),
+        native_mib: Vec::with_capacity(n),
     };
     for i in 0..warmup + n {
         // Run in place: this thread has nothing else to do meanwhile.
@@ -293,13 +372,23 @@ async fn exec_rounds(
         let c = t.elapsed();
         let first = s.timed_call("run_bash", TRUE_ARGS).await?;
         let second = s.timed_call("run_bash", TRUE_ARGS).await?;
+        let native_mib = match ns.as_mut() {
+            Some(ns) => Some(ns.timed_call("run_bash", MIB_ARGS).await?),
+            None => None,
+        };
+        let mib = s.timed_call("run_bash", MIB_ARGS).await?;
         if i >= warmup {
             r.cli.push(c);
             r.after_pause.push(first);
             r.back_to_back.push(second);
+            r.native_mib.extend(native_mib);
+            r.mib.push(mib);
         }
     }
     s.close().await?;
+    if let Some(ns) = ns {
+        ns.close().await?;
+    }
     Ok(r)
 }
 
@@ -307,6 +396,8 @@ struct ExecRounds {
     cli: Vec<Duration>,
     back_to_back: Vec<Duration>,
     after_pause: Vec<Duration>,
+    mib: Vec<Duration>,
+    native_mib: Vec<Duration>,
 }
 
 const ROUNDS: &str = "sampled in rounds with the other (a `docker run --rm`, then a session container), so both see the same engine";
@@ -388,9 +479,19 @@ mod tests {
     fn a_missing_engine_keeps_every_docker_row() {
         let rows = all_missing("the docker engine is not reachable");
         let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-        assert_eq!(ids, [DOCKER_RUN, DOCKER_EXEC, RUN_BASH, CREATE]);
+        assert_eq!(
+            ids,
+            [
+                DOCKER_RUN,
+                DOCKER_EXEC,
+                RUN_BASH,
+                NATIVE_MIB,
+                RUN_BASH_MIB,
+                CREATE
+            ]
+        );
         assert!(rows.iter().all(|r| matches!(&r.status, super::super::stats::Status::Missing(w) if w.contains("not reachable"))));
         // Their targets stay visible, unjudged.
-        assert!(rows[2].target.is_some() && rows[3].target.is_some());
+        assert!(rows[2].target.is_some() && rows[4].target.is_some() && rows[5].target.is_some());
     }
 }

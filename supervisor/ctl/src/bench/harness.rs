@@ -297,6 +297,9 @@ pub fn authed<T>(msg: T, token: &str) -> anyhow::Result<tonic::Request<T>> {
 
 /// run_bash `true`.
 pub const TRUE_ARGS: &str = r#"{"command":"true"}"#;
+/// run_bash printing 1 MiB (the output cap keeps 32 KiB of it; all of it
+/// crosses the sandbox's wall).
+pub const MIB_ARGS: &str = r#"{"command":"head -c 1048576 /dev/zero"}"#;
 
 /// A fresh session's first run_bash `true` (which creates its sandbox) and
 /// its second (warm). Returns (session id, first, second); the session is

@@ -347,6 +347,11 @@ async fn measure(
             (docker::DOCKER_EXEC, "docker exec CTR true"),
             ("docker.run_bash_true", "run_bash true (docker)"),
             (
+                docker::NATIVE_MIB,
+                "run_bash printing 1 MiB, native (baseline)",
+            ),
+            ("docker.run_bash_1mib", "run_bash printing 1 MiB (docker)"),
+            (
                 "docker.container_create",
                 "create + start a session container",
             ),

@@ -1,5 +1,10 @@
 //! The container a session gets: every setting of BRIEF section 6, built as
 //! one `ContainerCreateBody` (pure, so it is unit-tested field by field).
+//!
+//! Its pid 1 is the resident exec agent, bind-mounted read-only from the
+//! host at [`CONTAINER_BINARY`] (the image's own files never run as pid 1),
+//! with the supervisor's one-connection socket bind-mounted read-only at
+//! [`CONTAINER_SOCKET`].
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,6 +14,7 @@ use bollard::models::{
     MountBindOptionsPropagationEnum, MountType, ResourcesUlimits,
 };
 
+use super::agent::{CONTAINER_BINARY, CONTAINER_SOCKET};
 use super::verify::PlannedMount;
 use crate::{SandboxError, SandboxSpec};
 
@@ -20,9 +26,22 @@ pub const LABEL_MANAGED: &str = "tollgate.managed";
 /// touches only its own leftovers when several supervisors share one engine.
 pub const LABEL_OWNER: &str = "tollgate.state-dir";
 
-/// pid 1 of every container: docker's init (tini) runs this and reaps every
-/// exec'd orphan. 2^31-1 seconds: busybox `sleep` has no `infinity`.
-pub const IDLE_CMD: &[&str] = &["sleep", "2147483647"];
+/// The host files behind the resident exec agent: its executable and the
+/// socket it connects to. Both are mounted read-only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentFiles {
+    pub binary: std::path::PathBuf,
+    pub socket: std::path::PathBuf,
+}
+
+/// pid 1 of every container: the resident exec agent, told where its socket is.
+pub fn agent_cmd() -> Vec<String> {
+    vec![
+        CONTAINER_BINARY.to_string(),
+        "--socket".to_string(),
+        CONTAINER_SOCKET.to_string(),
+    ]
+}
 
 const MIB: i64 = 1024 * 1024;
 
@@ -60,13 +79,30 @@ fn utf8(p: &Path) -> Result<&str, SandboxError> {
     })
 }
 
+/// A read-only bind of a single host file at `target`.
+fn file_bind(source: &Path, target: &str) -> Result<Mount, SandboxError> {
+    Ok(Mount {
+        target: Some(target.to_string()),
+        source: Some(utf8(source)?.to_string()),
+        typ: Some(MountType::BIND),
+        read_only: Some(true),
+        bind_options: Some(MountBindOptions {
+            propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
+            non_recursive: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
 /// The create body for one session. `mounts[0]` is the checked, canonical
 /// workspace (also the working directory), the rest are read-only binds
-/// beneath it; each is mounted at its own path. `seccomp` is the compacted
-/// profile JSON.
+/// beneath it; each is mounted at its own path. `agent`: the resident exec
+/// agent's host files. `seccomp` is the compacted profile JSON.
 pub fn create_body(
     spec: &SandboxSpec,
     mounts: &[PlannedMount],
+    agent: &AgentFiles,
     image: &str,
     owner: &Path,
     seccomp: &str,
@@ -95,6 +131,8 @@ pub fn create_body(
             ..Default::default()
         });
     }
+    binds.push(file_bind(&agent.binary, CONTAINER_BINARY)?);
+    binds.push(file_bind(&agent.socket, CONTAINER_SOCKET)?);
     let owner = owner.to_string_lossy().into_owned();
     let mut env = Vec::with_capacity(spec.env.len());
     for (k, v) in &spec.env {
@@ -158,7 +196,9 @@ pub fn create_body(
         binds: None,
         volumes_from: None,
         devices: None,
-        init: Some(true),
+        // The agent is pid 1 itself: it reaps, and a pid namespace's init
+        // cannot be killed from inside (a command's `kill -9 -1` spares it).
+        init: Some(false),
         ipc_mode: Some("private".to_string()),
         pid_mode: None,
         userns_mode: None,
@@ -175,8 +215,8 @@ pub fn create_body(
     };
     Ok(ContainerCreateBody {
         image: Some(image.to_string()),
-        cmd: Some(IDLE_CMD.iter().map(|s| (*s).to_string()).collect()),
-        entrypoint: Some(Vec::new()),
+        cmd: Some(Vec::new()),
+        entrypoint: Some(agent_cmd()),
         user: Some(format!("{}:{}", spec.uid, spec.gid)),
         working_dir: Some(ws.to_string()),
         env: Some(env),
@@ -216,6 +256,13 @@ mod tests {
         ]
     }
 
+    fn agent() -> AgentFiles {
+        AgentFiles {
+            binary: PathBuf::from("/opt/tollgate/tollgate-exec-agent"),
+            socket: PathBuf::from("/st/exec-agent/abc.sock"),
+        }
+    }
+
     fn spec() -> SandboxSpec {
         SandboxSpec {
             session_id: "abcDEF012-_x".to_string(),
@@ -243,7 +290,15 @@ mod tests {
 
     #[test]
     fn every_brief_setting_is_in_the_body() {
-        let b = create_body(&spec(), &ws_mounts(), "img:1", Path::new("/st"), "{}").unwrap();
+        let b = create_body(
+            &spec(),
+            &ws_mounts(),
+            &agent(),
+            "img:1",
+            Path::new("/st"),
+            "{}",
+        )
+        .unwrap();
         assert_eq!(b.image.as_deref(), Some("img:1"));
         assert_eq!(b.user.as_deref(), Some("1000:1001"));
         assert_eq!(b.working_dir.as_deref(), Some("/srv/w"));
@@ -262,9 +317,15 @@ mod tests {
                 ("tollgate.state-dir".to_string(), "/st".to_string()),
             ]))
         );
+        // pid 1 is the agent, from the host, never from the image.
+        assert_eq!(b.cmd, Some(vec![]));
         assert_eq!(
-            b.cmd,
-            Some(vec!["sleep".to_string(), "2147483647".to_string()])
+            b.entrypoint,
+            Some(vec![
+                "/.tollgate/exec-agent".to_string(),
+                "--socket".to_string(),
+                "/.tollgate/agent.sock".to_string()
+            ])
         );
         let h = b.host_config.unwrap();
         assert_eq!(h.network_mode.as_deref(), Some("none"));
@@ -283,7 +344,7 @@ mod tests {
         assert_eq!(h.memory_swap, Some(512 * MIB));
         assert_eq!(h.pids_limit, Some(64));
         assert_eq!(h.nano_cpus, Some(1_500_000_000));
-        assert_eq!(h.init, Some(true));
+        assert_eq!(h.init, Some(false));
         assert_eq!(
             h.tmpfs,
             Some(HashMap::from([(
@@ -328,6 +389,18 @@ mod tests {
                     MountType::BIND,
                     true
                 ),
+                (
+                    "/opt/tollgate/tollgate-exec-agent".into(),
+                    "/.tollgate/exec-agent".into(),
+                    MountType::BIND,
+                    true
+                ),
+                (
+                    "/st/exec-agent/abc.sock".into(),
+                    "/.tollgate/agent.sock".into(),
+                    MountType::BIND,
+                    true
+                ),
             ]
         );
         assert_eq!(h.binds, None);
@@ -342,10 +415,10 @@ mod tests {
         }
         let mut s = spec();
         s.env.push(("A=B".to_string(), "x".to_string()));
-        assert!(create_body(&s, &ws_mounts(), "i", Path::new("/st"), "{}").is_err());
+        assert!(create_body(&s, &ws_mounts(), &agent(), "i", Path::new("/st"), "{}").is_err());
         let mut s = spec();
         s.limits.pids = 0;
-        let e = create_body(&s, &ws_mounts(), "i", Path::new("/st"), "{}").unwrap_err();
+        let e = create_body(&s, &ws_mounts(), &agent(), "i", Path::new("/st"), "{}").unwrap_err();
         assert!(e.to_string().contains("pids 0"), "{e}");
     }
 }

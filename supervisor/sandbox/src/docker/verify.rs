@@ -106,6 +106,33 @@ pub async fn verify(
     Ok(None)
 }
 
+/// The container's init (host pid `pid`) must be running the checked agent
+/// binary: the image cannot have put its own file there.
+pub fn verify_init_exe(
+    pid: i64,
+    agent: &super::agent::AgentBinary,
+    container: &str,
+) -> Result<(), SandboxError> {
+    let m = std::fs::metadata(format!("/proc/{pid}/exe")).map_err(|e| {
+        SandboxError::Refused(format!(
+            "cannot inspect pid 1 of container {container} (host pid {pid}): {e}"
+        ))
+    })?;
+    if (m.dev(), m.ino()) == (agent.dev, agent.ino) {
+        Ok(())
+    } else {
+        Err(SandboxError::Refused(format!(
+            "pid 1 of container {container} does not run {} (device {} inode {}, \
+             it runs device {} inode {}); refusing the sandbox",
+            agent.path.display(),
+            agent.dev,
+            agent.ino,
+            m.dev(),
+            m.ino()
+        )))
+    }
+}
+
 /// (dev, ino) of each target through `/proc/<init>/root`, when the init pid
 /// the engine reports is visible here and really is this container's.
 async fn via_proc(
