@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod activation;
 pub mod agent_service;
 pub mod approvals;
 pub mod auth;

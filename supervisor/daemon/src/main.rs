@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tollgate_supervisor::activation;
 use tollgate_supervisor::config::{BackendChoice, DEFAULT_CONFIG};
 use tollgate_supervisor::server::{self, Options};
 
@@ -29,6 +30,12 @@ struct Args {
     /// Sandbox backend (overrides [sandbox] backend).
     #[arg(long, value_parser = ["native", "docker"])]
     sandbox: Option<String>,
+    /// Take agent.sock and operator.sock from the service manager (systemd
+    /// socket activation: LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES=agent:operator)
+    /// and refuse to start without them. Without this flag, passed sockets are
+    /// used when present and the supervisor creates its own otherwise.
+    #[arg(long)]
+    socket_activation: bool,
 }
 
 fn main() -> ExitCode {
@@ -57,6 +64,16 @@ fn main() -> ExitCode {
             report(info);
         }
     }));
+    // Sockets the service manager passed are taken before the runtime opens
+    // fds of its own (the fd numbers are the contract), so a unit started
+    // without them, or with the wrong kind, stops here.
+    let passed = match activation::take_passed(args.socket_activation) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("supervisor: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
     let opts = Options {
         config_explicit: args.config.is_some(),
         config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
@@ -66,6 +83,7 @@ fn main() -> ExitCode {
             .sandbox
             .as_deref()
             .map(|s| BackendChoice::parse(s).unwrap_or(BackendChoice::Native)),
+        passed,
     };
     // 16 MiB stacks instead of 2: parsing recurses per level of nesting.
     // The policy refuses deep nesting before it parses (tollgate-policy's
