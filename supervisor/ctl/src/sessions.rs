@@ -33,6 +33,7 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
                 "approvals_pending": s.approvals_pending, "audit_dir": s.audit_dir,
                 "audit_sync": s.audit_sync, "agent_socket": s.agent_socket,
                 "operator_socket": s.operator_socket, "state_dir": s.state_dir,
+                "telemetry": telemetry_json(s.telemetry.as_ref()),
             })
         );
         return Ok(());
@@ -51,11 +52,38 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         ("audit", format!("{} (sync {})", s.audit_dir, s.audit_sync)),
         ("agent socket", s.agent_socket),
         ("operator socket", s.operator_socket),
+        ("telemetry", telemetry_line(s.telemetry.as_ref())),
     ];
     for (k, v) in rows {
         println!("{:<16} {}", format!("{k}:"), table::escape(&v));
     }
     Ok(())
+}
+
+fn telemetry_json(t: Option<&pb::TelemetryStatus>) -> serde_json::Value {
+    match t {
+        None => json!({"enabled": false}),
+        Some(t) => json!({
+            "enabled": t.enabled, "endpoint": t.endpoint, "queued": t.queued,
+            "queue_size": t.queue_size, "exported": t.exported, "dropped": t.dropped,
+            "failed": t.failed, "last_error": t.last_error, "log_tool_details": t.log_tool_details,
+        }),
+    }
+}
+
+/// `off`, or where events go and what was lost.
+fn telemetry_line(t: Option<&pb::TelemetryStatus>) -> String {
+    let Some(t) = t else {
+        return "off".to_string();
+    };
+    let mut line = format!(
+        "otlp {}: {} exported, {} dropped (queue full), {} failed, {}/{} queued",
+        t.endpoint, t.exported, t.dropped, t.failed, t.queued, t.queue_size
+    );
+    if !t.last_error.is_empty() {
+        line.push_str(&format!(" — last error: {}", t.last_error));
+    }
+    line
 }
 
 pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()> {

@@ -43,6 +43,7 @@ pub async fn chat(
             "last_content": excerpt(sup, last.and_then(|m| m.content.as_deref()).unwrap_or("")),
         }),
     )?;
+    let called = std::time::Instant::now();
     let result = tokio::select! {
         r = sup.llm.complete(&req, &session.model, session.caps.llm_timeout, turn) => r,
         _ = session.cancel.cancelled() => {
@@ -69,6 +70,7 @@ pub async fn chat(
                 "llm_call_error",
                 json!({
                     "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
+                    "model": session.model, "duration_ms": called.elapsed().as_millis() as u64,
                 }),
             )?;
             return Err(match e {
@@ -100,7 +102,9 @@ pub async fn chat(
         "llm_response",
         json!({
             "provider": sup.llm.name(),
+            "model": session.model,
             "turn": turn,
+            "duration_ms": called.elapsed().as_millis() as u64,
             "usage": match completion.usage {
                 Some((p, c)) => json!({"prompt_tokens": p, "completion_tokens": c}),
                 None => Value::Null,

@@ -30,6 +30,9 @@ pub struct Config {
     pub llm: LlmSection,
     #[serde(default)]
     pub policy: PolicyConfig,
+    /// OpenTelemetry export, off unless an endpoint is set.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetrySection,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -309,6 +312,7 @@ impl Config {
                 "[llm] provider \"openai\" needs base_url".to_string(),
             ));
         }
+        self.telemetry.check().map_err(invalid)?;
         Ok(())
     }
 

@@ -25,4 +25,5 @@ pub mod secrets;
 pub mod server;
 pub mod sessions;
 pub mod supervisor;
+pub mod telemetry;
 pub mod workspace;

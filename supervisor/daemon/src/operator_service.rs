@@ -67,6 +67,7 @@ impl OperatorService for OperatorSvc {
             operator_socket: sup.paths.operator_socket.display().to_string(),
             state_dir: sup.paths.state_dir.display().to_string(),
             audit_sync: sup.audit.sync_mode().as_str().to_string(),
+            telemetry: sup.recorder.telemetry().map(|t| t.status()),
         }))
     }
 

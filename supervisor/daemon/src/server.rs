@@ -101,6 +101,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let redactor = Redactor::new(secret_values);
     // The audit log redacts the same values in every record it writes.
     audit.set_redactor(redactor.clone());
+    // OpenTelemetry (off unless [telemetry] endpoint is set): a bounded
+    // queue the recorder offers events to, and a worker that exports them.
+    let (telemetry_sink, telemetry_worker) =
+        match crate::telemetry::start(&config.telemetry, redactor.clone())? {
+            Some((sink, worker)) => (Some(sink), Some(worker)),
+            None => (None, None),
+        };
+    let recorder = recorder.with_telemetry(telemetry_sink);
     let engine = Engine::new(&config.policy).map_err(|e| anyhow::anyhow!("policy: {e}"))?;
 
     let helper_exe =
@@ -292,6 +300,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // Streams have been ended above; give in-flight unary calls a moment.
     let _ = tokio::time::timeout(Duration::from_secs(3), servers).await;
     sup.audit.flush()?;
+    if let Some(worker) = telemetry_worker {
+        worker.finish(Duration::from_secs(2)).await;
+    }
     // Passed sockets belong to the service manager, which keeps listening
     // on them to start us again.
     if owns_sockets {
