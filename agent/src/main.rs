@@ -6,6 +6,10 @@ use clap::error::ErrorKind;
 use tollgate_agent::cli::{self, Action, RawCli};
 
 fn main() {
+    use clap::CommandFactory as _;
+    if let Some(code) = tollgate_clidocs::main_if_asked(RawCli::command, "1") {
+        std::process::exit(i32::from(code != std::process::ExitCode::SUCCESS));
+    }
     let raw = match RawCli::try_parse() {
         Ok(r) => r,
         Err(e) => match e.kind() {
@@ -49,4 +53,19 @@ fn main() {
     });
     // The stdin reader thread may sit in a blocking read: leave without waiting.
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// agent(1) and its completions come from the clap definition: every
+    /// long flag of every subcommand is on its page and in each script.
+    #[test]
+    fn man_page_and_completions_carry_every_flag() {
+        assert_eq!(
+            tollgate_clidocs::check(tollgate_agent::cli::RawCli::command(), "1"),
+            Ok(())
+        );
+    }
 }

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 use tollgate_supervisor::activation;
 use tollgate_supervisor::config::{BackendChoice, DEFAULT_CONFIG};
 use tollgate_supervisor::server::{self, Options};
@@ -41,6 +41,9 @@ struct Args {
 fn main() -> ExitCode {
     if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("__sandbox-init")) {
         return tollgate_sandbox::native::init_main();
+    }
+    if let Some(code) = tollgate_clidocs::main_if_asked(Args::command, "8") {
+        return code;
     }
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -106,5 +109,16 @@ fn main() -> ExitCode {
             eprintln!("supervisor: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// supervisor(8) and its completions come from the clap definition.
+    #[test]
+    fn man_page_and_completions_carry_every_flag() {
+        assert_eq!(tollgate_clidocs::check(super::Args::command(), "8"), Ok(()));
     }
 }
