@@ -25,6 +25,7 @@ mod inproc;
 mod kill;
 mod native;
 mod stats;
+mod telemetry;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -329,6 +330,17 @@ async fn measure(
             }
         }
     }
+
+    progress.step("telemetry: read_file with a collector that never answers");
+    rows.push(
+        telemetry::run(
+            root,
+            supervisor_exe,
+            &config_toml(&script, None, args.audit_sync),
+            n,
+        )
+        .await,
+    );
 
     let image = args
         .image
