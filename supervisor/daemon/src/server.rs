@@ -269,6 +269,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
     });
 
+    // Caught from before the ready line on: a service manager (or a test)
+    // may stop us the moment we say we are ready.
+    let mut signals = Signals::install()?;
     activation::notify_ready(&agent_socket, &operator_socket);
     eprintln!(
         "supervisor: ready agent={} operator={} sandbox={}",
@@ -277,7 +280,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         sup.backends.primary().kind().as_str()
     );
 
-    let signal = wait_for_signal().await?;
+    let signal = signals.wait().await;
     tracing::info!(signal, "shutting down");
     activation::notify_stopping();
     let ended = sup
@@ -313,14 +316,27 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() -> anyhow::Result<&'static str> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+/// The signals that stop the supervisor.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
+    }
+
+    async fn wait(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
 }
 
 /// Creates the state dir (0755) or checks an existing one: owned by us and
