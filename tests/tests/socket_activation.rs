@@ -491,3 +491,102 @@ fn two_agent_sockets_are_refused() {
         "{err}"
     );
 }
+
+/// The same protocol from systemd's own tool instead of this file's harness:
+/// `systemd-socket-activate` binds and listens on both paths, names the fds
+/// with `--fdname`, waits for the first connection and only then execs the
+/// supervisor in its own process (so `LISTEN_PID` is systemd's setting, not
+/// ours). The first `supervisorctl status` is that connection: it is held in
+/// the listen backlog until the supervisor serves, as under tollgate.socket.
+#[test]
+fn systemd_socket_activate_starts_the_supervisor_on_the_first_connection() {
+    let tool = Path::new("/usr/bin/systemd-socket-activate");
+    assert!(
+        tool.exists(),
+        "{} is missing: install the systemd package (.ci/run does)",
+        tool.display()
+    );
+    let dirs = Dirs::new();
+    let units = Units::new(&dirs);
+    let config = dirs.root.path().join("supervisor.toml");
+    std::fs::write(&config, "[llm]\nprovider = \"script\"\n").unwrap();
+    let notify_path = dirs.root.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut child = Command::new(tool)
+        .arg("--listen")
+        .arg(&units.agent)
+        .arg("--listen")
+        .arg(&units.operator)
+        .arg("--fdname=agent:operator")
+        .arg(format!("--setenv=NOTIFY_SOCKET={}", notify_path.display()))
+        .arg("--setenv=RUST_LOG=warn")
+        .arg(bin("supervisor"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(&dirs.state)
+        .arg("--audit-dir")
+        .arg(&dirs.audit)
+        .arg("--socket-activation")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env_remove("LISTEN_FDNAMES")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("TOLLGATE_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // systemd-socket-activate made the socket files; nothing is served yet.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(units.agent.exists() && units.operator.exists()) {
+        assert!(
+            Instant::now() < deadline,
+            "no sockets from systemd-socket-activate"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "systemd-socket-activate exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!dirs.state.join("agent.sock").exists());
+
+    // The first connection starts the supervisor and is answered by it.
+    let status = Command::new(bin("supervisorctl"))
+        .arg("--socket")
+        .arg(&units.operator)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["operator_socket"], units.operator.display().to_string());
+    assert_eq!(v["agent_socket"], units.agent.display().to_string());
+    let ready = ready_line(&mut child);
+    assert_eq!(
+        ready,
+        format!(
+            "supervisor: ready agent={} operator={} sandbox=native",
+            units.agent.display(),
+            units.operator.display()
+        )
+    );
+    let mut buf = [0u8; 512];
+    let n = notify.recv(&mut buf).expect("READY=1 on NOTIFY_SOCKET");
+    let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(msg.lines().any(|l| l == "READY=1"), "{msg}");
+    // It serves on systemd's sockets and made none of its own.
+    assert!(!dirs.state.join("agent.sock").exists());
+    assert!(!dirs.state.join("operator.sock").exists());
+    assert_eq!(sigterm(&mut child), Some(0));
+}

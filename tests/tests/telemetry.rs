@@ -315,13 +315,22 @@ fn decisions_and_tool_runs_arrive_as_logs_and_spans_without_arguments() {
     assert_eq!(run.trace_id, allow.trace_id, "logs carry the span's trace");
     drop(got);
 
-    let st = status(&sup);
+    // The receiver has the batch before the supervisor has its answer and
+    // counts the batch as exported: wait for the count.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        let st = status(&sup);
+        if st["telemetry"]["exported"].as_u64().unwrap() >= 3 {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "exports not counted: {st}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let t = &st["telemetry"];
     assert_eq!(t["enabled"], true, "{st}");
     assert_eq!(t["endpoint"], format!("http://{}", rx.addr));
     assert_eq!(t["dropped"], 0, "{st}");
     assert_eq!(t["failed"], 0, "{st}");
-    assert!(t["exported"].as_u64().unwrap() >= 3, "{st}");
     let text = sup.ctl(&["status"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
