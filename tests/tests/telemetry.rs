@@ -26,6 +26,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use serde_json::Value;
 use tollgate_e2e::harness::{Supervisor, TEST_CONFIG};
+
+mod agent_support;
 use tonic::{Request, Response, Status};
 
 /// One exported signal, flattened: name, attributes as strings, and for
@@ -498,5 +500,103 @@ fn a_garbage_endpoint_stops_the_start_naming_the_key() {
     assert!(
         err.contains("[telemetry] endpoint \"collector:4317\" has scheme \"collector\""),
         "{err}"
+    );
+}
+
+#[test]
+fn an_approval_and_an_llm_call_arrive_with_their_verdicts() {
+    let rx = Receiver::start();
+    let dirs = tollgate_e2e::harness::Dirs::new();
+    let script = agent_support::write_script(
+        &dirs,
+        "turns.json",
+        &serde_json::json!([{"content": "nothing to do"}]),
+    );
+    let sup = Supervisor::builder()
+        .dirs(dirs)
+        .config(&format!(
+            "[session]\napproval_timeout_s = 30\n[llm]\nprovider = \"script\"\nscript = {}\n[telemetry]\nendpoint = \"http://{}\"\n",
+            agent_support::toml_str(&script.to_string_lossy()),
+            rx.addr
+        ))
+        .start();
+    let ws = sup.dirs.workspace("ws", nix::unistd::getuid().as_raw());
+
+    // An LLM call: one scripted turn with no tool call.
+    let run = agent_support::run_agent(&sup, &ws, &["-p", "say hi", "--output", "json"], "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    rx.wait_for("the llm call", |r| {
+        r.logs.iter().any(|l| l.name == "tollgate.api_request")
+            && r.spans.iter().any(|s| s.name == "tollgate.api_request")
+    });
+
+    // An approval: write_file asks; with no terminal the agent waits for an
+    // operator, who approves.
+    let child = agent_support::spawn_agent(
+        &sup,
+        &ws,
+        &[
+            "call",
+            "write_file",
+            r#"{"path":"notes.md","content":"hello\n"}"#,
+        ],
+    );
+    let pending = agent_support::wait_for_approval(&sup);
+    let id = pending["id"].as_str().unwrap().to_string();
+    let out = sup.ctl(&["approve", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = agent_support::wait_output(child, Duration::from_secs(60));
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    rx.wait_for("the approval", |r| {
+        r.logs
+            .iter()
+            .any(|l| l.name == "tollgate.approval_decision")
+    });
+
+    let got = rx.got.lock().unwrap();
+    let llm = got
+        .logs
+        .iter()
+        .find(|l| l.name == "tollgate.api_request")
+        .unwrap();
+    assert_eq!(llm.attr("provider"), Some("script"), "{llm:?}");
+    assert!(
+        llm.attr("duration_ms").unwrap().parse::<u64>().is_ok(),
+        "{llm:?}"
+    );
+    assert!(!llm.attr("session.id").unwrap_or("").is_empty(), "{llm:?}");
+    let approval = got
+        .logs
+        .iter()
+        .find(|l| l.name == "tollgate.approval_decision")
+        .unwrap();
+    assert_eq!(approval.attr("decision"), Some("approved"), "{approval:?}");
+    assert_eq!(
+        approval.attr("tool_name"),
+        Some("write_file"),
+        "{approval:?}"
+    );
+    assert_eq!(
+        approval.attr("approval.id"),
+        Some(id.as_str()),
+        "{approval:?}"
+    );
+    assert!(
+        !approval.attr("source").unwrap_or("").is_empty(),
+        "{approval:?}"
+    );
+    // Details are off: no target (the path) leaves the host.
+    assert_eq!(approval.attr("target"), None, "{approval:?}");
+    assert!(
+        got.logs
+            .iter()
+            .chain(got.spans.iter())
+            .all(|g| g.attrs.values().all(|v| !v.contains("notes.md"))),
+        "the path leaked: {:#?}",
+        got.logs
     );
 }
