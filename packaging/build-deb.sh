@@ -7,7 +7,9 @@
 #
 # Environment: CARGO_TARGET_DIR (default ./target); DEB_VERSION to stamp
 # another version (the upgrade test builds a second one); DEB_FAST=1 for
-# lighter compression.
+# lighter compression; DEB_OUT_DIR to write it elsewhere than
+# $CARGO_TARGET_DIR/debian (cargo deb still removes an older package from
+# there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +34,7 @@ sed '/^\[supervisor\]$/a operator_group = "tollgate"   # members may use operato
     examples/workstation.toml >"$staging/supervisor.toml"
 grep -q '^operator_group = "tollgate"' "$staging/supervisor.toml"
 
-out="$target/debian"
+out="${DEB_OUT_DIR:-$target/debian}"
 mkdir -p "$out"
 # Stripped, as Debian ships binaries (the release profile keeps line tables,
 # which would triple the package). DEB_FAST=1: lighter compression, for the

@@ -28,10 +28,12 @@ first="$(packaging/build-deb.sh)"
 mkdir -p "$work/debs/first" "$work/debs/second"
 cp "$first" "$work/debs/first/"
 version="$(dpkg-deb -f "$first" Version)"
-# The second package only differs in its version; the first stays in
-# $target/debian as the build's product.
-second="$(DEB_FAST=1 DEB_VERSION="${version}+upgradetest1" packaging/build-deb.sh)"
-mv "$second" "$work/debs/second/"
+# The second package only differs in its version. cargo deb removes the
+# first from $target/debian even when told to write elsewhere: put it back,
+# as the build's product.
+DEB_FAST=1 DEB_OUT_DIR="$work/debs/second" DEB_VERSION="${version}+upgradetest1" \
+    packaging/build-deb.sh >/dev/null
+cp "$work/debs/first/$(basename "$first")" "$first"
 
 echo "== systemd-analyze verify"
 units="$work/units"
