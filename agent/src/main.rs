@@ -17,7 +17,13 @@ fn main() {
             eprintln!("agent hook: {e}; the call is blocked");
             std::process::exit(2);
         }
-        None => RawCli::try_parse(),
+        None => {
+            use clap::CommandFactory as _;
+            if let Some(code) = tollgate_clidocs::main_if_asked(RawCli::command, "1") {
+                std::process::exit(i32::from(code != std::process::ExitCode::SUCCESS));
+            }
+            RawCli::try_parse()
+        }
     };
     let raw = match raw {
         Ok(r) => r,
@@ -104,4 +110,19 @@ fn run(action: Action) -> ! {
     });
     // The stdin reader thread may sit in a blocking read: leave without waiting.
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// agent(1) and its completions come from the clap definition: every
+    /// long flag of every subcommand is on its page and in each script.
+    #[test]
+    fn man_page_and_completions_carry_every_flag() {
+        assert_eq!(
+            tollgate_clidocs::check(tollgate_agent::cli::RawCli::command(), "1"),
+            Ok(())
+        );
+    }
 }

@@ -24,7 +24,7 @@ mod table;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// Operate a tollgate supervisor: sessions, approvals, the kill switch,
 /// the audit log, the policy and the sandbox.
@@ -192,6 +192,9 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == bench::FLOOR_SUBCOMMAND) {
         return bench::floor_main(&args[2..]);
     }
+    if let Some(code) = tollgate_clidocs::main_if_asked(Cli::command, "8") {
+        return code;
+    }
     let cli = Cli::parse();
     // One thread: a CLI waits on one socket at a time, and a reply handed
     // between runtime threads costs a wake-up per hop.
@@ -308,5 +311,17 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }),
         Cmd::Doctor => doctor::run(&socket).await,
         Cmd::Bench(args) => bench::run(args).await,
+    }
+}
+
+#[cfg(test)]
+mod docs_tests {
+    use clap::CommandFactory as _;
+
+    /// supervisorctl(8), a page per subcommand, and its completions come
+    /// from the clap definition.
+    #[test]
+    fn man_pages_and_completions_carry_every_flag() {
+        assert_eq!(tollgate_clidocs::check(super::Cli::command(), "8"), Ok(()));
     }
 }

@@ -60,6 +60,7 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
                 "audit_reserve_target_bytes": s.audit_reserve_target_bytes,
                 "audit_reserve_drawing": s.audit_reserve_drawing,
                 "disk_min_free_mb": s.disk_min_free_mb,
+                "telemetry": telemetry_json(s.telemetry.as_ref()),
             })
         );
         return Ok(());
@@ -115,6 +116,7 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         ),
         ("agent socket", s.agent_socket),
         ("operator socket", s.operator_socket),
+        ("telemetry", telemetry_line(s.telemetry.as_ref())),
     ];
     for (k, v) in rows {
         outln!("{:<16} {}", format!("{k}:"), table::escape(&v));
@@ -169,6 +171,32 @@ fn reserve_line(s: &pb::StatusResponse) -> String {
         );
     } else if s.audit_reserve_bytes < s.audit_reserve_target_bytes {
         line.push_str("; the audit disk has no room for the rest yet");
+    }
+    line
+}
+
+fn telemetry_json(t: Option<&pb::TelemetryStatus>) -> serde_json::Value {
+    match t {
+        None => json!({"enabled": false}),
+        Some(t) => json!({
+            "enabled": t.enabled, "endpoint": t.endpoint, "queued": t.queued,
+            "queue_size": t.queue_size, "exported": t.exported, "dropped": t.dropped,
+            "failed": t.failed, "last_error": t.last_error, "log_tool_details": t.log_tool_details,
+        }),
+    }
+}
+
+/// `off`, or where events go and what was lost.
+fn telemetry_line(t: Option<&pb::TelemetryStatus>) -> String {
+    let Some(t) = t else {
+        return "off".to_string();
+    };
+    let mut line = format!(
+        "otlp {}: {} exported, {} dropped (queue full), {} failed, {}/{} queued",
+        t.endpoint, t.exported, t.dropped, t.failed, t.queued, t.queue_size
+    );
+    if !t.last_error.is_empty() {
+        line.push_str(&format!(" — last error: {}", t.last_error));
     }
     line
 }

@@ -49,6 +49,7 @@ pub async fn chat(
             "last_content": excerpt(sup, last.and_then(|m| m.content.as_deref()).unwrap_or("")),
         }),
     )?;
+    let called = std::time::Instant::now();
     let result = tokio::select! {
         r = sup.llm.complete(&req, &session.model, session.caps.llm_timeout, turn) => r,
         _ = session.cancel.cancelled() => {
@@ -71,6 +72,7 @@ pub async fn chat(
             let message = sup.redactor.redact(&e.to_string());
             let mut fields = json!({
                 "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
+                "model": session.model, "duration_ms": called.elapsed().as_millis() as u64,
             });
             // What the model sent, when it could not be used (a tool call
             // without a name, say): on record, redacted and capped.
@@ -112,7 +114,9 @@ pub async fn chat(
         "llm_response",
         json!({
             "provider": sup.llm.name(),
+            "model": session.model,
             "turn": turn,
+            "duration_ms": called.elapsed().as_millis() as u64,
             "usage": match completion.usage {
                 Some((p, c)) => json!({"prompt_tokens": p, "completion_tokens": c}),
                 None => Value::Null,

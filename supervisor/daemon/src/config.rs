@@ -35,6 +35,9 @@ pub struct Config {
     pub policy: PolicyConfig,
     #[serde(default)]
     pub clients: ClientsSection,
+    /// OpenTelemetry export, off unless an endpoint is set.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetrySection,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -392,6 +395,7 @@ impl Config {
                 "[llm] provider \"openai\" needs base_url".to_string(),
             ));
         }
+        self.telemetry.check().map_err(invalid)?;
         Ok(())
     }
 

@@ -17,12 +17,30 @@ use crate::sessions::unix_ms;
 pub struct Recorder {
     audit: Arc<Audit>,
     watchers: broadcast::Sender<pb::Event>,
+    /// OpenTelemetry export, when configured: one more reader of what the
+    /// log holds, behind a bounded queue that never blocks a write.
+    telemetry: Option<crate::telemetry::Sink>,
 }
 
 impl Recorder {
     pub fn new(audit: Arc<Audit>) -> Recorder {
         let (watchers, _) = broadcast::channel(1024);
-        Recorder { audit, watchers }
+        Recorder {
+            audit,
+            watchers,
+            telemetry: None,
+        }
+    }
+
+    /// Offers every event written from now on to `sink` as well.
+    pub fn with_telemetry(mut self, sink: Option<crate::telemetry::Sink>) -> Recorder {
+        self.telemetry = sink;
+        self
+    }
+
+    /// The telemetry queue, when export is on.
+    pub fn telemetry(&self) -> Option<&crate::telemetry::Sink> {
+        self.telemetry.as_ref()
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<pb::Event> {
@@ -117,6 +135,11 @@ impl Recorder {
         // Watchers see what the log holds; with none, skip the copy.
         let published = (self.watchers.receiver_count() > 0)
             .then(|| (summarise(event, &fields), fields.clone()));
+        let exported = self
+            .telemetry
+            .as_ref()
+            .filter(|t| t.wants(event))
+            .map(|t| (t, fields.clone()));
         let waits = match durable {
             Durable::Later => false,
             Durable::Now => true,
@@ -131,6 +154,9 @@ impl Recorder {
         };
         if let Some((summary, fields)) = published {
             self.publish(session, event, summary, fields);
+        }
+        if let Some((sink, fields)) = exported {
+            sink.offer(session, event, fields);
         }
         Ok(appended)
     }

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod activation;
 pub mod agent_service;
 pub mod approvals;
 pub mod auth;
@@ -29,4 +30,5 @@ pub mod secrets;
 pub mod server;
 pub mod sessions;
 pub mod supervisor;
+pub mod telemetry;
 pub mod workspace;

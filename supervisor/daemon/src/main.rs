@@ -9,7 +9,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
+use tollgate_supervisor::activation;
 use tollgate_supervisor::config::{BackendChoice, DEFAULT_CONFIG};
 use tollgate_supervisor::server::{self, Options};
 
@@ -30,11 +31,20 @@ struct Args {
     /// Sandbox backend (overrides [sandbox] backend).
     #[arg(long, value_parser = ["native", "docker"])]
     sandbox: Option<String>,
+    /// Take agent.sock and operator.sock from the service manager (systemd
+    /// socket activation: LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES=agent:operator)
+    /// and refuse to start without them. Without this flag, passed sockets are
+    /// used when present and the supervisor creates its own otherwise.
+    #[arg(long)]
+    socket_activation: bool,
 }
 
 fn main() -> ExitCode {
     if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("__sandbox-init")) {
         return tollgate_sandbox::native::init_main();
+    }
+    if let Some(code) = tollgate_clidocs::main_if_asked(Args::command, "8") {
+        return code;
     }
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -58,6 +68,16 @@ fn main() -> ExitCode {
             report(info);
         }
     }));
+    // Sockets the service manager passed are taken before the runtime opens
+    // fds of its own (the fd numbers are the contract), so a unit started
+    // without them, or with the wrong kind, stops here.
+    let passed = match activation::take_passed(args.socket_activation) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("supervisor: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
     let opts = Options {
         config_explicit: args.config.is_some(),
         config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
@@ -67,6 +87,7 @@ fn main() -> ExitCode {
             .sandbox
             .as_deref()
             .map(|s| BackendChoice::parse(s).unwrap_or(BackendChoice::Native)),
+        passed,
     };
     // 16 MiB stacks instead of 2: parsing recurses per level of nesting.
     // The policy refuses deep nesting before it parses (tollgate-policy's
@@ -92,5 +113,16 @@ fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "supervisor: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// supervisor(8) and its completions come from the clap definition.
+    #[test]
+    fn man_page_and_completions_carry_every_flag() {
+        assert_eq!(tollgate_clidocs::check(super::Args::command(), "8"), Ok(()));
     }
 }

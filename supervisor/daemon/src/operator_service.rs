@@ -91,6 +91,7 @@ impl OperatorService for OperatorSvc {
             audit_reserve_target_bytes: reserve.target,
             audit_reserve_drawing: reserve.drawing,
             disk_min_free_mb: sup.disk.floor_mb(),
+            telemetry: sup.recorder.telemetry().map(|t| t.status()),
         }))
     }
 

@@ -9,8 +9,10 @@
 //! 4. build the policy engine (a bad rule stops the start);
 //! 5. build the sandbox backend and reap sandboxes a crashed predecessor left;
 //! 6. bind agent.sock (0666) and operator.sock (0600, or 0660 + group),
-//!    replacing stale socket files but never a live supervisor's; agent.sock
-//!    accepts within the connection bounds of [`crate::conn`];
+//!    replacing stale socket files but never a live supervisor's; or take
+//!    both from the service manager (`activation.rs`, checked before step 1's
+//!    effects); agent.sock accepts within the connection bounds of
+//!    [`crate::conn`];
 //! 7. print the ready line, serve, and on SIGTERM/SIGINT revoke every session,
 //!    kill sandboxes, flush the audit log and remove the sockets.
 
@@ -29,6 +31,7 @@ use tollgate_policy::Engine;
 use tollgate_proto::v1 as pb;
 use tonic::transport::Server;
 
+use crate::activation;
 use crate::agent_service::AgentSvc;
 use crate::approvals::Approvals;
 use crate::auth::{self, Guard};
@@ -43,13 +46,16 @@ use crate::sessions::{Sessions, State};
 use crate::supervisor::{Paths, Supervisor};
 
 /// Command-line choices that override the config.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Options {
     pub config: PathBuf,
     pub config_explicit: bool,
     pub state_dir: Option<PathBuf>,
     pub audit_dir: Option<PathBuf>,
     pub sandbox: Option<BackendChoice>,
+    /// agent.sock and operator.sock passed by the service manager, taken
+    /// (`activation::take_passed`) before the runtime opened any fd of its own.
+    pub passed: Option<activation::Passed>,
 }
 
 /// Runs the supervisor until a signal.
@@ -72,6 +78,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         fds,
         fd_reserve: config.supervisor.fd_reserve,
     });
+    let passed = opts.passed;
     let own_uid = nix::unistd::getuid().as_raw();
     let operator_gid = match &config.supervisor.operator_group {
         Some(name) => Some(auth::group_gid(name).with_context(|| {
@@ -108,6 +115,14 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let redactor = Redactor::new(secret_values);
     // The audit log redacts the same values in every record it writes.
     audit.set_redactor(redactor.clone());
+    // OpenTelemetry (off unless [telemetry] endpoint is set): a bounded
+    // queue the recorder offers events to, and a worker that exports them.
+    let (telemetry_sink, telemetry_worker) =
+        match crate::telemetry::start(&config.telemetry, redactor.clone())? {
+            Some((sink, worker)) => (Some(sink), Some(worker)),
+            None => (None, None),
+        };
+    let recorder = recorder.with_telemetry(telemetry_sink);
     let engine = Engine::new(&config.policy).map_err(|e| anyhow::anyhow!("policy: {e}"))?;
 
     let helper_exe =
@@ -135,8 +150,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
         ),
     };
-    let agent_socket = state_dir.join("agent.sock");
-    let operator_socket = state_dir.join("operator.sock");
+    let (agent_socket, operator_socket) = match &passed {
+        Some(p) => (p.agent.path.clone(), p.operator.path.clone()),
+        None => (
+            state_dir.join("agent.sock"),
+            state_dir.join("operator.sock"),
+        ),
+    };
     let config_file = opts
         .config
         .exists()
@@ -211,12 +231,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         Err(e) => tracing::warn!(error = %e, "reaping orphaned sandboxes failed"),
     }
 
-    let agent_listener = bind(&agent_socket, 0o666, None)?;
-    let operator_listener = bind(
-        &operator_socket,
-        if operator_gid.is_some() { 0o660 } else { 0o600 },
-        operator_gid,
-    )?;
+    let owns_sockets = passed.is_none();
+    let (agent_listener, operator_listener) =
+        listeners(passed, &agent_socket, &operator_socket, operator_gid)?;
 
     let (health_a, health_svc_a) = tonic_health::server::health_reporter();
     health_a
@@ -290,6 +307,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
     });
 
+    // Caught from before the ready line on: a service manager (or a test)
+    // may stop us the moment we say we are ready.
+    let mut signals = Signals::install()?;
+    activation::notify_ready(&agent_socket, &operator_socket);
     // A reader of stderr that went away must not stop the supervisor.
     let _ = writeln!(
         std::io::stderr(),
@@ -299,8 +320,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         sup.backends.primary().kind().as_str()
     );
 
-    let signal = wait_for_signal().await?;
+    let signal = signals.wait().await;
     tracing::info!(signal, "shutting down");
+    activation::notify_stopping();
     let ended = sup
         .end_all(
             State::Revoked,
@@ -329,8 +351,15 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // Streams have been ended above; give in-flight unary calls a moment.
     let _ = tokio::time::timeout(Duration::from_secs(3), servers).await;
     sup.audit.flush()?;
-    for p in [&agent_socket, &operator_socket] {
-        let _ = std::fs::remove_file(p);
+    if let Some(worker) = telemetry_worker {
+        worker.finish(Duration::from_secs(2)).await;
+    }
+    // Passed sockets belong to the service manager, which keeps listening
+    // on them to start us again.
+    if owns_sockets {
+        for p in [&agent_socket, &operator_socket] {
+            let _ = std::fs::remove_file(p);
+        }
     }
     Ok(())
 }
@@ -384,14 +413,27 @@ async fn audit_maintenance(sup: &Supervisor) {
     }
 }
 
-async fn wait_for_signal() -> anyhow::Result<&'static str> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+/// The signals that stop the supervisor.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
+    }
+
+    async fn wait(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
 }
 
 /// Creates the state dir (0755) or checks an existing one: owned by us and
@@ -430,6 +472,29 @@ fn prepare_state_dir(dir: &Path, own_uid: u32) -> anyhow::Result<PathBuf> {
         Err(e) => bail!("state dir {}: {e}", dir.display()),
     }
     std::fs::canonicalize(dir).with_context(|| format!("state dir {}", dir.display()))
+}
+
+/// The two listeners: the ones the service manager passed, or our own.
+fn listeners(
+    passed: Option<activation::Passed>,
+    agent_socket: &Path,
+    operator_socket: &Path,
+    operator_gid: Option<u32>,
+) -> anyhow::Result<(UnixListener, UnixListener)> {
+    if let Some(p) = passed {
+        let adopt = |s: activation::PassedSocket| {
+            UnixListener::from_std(s.listener)
+                .with_context(|| format!("cannot serve on passed socket {}", s.path.display()))
+        };
+        return Ok((adopt(p.agent)?, adopt(p.operator)?));
+    }
+    let agent = bind(agent_socket, 0o666, None)?;
+    let operator = bind(
+        operator_socket,
+        if operator_gid.is_some() { 0o660 } else { 0o600 },
+        operator_gid,
+    )?;
+    Ok((agent, operator))
 }
 
 /// Binds a socket, replacing a stale socket file (never a live one, and

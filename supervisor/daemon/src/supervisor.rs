@@ -90,6 +90,14 @@ impl Supervisor {
     /// Paths no session may touch or use as a workspace.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut v = vec![self.paths.state_dir.clone(), self.audit.dir().to_path_buf()];
+        // Sockets the service manager passed may live outside the state dir.
+        for socket in [&self.paths.agent_socket, &self.paths.operator_socket] {
+            if let Some(dir) = socket.parent()
+                && !v.iter().any(|p| dir.starts_with(p))
+            {
+                v.push(dir.to_path_buf());
+            }
+        }
         if let Some(c) = &self.paths.config_file {
             v.push(c.clone());
         }

@@ -26,6 +26,7 @@ mod inproc;
 mod kill;
 mod native;
 mod stats;
+mod telemetry;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -336,6 +337,17 @@ async fn measure(
             rows.extend(clients::failed(&why));
         }
     }
+
+    progress.step("telemetry: read_file with a collector that never answers");
+    rows.push(
+        telemetry::run(
+            root,
+            supervisor_exe,
+            &config_toml(&script, None, args.audit_sync),
+            n,
+        )
+        .await,
+    );
 
     let image = args
         .image

@@ -475,6 +475,7 @@ impl NativeBackend {
             // Pid 1 already gone when its pid arrived: its failure report,
             // sent before it exited, is the next packet.
             let mut init_died: Option<std::io::Error> = None;
+            let mut ready = None;
             loop {
                 let pkt = match ctrl.recv(&mut buf).await {
                     Ok(Some(p)) => p,
@@ -528,31 +529,10 @@ impl NativeBackend {
                             }
                         }
                     }
-                    FromInit::Ready { posture, timings } => {
-                        if let Some(e) = init_died.take() {
-                            return Err(SandboxError::Unavailable(format!(
-                                "sandbox pid 1 of session {session} died during setup: {e}"
-                            )));
-                        }
-                        let pid = init_pid.ok_or_else(|| {
-                            SandboxError::Other(
-                                "sandbox ready before its pid was known".to_string(),
-                            )
-                        })?;
-                        if let Some(j) = joining.take() {
-                            j.await
-                                .map_err(|e| SandboxError::Other(format!("cgroup join task: {e}")))?
-                                .map_err(|e| SandboxError::Io {
-                                    context: "move the sandbox into its cgroups".to_string(),
-                                    source: e,
-                                })?;
-                        } else if teardown.cgroups.is_some() {
-                            return Err(SandboxError::Other(
-                                "sandbox ready before it could join its cgroups".to_string(),
-                            ));
-                        }
-                        return Ok((pid, posture, timings));
-                    }
+                    // Pid 1 and its helper write to the socket from two
+                    // processes: `Ready` may come before the helper's
+                    // report of the pid. Kept until both are in.
+                    FromInit::Ready { posture, timings } => ready = Some((posture, timings)),
                     FromInit::SetupFailed { step, error } => {
                         return Err(SandboxError::Unavailable(format!(
                             "native sandbox setup failed at {step}: {error}"
@@ -564,6 +544,29 @@ impl NativeBackend {
                         ));
                     }
                 }
+                // Both are needed; until then, read on.
+                let Some(pid) = init_pid else { continue };
+                let Some((posture, timings)) = ready.take() else {
+                    continue;
+                };
+                if let Some(e) = init_died.take() {
+                    return Err(SandboxError::Unavailable(format!(
+                        "sandbox pid 1 of session {session} died during setup: {e}"
+                    )));
+                }
+                if let Some(j) = joining.take() {
+                    j.await
+                        .map_err(|e| SandboxError::Other(format!("cgroup join task: {e}")))?
+                        .map_err(|e| SandboxError::Io {
+                            context: "move the sandbox into its cgroups".to_string(),
+                            source: e,
+                        })?;
+                } else if teardown.cgroups.is_some() {
+                    return Err(SandboxError::Other(
+                        "sandbox ready before it could join its cgroups".to_string(),
+                    ));
+                }
+                return Ok((pid, posture, timings));
             }
         };
         let (pid, posture, timings) = tokio::time::timeout(self.opts.setup_timeout, wait)
