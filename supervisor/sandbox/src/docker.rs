@@ -44,7 +44,7 @@ use bollard::query_parameters::{
 pub use container::{LABEL_MANAGED, LABEL_OWNER, LABEL_SESSION, container_name, create_body};
 pub use errors::{is_engine_gone, status_code};
 pub use exec::{DockerSandbox, WRAPPER, command_line, quote_word, split_status, timeout_secs};
-pub use mounts::{CREDENTIAL_SUBPATHS, Forbidden, check_workspace, forbidden_paths, local_homes};
+pub use mounts::{Forbidden, check_workspace, forbidden_paths};
 pub use reconnect::{OnReaped, RETRY_MAX, RETRY_MIN, Reconnecting};
 pub use seccomp::DEFAULT_PROFILE as DEFAULT_SECCOMP_PROFILE;
 pub use verify::{PlannedMount, plan as plan_mounts, verify as verify_mounts};
@@ -84,10 +84,10 @@ pub struct DockerConfig {
     pub state_dir: PathBuf,
     /// The audit dir: never mounted.
     pub audit_dir: PathBuf,
-    /// More host paths never to mount (sockets elsewhere, the config file).
+    /// More host paths never to mount (sockets elsewhere, the config file),
+    /// besides each spec's `hidden` (where the daemon puts every credential
+    /// path).
     pub hidden: Vec<PathBuf>,
-    /// Home directories whose credential paths are refused as mounts.
-    pub homes: Vec<PathBuf>,
     /// Keep one exec started ahead of time per sandbox (see [`exec`]): saves
     /// the engine's exec start-up on each command.
     pub warm_exec: bool,
@@ -105,8 +105,7 @@ pub struct DockerConfig {
 
 impl DockerConfig {
     /// The defaults: socket from `DOCKER_HOST` when it is `unix://…` (else
-    /// [`DEFAULT_SOCKET`]), the default image, the shipped seccomp profile, the
-    /// homes of every local user.
+    /// [`DEFAULT_SOCKET`]), the default image, the shipped seccomp profile.
     pub fn new(state_dir: PathBuf, audit_dir: PathBuf) -> DockerConfig {
         let socket = std::env::var("DOCKER_HOST")
             .ok()
@@ -118,7 +117,6 @@ impl DockerConfig {
             state_dir,
             audit_dir,
             hidden: Vec::new(),
-            homes: local_homes(),
             warm_exec: true,
             seccomp_profile: seccomp::DEFAULT_PROFILE.to_string(),
             api_timeout: Duration::from_secs(60),
@@ -130,13 +128,7 @@ impl DockerConfig {
     fn forbidden(&self, extra: &[PathBuf]) -> Vec<Forbidden> {
         let mut hidden = self.hidden.clone();
         hidden.extend(extra.iter().cloned());
-        forbidden_paths(
-            &self.socket,
-            &self.state_dir,
-            &self.audit_dir,
-            &hidden,
-            &self.homes,
-        )
+        forbidden_paths(&self.socket, &self.state_dir, &self.audit_dir, &hidden)
     }
 }
 
