@@ -1238,6 +1238,7 @@ fn the_repositorys_own_host_executed_paths_are_guarded_too() {
     // Outside those paths: ordinary.
     let h = d("tools/build.sh");
     assert_eq!((h.verdict, h.destructive), (Verdict::Allow, false));
+}
 
 // ---- 8. programs that run programs (issue 19, item 6) ------------------------
 
