@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use tokio::sync::OnceCell;
 use tollgate_sandbox::docker::{OnReaped, Reconnecting};
-use tollgate_sandbox::{Backend, Limits, Reaped, SandboxError};
+use tollgate_sandbox::{Backend, Limits, Reaped, SandboxError, SandboxSpec, WorkspaceId};
 
 use crate::config::{BackendChoice, Config};
+use crate::supervisor::Supervisor;
+use crate::workspace::PasswdEntry;
 
 /// How to build each backend.
 #[derive(Clone)]
@@ -251,17 +253,93 @@ pub fn limits(config: &Config) -> Limits {
     }
 }
 
-/// Paths a sandbox must never see.
+/// Paths a sandbox must never see: the supervisor's own (state, audit,
+/// config file), then every credential path on the host.
 pub fn hidden_paths(
     state_dir: &Path,
     audit_dir: &Path,
     config_file: Option<&Path>,
+    credentials: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut v = vec![state_dir.to_path_buf(), audit_dir.to_path_buf()];
     if let Some(c) = config_file {
         v.push(c.to_path_buf());
     }
+    v.extend(credentials.iter().cloned());
     v
+}
+
+/// Whom a sandbox runs as, from /etc/passwd as the caller read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxOwner {
+    pub uid: u32,
+    /// The user's group; `gid` when /etc/passwd does not know the uid.
+    pub gid: u32,
+    /// The user's name (USER in the sandbox); the uid when unknown.
+    pub name: String,
+    pub home: Option<PathBuf>,
+}
+
+impl SandboxOwner {
+    pub fn of(users: &[PasswdEntry], uid: u32, gid: u32) -> SandboxOwner {
+        match users.iter().find(|u| u.uid == uid) {
+            Some(u) => SandboxOwner {
+                uid,
+                gid: u.gid,
+                name: u.name.clone(),
+                home: Some(u.home.clone()),
+            },
+            None => SandboxOwner {
+                uid,
+                gid,
+                name: uid.to_string(),
+                home: None,
+            },
+        }
+    }
+}
+
+/// One sandbox to build: for a session's run_bash or for `supervisorctl
+/// sandbox exec`.
+pub struct SpecFor<'a> {
+    pub session_id: &'a str,
+    pub workspace: &'a Path,
+    pub workspace_id: WorkspaceId,
+    pub owner: &'a SandboxOwner,
+    /// [`crate::workspace::credential_paths`], as read for this sandbox.
+    pub credentials: &'a [PathBuf],
+    /// The sandbox-scoped token (a session's; `sandbox exec` has none).
+    pub sandbox_token: Option<&'a str>,
+}
+
+/// The one place a [`SandboxSpec`] is built. The policy's tables go in as
+/// they are (what the host runs by itself; the credential paths resolved
+/// against /etc/passwd by the caller): the sandbox crate keeps no list of
+/// its own and reads no /etc/passwd.
+pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
+    SandboxSpec {
+        session_id: s.session_id.to_string(),
+        workspace: s.workspace.to_path_buf(),
+        workspace_id: Some(s.workspace_id),
+        uid: s.owner.uid,
+        gid: s.owner.gid,
+        env: crate::secrets::sandbox_env(
+            s.session_id,
+            s.sandbox_token,
+            &s.owner.name,
+            std::env::var("LANG").ok().as_deref(),
+            std::env::var("LC_ALL").ok().as_deref(),
+        ),
+        limits: limits(&sup.config),
+        hidden: hidden_paths(
+            &sup.paths.state_dir,
+            sup.audit.dir(),
+            sup.paths.config_file.as_deref(),
+            s.credentials,
+        ),
+        host_exec: tollgate_policy::host_exec::names(),
+        home: s.owner.home.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -12,10 +12,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::operator_service_server::OperatorService;
-use tollgate_sandbox::{ExecRequest, Output, SandboxError, SandboxSpec};
+use tollgate_sandbox::{ExecRequest, Output, SandboxError};
 use tonic::{Request, Response, Status};
 
 use crate::approvals::DecideError;
+use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
 use crate::config::BackendChoice;
 use crate::sessions::State;
 use crate::supervisor::{Peer, Supervisor};
@@ -280,22 +281,21 @@ impl OperatorService for OperatorSvc {
                 sup.own_uid
             )));
         }
+        // Read once, as at OpenSession.
         let users = workspace::passwd();
+        let credentials = workspace::credential_paths(&users);
         let protected = sup.protected_paths();
         let ws = workspace::check(
             &canonical.display().to_string(),
             &WorkspaceRules {
                 peer_uid: owner,
                 users: &users,
+                credentials: &credentials,
                 protected: &protected,
             },
         )
         .map_err(Status::invalid_argument)?;
-        let user = users.iter().find(|u| u.uid == uid);
-        let gid = user.map(|u| u.gid).unwrap_or(uid);
-        let name = user
-            .map(|u| u.name.clone())
-            .unwrap_or_else(|| uid.to_string());
+        let sandbox_owner = SandboxOwner::of(&users, uid, uid);
         let id = format!(
             "x{}",
             &crate::credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?
@@ -311,22 +311,17 @@ impl OperatorService for OperatorSvc {
                 sup.recorder
                     .supervisor(&r.session_id, "recovered", json!({"detail": r.detail}));
         }
-        let spec = SandboxSpec {
-            session_id: id.clone(),
-            workspace: ws.path.clone(),
-            workspace_id: Some(ws.id),
-            uid,
-            gid,
-            env: crate::secrets::sandbox_env(&id, None, &name, None, None),
-            limits: crate::backends::limits(&sup.config),
-            hidden: crate::backends::hidden_paths(
-                &sup.paths.state_dir,
-                sup.audit.dir(),
-                sup.paths.config_file.as_deref(),
-            ),
-            host_exec: tollgate_policy::host_exec::names(),
-            home: user.map(|u| u.home.clone()),
-        };
+        let spec = sandbox_spec(
+            &sup,
+            SpecFor {
+                session_id: &id,
+                workspace: &ws.path,
+                workspace_id: ws.id,
+                owner: &sandbox_owner,
+                credentials: &credentials,
+                sandbox_token: None,
+            },
+        );
         let timeout_s = if r.timeout_s == 0 {
             sup.config.sandbox.run_timeout_s
         } else {

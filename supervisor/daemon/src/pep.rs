@@ -27,10 +27,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tollgate_policy::{Code, Context, Decision, ToolCall, ToolClass, Verdict};
 use tollgate_proto::v1 as pb;
-use tollgate_sandbox::{ExecRequest, Output, Sandbox, SandboxSpec};
+use tollgate_sandbox::{ExecRequest, Output, Sandbox};
 use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
 
 use crate::approvals::{Outcome, Scope};
+use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
 use crate::facts::{RealFs, SystemResolver};
 use crate::host_addrs::Trigger;
 use crate::sessions::{Session, unix_ms};
@@ -957,33 +958,23 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
         .sandbox
         .get_or_create(|| async {
             let token = session.sandbox_token_text.lock().clone();
-            let user = crate::workspace::passwd()
-                .into_iter()
-                .find(|u| u.uid == session.uid)
-                .map(|u| u.name)
-                .unwrap_or_else(|| session.uid.to_string());
-            let spec = SandboxSpec {
-                session_id: session.id.clone(),
-                workspace: session.workspace.clone(),
-                workspace_id: Some(tollgate_sandbox::WorkspaceId::from_pair(session.files.id())),
+            let owner = SandboxOwner {
                 uid: session.uid,
                 gid: session.gid,
-                env: crate::secrets::sandbox_env(
-                    &session.id,
-                    token.as_deref(),
-                    &user,
-                    std::env::var("LANG").ok().as_deref(),
-                    std::env::var("LC_ALL").ok().as_deref(),
-                ),
-                limits: crate::backends::limits(&sup.config),
-                hidden: crate::backends::hidden_paths(
-                    &sup.paths.state_dir,
-                    sup.audit.dir(),
-                    sup.paths.config_file.as_deref(),
-                ),
-                host_exec: tollgate_policy::host_exec::names(),
+                name: session.user.clone(),
                 home: session.home.clone(),
             };
+            let spec = sandbox_spec(
+                sup,
+                SpecFor {
+                    session_id: &session.id,
+                    workspace: &session.workspace,
+                    workspace_id: tollgate_sandbox::WorkspaceId::from_pair(session.files.id()),
+                    owner: &owner,
+                    credentials: &session.credentials,
+                    sandbox_token: token.as_deref(),
+                },
+            );
             session.backend.create(&spec).await
         })
         .await

@@ -85,6 +85,11 @@ pub struct Session {
     pub pid: u32,
     pub workspace: PathBuf,
     pub home: Option<PathBuf>,
+    /// The owner's user name (USER in the sandbox), read at OpenSession.
+    pub user: String,
+    /// Every credential path on the host (tollgate-policy's table resolved
+    /// against /etc/passwd at OpenSession): hidden from the sandbox.
+    pub credentials: Vec<PathBuf>,
     /// What the workspace's git configuration makes host-executed (read at
     /// OpenSession), for the policy's write checks.
     pub repo: Vec<tollgate_policy::host_exec::RepoPath>,
@@ -204,6 +209,8 @@ pub struct NewSession {
     pub pid: u32,
     pub workspace: PathBuf,
     pub home: Option<PathBuf>,
+    pub user: String,
+    pub credentials: Vec<PathBuf>,
     pub repo: Vec<tollgate_policy::host_exec::RepoPath>,
     pub mode: Mode,
     pub tools: Option<BTreeSet<String>>,
@@ -236,6 +243,8 @@ impl Session {
             pid: n.pid,
             workspace: n.workspace,
             home: n.home,
+            user: n.user,
+            credentials: n.credentials,
             repo: n.repo,
             mode: n.mode,
             tools: n.tools,

@@ -13,7 +13,7 @@ use tollgate_proto::v1 as pb;
 use tonic::Status;
 
 use crate::approvals::Approvals;
-use crate::backends::Backends;
+use crate::backends::{Backends, SandboxOwner};
 use crate::config::Config;
 use crate::credentials::{self, Token};
 use crate::disk::{DiskGuard, Low};
@@ -162,13 +162,17 @@ impl Supervisor {
                 peer.uid
             )));
         }
+        // Read once: the workspace check, the owner and the paths the
+        // session's sandbox hides all come from this one reading.
         let users = workspace::passwd();
+        let credentials = workspace::credential_paths(&users);
         let protected = self.protected_paths();
         let ws = workspace::check(
             &req.workspace,
             &WorkspaceRules {
                 peer_uid: peer.uid,
                 users: &users,
+                credentials: &credentials,
                 protected: &protected,
             },
         )
@@ -176,9 +180,8 @@ impl Supervisor {
         tollgate_audit::audit_system_prompt(&req.system_prompt, &self.secrets)
             .map_err(|e| Status::permission_denied(e.to_string()))?;
         let caps = self.clamp_caps(req.caps.as_ref());
-        let owner = users.iter().find(|u| u.uid == peer.uid);
-        let gid = owner.map(|u| u.gid).unwrap_or(peer.gid);
-        let home = owner.map(|u| u.home.clone());
+        let owner = SandboxOwner::of(&users, peer.uid, peer.gid);
+        let (gid, home) = (owner.gid, owner.home.clone());
         let files = tollgate_tools::Workspace::open(&ws.path, peer.uid, gid).map_err(|e| {
             Status::invalid_argument(format!("workspace {}: {e}", ws.path.display()))
         })?;
@@ -223,6 +226,8 @@ impl Supervisor {
             pid: peer.pid,
             workspace: ws,
             home,
+            user: owner.name,
+            credentials,
             repo,
             mode,
             tools,

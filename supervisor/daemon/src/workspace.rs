@@ -10,20 +10,6 @@ use std::path::{Component, Path, PathBuf};
 
 use tollgate_sandbox::WorkspaceId;
 
-/// Credential paths relative to a home directory.
-pub const HOME_CREDENTIALS: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".config/gcloud",
-    ".docker",
-    ".netrc",
-    ".kube",
-    ".gnupg",
-];
-
-/// Host-wide credential paths.
-pub const HOST_CREDENTIALS: &[&str] = &["/var/run/docker.sock", "/run/docker.sock"];
-
 /// Directories that are never a workspace, whoever owns them.
 const SYSTEM_DIRS: &[&str] = &[
     "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
@@ -103,23 +89,12 @@ pub fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
         .collect()
 }
 
-/// Every credential path on this host: each user's home credentials plus
-/// the host-wide ones. Used by the workspace check and by `doctor`.
+/// Every credential path on this host: tollgate-policy's one table
+/// resolved against each user's home and root's, plus the host-wide
+/// entries. Used by the workspace check, handed to both sandboxes (as
+/// hidden paths) and listed by `doctor`.
 pub fn credential_paths(users: &[PasswdEntry]) -> Vec<PathBuf> {
-    let mut homes: Vec<PathBuf> = users
-        .iter()
-        .map(|u| u.home.clone())
-        .filter(|h| h.is_absolute() && h != Path::new("/") && h != Path::new("/nonexistent"))
-        .collect();
-    homes.push(PathBuf::from("/root"));
-    homes.sort();
-    homes.dedup();
-    let mut out: Vec<PathBuf> = homes
-        .iter()
-        .flat_map(|h| HOME_CREDENTIALS.iter().map(move |c| h.join(c)))
-        .collect();
-    out.extend(HOST_CREDENTIALS.iter().map(PathBuf::from));
-    out
+    tollgate_policy::credentials::resolve(users.iter().map(|u| u.home.as_path()))
 }
 
 /// `a` is `b` or lies beneath it, comparing components (never string
@@ -139,6 +114,8 @@ pub fn is_within(a: &Path, b: &Path) -> bool {
 pub struct WorkspaceRules<'a> {
     pub peer_uid: u32,
     pub users: &'a [PasswdEntry],
+    /// [`credential_paths`] of `users`.
+    pub credentials: &'a [PathBuf],
     /// The supervisor's state and audit directories, config file, sockets.
     pub protected: &'a [PathBuf],
 }
@@ -201,25 +178,37 @@ pub fn check(requested: &str, rules: &WorkspaceRules<'_>) -> Result<Checked, Str
             ));
         }
     }
-    for c in credential_paths(rules.users) {
-        if is_within(&canonical, &c) {
+    for ws in [path, canonical.as_path()] {
+        if let Some(c) = tollgate_policy::credentials::named_in(ws) {
             return Err(format!(
-                "workspace {shown} is inside the credential path {}",
-                c.display()
-            ));
-        }
-        if is_within(&c, &canonical) && std::fs::symlink_metadata(&c).is_ok() {
-            return Err(format!(
-                "workspace {shown} contains the credential path {}",
-                c.display()
+                "workspace {shown} lies inside a credential path (~/{}, {}); use a project directory that holds no credentials",
+                c.path, c.what
             ));
         }
     }
-    for name in HOME_CREDENTIALS {
-        let p = canonical.join(name);
-        if std::fs::symlink_metadata(&p).is_ok() {
+    for c in rules.credentials {
+        // Through a symlink too: `~/.ssh` may point at `~/dotfiles/ssh`.
+        let real = std::fs::canonicalize(c).ok();
+        for form in std::iter::once(c.as_path()).chain(real.as_deref()) {
+            if is_within(&canonical, form) {
+                return Err(format!(
+                    "workspace {shown} is inside the credential path {}",
+                    c.display()
+                ));
+            }
+            if is_within(form, &canonical) && std::fs::symlink_metadata(form).is_ok() {
+                return Err(format!(
+                    "workspace {shown} contains the credential path {}",
+                    c.display()
+                ));
+            }
+        }
+    }
+    for c in tollgate_policy::credentials::HOME_CREDENTIALS {
+        if std::fs::symlink_metadata(canonical.join(c.path)).is_ok() {
             return Err(format!(
-                "workspace {shown} holds a credential path ({name}); move it out or use another directory"
+                "workspace {shown} holds a credential path ({}, {}); move it out or use another directory",
+                c.path, c.what
             ));
         }
     }
@@ -265,6 +254,7 @@ mod tests {
         let r = WorkspaceRules {
             peer_uid: me,
             users: &users,
+            credentials: &[],
             protected: &protected,
         };
         assert!(
@@ -309,12 +299,89 @@ mod tests {
         );
     }
 
+    /// Issue 21: every entry of tollgate-policy's one table, for a user's
+    /// home: a workspace at or inside it, or holding it, is refused, and
+    /// so is one whose own path names it in a home nobody has (moved here
+    /// from the Docker backend, which no longer keeps a list).
+    #[test]
+    fn every_credential_entry_is_refused_as_a_workspace() {
+        use tollgate_policy::credentials::HOME_CREDENTIALS;
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let home = base.join("alice");
+        let users = vec![PasswdEntry {
+            name: "alice".to_string(),
+            uid: 4242,
+            gid: 4242,
+            home: home.clone(),
+        }];
+        let credentials = credential_paths(&users);
+        let r = WorkspaceRules {
+            peer_uid: nix::unistd::getuid().as_raw(),
+            users: &users,
+            credentials: &credentials,
+            protected: &[],
+        };
+        let refused = |ws: &Path| check(ws.to_str().unwrap(), &r).unwrap_err();
+        let project = home.join("src/proj");
+        std::fs::create_dir_all(&project).unwrap();
+        for c in HOME_CREDENTIALS {
+            let entry = home.join(c.path);
+            let inside = entry.join("proj");
+            std::fs::create_dir_all(&inside).unwrap();
+            for ws in [&entry, &inside] {
+                let e = refused(ws);
+                assert!(
+                    e.contains("credential path") && e.contains(c.path),
+                    "{}: {e}",
+                    ws.display()
+                );
+            }
+            // A workspace holding it (a home in disguise), as a file or a
+            // directory.
+            let holder = base.join("holder");
+            for as_dir in [true, false] {
+                let at = holder.join(c.path);
+                std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+                if as_dir {
+                    std::fs::create_dir(&at).unwrap();
+                } else {
+                    std::fs::write(&at, "x").unwrap();
+                }
+                let e = refused(&holder);
+                assert!(
+                    e.contains("holds a credential path") && e.contains(c.path),
+                    "{e}"
+                );
+                std::fs::remove_dir_all(&holder).unwrap();
+            }
+            // Named by its own path, in a home no user has.
+            let stray = base.join("bob").join(c.path).join("x");
+            std::fs::create_dir_all(&stray).unwrap();
+            let e = refused(&stray);
+            assert!(e.contains("credential path") && e.contains(c.path), "{e}");
+        }
+        // A project next to them all is fine.
+        assert_eq!(check(project.to_str().unwrap(), &r).unwrap().path, project);
+        // A credential directory that is a symlink: its target is one too.
+        let real = base.join("dotfiles-ssh");
+        std::fs::create_dir_all(real.join("proj")).unwrap();
+        std::fs::remove_dir_all(home.join(".ssh")).unwrap();
+        std::os::unix::fs::symlink(&real, home.join(".ssh")).unwrap();
+        let e = refused(&real.join("proj"));
+        assert!(
+            e.contains("inside the credential path") && e.contains(".ssh"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn other_owners_are_refused() {
         let (users, protected) = rules(0);
         let r = WorkspaceRules {
             peer_uid: 4242,
             users: &users,
+            credentials: &[],
             protected: &protected,
         };
         let dir = tempfile::tempdir().unwrap();
@@ -331,6 +398,7 @@ mod tests {
         let r = WorkspaceRules {
             peer_uid: nix::unistd::getuid().as_raw(),
             users: &[],
+            credentials: &[],
             protected: &protected,
         };
         let err = check(dir.path().to_str().unwrap(), &r).unwrap_err();

@@ -17,6 +17,7 @@
 pub mod bench_input;
 pub mod clients;
 mod config;
+pub mod credentials;
 mod decision;
 mod display;
 mod engine;

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
+use crate::credentials::{HOME_CREDENTIALS, SYSTEM_CREDENTIALS};
 use crate::display::shorten;
 use crate::engine::Context;
 use crate::facts::{FileFacts, FileKind, FsFacts};
@@ -488,47 +489,6 @@ pub(crate) fn lexical_join(base: &Path, p: &str) -> PathBuf {
     out
 }
 
-/// Credential directories and files under a home directory.
-const HOME_CREDENTIALS: &[(&str, &str)] = &[
-    (".ssh", "an SSH key directory"),
-    (".aws", "AWS credentials"),
-    (".config/gcloud", "Google Cloud credentials"),
-    (".azure", "Azure credentials"),
-    (".docker", "Docker credentials"),
-    (".kube", "Kubernetes credentials"),
-    (".gnupg", "a GnuPG keyring"),
-    (".netrc", "a .netrc password file"),
-    (".git-credentials", "stored git credentials"),
-    (".config/gh", "GitHub CLI credentials"),
-    (".pgpass", "a PostgreSQL password file"),
-    (".password-store", "a password store"),
-    (".vault-token", "a Vault token"),
-    (".cargo/credentials", "crate registry credentials"),
-    (".cargo/credentials.toml", "crate registry credentials"),
-];
-
-/// System-wide secrets and sockets that are root-equivalent.
-const SYSTEM_CREDENTIALS: &[(&str, &str)] = &[
-    ("/etc/shadow", "the system password file"),
-    ("/etc/gshadow", "the system group password file"),
-    ("/etc/sudoers", "the sudo configuration"),
-    ("/etc/sudoers.d", "the sudo configuration"),
-    (
-        "/var/run/docker.sock",
-        "the Docker socket (root on the host)",
-    ),
-    ("/run/docker.sock", "the Docker socket (root on the host)"),
-    (
-        "/run/containerd",
-        "the containerd socket (root on the host)",
-    ),
-    (
-        "/var/run/containerd",
-        "the containerd socket (root on the host)",
-    ),
-    ("/run/podman", "the Podman socket"),
-];
-
 /// `p` is `base` or lies inside it, comparing whole components. Both are
 /// normalised absolute paths (no `.`, `..`, `//` or trailing slash), as every
 /// path built here is; `base` may be `/`.
@@ -585,25 +545,28 @@ pub(crate) fn credential_kind(p: &Path, home: Option<&Path>) -> Option<&'static 
     if b.ends_with(b"/docker.sock") {
         return Some("a Docker socket (root on the host)");
     }
-    if b.starts_with(b"/etc/") || b.starts_with(b"/run/") || b.starts_with(b"/var/run/") {
-        for (sys, what) in SYSTEM_CREDENTIALS {
-            if under(b, sys.as_bytes()) {
-                return Some(what);
-            }
+    if b.starts_with(b"/etc/") || b.starts_with(b"/run/") || b.starts_with(b"/var/") {
+        if let Some(c) = SYSTEM_CREDENTIALS
+            .iter()
+            .find(|c| under(b, c.path.as_bytes()))
+        {
+            return Some(c.what);
         }
         if let Some(rest) = below(b, b"/etc/ssh")
             && rest.starts_with(b"ssh_host_")
         {
             return Some("an SSH host key");
         }
-        return None;
+        if !b.starts_with(b"/var/") {
+            return None;
+        }
     }
     let in_home = |h: &[u8]| -> Option<&'static str> {
         let rest = below(b, h)?;
         HOME_CREDENTIALS
             .iter()
-            .find(|(cred, _)| under(rest, cred.as_bytes()))
-            .map(|(_, what)| *what)
+            .find(|c| under(rest, c.path.as_bytes()))
+            .map(|c| c.what)
     };
     if let Some(h) = home
         && let Some(what) = in_home(h.as_os_str().as_bytes())
@@ -633,22 +596,22 @@ pub(crate) fn tree_holds_credential(root: &Path, home: Option<&Path>) -> Option<
         .chain([&b"/root"[..]]);
     for h in homes {
         if under(h, r) {
-            return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+            return HOME_CREDENTIALS.first().map(|c| c.what);
         }
     }
     // `/home` or `/`: every user's home.
     if under(b"/home", r) {
-        return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+        return HOME_CREDENTIALS.first().map(|c| c.what);
     }
     if let Some(rest) = below(r, b"/home")
         && !rest.contains(&b'/')
     {
-        return HOME_CREDENTIALS.first().map(|(_, what)| *what);
+        return HOME_CREDENTIALS.first().map(|c| c.what);
     }
     SYSTEM_CREDENTIALS
         .iter()
-        .find(|(sys, _)| under(sys.as_bytes(), r))
-        .map(|(_, what)| *what)
+        .find(|c| under(c.path.as_bytes(), r))
+        .map(|c| c.what)
 }
 
 /// Whether a glob (an absolute path pattern, `~` already expanded) can match
@@ -681,13 +644,13 @@ pub(crate) fn glob_reaches_credential(pattern: &str, home: Option<&Path>) -> boo
     };
     let home = home.map(|h| h.to_string_lossy().into_owned());
     for h in home.iter().map(String::as_str).chain(["/root", "/home/*"]) {
-        for (cred, _) in HOME_CREDENTIALS {
-            if reaches(&format!("{h}/{cred}")) {
+        for c in HOME_CREDENTIALS {
+            if reaches(&format!("{h}/{}", c.path)) {
                 return true;
             }
         }
     }
-    SYSTEM_CREDENTIALS.iter().any(|(sys, _)| reaches(sys))
+    SYSTEM_CREDENTIALS.iter().any(|c| reaches(c.path))
 }
 
 /// True when `rel` (workspace-relative) lies inside a `.git` directory, in
@@ -1152,6 +1115,36 @@ mod tests {
             credential_kind(Path::new("/x/docker.sock"), None),
             Some("a Docker socket (root on the host)")
         );
+    }
+
+    /// Issue 21: every entry of the one table is a credential path to the
+    /// floor, beneath the owner's home, root's and any /home/<user>, and
+    /// at any depth inside it.
+    #[test]
+    fn every_table_entry_is_a_credential_path() {
+        let home = Some(Path::new("/srv/u"));
+        for c in HOME_CREDENTIALS {
+            for h in ["/srv/u", "/root", "/home/other"] {
+                for p in [format!("{h}/{}", c.path), format!("{h}/{}/x/y", c.path)] {
+                    assert_eq!(credential_kind(Path::new(&p), home), Some(c.what), "{p}");
+                }
+            }
+        }
+        for c in SYSTEM_CREDENTIALS {
+            for p in [c.path.to_string(), format!("{}/x", c.path)] {
+                // Any `…/docker.sock` is named before the table is looked at.
+                assert!(credential_kind(Path::new(&p), home).is_some(), "{p}");
+            }
+        }
+        assert_eq!(
+            credential_kind(
+                Path::new("/var/lib/postgresql/.pgpass"),
+                Some(Path::new("/var/lib/postgresql"))
+            ),
+            Some("a PostgreSQL password file")
+        );
+        assert_eq!(credential_kind(Path::new("/var/lib/dockerx"), home), None);
+        assert_eq!(credential_kind(Path::new("/var/log/syslog"), home), None);
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub use container::{
 };
 pub use errors::{is_engine_gone, status_code};
 pub use exec::{MAX_STDIN, deadline_ms};
-pub use mounts::{CREDENTIAL_SUBPATHS, Forbidden, check_workspace, forbidden_paths, local_homes};
+pub use mounts::{Forbidden, check_workspace, forbidden_paths};
 pub use reconnect::{OnReaped, RETRY_MAX, RETRY_MIN, Reconnecting};
 pub use sandbox::DockerSandbox;
 pub use seccomp::DEFAULT_PROFILE as DEFAULT_SECCOMP_PROFILE;
@@ -98,10 +98,10 @@ pub struct DockerConfig {
     pub state_dir: PathBuf,
     /// The audit dir: never mounted.
     pub audit_dir: PathBuf,
-    /// More host paths never to mount (sockets elsewhere, the config file).
+    /// More host paths never to mount (sockets elsewhere, the config file),
+    /// besides each spec's `hidden` (where the daemon puts every credential
+    /// path).
     pub hidden: Vec<PathBuf>,
-    /// Home directories whose credential paths are refused as mounts.
-    pub homes: Vec<PathBuf>,
     /// The resident exec agent's executable on the host (see [`agent`]):
     /// checked at connect, bind-mounted read-only as every container's pid 1.
     pub exec_agent: PathBuf,
@@ -122,8 +122,7 @@ pub struct DockerConfig {
 impl DockerConfig {
     /// The defaults: socket from `DOCKER_HOST` when it is `unix://…` (else
     /// [`DEFAULT_SOCKET`]), the default image, the shipped seccomp profile, the
-    /// homes of every local user, the exec agent next to this executable
-    /// ([`default_agent_path`]).
+    /// exec agent next to this executable ([`default_agent_path`]).
     pub fn new(state_dir: PathBuf, audit_dir: PathBuf) -> DockerConfig {
         let socket = std::env::var("DOCKER_HOST")
             .ok()
@@ -135,7 +134,6 @@ impl DockerConfig {
             state_dir,
             audit_dir,
             hidden: Vec::new(),
-            homes: local_homes(),
             exec_agent: default_agent_path(),
             agent_timeout: Duration::from_secs(10),
             seccomp_profile: seccomp::DEFAULT_PROFILE.to_string(),
@@ -148,13 +146,7 @@ impl DockerConfig {
     fn forbidden(&self, extra: &[PathBuf]) -> Vec<Forbidden> {
         let mut hidden = self.hidden.clone();
         hidden.extend(extra.iter().cloned());
-        forbidden_paths(
-            &self.socket,
-            &self.state_dir,
-            &self.audit_dir,
-            &hidden,
-            &self.homes,
-        )
+        forbidden_paths(&self.socket, &self.state_dir, &self.audit_dir, &hidden)
     }
 }
 

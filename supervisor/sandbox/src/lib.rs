@@ -87,7 +87,11 @@ pub struct SandboxSpec {
     pub env: Vec<(String, String)>,
     pub limits: Limits,
     /// Host paths that must never be visible inside (state dir, audit dir,
-    /// sockets). Backends refuse to create a sandbox that would expose them.
+    /// sockets, and every credential path of the host: the daemon resolves
+    /// tollgate-policy's one table against /etc/passwd and passes them here;
+    /// this crate keeps no list and reads no /etc/passwd). Backends refuse to
+    /// create a sandbox that would expose them; the native one masks those
+    /// its read-only system view would show.
     pub hidden: Vec<PathBuf>,
     /// Names the host runs by itself (`.git`, `.envrc`, `.vscode`, ...):
     /// single file names, from tollgate-policy's table, which the daemon

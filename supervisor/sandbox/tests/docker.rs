@@ -828,14 +828,17 @@ async fn forbidden_mounts_are_refused_before_anything_is_created() {
     let Some(s) = setup("forbidden").await else {
         return;
     };
-    // A fake home with credentials, known to the backend.
+    // A fake home with credentials, handed in as the daemon does: the
+    // policy's table resolved against the home, in the spec's hidden paths.
     let home = Workspace::new("home");
     std::fs::create_dir_all(home.path.join(".ssh")).unwrap();
     std::fs::create_dir_all(home.path.join("project")).unwrap();
     let hidden = Workspace::new("hidden");
-    let mut cfg = s.backend.config().clone();
-    cfg.homes.push(home.path.clone());
-    let backend = DockerBackend::connect(cfg).await.unwrap();
+    let backend = DockerBackend::connect(s.backend.config().clone())
+        .await
+        .unwrap();
+    let mut hidden_paths = vec![hidden.path.clone()];
+    hidden_paths.extend(tollgate_policy::credentials::resolve([home.path.as_path()]));
     let cases: Vec<(PathBuf, &str)> = vec![
         (s.state.clone(), "state directory"),
         (s.state.join("audit"), "the supervisor's"),
@@ -848,17 +851,16 @@ async fn forbidden_mounts_are_refused_before_anything_is_created() {
     ];
     for (ws, why) in cases {
         let mut sp = spec(&ws);
-        sp.hidden = vec![hidden.path.clone()];
+        sp.hidden = hidden_paths.clone();
         match backend.create_sandbox(&sp).await {
             Err(SandboxError::Refused(m)) => assert!(m.contains(why), "{ws:?}: {m}"),
             other => panic!("{ws:?}: expected Refused, got {other:?}"),
         }
     }
     // The project inside the same home is fine.
-    let sb = backend
-        .create_sandbox(&spec(&home.path.join("project")))
-        .await
-        .unwrap();
+    let mut sp = spec(&home.path.join("project"));
+    sp.hidden = hidden_paths;
+    let sb = backend.create_sandbox(&sp).await.unwrap();
     sb.destroy().await.unwrap();
     assert_nothing_left(&s.state).await;
 }

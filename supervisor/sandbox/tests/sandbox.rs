@@ -844,6 +844,14 @@ async fn hidden_paths_are_masked() {
     .await;
     assert!(!r.stdout.contains(host.trim()), "{r:?}");
     assert!(!r.stdout.contains(".pem"), "{r:?}");
+    // A hidden file cannot be opened at all (not an empty /dev/null that
+    // reads as success), nor written.
+    let r = sh(
+        sb.as_ref(),
+        "cat /etc/hostname >/dev/null 2>&1 && echo read-ok || echo read-denied; (echo x >> /etc/hostname) 2>/dev/null && echo write-ok || echo write-denied; ls -A / | grep -c tollgate-mask",
+    )
+    .await;
+    assert_eq!(r.stdout, "read-denied\nwrite-denied\n0\n", "{r:?}");
     sb.destroy().await.unwrap();
 }
 

@@ -2,36 +2,17 @@
 //! paths it must never expose.
 //!
 //! The check runs before `create`: a workspace that *is*, *contains* or *lies
-//! inside* a forbidden path (the engine's socket, the supervisor's state, audit
-//! and socket directories, a credential directory of any local user) is refused.
-//! Paths are compared component by component (`/w` never matches `/w-evil`), in
-//! both their given and their canonical form (so `/var/run/docker.sock` and
-//! `/run/docker.sock` are the same file).
+//! inside* a forbidden path (the engine's socket, the supervisor's state and
+//! audit directories, and the spec's hidden paths: the daemon puts every
+//! credential path of the host there, from tollgate-policy's one table; this
+//! crate keeps no list of its own) is refused. Paths are compared component
+//! by component (`/w` never matches `/w-evil`), in both their given and their
+//! canonical form (so `/var/run/docker.sock` and `/run/docker.sock` are the
+//! same file).
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::SandboxError;
-
-/// Credential paths relative to a home directory (BRIEF section 7).
-pub const CREDENTIAL_SUBPATHS: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".config/gcloud",
-    ".docker",
-    ".netrc",
-    ".kube",
-    ".gnupg",
-];
-
-/// Engine sockets and state that no sandbox may see, besides the configured socket.
-pub const ENGINE_PATHS: &[&str] = &[
-    "/var/run/docker.sock",
-    "/run/docker.sock",
-    "/run/docker",
-    "/run/containerd",
-    "/var/lib/docker",
-    "/var/lib/containerd",
-];
 
 /// A host path a sandbox must not see, and why (for the error message).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,14 +30,14 @@ impl Forbidden {
     }
 }
 
-/// The forbidden list for one engine socket, state dir, audit dir, extra hidden
-/// paths and a set of home directories.
+/// The forbidden list for one engine socket, state dir, audit dir and the
+/// hidden paths (the spec's: the supervisor's files and every credential
+/// path).
 pub fn forbidden_paths(
     socket: &Path,
     state_dir: &Path,
     audit_dir: &Path,
     hidden: &[PathBuf],
-    homes: &[PathBuf],
 ) -> Vec<Forbidden> {
     let mut v = vec![
         Forbidden::new(socket, "the docker engine's socket"),
@@ -66,45 +47,13 @@ pub fn forbidden_paths(
         ),
         Forbidden::new(audit_dir, "the supervisor's audit directory"),
     ];
-    for p in ENGINE_PATHS {
-        v.push(Forbidden::new(*p, "the container engine's socket or state"));
-    }
     for p in hidden {
         v.push(Forbidden::new(
             p,
-            "a path the supervisor hides from sandboxes",
+            "a path the supervisor hides from sandboxes: its own files, a credential path",
         ));
     }
-    for home in homes {
-        for sub in CREDENTIAL_SUBPATHS {
-            v.push(Forbidden::new(home.join(sub), "a credential path"));
-        }
-    }
     v
-}
-
-/// Home directories whose credential paths are forbidden: every home in
-/// /etc/passwd, `$HOME`, and /root.
-pub fn local_homes() -> Vec<PathBuf> {
-    let mut homes = vec![PathBuf::from("/root")];
-    if let Some(h) = std::env::var_os("HOME") {
-        homes.push(PathBuf::from(h));
-    }
-    if let Ok(passwd) = std::fs::read_to_string("/etc/passwd") {
-        for line in passwd.lines() {
-            // name:x:uid:gid:gecos:home:shell
-            if let Some(home) = line.split(':').nth(5)
-                && home.starts_with('/')
-                && home != "/"
-            {
-                homes.push(PathBuf::from(home));
-            }
-        }
-    }
-    homes.retain(|h| h.is_absolute() && h != Path::new("/"));
-    homes.sort();
-    homes.dedup();
-    homes
 }
 
 /// Lexically normalised absolute path: `.` dropped, `..` applied. `None` for a
@@ -146,35 +95,10 @@ fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
-/// Names that mark a credential directory wherever it is.
-fn credential_component(p: &Path) -> Option<String> {
-    let comps: Vec<&std::ffi::OsStr> = p
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    for (i, c) in comps.iter().enumerate() {
-        let s = c.to_string_lossy();
-        if matches!(
-            s.as_ref(),
-            ".ssh" | ".aws" | ".docker" | ".netrc" | ".kube" | ".gnupg"
-        ) {
-            return Some(s.into_owned());
-        }
-        if s == ".config" && comps.get(i + 1).is_some_and(|n| *n == "gcloud") {
-            return Some(".config/gcloud".to_string());
-        }
-    }
-    None
-}
-
 /// Refuses a workspace bind mount that would expose a forbidden path.
 ///
 /// The workspace must be an absolute path to an existing directory; it is
-/// refused when it is, contains, or lies inside any forbidden path, or when one
-/// of its own components names a credential directory.
+/// refused when it is, contains, or lies inside any forbidden path.
 pub fn check_workspace(workspace: &Path, forbidden: &[Forbidden]) -> Result<PathBuf, SandboxError> {
     if !workspace.is_absolute() {
         return Err(SandboxError::Refused(format!(
@@ -202,15 +126,6 @@ pub fn check_workspace(workspace: &Path, forbidden: &[Forbidden]) -> Result<Path
     let mut ws_forms = forms(workspace);
     if !ws_forms.contains(&canonical) {
         ws_forms.push(canonical.clone());
-    }
-    for ws in &ws_forms {
-        if let Some(name) = credential_component(ws) {
-            return Err(SandboxError::Refused(format!(
-                "refusing to mount {} into a sandbox: it is inside a credential directory ({name}); \
-                 choose a project directory that holds no credentials",
-                workspace.display()
-            )));
-        }
     }
     for f in forbidden {
         for fp in forms(&f.path) {
@@ -289,7 +204,6 @@ mod tests {
             &state,
             Path::new("/nonexistent-audit"),
             &[],
-            &[],
         );
         let m = refused(check_workspace(&base, &f));
         assert!(
@@ -319,7 +233,6 @@ mod tests {
             Path::new("/nonexistent-state"),
             Path::new("/nonexistent-audit"),
             &[],
-            &[],
         );
         // /run contains /run/docker.sock; /var/run is a symlink to /run here.
         let m = refused(check_workspace(Path::new("/run"), &f));
@@ -339,12 +252,14 @@ mod tests {
         let project = home.join("src").join("proj");
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         std::fs::create_dir_all(&project).unwrap();
+        // The daemon hands in tollgate-policy's table resolved against every
+        // home: this crate has no list of its own.
+        let hidden = tollgate_policy::credentials::resolve([home.as_path()]);
         let f = forbidden_paths(
             Path::new("/var/run/docker.sock"),
             Path::new("/nonexistent-state"),
             Path::new("/nonexistent-audit"),
-            &[],
-            std::slice::from_ref(&home),
+            &hidden,
         );
         let m = refused(check_workspace(&home, &f));
         assert!(m.contains(".ssh") && m.contains("credential"), "{m}");
@@ -352,13 +267,16 @@ mod tests {
             check_workspace(&project, &f).unwrap(),
             std::fs::canonicalize(&project).unwrap()
         );
-        // A credential directory is refused by name, whoever's home it is in.
-        let m = refused(check_workspace(&home.join(".ssh"), &[]));
-        assert!(m.contains(".ssh"), "{m}");
-        let gcloud = base.join("bob").join(".config").join("gcloud").join("x");
-        std::fs::create_dir_all(&gcloud).unwrap();
-        let m = refused(check_workspace(&gcloud, &[]));
-        assert!(m.contains(".config/gcloud"), "{m}");
+        // Every entry: a workspace that is one or lies inside one is
+        // refused, naming it.
+        for c in tollgate_policy::credentials::HOME_CREDENTIALS {
+            let entry = home.join(c.path);
+            std::fs::create_dir_all(entry.join("x")).unwrap();
+            let m = refused(check_workspace(&entry.join("x"), &f));
+            assert!(m.contains("lies inside") && m.contains(c.path), "{m}");
+            let m = refused(check_workspace(&entry, &f));
+            assert!(m.contains("it is") && m.contains(c.path), "{m}");
+        }
         std::fs::remove_dir_all(&base).unwrap();
     }
 
@@ -387,12 +305,5 @@ mod tests {
         let m = refused(check_workspace(&file, &[]));
         assert!(m.contains("not a directory"), "{m}");
         std::fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn local_homes_include_root_and_no_slash() {
-        let homes = local_homes();
-        assert!(homes.contains(&PathBuf::from("/root")));
-        assert!(!homes.contains(&PathBuf::from("/")));
     }
 }

@@ -268,6 +268,8 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
     for h in hidden {
         denied.insert(h.clone());
     }
+    // A hidden path is masked (mounts.rs): no rule for what covers it.
+    candidates.retain(|(c, _)| !hidden.iter().any(|h| c.starts_with(h)));
     let mut denied_canon: Vec<PathBuf> = Vec::new();
     for d in &denied {
         denied_canon.push(d.clone());

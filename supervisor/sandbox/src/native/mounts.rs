@@ -461,10 +461,13 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     attach_binds(&new_root_fd, plan, bind_trees)?;
 
     // Mask hidden paths that would otherwise be visible (say, a config file
-    // under /etc). Looked up as the sandbox will see them.
+    // under /etc, a credential file in a home beneath /opt). Looked up as
+    // the sandbox will see them.
+    let mask = MaskFile::create(new)?;
     for h in plan.hidden {
-        mask_hidden(&new_root_fd, h)?;
+        mask_hidden(&new_root_fd, h, &mask)?;
     }
+    mask.remove()?;
 
     // Pivot: the old root is stacked on top of the new one, then detached.
     nix::unistd::chdir(new).map_err(|e| err("pivot_root", "chdir new root", e))?;
@@ -569,7 +572,47 @@ fn attach_binds(
     Ok(())
 }
 
-fn mask_hidden(root: &OwnedFd, h: &Path) -> Result<(), SetupError> {
+/// What a hidden file is replaced with: an empty file of mode 000 on a
+/// tmpfs of its own, which no Landlock rule grants, so opening it fails
+/// (EACCES) as opening the hidden file should; attached read-only, so it
+/// cannot be chmodded or written either. Lives beneath the new root only
+/// while the masks are made.
+struct MaskFile {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl MaskFile {
+    fn create(new_root: &Path) -> Result<MaskFile, SetupError> {
+        let dir = new_root.join(".tollgate-mask");
+        mkdir(&dir, 0o700)?;
+        tmpfs(
+            &dir,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            "mode=0700,size=4k",
+        )?;
+        let file = dir.join("hidden");
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .map_err(|e| err("mounts", format!("create {}", file.display()), e))?;
+        fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .map_err(|e| err("mounts", format!("chmod {}", file.display()), e))?;
+        Ok(MaskFile { dir, file })
+    }
+
+    /// Detaches its tmpfs (the masks made from it stay) and removes the
+    /// directory, so nothing of it is left in the sandbox's root.
+    fn remove(self) -> Result<(), SetupError> {
+        umount2(&self.dir, MntFlags::MNT_DETACH)
+            .map_err(|e| err("mounts", format!("detach {}", self.dir.display()), e))?;
+        fs::remove_dir(&self.dir)
+            .map_err(|e| err("mounts", format!("remove {}", self.dir.display()), e))
+    }
+}
+
+fn mask_hidden(root: &OwnedFd, h: &Path, mask: &MaskFile) -> Result<(), SetupError> {
     let rel = rel_of(h);
     if rel.as_os_str().is_empty() {
         return Ok(());
@@ -596,18 +639,22 @@ fn mask_hidden(root: &OwnedFd, h: &Path) -> Result<(), SetupError> {
         // either masked on its own or not visible.
         Ok(())
     } else {
-        // A read-only clone of /dev/null, attached by fd on the exact object.
-        let null = sys::openat2_path(libc::AT_FDCWD, c"/tmp/dev/null", 0, 0)
-            .map_err(|e| err("mounts", "open /dev/null", e))?;
-        let tree = sys::open_tree_clone(null.as_fd(), false)
-            .map_err(|e| err("mounts", "clone /dev/null", e))?;
+        // A read-only clone of the mask file, attached by fd on the exact
+        // object (a file, a socket, a device node).
+        let src = sys::openat2_path(libc::AT_FDCWD, &cpath(&mask.file)?, libc::O_NOFOLLOW, 0)
+            .map_err(|e| err("mounts", format!("open {}", mask.file.display()), e))?;
+        let tree = sys::open_tree_clone(src.as_fd(), false)
+            .map_err(|e| err("mounts", "clone the mask file", e))?;
         sys::mount_setattr_fd(
             tree.as_fd(),
-            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            sys::MOUNT_ATTR_RDONLY
+                | sys::MOUNT_ATTR_NOSUID
+                | sys::MOUNT_ATTR_NODEV
+                | sys::MOUNT_ATTR_NOEXEC,
             0,
             false,
         )
-        .map_err(|e| err("mounts", "/dev/null clone read-only", e))?;
+        .map_err(|e| err("mounts", "mask file clone read-only", e))?;
         sys::move_mount_fd(tree.as_fd(), fd.as_fd())
             .map_err(|e| err("mounts", format!("mask hidden path {}", h.display()), e))
     }
