@@ -323,3 +323,35 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
     assert!(!record.exists(), "the state record is gone after reaping");
     drop(sup);
 }
+
+/// Regression (found by issue 23's `agent mcp` tests): a call whose client
+/// went away (Ctrl-C in the agent, a killed `agent mcp`) was recorded as
+/// `stopped` while its command ran on in the sandbox, because the PEP dropped
+/// the executor before it could act on the cancellation. The session stays
+/// open here, so nothing else kills the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_goes_away_kills_its_command() {
+    if !root_or_skip("a_call_whose_client_goes_away_kills_its_command") {
+        return;
+    }
+    let sup = Supervisor::start();
+    for round in 0..5 {
+        let arg = format!("1000.{}{round}", std::process::id());
+        let f = start_sleeps(&sup, &arg).await;
+        f.call.abort();
+        wait_for("the command to be killed", Duration::from_secs(10), || {
+            sleeps(&arg).is_empty()
+        });
+        // The session lives on: only the call was cancelled.
+        let mut c = sup.agent_client().await;
+        c.list_tools(authed(pb::ListToolsRequest {}, &f.token))
+            .await
+            .expect("the session is still open");
+        let stopped = sup
+            .session_records(&f.session)
+            .into_iter()
+            .find(|r| r["event"] == "tool_result")
+            .expect("the outcome is recorded");
+        assert_eq!(stopped["status"], "stopped", "{stopped}");
+    }
+}

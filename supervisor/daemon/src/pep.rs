@@ -32,6 +32,10 @@ use crate::supervisor::Supervisor;
 /// How much of a tool's arguments and output goes into the audit record.
 const AUDIT_EXCERPT: usize = 2048;
 
+/// How long a cancelled call's executor may take to stop what it started
+/// (kill the command's process group and reap it) before it is dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
 /// Runs one tool call through the whole pipeline. Cancelling `cancel` (the
 /// client went away, the session was revoked) stops it at whatever stage it
 /// is in; the records say so.
@@ -155,12 +159,18 @@ pub async fn call_tool(
             Ok(run.await)
         }
     };
-    let result = tokio::select! {
-        r = run => match r {
-            Ok(r) => r,
-            Err(e) => return denied(audit_unavailable(&e)),
-        },
-        _ = cancel.cancelled() => Err(ExecError::Cancelled),
+    // On cancellation the executor still gets a moment: a sandboxed command
+    // is killed by the backend's exec loop, which acts on `cancel` only while
+    // it is polled. Dropping it at once left the command running.
+    tokio::pin!(run);
+    let ran = tokio::select! {
+        r = &mut run => Some(r),
+        _ = cancel.cancelled() => tokio::time::timeout(CANCEL_GRACE, &mut run).await.ok(),
+    };
+    let result = match ran {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return denied(audit_unavailable(&e)),
+        None => Err(ExecError::Cancelled),
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut response = match result {
