@@ -88,6 +88,8 @@ pub enum RawCommand {
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
     },
+    /// Serve tollgate's tools to an MCP client over stdin/stdout
+    Mcp(crate::mcp::McpArgs),
 }
 
 /// Settings of an interactive or `-p` session.
@@ -123,6 +125,7 @@ pub enum Action {
     Session(SessionSettings),
     Demo,
     Call(CallSettings),
+    Mcp(crate::mcp::McpSettings),
 }
 
 /// A usage error: printed as `agent: <message>` and exit 2.
@@ -197,6 +200,14 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
                 mode,
                 workspace,
             }))
+        }
+        Some(RawCommand::Mcp(args)) => {
+            if raw.prompt.is_some() || raw.output == OutputFormat::Json || raw.model.is_some() {
+                return Err(UsageError(
+                    "`agent mcp` takes only --workspace, --mode, --tools, --max-tool-calls and --socket".into(),
+                ));
+            }
+            crate::mcp::validate(args, socket, raw.mode, raw.tools).map(Action::Mcp)
         }
         None => {
             let mode = check_mode(raw.mode)?;

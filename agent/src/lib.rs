@@ -16,6 +16,7 @@ pub mod client;
 pub mod context;
 pub mod demo;
 pub mod error;
+pub mod mcp;
 pub mod model_text;
 pub mod planning;
 pub mod prompt;

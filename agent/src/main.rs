@@ -45,6 +45,7 @@ fn main() {
             Action::Session(s) => tollgate_agent::session::run(s).await,
             Action::Call(c) => tollgate_agent::call::run(c).await,
             Action::Demo => tollgate_agent::demo::run().await,
+            Action::Mcp(m) => tollgate_agent::mcp::run(m).await,
         }
     });
     // The stdin reader thread may sit in a blocking read: leave without waiting.
