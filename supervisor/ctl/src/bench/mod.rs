@@ -13,7 +13,8 @@
 //! Groups, one file each: `inproc` (policy decision, audit append),
 //! `baselines` (fork/exec, unshare, bwrap), `native` (through gRPC on the
 //! native supervisor), `agent` (the real agent binary, per model turn),
-//! `docker` (the CLI against our docker backend); `floor` is the bare gRPC
+//! `mcp` (`agent mcp` over stdio beside gRPC), `docker` (the CLI against
+//! our docker backend); `floor` is the bare gRPC
 //! server ListTools is compared with.
 
 mod agent;
@@ -23,6 +24,7 @@ mod floor;
 mod harness;
 mod inproc;
 mod kill;
+mod mcp;
 mod native;
 mod stats;
 
@@ -294,6 +296,8 @@ async fn measure(
             progress.step("agent per-turn overhead and memory");
             let ws = root.subdir("ws-agent")?;
             rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
+            progress.step("agent mcp over stdio, beside gRPC");
+            rows.extend(mcp::run(&bin_dir.join("agent"), &sup, root, n).await);
             if failed {
                 eprintln!(
                     "supervisorctl: bench: the native supervisor's stderr:\n{}",
@@ -327,6 +331,7 @@ async fn measure(
             ] {
                 rows.push(Row::failed(id, name, unit, why.clone()));
             }
+            rows.extend(mcp::failed(&why));
         }
     }
 
