@@ -7,4 +7,5 @@
 
 pub mod escape;
 pub mod harness;
+pub mod mcp_model_mocks;
 pub mod mock_openai;
