@@ -146,6 +146,7 @@ impl Engine {
                         outer: r.outer,
                     }
                 }
+                crate::mcp::MCP_RULE_TOOL => Subject::Mcp(ex.trim().to_string()),
                 "webfetch" => match url::Url::parse(ex) {
                     Ok(u) => Subject::Url {
                         host: u.host_str().unwrap_or("").to_string(),
@@ -169,6 +170,12 @@ impl Engine {
             extra_denied,
             confirm_patterns,
         })
+    }
+
+    /// Decides one call of a wrapped MCP server's tool (`agent
+    /// mcp-gateway`): `mcp(NAME.TOOL)` rules, then the mode.
+    pub fn decide_mcp(&self, call: &crate::mcp::McpToolCall, mode: Mode) -> Decision {
+        crate::mcp::decide(&self.rules, call, mode)
     }
 
     /// The number of configured rules.

@@ -34,6 +34,8 @@ pub(crate) enum Subject {
     Path(String),
     /// webfetch.
     Url { url: String, host: String },
+    /// A wrapped MCP server's tool: `NAME.TOOL`.
+    Mcp(String),
     /// Tools without a pattern to match.
     Nothing,
 }
@@ -46,6 +48,8 @@ enum Pattern {
     Path(GlobSet),
     Domain(String),
     Url(String),
+    /// `mcp(NAME.TOOL)`, with `*` wildcards.
+    Mcp(String),
 }
 
 #[derive(Debug)]
@@ -147,6 +151,9 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
         }
         None => (s, None),
     };
+    if tool == crate::mcp::MCP_RULE_TOOL {
+        return parse_mcp(spec, s, pattern, verdict);
+    }
     let Some(t) = lookup(tool) else {
         let names: Vec<&str> = registry().iter().map(|t| t.name).collect();
         return Err(invalid(
@@ -190,6 +197,27 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
         label: format!("{}: {s}", list_name(verdict)),
         tool: t.name,
         pattern,
+    })
+}
+
+/// `mcp(NAME.TOOL)`: a wrapped MCP server's tools (crate::mcp).
+fn parse_mcp(
+    spec: &str,
+    s: &str,
+    pattern: Option<&str>,
+    verdict: Verdict,
+) -> Result<Rule, PolicyError> {
+    let Some(p) = pattern else {
+        return Err(invalid(
+            spec,
+            "`mcp` takes a pattern: `mcp(NAME.TOOL)`, with the gateway's --name and the server's tool",
+        ));
+    };
+    let p = crate::mcp::check_pattern(p).map_err(|e| invalid(spec, e))?;
+    Ok(Rule {
+        label: format!("{}: {s}", list_name(verdict)),
+        tool: crate::mcp::MCP_RULE_TOOL,
+        pattern: Pattern::Mcp(p),
     })
 }
 
@@ -247,9 +275,15 @@ impl Rule {
                 wildcard(d, &h)
             }
             (Pattern::Url(p), Subject::Url { url, .. }) => wildcard(p, url),
-            (Pattern::Command(_) | Pattern::Path(_) | Pattern::Domain(_) | Pattern::Url(_), _) => {
-                false
-            }
+            (Pattern::Mcp(p), Subject::Mcp(name)) => wildcard(p, name),
+            (
+                Pattern::Command(_)
+                | Pattern::Path(_)
+                | Pattern::Domain(_)
+                | Pattern::Url(_)
+                | Pattern::Mcp(_),
+                _,
+            ) => false,
         }
     }
 }
