@@ -90,6 +90,8 @@ pub enum RawCommand {
     },
     /// Serve tollgate's tools to an MCP client over stdin/stdout
     Mcp(crate::mcp::McpArgs),
+    /// Run a third-party MCP server in tollgate's sandbox, every call gated
+    McpGateway(crate::mcp_gateway::McpGatewayArgs),
 }
 
 /// Settings of an interactive or `-p` session.
@@ -126,6 +128,7 @@ pub enum Action {
     Demo,
     Call(CallSettings),
     Mcp(crate::mcp::McpSettings),
+    McpGateway(crate::mcp_gateway::McpGatewaySettings),
 }
 
 /// A usage error: printed as `agent: <message>` and exit 2.
@@ -208,6 +211,14 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
                 ));
             }
             crate::mcp::validate(args, socket, raw.mode, raw.tools).map(Action::Mcp)
+        }
+        Some(RawCommand::McpGateway(args)) => {
+            if session_flags_used {
+                return Err(UsageError(
+                    "`agent mcp-gateway` takes only --name, --allow-net, --workspace, --mode and --socket".into(),
+                ));
+            }
+            crate::mcp_gateway::validate(args, socket, raw.mode).map(Action::McpGateway)
         }
         None => {
             let mode = check_mode(raw.mode)?;

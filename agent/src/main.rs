@@ -46,6 +46,7 @@ fn main() {
             Action::Call(c) => tollgate_agent::call::run(c).await,
             Action::Demo => tollgate_agent::demo::run().await,
             Action::Mcp(m) => tollgate_agent::mcp::run(m).await,
+            Action::McpGateway(g) => tollgate_agent::mcp_gateway::run(g).await,
         }
     });
     // The stdin reader thread may sit in a blocking read: leave without waiting.

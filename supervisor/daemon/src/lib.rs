@@ -19,6 +19,7 @@ pub mod credentials;
 pub mod events;
 pub mod facts;
 pub mod llm;
+pub mod mcp_gateway;
 pub mod operator_service;
 pub mod pep;
 pub mod secrets;

@@ -665,7 +665,10 @@ async fn the_engine_not_running_is_unavailable_with_the_socket_and_a_hint() {
         // What to do is said once, without the error kind's prefix.
         let line = format!("{} {:?}", checks[0].detail, checks[0].hint);
         assert_eq!(line.matches("start the engine").count(), 1, "{line}");
-        assert!(!checks[0].detail.starts_with("sandbox unavailable"), "{line}");
+        assert!(
+            !checks[0].detail.starts_with("sandbox unavailable"),
+            "{line}"
+        );
         let checks = tollgate_sandbox::docker::doctor_checks_for(&cfg, true).await;
         assert_eq!(checks[0].status, CheckStatus::Fail);
     }

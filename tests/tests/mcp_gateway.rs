@@ -1,0 +1,544 @@
+//! `agent mcp-gateway` end to end (issue 23 part 2): the real `agent
+//! mcp-gateway` process, driven over stdio by rmcp's client, in front of a
+//! real supervisor that runs a wrapped MCP server in the session's sandbox.
+//! The server is a small one written here (`SHELL_SERVER`, Python) that
+//! runs shell commands and writes files wherever it is told and checks
+//! nothing itself: whatever it cannot do, the sandbox stopped.
+//!
+//! Pinned here: a write outside the workspace fails because of the sandbox
+//! (and one inside works); a tool denied by `mcp(NAME.TOOL)` is gone from
+//! `tools/list` and a call to it never reaches the server; an unnamed tool
+//! asks and an operator decides; every call is recorded (server, tool,
+//! arguments, decision, result size, duration) and `audit verify` passes;
+//! revoke mid-call ends the call with the reason, the server's process tree
+//! is killed and the gateway exits 3; a server that writes garbage, answers
+//! requests it was never sent, or crashes leaves the client with a clear
+//! end and no process behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod agent_support;
+mod mcp_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_support::{ctl, ready, verify_audit, wait_for_approval};
+use mcp_support::{TestClient, text_of, wait_exit};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{RoleClient, RunningService, serve_client};
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+use tollgate_e2e::harness::{Supervisor, bin};
+
+/// An MCP server that checks nothing: `run_shell` runs any command,
+/// `write_file` and `read_file` take any path, `danger` leaves a marker,
+/// `misbehave` writes garbage, answers a request never sent, or crashes.
+const SHELL_SERVER: &str = r#"
+import json, os, subprocess, sys
+def schema(props, req):
+    return {"type": "object", "properties": {k: {"type": "string"} for k in props}, "required": req}
+TOOLS = [
+    {"name": "run_shell", "description": "run a shell command", "inputSchema": schema(["command"], ["command"])},
+    {"name": "write_file", "description": "write a file anywhere", "inputSchema": schema(["path", "content"], ["path", "content"])},
+    {"name": "read_file", "description": "read a file anywhere", "inputSchema": schema(["path"], ["path"])},
+    {"name": "danger", "description": "leaves DANGER-RAN", "inputSchema": schema([], [])},
+    {"name": "misbehave", "description": "garbage | stray | crash", "inputSchema": schema(["how"], ["how"])},
+]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+def result(i, text, err=False):
+    send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": text}], "isError": err}})
+for line in sys.stdin:
+    m = json.loads(line)
+    i, method = m.get("id"), m.get("method")
+    sys.stderr.write("got " + str(method) + "\n")
+    sys.stderr.flush()
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "shell", "version": "0"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        name, a = m["params"]["name"], m["params"].get("arguments") or {}
+        try:
+            if name == "run_shell":
+                p = subprocess.run(["sh", "-c", a["command"]], capture_output=True, text=True)
+                result(i, p.stdout + p.stderr + "[exit %d]" % p.returncode, p.returncode != 0)
+            elif name == "write_file":
+                with open(a["path"], "w") as f:
+                    f.write(a["content"])
+                result(i, "wrote " + a["path"])
+            elif name == "read_file":
+                with open(a["path"]) as f:
+                    result(i, f.read())
+            elif name == "danger":
+                open("DANGER-RAN", "w").close()
+                result(i, "ran")
+            elif name == "misbehave":
+                how = a["how"]
+                if how == "garbage":
+                    sys.stdout.write("this is not json\n")
+                    send({"jsonrpc": "2.0", "id": 424242, "result": {}})
+                    result(i, "misbehaved")
+                elif how == "crash":
+                    os._exit(3)
+            else:
+                send({"jsonrpc": "2.0", "id": i, "error": {"code": -32602, "message": "unknown tool " + name}})
+        except Exception as e:
+            result(i, "%s: %s" % (type(e).__name__, e), True)
+    elif i is not None:
+        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": "unknown method"}})
+"#;
+
+/// Rules: every tool of `shell` allowed but `danger`; `asked` only by mode.
+const RULES: &str = r#"
+[policy]
+allow = ["mcp(shell.*)"]
+deny = ["mcp(shell.danger)"]
+
+[session]
+approval_timeout_s = 60
+session_can_approve = false
+
+[llm]
+provider = "script"
+"#;
+
+fn start(backend: &str, config: &str) -> (Supervisor, PathBuf) {
+    let sup = Supervisor::builder()
+        .config(config)
+        .sandbox(backend)
+        .start();
+    let ws = sup.dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    std::fs::write(ws.join(".shell_server.py"), SHELL_SERVER).unwrap();
+    (sup, ws)
+}
+
+/// A running `agent mcp-gateway` with an rmcp client on its stdio.
+struct Gateway {
+    child: Child,
+    client: Option<RunningService<RoleClient, TestClient>>,
+    stderr: Arc<Mutex<String>>,
+    session: String,
+}
+
+impl Gateway {
+    async fn start(sup: &Supervisor, ws: &Path, name: &str, extra: &[&str]) -> Gateway {
+        let mut child = Command::new(bin("agent"))
+            .arg("mcp-gateway")
+            .args(["--name", name])
+            .args(extra)
+            .args(["--", "python3", ".shell_server.py"])
+            .env("TOLLGATE_SOCKET", &sup.agent_socket)
+            .current_dir(ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn agent mcp-gateway");
+        let mut err = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let s2 = Arc::clone(&stderr);
+        tokio::spawn(async move {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = err.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                s2.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = TestClient::new(ProtocolVersion::V_2025_06_18, None);
+        let Ok(running) =
+            tokio::time::timeout(Duration::from_secs(60), serve_client(client, io)).await
+        else {
+            panic!("initialize timed out; stderr:\n{}", stderr.lock().unwrap());
+        };
+        let running = match running {
+            Ok(r) => r,
+            Err(e) => panic!(
+                "initialize failed: {e}; stderr:\n{}",
+                stderr.lock().unwrap()
+            ),
+        };
+        let session = {
+            let text = stderr.lock().unwrap().clone();
+            text.split(": session ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or_else(|| panic!("no session line:\n{text}"))
+                .to_string()
+        };
+        Gateway {
+            child,
+            client: Some(running),
+            stderr,
+            session,
+        }
+    }
+
+    fn client(&self) -> &RunningService<RoleClient, TestClient> {
+        self.client.as_ref().unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    async fn tool_names(&self) -> Vec<String> {
+        self.client()
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect()
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> Value {
+        let mut p = CallToolRequestParams::new(tool.to_string());
+        p.arguments = args.as_object().cloned();
+        let r = tokio::time::timeout(Duration::from_secs(120), self.client().call_tool(p))
+            .await
+            .unwrap_or_else(|_| panic!("tools/call {tool} hung; stderr:\n{}", self.stderr()))
+            .unwrap_or_else(|e| {
+                panic!("tools/call {tool} failed: {e}; stderr:\n{}", self.stderr())
+            });
+        serde_json::to_value(&r).unwrap()
+    }
+
+    async fn finish(mut self) -> (ExitStatus, String) {
+        if let Some(c) = self.client.take() {
+            let _ = c.cancel().await;
+        }
+        let status = wait_exit(&mut self.child, &self.stderr).await;
+        (status, self.stderr())
+    }
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+async fn wait_gone(needle: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if processes_with(needle).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn records_of<'a>(records: &'a [Value], event: &str, mcp_tool: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["event"] == event && r["mcp_tool"] == mcp_tool)
+        .collect()
+}
+
+/// The server checks nothing; the sandbox stops what leaves the workspace,
+/// the policy removes and refuses the denied tool, and every call is on
+/// record.
+async fn sandbox_denial_and_audit(backend: &str) {
+    let (sup, ws) = start(backend, RULES);
+    let gw = Gateway::start(&sup, &ws, "shell", &[]).await;
+
+    let names = gw.tool_names().await;
+    assert!(names.contains(&"run_shell".to_string()), "{names:?}");
+    assert!(
+        !names.contains(&"danger".to_string()),
+        "a denied tool is listed: {names:?}"
+    );
+
+    // Outside the workspace: a directory of the test's own, writable on the
+    // host, and /etc.
+    let outside = sup.dirs.root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    for path in [
+        outside.join("escaped.txt"),
+        PathBuf::from("/etc/tollgate-gateway-escape"),
+    ] {
+        let r = gw
+            .call(
+                "write_file",
+                json!({"path": path.to_str().unwrap(), "content": "escaped"}),
+            )
+            .await;
+        let (text, is_error) = text_of(&r);
+        assert!(is_error, "{}: {r}", path.display());
+        // The call was allowed and forwarded: this is the server's own
+        // OSError (ENOENT, EROFS or EACCES), from the sandbox.
+        assert!(
+            text.contains("[Errno ") && !text.contains("policy"),
+            "the server's own failure (the sandbox stopped it): {text}"
+        );
+        assert!(!path.exists(), "{} was written", path.display());
+    }
+    let r = gw.call("read_file", json!({"path": "/etc/shadow"})).await;
+    let (text, is_error) = text_of(&r);
+    assert!(is_error && text.contains("Error"), "read /etc/shadow: {r}");
+
+    // Inside: works, as the session's user.
+    let r = gw
+        .call(
+            "write_file",
+            json!({"path": ws.join("inside.txt").to_str().unwrap(), "content": "in"}),
+        )
+        .await;
+    assert!(!text_of(&r).1, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("inside.txt")).unwrap(),
+        "in"
+    );
+    let r = gw
+        .call(
+            "run_shell",
+            json!({"command": "echo ran > ran.txt; grep '^Seccomp:' /proc/self/status; \
+                   python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), 2)' 2>/dev/null && echo NET || echo NO-NET"}),
+        )
+        .await;
+    let (text, is_error) = text_of(&r);
+    assert!(!is_error, "{r}");
+    assert!(text.contains("NO-NET"), "{text}");
+    if backend == "native" {
+        assert!(text.contains("Seccomp:\t2"), "{text}");
+    }
+    assert!(ws.join("ran.txt").exists());
+
+    // The denied tool: refused here, never sent.
+    let r = gw.call("danger", json!({})).await;
+    let (text, is_error) = text_of(&r);
+    assert!(is_error && text.contains("deny: mcp(shell.danger)"), "{r}");
+    assert!(
+        !ws.join("DANGER-RAN").exists(),
+        "the denied call reached the server"
+    );
+
+    let session = gw.session.clone();
+    let (status, err) = gw.finish().await;
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        wait_gone(".shell_server.py").await,
+        "the server outlived its gateway"
+    );
+
+    let records = sup.session_records(&session);
+    let checks = records_of(&records, "permission_check", "write_file");
+    assert_eq!(checks.len(), 3, "{checks:?}");
+    for c in &checks {
+        assert_eq!(c["tool"], "mcp");
+        assert_eq!(c["server"], "shell");
+        assert_eq!(c["decision"], "allow");
+        assert_eq!(c["rule"], "allow: mcp(shell.*)");
+        assert!(c["args"].as_str().unwrap().contains("content"), "{c}");
+    }
+    let denied = records_of(&records, "permission_check", "danger");
+    assert_eq!(denied.len(), 1);
+    assert_eq!(denied[0]["decision"], "deny");
+    assert!(records_of(&records, "tool_started", "danger").is_empty());
+    let results = records_of(&records, "tool_result", "run_shell");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["status"], "ok");
+    assert!(results[0]["bytes"].as_u64().unwrap() > 0);
+    assert!(results[0]["duration_ms"].is_u64());
+    let events: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+    assert!(events.contains(&"mcp_server_started"), "{events:?}");
+    assert!(events.contains(&"mcp_server_exited"), "{events:?}");
+    verify_audit(&sup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_checks_nothing_is_held_by_the_native_sandbox() {
+    if !ready("mcp_gateway_native") {
+        return;
+    }
+    sandbox_denial_and_audit("native").await;
+}
+
+/// A tool no rule names asks; an operator approves one call and denies the
+/// next, and each outcome reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unnamed_tool_asks_and_an_operator_decides() {
+    if !ready("mcp_gateway_ask") {
+        return;
+    }
+    let config = RULES.replace("allow = [\"mcp(shell.*)\"]", "allow = []");
+    let (sup, ws) = start("native", &config);
+    let gw = Gateway::start(&sup, &ws, "shell", &["--mode", "default"]).await;
+    for (verb, want_error) in [("approve", false), ("deny", true)] {
+        let peer = gw.client().peer().clone();
+        let call = tokio::spawn(async move {
+            let mut p = CallToolRequestParams::new("run_shell");
+            p.arguments = json!({"command": "echo approved-run >> asked.txt"})
+                .as_object()
+                .cloned();
+            peer.call_tool(p).await
+        });
+        let sup_ref = &sup;
+        let approval = tokio::task::block_in_place(|| wait_for_approval(sup_ref));
+        assert_eq!(approval["tool"], "mcp", "{approval}");
+        assert_eq!(approval["target"], "shell.run_shell", "{approval}");
+        let id = approval["id"].as_str().unwrap().to_string();
+        let (code, out, err) = tokio::task::block_in_place(|| ctl(sup_ref, &[verb, &id]));
+        assert_eq!(code, 0, "{out}{err}");
+        let r = serde_json::to_value(call.await.unwrap().unwrap()).unwrap();
+        let (text, is_error) = text_of(&r);
+        assert_eq!(is_error, want_error, "{verb}: {r}");
+        if want_error {
+            assert!(text.starts_with("user denied"), "{text}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("asked.txt")).unwrap(),
+        "approved-run\n",
+        "the approved call ran once, the denied one never"
+    );
+    let (status, err) = gw.finish().await;
+    assert!(status.success(), "{status}: {err}");
+    verify_audit(&sup);
+}
+
+/// Revoke mid-call: the call ends with the reason, the server's whole
+/// process tree is killed, the gateway exits 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoke_mid_call_ends_it_and_kills_the_server_tree() {
+    if !ready("mcp_gateway_revoke") {
+        return;
+    }
+    let (sup, ws) = start("native", RULES);
+    let gw = Gateway::start(&sup, &ws, "shell", &[]).await;
+    let marker = format!("93.{}", std::process::id());
+    let peer = gw.client().peer().clone();
+    let cmd = format!("sleep {marker}");
+    let call = tokio::spawn(async move {
+        let mut p = CallToolRequestParams::new("run_shell");
+        p.arguments = json!({"command": cmd}).as_object().cloned();
+        peer.call_tool(p).await
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_with(&format!("sleep {marker}")).is_empty() {
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let sup_ref = &sup;
+    let session = gw.session.clone();
+    let (code, out, err) = tokio::task::block_in_place(|| {
+        ctl(
+            sup_ref,
+            &["revoke", &session, "--reason", "gateway test revoke"],
+        )
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    let r = serde_json::to_value(call.await.unwrap().unwrap()).unwrap();
+    let (text, is_error) = text_of(&r);
+    assert!(
+        is_error && text.contains("revoked") && text.contains("gateway test revoke"),
+        "{r}"
+    );
+    assert!(
+        wait_gone(&format!("sleep {marker}")).await,
+        "the command survived"
+    );
+    assert!(wait_gone(".shell_server.py").await, "the server survived");
+    let mut gw = gw;
+    let status = wait_exit(&mut gw.child, &gw.stderr).await;
+    assert_eq!(status.code(), Some(3), "{}", gw.stderr());
+    let records = sup.session_records(&session);
+    let result = records_of(&records, "tool_result", "run_shell");
+    assert_eq!(result.len(), 1, "{records:?}");
+    assert_eq!(result[0]["status"], "stopped");
+    verify_audit(&sup);
+}
+
+/// A server that writes garbage and answers a request it was never sent:
+/// both are dropped with a note and the client goes on; when it crashes,
+/// the client's connection ends, the gateway exits 1 and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misbehaving_server_is_contained_and_its_crash_ends_the_gateway() {
+    if !ready("mcp_gateway_misbehave") {
+        return;
+    }
+    let (sup, ws) = start("native", RULES);
+    let gw = Gateway::start(&sup, &ws, "shell", &[]).await;
+    let r = gw.call("misbehave", json!({"how": "garbage"})).await;
+    assert_eq!(text_of(&r), ("misbehaved".to_string(), false));
+    let r = gw
+        .call("run_shell", json!({"command": "echo still-here"}))
+        .await;
+    assert!(text_of(&r).0.contains("still-here"), "{r}");
+    let err = gw.stderr();
+    assert!(
+        err.contains("dropped a line from the server that is not JSON: this is not json"),
+        "{err}"
+    );
+    assert!(
+        err.contains("a request it was never sent (id 424242)"),
+        "{err}"
+    );
+
+    let peer = gw.client().peer().clone();
+    let crash = tokio::spawn(async move {
+        let mut p = CallToolRequestParams::new("misbehave");
+        p.arguments = json!({"how": "crash"}).as_object().cloned();
+        peer.call_tool(p).await
+    });
+    let answer = tokio::time::timeout(Duration::from_secs(60), crash)
+        .await
+        .expect("the crash left the client hanging")
+        .unwrap();
+    // Either the error result for the call in flight or the connection's
+    // end: never a hang.
+    if let Ok(r) = answer {
+        let r = serde_json::to_value(r).unwrap();
+        let (text, is_error) = text_of(&r);
+        assert!(is_error && text.contains("ended before it answered"), "{r}");
+    }
+    let session = gw.session.clone();
+    let mut gw = gw;
+    let status = wait_exit(&mut gw.child, &gw.stderr).await;
+    assert_eq!(status.code(), Some(1), "{}", gw.stderr());
+    assert!(
+        gw.stderr().contains("the MCP server exited with status 3"),
+        "{}",
+        gw.stderr()
+    );
+    assert!(wait_gone(".shell_server.py").await);
+    let records = sup.session_records(&session);
+    let crashed = records_of(&records, "tool_result", "misbehave");
+    assert!(
+        crashed.iter().any(|r| r["status"] == "stopped"),
+        "{crashed:?}"
+    );
+    let exited = records
+        .iter()
+        .find(|r| r["event"] == "mcp_server_exited")
+        .unwrap();
+    assert_eq!(exited["exit_code"], 3);
+    verify_audit(&sup);
+}
