@@ -24,6 +24,7 @@
 mod container;
 mod errors;
 mod exec;
+mod interactive;
 mod mounts;
 mod pidfd;
 mod reconnect;

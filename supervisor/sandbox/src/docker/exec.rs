@@ -108,10 +108,10 @@ pub fn split_status(code: i64) -> (Option<i32>, Option<i32>) {
     }
 }
 
-type OutputStream = std::pin::Pin<
+pub(super) type OutputStream = std::pin::Pin<
     Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
 >;
-type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+pub(super) type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 
 /// An exec started ahead of time, its wrapper waiting for a command line.
 pub(super) struct Warm {
@@ -182,7 +182,7 @@ pub fn command_line(cwd: &str, secs: &str, merge: &str, argv: &[String]) -> Stri
     l
 }
 
-async fn start_exec(
+pub(super) async fn start_exec(
     docker: &Docker,
     container: &str,
     cmd: Vec<String>,
@@ -379,7 +379,7 @@ impl DockerSandbox {
         }
     }
 
-    fn engine_gone(&self, during: &str, e: &bollard::errors::Error) -> SandboxError {
+    pub(super) fn engine_gone(&self, during: &str, e: &bollard::errors::Error) -> SandboxError {
         self.alive.store(false, Ordering::SeqCst);
         SandboxError::Gone(format!(
             "docker engine at {} went away during {during} in container {}: {e}; \
@@ -390,7 +390,7 @@ impl DockerSandbox {
     }
 
     /// Why an exec could not be created or started.
-    fn exec_error(&self, during: &str, e: bollard::errors::Error) -> SandboxError {
+    pub(super) fn exec_error(&self, during: &str, e: bollard::errors::Error) -> SandboxError {
         if is_engine_gone(&e) {
             return self.engine_gone(during, &e);
         }
@@ -522,6 +522,16 @@ async fn send_kill(input: &mut std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Sen
 
 #[async_trait::async_trait]
 impl Sandbox for DockerSandbox {
+    async fn exec_interactive(
+        &self,
+        req: ExecRequest,
+        stdin: mpsc::Receiver<bytes::Bytes>,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError> {
+        self.exec_fed(req, stdin, out, cancel).await
+    }
+
     async fn exec(
         &self,
         req: ExecRequest,
