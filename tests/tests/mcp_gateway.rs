@@ -129,11 +129,22 @@ struct Gateway {
 
 impl Gateway {
     async fn start(sup: &Supervisor, ws: &Path, name: &str, extra: &[&str]) -> Gateway {
+        let mut args: Vec<&str> = extra.to_vec();
+        args.extend(["--", "python3", ".shell_server.py"]);
+        Gateway::spawn(sup, ws, name, &args).await
+    }
+
+    async fn start_command(sup: &Supervisor, ws: &Path, name: &str, command: &[&str]) -> Gateway {
+        let mut args = vec!["--"];
+        args.extend_from_slice(command);
+        Gateway::spawn(sup, ws, name, &args).await
+    }
+
+    async fn spawn(sup: &Supervisor, ws: &Path, name: &str, args: &[&str]) -> Gateway {
         let mut child = Command::new(bin("agent"))
             .arg("mcp-gateway")
             .args(["--name", name])
-            .args(extra)
-            .args(["--", "python3", ".shell_server.py"])
+            .args(args)
             .env("TOLLGATE_SOCKET", &sup.agent_socket)
             .current_dir(ws)
             .stdin(Stdio::piped())
@@ -423,6 +434,151 @@ fn full_image_or_skip(test: &str) -> Option<String> {
     }
     eprintln!("{test}: skipped: {why}");
     None
+}
+
+/// Where `.ci/run` installs `@modelcontextprotocol/server-filesystem`.
+fn fs_server_or_skip(test: &str) -> Option<PathBuf> {
+    if !ready(test) {
+        return None;
+    }
+    let dir = std::env::var_os("TOLLGATE_MCP_SERVERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/tollgate-mcp"));
+    let script = dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    if script.is_file() && std::path::Path::new("/usr/bin/node").exists() {
+        return Some(script);
+    }
+    let why = format!(
+        "needs node and {} (npm install --prefix {} @modelcontextprotocol/server-filesystem@2026.8.31, as .ci/run does)",
+        script.display(),
+        dir.display()
+    );
+    if std::env::var("TOLLGATE_REQUIRE_CLIENTS").as_deref() == Ok("1") {
+        panic!("{test}: {why} (TOLLGATE_REQUIRE_CLIENTS=1)");
+    }
+    eprintln!("{test}: skipped: {why}");
+    None
+}
+
+/// The real `@modelcontextprotocol/server-filesystem`, given `/` as its
+/// allowed directory and a client that declares no roots (with roots it
+/// would confine itself, hiding the sandbox): its reads and writes inside
+/// the workspace work; reading /etc/shadow and writing outside the
+/// workspace fail because of the sandbox (its own checks allow all of /);
+/// `mcp(fs.write_file)` in deny removes that tool from tools/list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_filesystem_server_is_held_by_the_sandbox_not_its_own_checks() {
+    let Some(script) = fs_server_or_skip("mcp_gateway_server_filesystem") else {
+        return;
+    };
+    let config = "[policy]\nallow = [\"mcp(fs.*)\"]\ndeny = [\"mcp(fs.write_file)\"]\n[llm]\nprovider = \"script\"\n";
+    let (sup, ws) = start("native", config);
+    std::fs::write(ws.join("notes.txt"), "inside the workspace\n").unwrap();
+    let outside = sup.dirs.root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("host-secret.txt"), "HOST-ONLY\n").unwrap();
+    let gw =
+        Gateway::start_command(&sup, &ws, "fs", &["node", script.to_str().unwrap(), "/"]).await;
+
+    let names = gw.tool_names().await;
+    assert!(names.contains(&"read_text_file".to_string()), "{names:?}");
+    assert!(names.contains(&"create_directory".to_string()), "{names:?}");
+    assert!(
+        !names.contains(&"write_file".to_string()),
+        "mcp(fs.write_file) is denied but listed: {names:?}"
+    );
+    let r = gw
+        .call(
+            "read_text_file",
+            json!({"path": ws.join("notes.txt").to_str().unwrap()}),
+        )
+        .await;
+    assert_eq!(text_of(&r), ("inside the workspace\n".to_string(), false));
+
+    for path in [
+        PathBuf::from("/etc/shadow"),
+        outside.join("host-secret.txt"),
+    ] {
+        let r = gw
+            .call("read_text_file", json!({"path": path.to_str().unwrap()}))
+            .await;
+        let (text, is_error) = text_of(&r);
+        assert!(is_error, "{}: {r}", path.display());
+        assert!(
+            !text.contains("HOST-ONLY") && !text.contains("root:"),
+            "{}: {text}",
+            path.display()
+        );
+        assert!(
+            !text.contains("Access denied - path outside allowed directories"),
+            "the server's own check refused it, not the sandbox: {text}"
+        );
+    }
+    // Writing outside fails from the sandbox.
+    let r = gw
+        .call(
+            "create_directory",
+            json!({"path": outside.join("made-by-fs").to_str().unwrap()}),
+        )
+        .await;
+    assert!(text_of(&r).1, "{r}");
+    assert!(
+        !outside.join("made-by-fs").exists(),
+        "the server wrote outside the workspace"
+    );
+    // Inside: an edit works. (A new path does not: the server lists each
+    // directory from its allowed `/` down to resolve Unicode spellings, and
+    // the sandbox does not let it list `/`.)
+    let r = gw
+        .call(
+            "edit_file",
+            json!({"path": ws.join("notes.txt").to_str().unwrap(),
+                   "edits": [{"oldText": "inside", "newText": "edited inside"}]}),
+        )
+        .await;
+    assert!(!text_of(&r).1, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "edited inside the workspace\n"
+    );
+    let r = gw
+        .call(
+            "edit_file",
+            json!({"path": outside.join("host-secret.txt").to_str().unwrap(),
+                   "edits": [{"oldText": "HOST", "newText": "EDITED"}]}),
+        )
+        .await;
+    assert!(text_of(&r).1, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("host-secret.txt")).unwrap(),
+        "HOST-ONLY\n",
+        "the server edited a file outside the workspace"
+    );
+    // The denied tool: refused before the server.
+    let r = gw
+        .call(
+            "write_file",
+            json!({"path": ws.join("w.txt").to_str().unwrap(), "content": "x"}),
+        )
+        .await;
+    let (text, is_error) = text_of(&r);
+    assert!(is_error && text.contains("deny: mcp(fs.write_file)"), "{r}");
+    assert!(!ws.join("w.txt").exists());
+
+    let session = gw.session.clone();
+    let (status, err) = gw.finish().await;
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        wait_gone(script.to_str().unwrap()).await,
+        "the server outlived its gateway"
+    );
+    let records = sup.session_records(&session);
+    assert_eq!(
+        records_of(&records, "permission_check", "write_file")[0]["decision"],
+        "deny"
+    );
+    assert!(!records_of(&records, "tool_result", "read_text_file").is_empty());
+    verify_audit(&sup);
 }
 
 /// A tool no rule names asks; an operator approves one call and denies the
