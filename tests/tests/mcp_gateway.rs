@@ -87,6 +87,17 @@ for line in sys.stdin:
                     result(i, "misbehaved")
                 elif how == "crash":
                     os._exit(3)
+                elif how == "hang":
+                    pass
+                elif how == "flood":
+                    junk = "x" * 65536
+                    for n in range(800):
+                        sys.stdout.write(junk)
+                    sys.stdout.write("\n")
+                    for n in range(2000):
+                        send({"jsonrpc": "2.0", "method": "notifications/message",
+                              "params": {"level": "info", "data": "flood %d" % n}})
+                    result(i, "flooded")
             else:
                 send({"jsonrpc": "2.0", "id": i, "error": {"code": -32602, "message": "unknown tool " + name}})
         except Exception as e:
@@ -677,14 +688,17 @@ async fn revoke_mid_call_ends_it_and_kills_the_server_tree() {
 }
 
 /// A server that writes garbage and answers a request it was never sent:
-/// both are dropped with a note and the client goes on; when it crashes,
+/// both are dropped with a note and the client goes on; a 50 MiB line is
+/// dropped unbuffered and a flood of notifications passed on; a call it
+/// never answers ends at the run timeout; when it crashes,
 /// the client's connection ends, the gateway exits 1 and says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misbehaving_server_is_contained_and_its_crash_ends_the_gateway() {
     if !ready("mcp_gateway_misbehave") {
         return;
     }
-    let (sup, ws) = start("native", RULES);
+    let config = format!("[sandbox]\nrun_timeout_s = 2\nmax_run_timeout_s = 2\n{RULES}");
+    let (sup, ws) = start("native", &config);
     let gw = Gateway::start(&sup, &ws, "shell", &[]).await;
     let r = gw.call("misbehave", json!({"how": "garbage"})).await;
     assert_eq!(text_of(&r), ("misbehaved".to_string(), false));
@@ -701,6 +715,20 @@ async fn a_misbehaving_server_is_contained_and_its_crash_ends_the_gateway() {
         err.contains("a request it was never sent (id 424242)"),
         "{err}"
     );
+
+    // A line of 50 MiB and 2000 notifications: dropped / passed on, the
+    // call still answered.
+    let r = gw.call("misbehave", json!({"how": "flood"})).await;
+    assert_eq!(text_of(&r), ("flooded".to_string(), false));
+    assert!(
+        gw.stderr().contains("dropped a line of 52428800 bytes"),
+        "{}",
+        gw.stderr()
+    );
+    // No answer: the call ends at the sandbox's longest run timeout.
+    let r = gw.call("misbehave", json!({"how": "hang"})).await;
+    let (text, is_error) = text_of(&r);
+    assert!(is_error && text.contains("did not answer within 2s"), "{r}");
 
     let peer = gw.client().peer().clone();
     let crash = tokio::spawn(async move {
