@@ -20,6 +20,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod agent_support;
+mod mcp_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -148,21 +149,53 @@ fn scratch() -> tempfile::TempDir {
     d
 }
 
-/// The `agent mcp` command line both clients are configured with.
-fn agent_mcp_args() -> Vec<String> {
-    vec![
-        "mcp".into(),
-        "--mode".into(),
-        "dangerouslySkipPermissions".into(),
-    ]
+/// The MCP server a client is configured with: its name and the `agent`
+/// arguments that start it.
+struct Server {
+    name: &'static str,
+    args: Vec<String>,
+    /// The tools the client may call without asking (Claude Code's
+    /// `--allowedTools`).
+    allowed: &'static str,
 }
 
-/// Runs `client` in `ns` with its MCP configuration naming `agent mcp`, in
+/// `agent mcp`, as both clients are configured with it.
+fn agent_mcp() -> Server {
+    Server {
+        name: "tollgate",
+        args: ["mcp", "--mode", "dangerouslySkipPermissions"]
+            .map(String::from)
+            .to_vec(),
+        allowed: "mcp__tollgate__run_bash",
+    }
+}
+
+/// `agent mcp-gateway` around the shell server of mcp_support.
+fn gateway() -> Server {
+    Server {
+        name: "shell",
+        args: [
+            "mcp-gateway",
+            "--name",
+            "shell",
+            "--",
+            "python3",
+            ".shell_server.py",
+        ]
+        .map(String::from)
+        .to_vec(),
+        allowed: "mcp__shell__run_shell,mcp__shell__write_file",
+    }
+}
+
+/// Runs `client` in `ns` with its MCP configuration naming `server`, in
 /// `ws`, until it ends (or three minutes pass).
+#[allow(clippy::too_many_arguments)]
 fn run_client(
     client: Client,
     exe: &Path,
     sup: &Supervisor,
+    server: &Server,
     ns: &NetNs,
     ws: &Path,
     base_url: &str,
@@ -180,8 +213,8 @@ fn run_client(
     let args: Vec<String> = match client {
         Client::Claude => {
             let cfg = scratch.join("mcp.json");
-            let servers = json!({"mcpServers": {"tollgate": {
-                "command": agent, "args": agent_mcp_args(),
+            let servers = json!({"mcpServers": {server.name: {
+                "command": agent, "args": server.args,
                 "env": {"TOLLGATE_SOCKET": socket}}}});
             std::fs::write(&cfg, servers.to_string()).unwrap();
             env.extend([
@@ -202,13 +235,14 @@ fn run_client(
                 cfg.display().to_string(),
                 "--strict-mcp-config".into(),
                 "--allowedTools".into(),
-                "mcp__tollgate__run_bash".into(),
+                server.allowed.into(),
             ]
         }
         Client::Codex => {
             let codex_home = home.join("codex");
             std::fs::create_dir_all(&codex_home).unwrap();
-            let args_toml = agent_mcp_args()
+            let args_toml = server
+                .args
                 .iter()
                 .map(|a| format!("{a:?}"))
                 .collect::<Vec<_>>()
@@ -219,8 +253,9 @@ fn run_client(
                  [analytics]\nenabled = false\n[feedback]\nenabled = false\n\
                  [otel]\nexporter = \"none\"\ntrace_exporter = \"none\"\nmetrics_exporter = \"none\"\n\
                  [features]\nplugins = false\n\
-                 [mcp_servers.tollgate]\ncommand = {agent:?}\nargs = [{args_toml}]\n\
-                 env = {{ TOLLGATE_SOCKET = {socket:?} }}\ndefault_tools_approval_mode = \"approve\"\n"
+                 [mcp_servers.{name}]\ncommand = {agent:?}\nargs = [{args_toml}]\n\
+                 env = {{ TOLLGATE_SOCKET = {socket:?} }}\ndefault_tools_approval_mode = \"approve\"\n",
+                name = server.name,
             );
             std::fs::write(codex_home.join("config.toml"), config).unwrap();
             env.extend([
@@ -303,7 +338,16 @@ fn client_calls_run_bash_through_agent_mcp(client: Client) {
     ];
     let mock = ModelMock::serve(client.api(), listener, script).unwrap();
     let dir = scratch();
-    let out = run_client(client, &exe, &sup, &ns, &ws, &mock.base_url(), dir.path());
+    let out = run_client(
+        client,
+        &exe,
+        &sup,
+        &agent_mcp(),
+        &ns,
+        &ws,
+        &mock.base_url(),
+        dir.path(),
+    );
     assert!(
         mock.requests().len() >= 3,
         "the client stopped before the script's end:\n{}",
@@ -373,4 +417,108 @@ fn claude_code_calls_run_bash_through_agent_mcp() {
 #[test]
 fn codex_calls_run_bash_through_agent_mcp() {
     client_calls_run_bash_through_agent_mcp(Client::Codex);
+}
+
+/// Each client calls a wrapped server that checks nothing (mcp_support's
+/// shell server) through `agent mcp-gateway`: its write outside the
+/// workspace fails from the sandbox and the model reads that failure; its
+/// command inside runs; the denied tool is never offered to the model; the
+/// audit records the calls under the server's name and verifies.
+fn client_calls_a_wrapped_server_through_the_gateway(client: Client) {
+    let test = format!(
+        "{}_calls_a_wrapped_server_through_the_gateway",
+        client.name()
+    );
+    let Some(exe) = client_or_skip(client, &test) else {
+        return;
+    };
+    let config = "[policy]\nallow = [\"mcp(shell.*)\"]\ndeny = [\"mcp(shell.danger)\"]\n[llm]\nprovider = \"script\"\n";
+    let sup = Supervisor::builder()
+        .config(config)
+        .sandbox("native")
+        .start();
+    let ws = sup.dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    std::fs::write(ws.join(".shell_server.py"), mcp_support::SHELL_SERVER).unwrap();
+    let outside = sup.dirs.root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let escaped = outside.join("escaped.txt");
+    let ns = NetNs::new();
+    let tool = |tool: &str, input: Value| Step::McpTool {
+        server: "shell".into(),
+        tool: tool.into(),
+        input,
+    };
+    let script = vec![
+        tool(
+            "write_file",
+            json!({"path": escaped.to_str().unwrap(), "content": "escaped"}),
+        ),
+        tool(
+            "run_shell",
+            json!({"command": "echo via-gateway > gw.txt; echo MARK-$((6*7))"}),
+        ),
+        Step::Text("all done".into()),
+    ];
+    let mock = ModelMock::serve(client.api(), ns.listen(), script).unwrap();
+    let dir = scratch();
+    let out = run_client(
+        client,
+        &exe,
+        &sup,
+        &gateway(),
+        &ns,
+        &ws,
+        &mock.base_url(),
+        dir.path(),
+    );
+    assert!(
+        mock.requests().len() >= 3,
+        "the client stopped before the script's end:\n{}",
+        show(&out)
+    );
+    let (told, _) = mock
+        .result_of(0)
+        .unwrap_or_else(|| panic!("the model was never told about call 0:\n{}", show(&out)));
+    assert!(told.contains("[Errno "), "the server's own failure: {told}");
+    assert!(
+        !escaped.exists(),
+        "the wrapped server wrote outside the workspace"
+    );
+    let (ran, _) = mock.result_of(1).unwrap();
+    assert!(ran.contains("MARK-42"), "{ran}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("gw.txt")).unwrap(),
+        "via-gateway\n"
+    );
+    let all: String = mock.requests().iter().map(|r| r.raw_text()).collect();
+    // Claude Code names the deferred MCP tools in its prompt (Codex only
+    // the namespace): the denied one is not among them.
+    if client == Client::Claude {
+        assert!(
+            all.contains("mcp__shell__run_shell"),
+            "the wrapped server's tools never reached the model"
+        );
+    }
+    assert!(
+        !all.contains("mcp__shell__danger") && !all.contains("leaves DANGER-RAN"),
+        "the denied tool was offered to the model"
+    );
+    let records = only_session(&sup);
+    let checks: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "permission_check" && r["server"] == "shell")
+        .collect();
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    assert!(checks.iter().all(|c| c["decision"] == "allow"));
+    verify_audit(&sup);
+}
+
+#[test]
+fn claude_code_calls_a_wrapped_server_through_the_gateway() {
+    client_calls_a_wrapped_server_through_the_gateway(Client::Claude);
+}
+
+#[test]
+fn codex_calls_a_wrapped_server_through_the_gateway() {
+    client_calls_a_wrapped_server_through_the_gateway(Client::Codex);
 }

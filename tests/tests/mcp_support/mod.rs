@@ -21,6 +21,12 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 use tollgate_e2e::harness::{Supervisor, bin};
 
+/// An MCP server (Python) that checks nothing: `run_shell` runs any
+/// command, `write_file` and `read_file` take any path, `danger` leaves a
+/// marker, `misbehave` writes garbage, answers a request never sent, floods,
+/// hangs or crashes. `agent mcp-gateway` wraps it in the tests.
+pub const SHELL_SERVER: &str = include_str!("shell_server.py");
+
 /// A config where the session may approve (so asks reach the MCP client too),
 /// `dangerouslySkipPermissions` is allowed, and approvals wait a minute.
 pub const CONFIG: &str = r#"
