@@ -117,8 +117,8 @@ fn data_4k() -> String {
     data
 }
 
-/// `agent mcp` on pipes, initialized.
-struct McpProc {
+/// An MCP server on pipes (`agent mcp`, or another), initialized.
+pub(super) struct McpProc {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
@@ -128,19 +128,26 @@ struct McpProc {
 
 impl McpProc {
     async fn start(exe: &Path, socket: &Path, ws: &Path) -> anyhow::Result<McpProc> {
-        let mut child = Command::new(exe)
-            .arg("mcp")
+        let mut cmd = Command::new(exe);
+        cmd.arg("mcp")
             .arg("--socket")
             .arg(socket)
             .arg("--workspace")
             .arg(ws)
-            .current_dir(ws)
+            .current_dir(ws);
+        McpProc::spawn(cmd).await
+    }
+
+    /// Starts `cmd` with its stdio piped and initializes it.
+    pub(super) async fn spawn(mut cmd: Command) -> anyhow::Result<McpProc> {
+        let what = format!("{:?}", cmd.as_std().get_program());
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("cannot start {} mcp", exe.display()))?;
+            .with_context(|| format!("cannot start {what}"))?;
         let stderr = Arc::new(Mutex::new(String::new()));
         if let Some(mut err) = child.stderr.take() {
             let log = Arc::clone(&stderr);
@@ -218,29 +225,34 @@ impl McpProc {
 
     /// One `tools/call read_file`; its text, or why it failed.
     async fn read_file(&mut self) -> anyhow::Result<String> {
+        self.call("read_file", json!({ "path": FILE })).await
+    }
+
+    /// One `tools/call`; its text, or why it failed.
+    pub(super) async fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<String> {
         self.next_id += 1;
         let id = self.next_id;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "read_file", "arguments": {"path": FILE}}}))
+            "params": {"name": tool, "arguments": arguments}}))
             .await?;
         let r = self.recv().await?;
         if r["id"] != json!(id) || r["result"]["isError"] != json!(false) {
-            bail!("agent mcp answered read_file with {r}");
+            bail!("the MCP server answered {tool} with {r}");
         }
         r["result"]["content"][0]["text"]
             .as_str()
             .map(str::to_string)
-            .ok_or_else(|| anyhow!("agent mcp's read_file result has no text: {r}"))
+            .ok_or_else(|| anyhow!("the {tool} result has no text: {r}"))
     }
 
     /// Closes stdin (MCP's shutdown on stdio) and waits for the exit.
-    async fn stop(mut self) -> anyhow::Result<()> {
+    pub(super) async fn stop(mut self) -> anyhow::Result<()> {
         drop(self.stdin.take());
         let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
             .await
-            .map_err(|_| anyhow!("agent mcp did not exit after its stdin closed"))??;
+            .map_err(|_| anyhow!("the MCP server did not exit after its stdin closed"))??;
         if !status.success() {
-            bail!("agent mcp exited {status}: {}", self.why());
+            bail!("the MCP server exited {status}: {}", self.why());
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ mod harness;
 mod inproc;
 mod kill;
 mod mcp;
+mod mcp_gateway;
 mod native;
 mod stats;
 
@@ -298,6 +299,8 @@ async fn measure(
             rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
             progress.step("agent mcp over stdio, beside gRPC");
             rows.extend(mcp::run(&bin_dir.join("agent"), &sup, root, n).await);
+            progress.step("agent mcp-gateway beside the server's own stdio");
+            rows.extend(mcp_gateway::run(&bin_dir.join("agent"), &sup, root, n).await);
             if failed {
                 eprintln!(
                     "supervisorctl: bench: the native supervisor's stderr:\n{}",
@@ -332,6 +335,7 @@ async fn measure(
                 rows.push(Row::failed(id, name, unit, why.clone()));
             }
             rows.extend(mcp::failed(&why));
+            rows.extend(mcp_gateway::failed(&why));
         }
     }
 
