@@ -701,3 +701,110 @@ async fn a_misbehaving_server_is_contained_and_its_crash_ends_the_gateway() {
     assert_eq!(exited["exit_code"], 3);
     verify_audit(&sup);
 }
+
+/// A client that sends garbage, a 10 MB line, and then goes away mid-call:
+/// it gets a JSON-RPC error for each bad line, the gateway keeps serving,
+/// and when it leaves, the call's command and the server are killed, the
+/// outcome is recorded, the gateway exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_client_gets_clear_errors_and_its_departure_leaves_nothing_behind() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    if !ready("mcp_gateway_bad_client") {
+        return;
+    }
+    let (sup, ws) = start("native", RULES);
+    let mut child = Command::new(bin("agent"))
+        .args([
+            "mcp-gateway",
+            "--name",
+            "shell",
+            "--",
+            "python3",
+            ".shell_server.py",
+        ])
+        .env("TOLLGATE_SOCKET", &sup.agent_socket)
+        .current_dir(&ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut err = child.stderr.take().unwrap();
+    let s2 = Arc::clone(&stderr);
+    tokio::spawn(async move {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = err.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            s2.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    });
+    let mut next = async || -> Value {
+        let l = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("no answer")
+            .unwrap()
+            .expect("stdout closed");
+        serde_json::from_str(&l).unwrap()
+    };
+    stdin.write_all(b"this is not json\n").await.unwrap();
+    let r = next().await;
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    let mut big = vec![b'x'; 10 * 1024 * 1024];
+    big.push(b'\n');
+    stdin.write_all(&big).await.unwrap();
+    let r = next().await;
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too large"),
+        "{r}"
+    );
+    // Still serving.
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"0\"}}}\n")
+        .await
+        .unwrap();
+    let r = next().await;
+    assert_eq!(r["id"], 1);
+    assert!(r["result"]["serverInfo"].is_object(), "{r}");
+    let marker = format!("94.{}", std::process::id());
+    let call = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{{\"name\":\"run_shell\",\"arguments\":{{\"command\":\"sleep {marker}\"}}}}}}\n"
+    );
+    stdin.write_all(call.as_bytes()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_with(&format!("sleep {marker}")).is_empty() {
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(stdin);
+    let status = wait_exit(&mut child, &stderr).await;
+    assert!(status.success(), "{status}: {}", stderr.lock().unwrap());
+    assert!(
+        wait_gone(&format!("sleep {marker}")).await,
+        "the command survived its client"
+    );
+    assert!(
+        wait_gone(".shell_server.py").await,
+        "the server survived its client"
+    );
+    let files = sup.audit_files("audit-");
+    let records: Vec<Value> = files
+        .iter()
+        .flat_map(|f| tollgate_e2e::harness::read_records(f))
+        .collect();
+    let result = records_of(&records, "tool_result", "run_shell");
+    assert_eq!(result.len(), 1, "{records:?}");
+    assert_eq!(result[0]["status"], "stopped");
+    verify_audit(&sup);
+}
