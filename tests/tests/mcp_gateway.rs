@@ -83,6 +83,17 @@ impl Gateway {
     }
 
     async fn spawn(sup: &Supervisor, ws: &Path, name: &str, args: &[&str]) -> Gateway {
+        let client = TestClient::new(ProtocolVersion::V_2025_06_18, None);
+        Gateway::spawn_with(sup, ws, name, args, client).await
+    }
+
+    async fn spawn_with(
+        sup: &Supervisor,
+        ws: &Path,
+        name: &str,
+        args: &[&str],
+        client: TestClient,
+    ) -> Gateway {
         let mut child = Command::new(bin("agent"))
             .arg("mcp-gateway")
             .args(["--name", name])
@@ -110,7 +121,6 @@ impl Gateway {
             }
         });
         let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let client = TestClient::new(ProtocolVersion::V_2025_06_18, None);
         let Ok(running) =
             tokio::time::timeout(Duration::from_secs(60), serve_client(client, io)).await
         else {
@@ -564,6 +574,87 @@ async fn an_unnamed_tool_asks_and_an_operator_decides() {
     let (status, err) = gw.finish().await;
     assert!(status.success(), "{status}: {err}");
     verify_audit(&sup);
+}
+
+/// With `session_can_approve` and a client that declared elicitation, an
+/// ask is put to the person through the client (as `agent mcp` does): an
+/// accepted form runs the call once, a declined one denies it with the
+/// contract's sentence; both protocol versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_is_put_to_the_person_through_an_elicitation() {
+    if !ready("mcp_gateway_elicit") {
+        return;
+    }
+    let config = RULES
+        .replace("allow = [\"mcp(shell.*)\"]", "allow = []")
+        .replace("session_can_approve = false", "session_can_approve = true");
+    for version in [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25] {
+        let (sup, ws) = start("native", &config);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = TestClient::new(version.clone(), Some(tx));
+        let args = ["--mode", "default", "--", "python3", ".shell_server.py"];
+        let gw = Gateway::spawn_with(&sup, &ws, "shell", &args, client).await;
+        for (answer, want_error) in [
+            (
+                rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                    .with_content(json!({"decision": "once"})),
+                false,
+            ),
+            (
+                rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline),
+                true,
+            ),
+        ] {
+            let peer = gw.client().peer().clone();
+            let call = tokio::spawn(async move {
+                let mut p = CallToolRequestParams::new("run_shell");
+                p.arguments = json!({"command": "echo elicited >> elicited.txt"})
+                    .as_object()
+                    .cloned();
+                peer.call_tool(p).await
+            });
+            let e = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+                .await
+                .expect("no elicitation came")
+                .unwrap();
+            assert!(
+                e.message.contains("shell.run_shell") || e.message.contains("run_shell"),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.schema["properties"]["decision"].is_object(),
+                "{}",
+                e.schema
+            );
+            e.reply.send(answer).unwrap();
+            let r = serde_json::to_value(call.await.unwrap().unwrap()).unwrap();
+            let (text, is_error) = text_of(&r);
+            assert_eq!(is_error, want_error, "{r}");
+            if want_error {
+                assert!(text.starts_with("user denied"), "{text}");
+            }
+        }
+        assert_eq!(
+            std::fs::read_to_string(ws.join("elicited.txt")).unwrap(),
+            "elicited\n"
+        );
+        let session = gw.session.clone();
+        let (status, err) = gw.finish().await;
+        assert!(status.success(), "{status}: {err}");
+        let records = sup.session_records(&session);
+        let decided: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["event"] == "approval_decided")
+            .collect();
+        assert_eq!(decided.len(), 2, "{decided:?}");
+        assert!(
+            decided[0]["by"].as_str().unwrap().contains("via session"),
+            "{:?}",
+            decided[0]
+        );
+        verify_audit(&sup);
+    }
 }
 
 /// Revoke mid-call: the call ends with the reason, the server's whole

@@ -12,9 +12,14 @@
 //! closes stdin (or a signal comes), the stream ends: the supervisor kills
 //! the server's process group and the session is closed.
 
+mod elicit;
 mod settings;
 
 pub use settings::{McpGatewayArgs, McpGatewaySettings, validate};
+
+use std::sync::Arc;
+
+use elicit::Elicit;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
@@ -62,7 +67,7 @@ async fn run_inner(s: McpGatewaySettings) -> Result<i32, AgentError> {
         model: String::new(),
         client: format!("agent mcp-gateway {}", s.name),
     };
-    let (mut session, _control, _tools) = session::open(&s.socket, req).await?;
+    let (mut session, control, _tools) = session::open(&s.socket, req).await?;
     term::diag(&format!(
         "agent mcp-gateway: {}: session {} in '{}' mode (workspace {}); the server runs in the supervisor's {} sandbox",
         s.name,
@@ -95,7 +100,22 @@ async fn run_inner(s: McpGatewaySettings) -> Result<i32, AgentError> {
             return Err(rpc_error("start the MCP gateway", &st));
         }
     };
-    let code = relay(&s.name, up, down).await;
+    let (out, out_rx) = mpsc::channel::<Vec<u8>>(256);
+    let writer = tokio::spawn(write_stdout(out_rx));
+    let shared = Arc::new(Elicit::default());
+    // Without session approvals the stream is only held open (the
+    // supervisor sends it nothing to answer).
+    let (pump, _held) = if session.can_approve {
+        let p = tokio::spawn(elicit::pump(control, Arc::clone(&shared), out.clone()));
+        (Some(p), None)
+    } else {
+        (None, Some(control))
+    };
+    let code = relay(&s.name, up, down, shared, out).await;
+    if let Some(p) = pump {
+        p.abort();
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
     if code == 3 {
         session.abandon();
     } else {
@@ -109,9 +129,10 @@ async fn relay(
     name: &str,
     up: mpsc::Sender<McpGatewayClientMsg>,
     mut down: tonic::Streaming<tollgate_proto::McpGatewayServerMsg>,
+    shared: Arc<Elicit>,
+    out: mpsc::Sender<Vec<u8>>,
 ) -> i32 {
-    let mut stdout = tokio::io::stdout();
-    let reader = tokio::spawn(read_stdin(up));
+    let reader = tokio::spawn(read_stdin(up, shared, out.clone()));
     let (mut term_sig, mut int_sig, mut hup_sig) = match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -136,7 +157,7 @@ async fn relay(
                 Some(mcp_gateway_server_msg::Msg::Message(line)) => {
                     let mut b = line.into_bytes();
                     b.push(b'\n');
-                    if stdout.write_all(&b).await.is_err() || stdout.flush().await.is_err() {
+                    if out.send(b).await.is_err() {
                         reader.abort();
                     }
                 }
@@ -186,10 +207,24 @@ fn exit_code_of(code: i32, client_done: bool) -> i32 {
     }
 }
 
-/// Sends each stdin line up; refuses lines the supervisor could not take
-/// (answered on stdout by the supervisor's side is impossible: it never got
-/// them, so the note goes to stderr and the client gets an error here).
-async fn read_stdin(up: mpsc::Sender<McpGatewayClientMsg>) {
+/// Writes stdout, one whole line at a time, from every source.
+async fn write_stdout(mut rx: mpsc::Receiver<Vec<u8>>) {
+    let mut stdout = tokio::io::stdout();
+    while let Some(b) = rx.recv().await {
+        if stdout.write_all(&b).await.is_err() || stdout.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends each stdin line up, except the client's answers to this process's
+/// own elicitations; refuses lines the supervisor could not take (the
+/// client gets the error from here, since the supervisor never sees them).
+async fn read_stdin(
+    up: mpsc::Sender<McpGatewayClientMsg>,
+    shared: Arc<Elicit>,
+    out: mpsc::Sender<Vec<u8>>,
+) {
     let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -206,15 +241,19 @@ async fn read_stdin(up: mpsc::Sender<McpGatewayClientMsg>) {
                 ));
                 let err = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
                     "code": -32600, "message": format!("request too large: {len} bytes (the limit is {MAX_CLIENT_LINE})")}});
-                let mut out = tokio::io::stdout();
-                let _ = out.write_all(format!("{err}\n").as_bytes()).await;
-                let _ = out.flush().await;
+                let _ = out.send(elicit::line(&err)).await;
             }
             Line::Text => {
                 let text = String::from_utf8_lossy(&buf);
                 let text = text.trim_end_matches(['\n', '\r']);
                 if text.trim().is_empty() {
                     continue;
+                }
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+                    shared.saw_client_message(&v);
+                    if shared.take_answer(&v) {
+                        continue;
+                    }
                 }
                 let msg = McpGatewayClientMsg {
                     msg: Some(mcp_gateway_client_msg::Msg::Message(text.to_string())),
