@@ -826,7 +826,7 @@ async fn a_client_that_goes_away_mid_call_leaves_nothing_behind() {
         let marker = format!("92.{}", std::process::id());
         let peer = agent.client().peer().clone();
         let cmd = format!("sleep {marker}");
-        let call = tokio::spawn(async move {
+        let mut call = tokio::spawn(async move {
             let mut p = rmcp::model::CallToolRequestParams::new("run_bash");
             p.arguments = json!({"command": cmd}).as_object().cloned();
             peer.call_tool(p).await
@@ -840,6 +840,19 @@ async fn a_client_that_goes_away_mid_call_leaves_nothing_behind() {
             "SIGKILL" => nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap(),
             _ => {}
         }
+        // On SIGTERM the last answer comes before the connection closes:
+        // wait for it before closing the client's side (finish), which
+        // would otherwise race it.
+        let early = if how == "SIGTERM" {
+            Some(
+                tokio::time::timeout(Duration::from_secs(30), &mut call)
+                    .await
+                    .expect("no answer after SIGTERM")
+                    .unwrap(),
+            )
+        } else {
+            None
+        };
         let (status, err) = agent.finish().await;
         match how {
             "SIGKILL" => assert_eq!(
@@ -848,7 +861,10 @@ async fn a_client_that_goes_away_mid_call_leaves_nothing_behind() {
             ),
             _ => assert!(status.success(), "{how}: {status}: {err}"),
         }
-        let answer = call.await.unwrap();
+        let answer = match early {
+            Some(a) => a,
+            None => call.await.unwrap(),
+        };
         match how {
             // The last answer says why.
             "SIGTERM" => {

@@ -98,6 +98,7 @@ async fn run_inner(s: McpSettings) -> Result<i32, AgentError> {
     let peer: PeerCell = Arc::new(OnceLock::new());
     let pump = tokio::spawn(approvals::pump(control, ended.clone(), Arc::clone(&peer)));
     let stopping = watch::Sender::new(None);
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (read, write) = rmcp::transport::stdio_pipes();
     let transport = LineTransport::new(read, write);
     let server = Server::new(Shared {
@@ -112,8 +113,9 @@ async fn run_inner(s: McpSettings) -> Result<i32, AgentError> {
         ended: ended.clone(),
         client_gone: transport.client_gone(),
         stopping: stopping.subscribe(),
+        calls: Arc::clone(&calls),
     });
-    let served = serve(server, transport, peer, &stopping).await;
+    let served = serve(server, transport, peer, &stopping, &calls).await;
     pump.abort();
     let revoked = ended.borrow().is_some();
     if revoked {
@@ -141,6 +143,7 @@ async fn serve(
     transport: StdioTransport,
     peer: PeerCell,
     stopping: &watch::Sender<Option<&'static str>>,
+    calls: &std::sync::atomic::AtomicUsize,
 ) -> Served {
     let mut stop = match Stop::install() {
         Ok(s) => s,
@@ -176,6 +179,7 @@ async fn serve(
         sig = stop.recv() => {
             term::diag(&format!("agent mcp: {sig}; cancelling in-flight calls and closing the session"));
             stopping.send_replace(Some(sig));
+            answer_in_flight(calls).await;
             ct.cancel();
             waiting.await
         }
@@ -191,6 +195,19 @@ async fn serve(
             Served::Failed
         }
     }
+}
+
+/// After a signal told the calls in flight to stop: waits (up to 2 s) until
+/// each has answered, then a moment for the answers to be written, so that
+/// stopping the service does not drop them.
+async fn answer_in_flight(calls: &std::sync::atomic::AtomicUsize) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    while calls.load(std::sync::atomic::Ordering::SeqCst) > 0
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
 /// SIGTERM, SIGINT and SIGHUP: how clients stop their MCP servers.

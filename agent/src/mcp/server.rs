@@ -49,6 +49,25 @@ pub struct Shared {
     pub client_gone: watch::Receiver<bool>,
     /// The signal that is stopping `agent mcp`, once one came.
     pub stopping: watch::Receiver<Option<&'static str>>,
+    /// Calls being answered: on a signal, `agent mcp` waits for them to
+    /// answer before it stops serving.
+    pub calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts one call in flight while it lives.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn new(calls: &Arc<std::sync::atomic::AtomicUsize>) -> InFlight {
+        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(Arc::clone(calls))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The rmcp service.
@@ -86,6 +105,7 @@ impl Server {
         req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let _in_flight = InFlight::new(&self.shared.calls);
         let name = req.name.to_string();
         if let Some(why) = self.ended() {
             return error_result(why);
@@ -108,6 +128,7 @@ impl Server {
         let mut client = self.shared.client.clone();
         let mut ended = self.shared.ended.subscribe();
         let mut gone = self.shared.client_gone.clone();
+        let mut stopping = self.shared.stopping.clone();
         // Dropping the CallTool future cancels the call in the supervisor
         // (its process tree is killed, a pending approval withdrawn), exactly
         // as Ctrl-C does for the interactive agent.
@@ -116,6 +137,10 @@ impl Server {
             why = ended.wait_for(Option::is_some) => {
                 let why = why.ok().and_then(|w| w.clone()).unwrap_or_else(|| "the session ended".into());
                 return error_result(why);
+            }
+            sig = stopping.wait_for(Option::is_some) => {
+                let sig = sig.ok().and_then(|s| *s).unwrap_or("a signal");
+                return error_result(format!("Error: agent mcp is stopping ({sig}); the call was cancelled"));
             }
             _ = ctx.ct.cancelled() => {
                 let why = match *self.shared.stopping.borrow() {
