@@ -61,9 +61,11 @@ impl DockerSandbox {
         let feeder = tokio::spawn(async move {
             while let Some(chunk) = stdin.recv().await {
                 if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
-                    break;
+                    return;
                 }
             }
+            // The sender is gone: half-close, so the command reads EOF.
+            let _ = input.shutdown().await;
         });
         let mut cancelled = false;
         let mut stream_error = None;
