@@ -52,11 +52,18 @@ provider = "script"
 "#;
 
 fn start(backend: &str, config: &str) -> (Supervisor, PathBuf) {
+    start_for(backend, config, nix::unistd::getuid().as_raw())
+}
+
+/// An unprivileged uid for the sessions that must not be root's.
+const USER: u32 = 64124;
+
+fn start_for(backend: &str, config: &str, uid: u32) -> (Supervisor, PathBuf) {
     let sup = Supervisor::builder()
         .config(config)
         .sandbox(backend)
         .start();
-    let ws = sup.dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let ws = sup.dirs.workspace("ws", uid);
     std::fs::write(ws.join(".shell_server.py"), SHELL_SERVER).unwrap();
     (sup, ws)
 }
@@ -94,7 +101,34 @@ impl Gateway {
         args: &[&str],
         client: TestClient,
     ) -> Gateway {
-        let mut child = Command::new(bin("agent"))
+        Gateway::spawn_as(sup, ws, name, args, client, None).await
+    }
+
+    /// As `uid` when given (through setpriv, the agent binary staged where
+    /// that uid can run it).
+    async fn spawn_as(
+        sup: &Supervisor,
+        ws: &Path,
+        name: &str,
+        args: &[&str],
+        client: TestClient,
+        uid: Option<u32>,
+    ) -> Gateway {
+        let mut cmd = match uid {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args([
+                    format!("--reuid={u}"),
+                    format!("--regid={u}"),
+                    "--clear-groups".to_string(),
+                    "--".to_string(),
+                ])
+                .arg(sup.dirs.staged_bin("agent"));
+                c
+            }
+            None => Command::new(bin("agent")),
+        };
+        let mut child = cmd
             .arg("mcp-gateway")
             .args(["--name", name])
             .args(args)
@@ -227,10 +261,13 @@ fn records_of<'a>(records: &'a [Value], event: &str, mcp_tool: &str) -> Vec<&'a 
 
 /// The server checks nothing; the sandbox stops what leaves the workspace,
 /// the policy removes and refuses the denied tool, and every call is on
-/// record.
-async fn sandbox_denial_and_audit(backend: &str, extra: &str) {
-    let (sup, ws) = start(backend, &format!("{extra}\n{RULES}"));
-    let gw = Gateway::start(&sup, &ws, "shell", &[]).await;
+/// record. For a root session and an unprivileged one (`uid`).
+async fn sandbox_denial_and_audit(backend: &str, extra: &str, uid: Option<u32>) {
+    let owner = uid.unwrap_or_else(|| nix::unistd::getuid().as_raw());
+    let (sup, ws) = start_for(backend, &format!("{extra}\n{RULES}"), owner);
+    let args = ["--", "python3", ".shell_server.py"];
+    let client = TestClient::new(ProtocolVersion::V_2025_06_18, None);
+    let gw = Gateway::spawn_as(&sup, &ws, "shell", &args, client, uid).await;
 
     let names = gw.tool_names().await;
     assert!(names.contains(&"run_shell".to_string()), "{names:?}");
@@ -270,9 +307,9 @@ async fn sandbox_denial_and_audit(backend: &str, extra: &str) {
         host_shadow.is_empty() || !text.contains(host_shadow.trim()),
         "the host's /etc/shadow was read: {r}"
     );
-    if backend == "native" {
-        // Landlock hides it; in a container (the session here is root's) it
-        // is the image's own file, not the host's.
+    if backend == "native" || uid.is_some() {
+        // Landlock hides it; in a container a root session reads the
+        // image's own file (not the host's), a non-root one nothing.
         assert!(is_error && text.contains("Error"), "read /etc/shadow: {r}");
     }
 
@@ -291,13 +328,14 @@ async fn sandbox_denial_and_audit(backend: &str, extra: &str) {
     let r = gw
         .call(
             "run_shell",
-            json!({"command": "echo ran > ran.txt; grep '^Seccomp:' /proc/self/status; \
+            json!({"command": "echo ran > ran.txt; echo UID-$(id -u); grep '^Seccomp:' /proc/self/status; \
                    python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), 2)' 2>/dev/null && echo NET || echo NO-NET"}),
         )
         .await;
     let (text, is_error) = text_of(&r);
     assert!(!is_error, "{r}");
     assert!(text.contains("NO-NET"), "{text}");
+    assert!(text.contains(&format!("UID-{owner}\n")), "{text}");
     if backend == "native" {
         assert!(text.contains("Seccomp:\t2"), "{text}");
     }
@@ -350,7 +388,8 @@ async fn a_server_that_checks_nothing_is_held_by_the_native_sandbox() {
     if !ready("mcp_gateway_native") {
         return;
     }
-    sandbox_denial_and_audit("native", "").await;
+    sandbox_denial_and_audit("native", "", None).await;
+    sandbox_denial_and_audit("native", "", Some(USER)).await;
 }
 
 /// The same through the Docker backend, in the full image (the minimal one
@@ -360,7 +399,9 @@ async fn a_server_that_checks_nothing_is_held_by_the_docker_sandbox() {
     let Some(image) = full_image_or_skip("mcp_gateway_docker") else {
         return;
     };
-    sandbox_denial_and_audit("docker", &format!("[sandbox]\nimage = \"{image}\"\n")).await;
+    let extra = format!("[sandbox]\nimage = \"{image}\"\n");
+    sandbox_denial_and_audit("docker", &extra, None).await;
+    sandbox_denial_and_audit("docker", &extra, Some(USER)).await;
 }
 
 /// The full sandbox image, or `None` after a `skipped:` line (a failure
