@@ -779,6 +779,12 @@ async fn a_misbehaving_server_is_contained_and_its_crash_ends_the_gateway() {
         "{err}"
     );
 
+    // A tool it does not have: decided and recorded like any call, and its
+    // JSON-RPC error reaches the client.
+    let mut p = CallToolRequestParams::new("ghost");
+    p.arguments = json!({}).as_object().cloned();
+    let e = gw.client().call_tool(p).await.unwrap_err();
+    assert!(e.to_string().contains("unknown tool ghost"), "{e}");
     // A line of 50 MiB and 2000 notifications: dropped / passed on, the
     // call still answered.
     let r = gw.call("misbehave", json!({"how": "flood"})).await;
@@ -821,6 +827,9 @@ async fn a_misbehaving_server_is_contained_and_its_crash_ends_the_gateway() {
     );
     assert!(wait_gone(".shell_server.py").await);
     let records = sup.session_records(&session);
+    let ghost = records_of(&records, "tool_result", "ghost");
+    assert_eq!(ghost.len(), 1, "{records:?}");
+    assert_eq!(ghost[0]["status"], "error");
     let crashed = records_of(&records, "tool_result", "misbehave");
     assert!(
         crashed.iter().any(|r| r["status"] == "stopped"),
