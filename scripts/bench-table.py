@@ -29,6 +29,7 @@ def tgt(t):
     if k=='at_most_mib': return f"≤ {t['value']:.0f} MiB (#{i})"
     if k=='at_least_per_second': return f"≥ {t['value']/1e3:.0f}k/s (#{i})"
     if k=='ratio_at_most': return f"≤ {t['factor']}× baseline (#{i})"
+    if k=='added_at_most_nanos': return f"≤ baseline + {fmt(t['value'],'nanos')} (#{i})"
     return json.dumps(t)
 ids=[r['id'] for r in runs[0]['rows']]
 names={r['id']:r['name'].replace('|','\\|') for r in runs[0]['rows']}

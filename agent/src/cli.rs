@@ -88,6 +88,10 @@ pub enum RawCommand {
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
     },
+    /// Serve tollgate's tools to an MCP client over stdin/stdout
+    Mcp(crate::mcp::McpArgs),
+    /// Run a third-party MCP server in tollgate's sandbox, every call gated
+    McpGateway(crate::mcp_gateway::McpGatewayArgs),
     /// Claude Code's or Codex's hook: reads one event on stdin, answers on stdout;
     /// every failure blocks (exit 2)
     Hook {
@@ -163,6 +167,8 @@ pub enum Action {
     Hook(crate::hook::event::HookSettings),
     HookExec { socket: PathBuf, id: String },
     HookConfig(crate::hook::config::ConfigSettings),
+    Mcp(crate::mcp::McpSettings),
+    McpGateway(crate::mcp_gateway::McpGatewaySettings),
 }
 
 /// A usage error: printed as `agent: <message>` and exit 2.
@@ -249,6 +255,22 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
                 mode,
                 workspace,
             }))
+        }
+        Some(RawCommand::Mcp(args)) => {
+            if raw.prompt.is_some() || raw.output == OutputFormat::Json || raw.model.is_some() {
+                return Err(UsageError(
+                    "`agent mcp` takes only --workspace, --mode, --tools, --max-tool-calls and --socket".into(),
+                ));
+            }
+            crate::mcp::validate(args, socket, raw.mode, raw.tools).map(Action::Mcp)
+        }
+        Some(RawCommand::McpGateway(args)) => {
+            if session_flags_used {
+                return Err(UsageError(
+                    "`agent mcp-gateway` takes only --name, --allow-net, --workspace, --mode and --socket".into(),
+                ));
+            }
+            crate::mcp_gateway::validate(args, socket, raw.mode).map(Action::McpGateway)
         }
         None => {
             let mode = check_mode(raw.mode)?;

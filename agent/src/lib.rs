@@ -17,6 +17,8 @@ pub mod context;
 pub mod demo;
 pub mod error;
 pub mod hook;
+pub mod mcp;
+pub mod mcp_gateway;
 pub mod model_text;
 pub mod planning;
 pub mod prompt;

@@ -106,6 +106,8 @@ fn run(action: Action) -> ! {
             }
             Action::HookExec { socket, id } => tollgate_agent::hook::exec::run(&socket, &id).await,
             Action::HookConfig(_) => 0,
+            Action::Mcp(m) => tollgate_agent::mcp::run(m).await,
+            Action::McpGateway(g) => tollgate_agent::mcp_gateway::run(g).await,
         }
     });
     // The stdin reader thread may sit in a blocking read: leave without waiting.

@@ -349,6 +349,20 @@ impl AgentService for Fake {
 
     type ApprovalsStream = ApprovalStream;
 
+    type McpGatewayStream = Pin<
+        Box<
+            dyn futures_util::Stream<Item = Result<tollgate_proto::McpGatewayServerMsg, Status>>
+                + Send,
+        >,
+    >;
+
+    async fn mcp_gateway(
+        &self,
+        _: Request<Streaming<tollgate_proto::McpGatewayClientMsg>>,
+    ) -> Result<Response<Self::McpGatewayStream>, Status> {
+        Err(Status::unimplemented("the fake serves no MCP gateway"))
+    }
+
     async fn approvals(
         &self,
         req: Request<Streaming<ApprovalClientMsg>>,

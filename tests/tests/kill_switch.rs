@@ -49,6 +49,13 @@ struct InFlight {
 /// Opens a session and starts `sleep ARG & sleep ARG` in its sandbox; returns
 /// once both sleeps run.
 async fn start_sleeps(sup: &Supervisor, arg: &str) -> InFlight {
+    start_command(sup, arg, &format!("sleep {arg} & sleep {arg}")).await
+}
+
+/// Opens a session and starts `command` in it, which must leave two
+/// processes `sleep ARG` running; returns once both are.
+async fn start_command(sup: &Supervisor, arg: &str, command: &str) -> InFlight {
+    let command = command.to_string();
     let ws = sup.dirs.workspace(&format!("ws-{arg}"), 0);
     let mut c = sup.agent_client().await;
     let s = c
@@ -62,7 +69,6 @@ async fn start_sleeps(sup: &Supervisor, arg: &str) -> InFlight {
         .into_inner();
     let socket = sup.agent_socket.clone();
     let token = s.token.clone();
-    let command = format!("sleep {arg} & sleep {arg}");
     let call = tokio::spawn(async move {
         let mut c = tollgate_e2e::harness::agent_client(&socket).await;
         c.call_tool(authed(
@@ -395,4 +401,96 @@ async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_rec
         f.session
     );
     drop(sup);
+}
+
+/// Regression (found by issue 23's `agent mcp` tests): a call whose client
+/// went away (Ctrl-C in the agent, a killed `agent mcp`) was recorded as
+/// `stopped` while its command ran on in the sandbox, because the PEP dropped
+/// the executor before it could act on the cancellation. The session stays
+/// open here, so nothing else kills the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_goes_away_kills_its_command() {
+    if !root_or_skip("a_call_whose_client_goes_away_kills_its_command") {
+        return;
+    }
+    let sup = Supervisor::start();
+    for round in 0..5 {
+        let arg = format!("1000.{}{round}", std::process::id());
+        let f = start_sleeps(&sup, &arg).await;
+        f.call.abort();
+        wait_for("the command to be killed", Duration::from_secs(10), || {
+            sleeps(&arg).is_empty()
+        });
+        // The session lives on: only the call was cancelled.
+        let mut c = sup.agent_client().await;
+        c.list_tools(authed(pb::ListToolsRequest {}, &f.token))
+            .await
+            .expect("the session is still open");
+        let stopped = sup
+            .session_records(&f.session)
+            .into_iter()
+            .find(|r| r["event"] == "tool_result")
+            .expect("the outcome is recorded");
+        assert_eq!(stopped["status"], "stopped", "{stopped}");
+    }
+}
+
+/// Issue 24 on the Docker backend, through the whole supervisor: a command
+/// that ignores SIGTERM, closes its stdout and leaves a double-forked
+/// `setsid` child behind (which ignores SIGTERM too) is killed with
+/// everything it started on revoke, and again on the session's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_revoke_and_session_end_kill_a_command_that_hides() {
+    let test = "docker_revoke_and_session_end_kill_a_command_that_hides";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let config = tollgate_e2e::harness::docker_config("");
+    let sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .start();
+    for (round, end) in ["revoke", "close"].into_iter().enumerate() {
+        let arg = format!("1000.{}{round}", std::process::id() % 10_000);
+        let hiding = format!(
+            "trap '' TERM; (setsid sh -c \"trap '' TERM; exec sleep {arg}\" &); exec >&-; sleep {arg}"
+        );
+        let f = start_command(&sup, &arg, &hiding).await;
+        match end {
+            "revoke" => {
+                let mut op = sup.operator_client().await;
+                op.revoke_session(pb::RevokeSessionRequest {
+                    session_id: f.session.clone(),
+                    reason: "hiding".to_string(),
+                })
+                .await
+                .unwrap();
+            }
+            _ => {
+                let mut c = sup.agent_client().await;
+                c.close_session(authed(pb::CloseSessionRequest {}, &f.token))
+                    .await
+                    .unwrap();
+            }
+        }
+        wait_for(
+            &format!("{end}: the command and its setsid child to die"),
+            Duration::from_secs(10),
+            || sleeps(&arg).is_empty(),
+        );
+        let answered = tokio::time::timeout(Duration::from_secs(10), f.call)
+            .await
+            .expect("the in-flight call came back")
+            .unwrap();
+        if let Ok(r) = answered {
+            assert!(!r.ok, "{end}: the call did not end as stopped: {r:?}");
+        }
+        let events = sup.session_records(&f.session);
+        assert!(
+            events
+                .iter()
+                .any(|e| e["event"] == "tool_result" && e["status"] == "stopped"),
+            "{end}: no stopped tool_result: {events:#?}"
+        );
+    }
 }

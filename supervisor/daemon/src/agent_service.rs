@@ -65,6 +65,7 @@ const REPORTABLE: &[&str] = &[
     "turn_summary",
 ];
 
+type McpGatewayStream = Pin<Box<dyn Stream<Item = Result<pb::McpGatewayServerMsg, Status>> + Send>>;
 type ApprovalStream = Pin<Box<dyn Stream<Item = Result<pb::ApprovalServerMsg, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -248,6 +249,24 @@ impl AgentService for AgentSvc {
                 }
             }
         });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    type McpGatewayStream = McpGatewayStream;
+
+    async fn mcp_gateway(
+        &self,
+        req: Request<Streaming<pb::McpGatewayClientMsg>>,
+    ) -> Result<Response<Self::McpGatewayStream>, Status> {
+        let session = authed(&req)?;
+        let inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(crate::mcp_gateway::serve(
+            Arc::clone(&self.sup),
+            session,
+            inbound,
+            tx,
+        ));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 

@@ -23,6 +23,7 @@ pub mod facts;
 pub mod hooks;
 pub mod host_addrs;
 pub mod llm;
+pub mod mcp_gateway;
 pub mod operator_service;
 pub mod pep;
 pub mod refusals;

@@ -85,6 +85,10 @@ pub struct Cleared {
     pub delegated: Option<String>,
 }
 
+/// How long a cancelled call's executor may take to stop what it started
+/// (kill the command's process group and reap it) before it is dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
 /// Runs one tool call through the whole pipeline. Cancelling `cancel` (the
 /// client went away, the session was revoked) stops it at whatever stage it
 /// is in; the records say so.
@@ -168,12 +172,18 @@ pub async fn call_tool(
             Ok(run.await)
         }
     };
-    let result = tokio::select! {
-        r = run => match r {
-            Ok(r) => r,
-            Err(e) => return denied(audit_unavailable(sup, session, &tool, &e)),
-        },
-        _ = cancel.cancelled() => Err(ExecError::Cancelled),
+    // On cancellation the executor still gets a moment: a sandboxed command
+    // is killed by the backend's exec loop, which acts on `cancel` only while
+    // it is polled. Dropping it at once left the command running.
+    tokio::pin!(run);
+    let ran = tokio::select! {
+        r = &mut run => Some(r),
+        _ = cancel.cancelled() => tokio::time::timeout(CANCEL_GRACE, &mut run).await.ok(),
+    };
+    let result = match ran {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return denied(audit_unavailable(sup, session, &tool, &e)),
+        None => Err(ExecError::Cancelled),
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut response = match result {
@@ -952,6 +962,18 @@ impl HopVetter for Vetter {
     }
 }
 
+/// The session's sandbox, created on first use, or why there is none (for
+/// `agent mcp-gateway`, which runs its server in it).
+pub(crate) async fn session_sandbox(
+    sup: &Supervisor,
+    session: &Session,
+) -> Result<Arc<dyn Sandbox>, String> {
+    sandbox_of(sup, session).await.map_err(|e| match e {
+        ExecError::Tool(m) | ExecError::Sandbox(m) | ExecError::DiskFloor(m) => m,
+        ExecError::Cancelled => "the session ended".to_string(),
+    })
+}
+
 /// The session's sandbox, created on first use.
 async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandbox>, ExecError> {
     let sb = session
@@ -1362,6 +1384,162 @@ async fn forward_routed(
         }
     }
     st
+}
+
+/// A wrapped MCP server's answer to a forwarded `tools/call`, already capped
+/// and redacted by the gateway: what goes back to the client, and what the
+/// audit records of it.
+pub struct McpAnswer {
+    /// The JSON-RPC response for the client.
+    pub response: Value,
+    pub bytes: usize,
+    pub truncated: bool,
+    /// The server said the call failed (`isError`, or a JSON-RPC error).
+    pub is_error: bool,
+}
+
+/// One `tools/call` of a wrapped MCP server (`agent mcp-gateway`), through
+/// the same steps as [`call_tool`]: the tool-call cap, the engine's
+/// `mcp(NAME.TOOL)` decision, its record (durable before anything is
+/// forwarded), an approval when the verdict is ask, then `forward` (which
+/// sends the request to the server in the session's sandbox and waits for
+/// its answer), bounded by the sandbox's longest run timeout, and its
+/// outcome record. `Err` is the sentence for the model when the call was
+/// not forwarded or got no answer.
+#[allow(clippy::too_many_arguments)]
+pub async fn mcp_tool_call<F, Fut>(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    server: &str,
+    tool: &str,
+    call_id: &str,
+    args: &Value,
+    cancel: &CancellationToken,
+    forward: F,
+) -> Result<McpAnswer, pb::Denial>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<McpAnswer, String>>,
+{
+    use tollgate_policy::{MCP_RULE_TOOL, McpToolCall};
+    let started = Instant::now();
+    if !session.is_active() {
+        return Err(revoked(session));
+    }
+    let call = McpToolCall {
+        server: server.to_string(),
+        tool: tool.to_string(),
+    };
+    let raw_args = sup.redactor.redact(&args.to_string());
+    let mut decision = if session.take_tool_call() {
+        sup.engine.decide_mcp(&call, session.mode)
+    } else {
+        Decision::deny(
+            Code::CapReached,
+            format!(
+                "the session's tool-call cap ({}) is reached. Stop calling tools and summarise what you did and what remains.",
+                session.caps.max_tool_calls
+            ),
+            Some("cap:max_tool_calls"),
+        )
+    };
+    let mut allowed_by = "allowed";
+    if decision.verdict == Verdict::Ask {
+        if session.has_grant(MCP_RULE_TOOL, &decision.target) {
+            decision.verdict = Verdict::Allow;
+            allowed_by = "allowed(session-scope)";
+        } else if sup.config.session.auto_approve {
+            decision.verdict = Verdict::Allow;
+            allowed_by = "auto-allow(config)";
+        }
+    }
+    let mut check = json!({
+        "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
+        "decision": decision.verdict.as_str(), "code": decision.code.as_str(),
+        "rule": decision.rule, "reason": decision.reason, "consequence": decision.consequence,
+        "destructive": decision.destructive, "target": decision.target,
+        "args": excerpt_of(&raw_args),
+    });
+    if decision.verdict == Verdict::Allow {
+        check["allowed_by"] = json!(allowed_by);
+    }
+    let durable_next = decision.verdict == Verdict::Allow;
+    record_as(sup, session, "permission_check", check, durable_next)
+        .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
+    match decision.verdict {
+        Verdict::Deny => return Err(denial_of(&decision)),
+        Verdict::Ask => {
+            allowed_by = ask(
+                sup,
+                session,
+                call_id,
+                MCP_RULE_TOOL,
+                args,
+                &decision,
+                Duration::from_secs(sup.config.session.approval_timeout_s),
+                cancel,
+            )
+            .await?;
+        }
+        Verdict::Allow => {}
+    }
+    record(
+        sup,
+        session,
+        "tool_started",
+        json!({
+            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
+            "allowed_by": allowed_by, "target": decision.target,
+        }),
+    )
+    .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
+    let limit = Duration::from_secs(sup.config.sandbox.max_run_timeout_s);
+    // Biased: an answer (or the server's end) already there is reported as
+    // such, even when the call is being cancelled at the same moment.
+    let outcome = tokio::select! {
+        biased;
+        r = tokio::time::timeout(limit, forward()) => match r {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "the MCP server `{server}` did not answer within {}s; the call was abandoned.",
+                limit.as_secs()
+            )),
+        },
+        _ = cancel.cancelled() => Err(if session.is_active() {
+            "the call was cancelled before the MCP server answered.".to_string()
+        } else {
+            revoked(session).reason
+        }),
+    };
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let fields = match &outcome {
+        Ok(a) => json!({
+            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
+            "status": if a.is_error { "error" } else { "ok" }, "bytes": a.bytes,
+            "truncated": a.truncated, "duration_ms": duration_ms,
+        }),
+        Err(why) => json!({
+            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
+            "status": "stopped", "bytes": 0, "truncated": false, "duration_ms": duration_ms,
+            "error": why,
+        }),
+    };
+    let _ = sup
+        .recorder
+        .to_file_deferred(&session.audit, &session.id, "tool_result", fields);
+    outcome.map_err(|reason| {
+        if session.is_active() {
+            pb::Denial {
+                code: pb::DenialCode::SandboxUnavailable as i32,
+                reason,
+                rule: "mcp-gateway".to_string(),
+                consequence: decision.consequence.clone(),
+                destructive: false,
+            }
+        } else {
+            revoked(session)
+        }
+    })
 }
 
 fn record(

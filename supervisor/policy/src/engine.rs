@@ -188,6 +188,12 @@ impl Engine {
         })
     }
 
+    /// Decides one call of a wrapped MCP server's tool (`agent
+    /// mcp-gateway`): `mcp(NAME.TOOL)` rules, then the mode.
+    pub fn decide_mcp(&self, call: &crate::mcp::McpToolCall, mode: Mode) -> Decision {
+        crate::mcp::decide(&self.rules, call, mode)
+    }
+
     /// The number of configured rules.
     pub fn rule_count(&self) -> usize {
         self.rules.len()
@@ -678,24 +684,17 @@ fn place_name(r: &Resolved) -> String {
 /// `_`, `-`; a tool name may also hold `.`), so a rule's `SERVER.TOOL` is
 /// never ambiguous and nothing odd reaches a reason or the audit log.
 fn mcp_call(server: &str, tool: &str) -> Analysis {
-    let plain = |s: &str, dot: bool| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (dot && b == b'.'))
-    };
     let consequence = format!(
         "call `{}` of the MCP server `{}`",
         shorten(tool, 128),
         shorten(server, 128)
     );
-    if !plain(server, false) || !plain(tool, true) {
+    let refused =
+        crate::mcp::check_server_name(server).or_else(|| crate::mcp::check_tool_name(tool));
+    if let Some(why) = refused {
         return Analysis::refused(
             "floor:mcp-name",
-            format!(
-                "the MCP server `{}` or tool `{}` has a name MCP does not allow (letters, digits, `_` and `-`; a tool name may also hold `.`), so it is refused.",
-                shorten(server, 128),
-                shorten(tool, 128)
-            ),
+            format!("{why}, so it is refused."),
             consequence,
         );
     }

@@ -1,6 +1,7 @@
 //! `supervisorctl policy test`: the engine offline, JSON Lines in and out.
 //!
 //! Each input line is `{"tool":"…","args":{…},"mode":"…"}` (`mode` optional;
+//! a wrapped MCP server's tool is `"tool":"mcp(NAME.TOOL)"`, args ignored;
 //! an optional `"read":["path",…]` lists files the session is taken to have
 //! read, for overwrite checks). Each output line, in order, is
 //! `{"decision":"allow|ask|deny","code":"…","reason":"…","rule":null|"…","destructive":false,"consequence":"…"}`;
@@ -142,6 +143,9 @@ fn one_line(
         read_files,
         repo: opts.repo.clone(),
     };
+    if let Some(mcp) = crate::mcp::parse_call(tool) {
+        return Ok(engine.decide_mcp(&mcp, mode));
+    }
     let call = ToolCall {
         tool: tool.to_string(),
         args: obj.get("args").cloned().unwrap_or(Value::Null),
@@ -298,6 +302,29 @@ mod tests {
         assert_eq!(out[2]["rule"], "allow: mcp(docs.*)");
         assert_eq!(out[3]["rule"], "floor:mcp-name");
         assert_eq!(out[4]["code"], "INVALID_ARGS");
+    }
+
+    #[test]
+    fn mcp_gateway_calls_are_decided_by_mcp_rules() {
+        let mut config = PolicyConfig::default();
+        config
+            .deny
+            .push(crate::RuleSpec::Bare("mcp(fs.write_file)".into()));
+        config.allow.push(crate::RuleSpec::Bare("mcp(fs.*)".into()));
+        let opts = TestOptions::new("/w".into(), Mode::Default, config);
+        let out = run_lines(
+            concat!(
+                "{\"tool\":\"mcp(fs.write_file)\",\"args\":{\"path\":\"/etc/x\"}}\n",
+                "{\"tool\":\"mcp(fs.read_file)\"}\n",
+                "{\"tool\":\"mcp(git.push)\"}\n",
+            ),
+            &opts,
+        );
+        assert_eq!(out[0]["decision"], "deny");
+        assert_eq!(out[0]["rule"], "deny: mcp(fs.write_file)");
+        assert_eq!(out[1]["decision"], "allow");
+        assert_eq!(out[2]["decision"], "ask");
+        assert_eq!(out[2]["rule"], "mode:default");
     }
 
     #[test]

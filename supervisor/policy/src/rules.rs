@@ -224,6 +224,19 @@ fn mcp_pattern(spec: &str, p: &str) -> Result<Pattern, PolicyError> {
             "both sides of `SERVER.TOOL` must be non-empty; write `*` to match any",
         ));
     }
+    // The names MCP allows (crate::mcp), and `*`.
+    let name = |s: &str, dot: bool| {
+        s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*') || (dot && c == '.'))
+    };
+    if !name(server, false) || !name(tool, true) {
+        return Err(invalid(
+            spec,
+            format!(
+                "`{server}.{tool}` is not SERVER.TOOL: names hold letters, digits, `_`, `-` (and `.` in the tool), and `*`"
+            ),
+        ));
+    }
     Ok(Pattern::Mcp {
         server: server.to_string(),
         tool: tool.to_string(),

@@ -275,6 +275,27 @@ pub trait Sandbox: Send + Sync {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError>;
 
+    /// Runs one long-lived command with its stdin fed from `stdin` (closed
+    /// when the sender is dropped) and its stdout and stderr sent on `out`
+    /// as they arrive, under the sandbox's limits, like [`Sandbox::exec`]:
+    /// an MCP server that `agent mcp-gateway` wraps. A slow reader of `out`
+    /// slows the command down (its pipe fills). `cancel` or `req.timeout`
+    /// kills its whole process group; the call returns when it is gone.
+    /// A backend that cannot connect a stdin refuses, naming itself.
+    async fn exec_interactive(
+        &self,
+        req: ExecRequest,
+        stdin: mpsc::Receiver<Bytes>,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError> {
+        let _ = (req, stdin, out, cancel);
+        Err(SandboxError::Refused(
+            "this sandbox backend cannot run a long-lived process with its stdin connected"
+                .to_string(),
+        ))
+    }
+
     /// Kills everything in the sandbox now (the kill switch). Idempotent and
     /// synchronous in effect: when it returns, no process of the sandbox runs.
     async fn destroy(&self) -> Result<(), SandboxError>;

@@ -117,6 +117,14 @@ impl AgentService for Floor {
     ) -> Reply<pb::CloseSessionResponse> {
         unimplemented()
     }
+    type McpGatewayStream =
+        Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::McpGatewayServerMsg, Status>> + Send>>;
+    async fn mcp_gateway(
+        &self,
+        _: Request<Streaming<pb::McpGatewayClientMsg>>,
+    ) -> Reply<Self::McpGatewayStream> {
+        unimplemented()
+    }
 }
 
 /// A running floor server, killed when dropped.

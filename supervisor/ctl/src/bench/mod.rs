@@ -13,7 +13,8 @@
 //! Groups, one file each: `inproc` (policy decision, audit append),
 //! `baselines` (fork/exec, unshare, bwrap), `native` (through gRPC on the
 //! native supervisor), `agent` (the real agent binary, per model turn),
-//! `docker` (the CLI against our docker backend); `floor` is the bare gRPC
+//! `mcp` (`agent mcp` over stdio beside gRPC), `docker` (the CLI against
+//! our docker backend); `floor` is the bare gRPC
 //! server ListTools is compared with.
 
 mod agent;
@@ -24,6 +25,8 @@ mod floor;
 mod harness;
 mod inproc;
 mod kill;
+mod mcp;
+mod mcp_gateway;
 mod native;
 mod stats;
 mod telemetry;
@@ -301,6 +304,10 @@ async fn measure(
             progress.step("clients: agent hook, the routed shell, a Claude Code scenario");
             let scenarios = if args.quick { 3 } else { 10 };
             rows.extend(clients::run(Some(bin_dir.join("agent")), &sup, root, n, scenarios).await);
+            progress.step("agent mcp over stdio, beside gRPC");
+            rows.extend(mcp::run(&bin_dir.join("agent"), &sup, root, n).await);
+            progress.step("agent mcp-gateway beside the server's own stdio");
+            rows.extend(mcp_gateway::run(&bin_dir.join("agent"), &sup, root, n).await);
             if failed {
                 eprintln!(
                     "supervisorctl: bench: the native supervisor's stderr:\n{}",
@@ -335,6 +342,8 @@ async fn measure(
                 rows.push(Row::failed(id, name, unit, why.clone()));
             }
             rows.extend(clients::failed(&why));
+            rows.extend(mcp::failed(&why));
+            rows.extend(mcp_gateway::failed(&why));
         }
     }
 

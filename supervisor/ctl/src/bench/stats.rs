@@ -31,6 +31,9 @@ pub enum Target {
     AtLeastPerSecond { value: f64, issue: u32 },
     /// value ≤ this many MiB.
     AtMostMib { value: f64, issue: u32 },
+    /// median − the baseline's median ≤ this many nanoseconds (what a
+    /// layer adds).
+    AddedAtMostNanos { value: f64, issue: u32 },
 }
 
 impl Target {
@@ -47,6 +50,9 @@ impl Target {
                 format!("≥ {}/s (#{issue})", fmt_count(*value))
             }
             Target::AtMostMib { value, issue } => format!("≤ {value} MiB (#{issue})"),
+            Target::AddedAtMostNanos { value, issue } => {
+                format!("≤ base + {} (#{issue})", fmt_nanos(*value))
+            }
         }
     }
 }
@@ -188,6 +194,7 @@ pub fn judge(rows: &mut [Row]) {
                 Target::RatioAtMost { factor, .. } => r.ratio.map(|q| q <= *factor),
                 Target::AtLeastPerSecond { value, .. } => Some(m >= *value),
                 Target::AtMostMib { value, .. } => Some(m <= *value),
+                Target::AddedAtMostNanos { value, .. } => base.map(|b| m - b <= *value),
             },
         };
     }

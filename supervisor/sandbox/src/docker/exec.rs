@@ -146,6 +146,67 @@ async fn flush(out: &mpsc::Sender<Output>, pending: &mut Pending) {
     }
 }
 
+/// Where a command's stdin comes from.
+pub(super) enum Stdin {
+    /// /dev/null.
+    Null,
+    /// These bytes, then end of file.
+    Bytes(Bytes),
+    /// What arrives, until the sender is dropped (then end of file).
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+/// Aborts a task when dropped.
+pub(super) struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
+        }
+    }
+}
+
+impl DockerSandbox {
+    /// Sends command `id` its stdin: fixed bytes now, or a stream from a
+    /// task that lives as long as the returned guard.
+    async fn feed_stdin(&self, id: u64, stdin: Stdin) -> AbortOnDrop {
+        match stdin {
+            Stdin::Null => AbortOnDrop(None),
+            Stdin::Bytes(data) => {
+                for chunk in data.chunks(MAX_CHUNK) {
+                    let frame = ToAgent::Stdin {
+                        id,
+                        data: chunk.to_vec(),
+                    };
+                    // A failed send means the link is gone; the event
+                    // stream says so.
+                    let _ = self.link.send(&frame).await;
+                }
+                let _ = self.link.send(&ToAgent::StdinEof { id }).await;
+                AbortOnDrop(None)
+            }
+            Stdin::Stream(mut rx) => {
+                let link = Arc::clone(&self.link);
+                AbortOnDrop(Some(tokio::spawn(async move {
+                    while let Some(b) = rx.recv().await {
+                        for chunk in b.chunks(MAX_CHUNK) {
+                            let frame = ToAgent::Stdin {
+                                id,
+                                data: chunk.to_vec(),
+                            };
+                            if link.send(&frame).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    let _ = link.send(&ToAgent::StdinEof { id }).await;
+                })))
+            }
+        }
+    }
+}
+
 /// Returns output credit to the agent in batches.
 struct Credit {
     id: u64,
@@ -209,6 +270,22 @@ impl DockerSandbox {
         out: mpsc::Sender<Output>,
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
+        let stdin = match stdin {
+            Some(b) => Stdin::Bytes(b),
+            None => Stdin::Null,
+        };
+        self.exec_inner(req, stdin, out, cancel).await
+    }
+
+    /// One command through the agent, its stdin from /dev/null, fixed bytes,
+    /// or a stream (a long-lived process, [`Sandbox::exec_interactive`]).
+    pub(super) async fn exec_inner(
+        &self,
+        req: ExecRequest,
+        stdin: Stdin,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError> {
         let start = Instant::now();
         if !self.is_alive() {
             return Err(SandboxError::Gone(format!(
@@ -240,7 +317,9 @@ impl DockerSandbox {
                 "exec argv and cwd cannot contain NUL bytes".to_string(),
             ));
         }
-        if stdin.as_ref().is_some_and(|s| s.len() > MAX_STDIN) {
+        if let Stdin::Bytes(s) = &stdin
+            && s.len() > MAX_STDIN
+        {
             return Err(SandboxError::Refused(format!(
                 "stdin of more than {MAX_STDIN} bytes cannot be given to a command"
             )));
@@ -255,7 +334,7 @@ impl DockerSandbox {
             id,
             deadline_ms: deadline_ms(req.timeout),
             merge_stderr: req.merge_stderr,
-            stdin_pipe: stdin.is_some(),
+            stdin_pipe: !matches!(stdin, Stdin::Null),
             cwd: cwd.into_bytes(),
             argv: req.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
             env: self
@@ -273,18 +352,8 @@ impl DockerSandbox {
             guard.done = true;
             return Err(self.gone_error("exec").await);
         }
-        if let Some(data) = &stdin {
-            for chunk in data.chunks(MAX_CHUNK) {
-                let _ = self
-                    .link
-                    .send(&ToAgent::Stdin {
-                        id,
-                        data: chunk.to_vec(),
-                    })
-                    .await;
-            }
-            let _ = self.link.send(&ToAgent::StdinEof { id }).await;
-        }
+        // Ended (aborted) with this call: a stream is fed while it runs.
+        let _feeder = self.feed_stdin(id, stdin).await;
 
         let mut pending = Pending::new();
         let mut credit = Credit {
@@ -419,6 +488,17 @@ impl Sandbox for DockerSandbox {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
         self.exec_with_stdin(req, None, out, cancel).await
+    }
+
+    async fn exec_interactive(
+        &self,
+        req: ExecRequest,
+        stdin: mpsc::Receiver<Bytes>,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError> {
+        self.exec_inner(req, Stdin::Stream(stdin), out, cancel)
+            .await
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {

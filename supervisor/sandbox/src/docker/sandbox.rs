@@ -27,6 +27,10 @@ use crate::SandboxError;
 const SETTLE: Duration = Duration::from_secs(2);
 const SETTLE_STEP: Duration = Duration::from_millis(20);
 
+/// How long a removal someone else started may take before destroy gives up
+/// (and the container's placeholders wait for the next start's reaper).
+const REMOVAL_WAIT: Duration = Duration::from_secs(15);
+
 /// One session's container.
 pub struct DockerSandbox {
     pub(super) docker: Docker,
@@ -237,17 +241,20 @@ impl DockerSandbox {
             Ok(()) => Ok(()),
             Err(e) if status_code(&e) == Some(404) => Ok(()),
             // "removal already in progress": someone else (a concurrent
-            // destroy, the engine) is removing it; wait until it is gone.
+            // destroy, the engine) is removing it; wait until it is gone
+            // (seconds on a loaded host: until then its placeholders stay).
             Err(e) if status_code(&e) == Some(409) => {
-                for _ in 0..100 {
+                let deadline = tokio::time::Instant::now() + REMOVAL_WAIT;
+                while tokio::time::Instant::now() < deadline {
                     match self.docker.inspect_container(&self.id, None).await {
                         Err(e) if status_code(&e) == Some(404) => return Ok(()),
                         _ => tokio::time::sleep(Duration::from_millis(20)).await,
                     }
                 }
                 Err(SandboxError::Other(format!(
-                    "container {} is still being removed after 2 s",
-                    self.name
+                    "container {} is still being removed after {} s",
+                    self.name,
+                    REMOVAL_WAIT.as_secs()
                 )))
             }
             Err(e) if is_engine_gone(&e) => Err(SandboxError::Unavailable(format!(

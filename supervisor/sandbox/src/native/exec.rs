@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::Bytes;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,30 @@ fn pipe_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
 }
 
 impl NativeSandbox {
+    /// [`crate::Sandbox::exec_interactive`]: a pipe for stdin, fed from
+    /// `stdin` by a task that ends with the command (or when the sender is
+    /// dropped, which closes the command's stdin).
+    pub(super) async fn exec_fed(
+        &self,
+        req: ExecRequest,
+        mut stdin: mpsc::Receiver<Bytes>,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError> {
+        let (read, write) = pipe_pair()?;
+        let mut sender = pipe::Sender::from_owned_fd(write).map_err(io("stdin pipe"))?;
+        let feeder = tokio::spawn(async move {
+            while let Some(chunk) = stdin.recv().await {
+                if sender.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let r = self.exec_with_stdin(req, Some(read), out, cancel).await;
+        feeder.abort();
+        r
+    }
+
     /// [`crate::Sandbox::exec`] with an explicit stdin (a pty, for example);
     /// `None` means /dev/null.
     pub async fn exec_with_stdin(

@@ -34,6 +34,8 @@ pub(crate) mod seccomp;
 pub(crate) mod sys;
 
 use std::collections::HashMap;
+
+use bytes::Bytes;
 use std::hash::{Hash, Hasher};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -847,6 +849,16 @@ impl Sandbox for NativeSandbox {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
         self.exec_with_stdin(req, None, out, cancel).await
+    }
+
+    async fn exec_interactive(
+        &self,
+        req: ExecRequest,
+        stdin: mpsc::Receiver<Bytes>,
+        out: mpsc::Sender<Output>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome, SandboxError> {
+        self.exec_fed(req, stdin, out, cancel).await
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
