@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds the tollgate .deb: the three binaries (release), their man pages and
+# Builds the tollgate .deb: the three binaries (release) and the Docker
+# backend's static exec agent (built with them by supervisor/sandbox/build.rs,
+# installed beside supervisor where the backend looks for it), their man pages and
 # shell completions (generated from the clap definitions by each binary's
 # hidden `__generate-docs DIR`), the packaged config (the workstation
 # example with `operator_group = "tollgate"`), then `cargo deb --no-build`.
