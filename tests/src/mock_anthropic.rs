@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::mock_http::{MockHttp, Reply, not_found, sse};
+use crate::mock_http::{MockHttp, Reply, not_found, sse, text_of};
 use crate::mock_openai::RecordedRequest;
 
 /// One model turn.
@@ -122,19 +122,6 @@ fn tool_results_in(body: &Value) -> Vec<Value> {
         .filter(|b| b["type"] == "tool_result")
         .cloned()
         .collect()
-}
-
-/// A block's content: a string, or text blocks.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 fn reply(n: usize, step: Option<&Step>) -> Reply {

@@ -4,6 +4,7 @@
 //! answers each with what a responder returns for it. The Anthropic and
 //! OpenAI Responses mocks are responders over this.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -29,11 +30,16 @@ pub type Responder = dyn Fn(&[RecordedRequest]) -> Reply + Send + Sync;
 pub struct MockHttp {
     addr: SocketAddr,
     requests: Arc<Mutex<Vec<RecordedRequest>>>,
+    _server: Acceptor,
+}
+
+/// An accept loop and the connections it serves; dropping it stops them all.
+pub(crate) struct Acceptor {
     accept: JoinHandle<()>,
     conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
-impl Drop for MockHttp {
+impl Drop for Acceptor {
     fn drop(&mut self) {
         self.accept.abort();
         if let Ok(conns) = self.conns.lock() {
@@ -41,6 +47,29 @@ impl Drop for MockHttp {
                 c.abort();
             }
         }
+    }
+}
+
+impl Acceptor {
+    /// Serves every connection `listener` accepts with `conn`, each in its
+    /// own task (call inside a tokio runtime).
+    pub(crate) fn spawn<F, Fut>(listener: TcpListener, conn: F) -> Acceptor
+    where
+        F: Fn(TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
+        let cs = Arc::clone(&conns);
+        let accept = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let h = tokio::spawn(conn(stream));
+                if let Ok(mut c) = cs.lock() {
+                    c.retain(|h| !h.is_finished());
+                    c.push(h);
+                }
+            }
+        });
+        Acceptor { accept, conns }
     }
 }
 
@@ -55,25 +84,17 @@ impl MockHttp {
         let addr = listener.local_addr()?;
         let listener = TcpListener::from_std(listener)?;
         let requests: Arc<Mutex<Vec<RecordedRequest>>> = Arc::new(Mutex::new(Vec::new()));
-        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
-        let (rq, cs) = (Arc::clone(&requests), Arc::clone(&conns));
-        let accept = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (rq, respond) = (Arc::clone(&rq), Arc::clone(&respond));
-                let h = tokio::spawn(async move {
-                    let _ = serve(stream, rq, respond).await;
-                });
-                if let Ok(mut c) = cs.lock() {
-                    c.retain(|h| !h.is_finished());
-                    c.push(h);
-                }
+        let rq = Arc::clone(&requests);
+        let server = Acceptor::spawn(listener, move |stream| {
+            let (rq, respond) = (Arc::clone(&rq), Arc::clone(&respond));
+            async move {
+                let _ = serve(stream, rq, respond).await;
             }
         });
         Ok(MockHttp {
             addr,
             requests,
-            accept,
-            conns,
+            _server: server,
         })
     }
 
@@ -152,8 +173,8 @@ async fn read_request(
     let body_start = head_end + 4;
     let body = if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         loop {
-            if let Some(b) = dechunk(&buf[body_start..]) {
-                buf.clear();
+            if let Some((b, used)) = dechunk(&buf[body_start..]) {
+                buf.drain(..body_start + used);
                 break b;
             }
             let n = stream.read(&mut chunk).await?;
@@ -195,5 +216,21 @@ pub fn not_found() -> Reply {
         status: 404,
         content_type: "application/json",
         body: br#"{"error":{"type":"not_found_error","message":"the mock serves the model endpoint only"}}"#.to_vec(),
+    }
+}
+
+/// A content value as text: a string, the text of text blocks, or JSON of
+/// another shape.
+pub fn text_of(content: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::mock_http::{MockHttp, Reply, not_found, sse};
+use crate::mock_http::{MockHttp, Reply, not_found, sse, text_of};
 use crate::mock_openai::RecordedRequest;
 
 /// One model turn.
@@ -88,17 +88,15 @@ impl MockResponses {
             .collect()
     }
 
-    /// What the model was told about `call_N`.
+    /// What the model was told about `call_N` (an MCP result may come as
+    /// text blocks: their text).
     pub fn result_of(&self, call_id: &str) -> Option<String> {
         self.requests().iter().find_map(|r| {
             let v = r.json()?;
             outputs_in(&v)
                 .into_iter()
                 .find(|o| o["call_id"] == call_id)
-                .map(|o| match &o["output"] {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
+                .map(|o| text_of(&o["output"]))
         })
     }
 
