@@ -9,11 +9,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::mock_openai::{RecordedRequest, dechunk, find, write_response};
+use crate::mock_openai::{MAX_REQUEST_BYTES, RecordedRequest, dechunk, find, write_response};
 
 /// One answer: status, content type, body.
 pub struct Reply {
@@ -108,6 +109,87 @@ impl MockHttp {
     }
 }
 
+/// How a scripted model mock speaks its API.
+pub(crate) struct Dialect<S: 'static> {
+    /// Whether a request is a model request (others get a 404).
+    pub is_model: fn(&RecordedRequest) -> bool,
+    /// The tool results a model request's JSON carries.
+    pub results_in: fn(&Value) -> Vec<Value>,
+    /// The answer to the model request carrying `n` results: step `n`.
+    pub reply: fn(usize, Option<&S>) -> Reply,
+}
+
+/// A scripted model mock: the answer to a model request is the step
+/// numbered by how many tool results it carries, so a client's side
+/// requests do not shift the script. Every request is recorded.
+pub(crate) struct Scripted {
+    http: MockHttp,
+    is_model: fn(&RecordedRequest) -> bool,
+    results_in: fn(&Value) -> Vec<Value>,
+}
+
+impl Scripted {
+    /// Serves `script` in `dialect` on `listener` (inside a tokio runtime).
+    pub(crate) fn serve<S: Send + Sync + 'static>(
+        listener: std::net::TcpListener,
+        script: Vec<S>,
+        dialect: Dialect<S>,
+    ) -> std::io::Result<Scripted> {
+        let Dialect {
+            is_model,
+            results_in,
+            reply,
+        } = dialect;
+        let script = Arc::new(script);
+        let http = MockHttp::serve(
+            listener,
+            Arc::new(move |reqs: &[RecordedRequest]| match reqs.last() {
+                Some(r) if is_model(r) => {
+                    let n = r.json().map(|v| results_in(&v).len()).unwrap_or(0);
+                    reply(n, script.get(n))
+                }
+                _ => not_found(),
+            }),
+        )?;
+        Ok(Scripted {
+            http,
+            is_model,
+            results_in,
+        })
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.http.addr()
+    }
+
+    /// The model requests, in order.
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
+        self.http
+            .requests()
+            .into_iter()
+            .filter(|r| (self.is_model)(r))
+            .collect()
+    }
+
+    /// The result whose `id_key` is `id`, from the first request that
+    /// carries it.
+    pub(crate) fn result(&self, id_key: &str, id: &str) -> Option<Value> {
+        self.requests().iter().find_map(|r| {
+            let v = r.json()?;
+            (self.results_in)(&v).into_iter().find(|b| b[id_key] == id)
+        })
+    }
+
+    /// Every model request as text, for "never appears" checks.
+    pub(crate) fn all_text(&self) -> String {
+        self.requests()
+            .iter()
+            .map(|r| r.raw_text())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 async fn serve(
     mut stream: TcpStream,
     requests: Arc<Mutex<Vec<RecordedRequest>>>,
@@ -137,10 +219,11 @@ async fn serve(
     }
 }
 
-type Request = (String, String, Vec<(String, String)>, Vec<u8>);
+pub(crate) type Request = (String, String, Vec<(String, String)>, Vec<u8>);
 
-/// Reads one request (content-length or chunked body); `None` at EOF.
-async fn read_request(
+/// Reads one request (content-length or chunked body); `None` at EOF, or
+/// after answering 413 to a body over [`MAX_REQUEST_BYTES`].
+pub(crate) async fn read_request(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<Request>> {
@@ -187,6 +270,10 @@ async fn read_request(
         let len: usize = header("content-length")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        if len > MAX_REQUEST_BYTES {
+            write_response(stream, 413, "text/plain", b"request too large").await?;
+            return Ok(None);
+        }
         while buf.len() < body_start + len {
             let n = stream.read(&mut chunk).await?;
             if n == 0 {
@@ -202,7 +289,7 @@ async fn read_request(
 }
 
 /// Server-sent events: `event: NAME\ndata: JSON\n\n` each.
-pub fn sse(events: &[(&str, serde_json::Value)]) -> Vec<u8> {
+pub fn sse(events: &[(&str, Value)]) -> Vec<u8> {
     let mut out = String::new();
     for (name, data) in events {
         out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
@@ -221,8 +308,7 @@ pub fn not_found() -> Reply {
 
 /// A content value as text: a string, the text of text blocks, or JSON of
 /// another shape.
-pub fn text_of(content: &serde_json::Value) -> String {
-    use serde_json::Value;
+pub fn text_of(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks

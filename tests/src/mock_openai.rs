@@ -11,13 +11,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::mock_http::Acceptor;
+use crate::mock_http::{Acceptor, read_request};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Largest request the mock reads (a request over it gets 413).
-const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -342,68 +342,9 @@ pub(crate) fn dechunk(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        // Head.
-        let head_end = loop {
-            if let Some(i) = find(&buf, b"\r\n\r\n") {
-                break i;
-            }
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let request_line = lines.next().unwrap_or_default().to_string();
-        let mut parts = request_line.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_string();
-        let path = parts.next().unwrap_or_default().to_string();
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-            .collect();
-        let header = |name: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
-        let chunked =
-            header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-        let body_start = head_end + 4;
-        let body: Vec<u8> = if chunked {
-            loop {
-                if let Some((b, used)) = dechunk(&buf[body_start..]) {
-                    buf.drain(..body_start + used);
-                    break b;
-                }
-                let n = stream.read(&mut chunk).await?;
-                if n == 0 {
-                    return Ok(());
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-        } else {
-            let len: usize = header("content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            if len > MAX_REQUEST_BYTES {
-                write_response(&mut stream, 413, "text/plain", b"request too large").await?;
-                return Ok(());
-            }
-            while buf.len() < body_start + len {
-                let n = stream.read(&mut chunk).await?;
-                if n == 0 {
-                    return Ok(());
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let b = buf[body_start..body_start + len].to_vec();
-            buf.drain(..body_start + len);
-            b
+        let Some((method, path, headers, body)) = read_request(&mut stream, &mut buf).await? else {
+            return Ok(());
         };
         let is_chat = method == "POST" && path.ends_with("/chat/completions");
         let (index, reply) = {
@@ -460,6 +401,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncReadExt;
 
     async fn post(addr: SocketAddr, body: &str, extra_headers: &str) -> (u16, String) {
         let mut s = TcpStream::connect(addr).await.unwrap();
