@@ -40,25 +40,46 @@ pub struct Clients {
 /// The clients, or `None` after one `skipped: …` line; under
 /// `TOLLGATE_REQUIRE_CLIENTS=1` a missing client fails the test.
 pub fn clients_or_skip(test: &str) -> Option<Clients> {
-    let bin = clients_dir().join("node_modules/.bin");
     let c = Clients {
-        claude: bin.join("claude"),
-        codex: bin.join("codex"),
+        claude: client_bin(Which::Claude),
+        codex: client_bin(Which::Codex),
     };
-    let missing: Vec<String> = [&c.claude, &c.codex]
+    match missing_for(&[&c.claude, &c.codex]) {
+        None => Some(c),
+        Some(why) => skip_or_fail(test, &why),
+    }
+}
+
+/// One client, as [`clients_or_skip`] finds both.
+pub fn client_or_skip(which: Which, test: &str) -> Option<PathBuf> {
+    let exe = client_bin(which);
+    match missing_for(&[&exe]) {
+        None => Some(exe),
+        Some(why) => skip_or_fail(test, &why),
+    }
+}
+
+/// Where a client's executable is.
+fn client_bin(which: Which) -> PathBuf {
+    clients_dir().join("node_modules/.bin").join(which.name())
+}
+
+/// Why the clients `exes` cannot run here, or `None` when they can.
+fn missing_for(exes: &[&PathBuf]) -> Option<String> {
+    let missing: Vec<String> = exes
         .iter()
         .filter(|p| !p.exists())
         .map(|p| p.display().to_string())
         .collect();
-    let tools: Vec<&str> = ["unshare", "nsenter", "setpriv", "ip"]
+    let tools: Vec<&str> = ["unshare", "nsenter", "setpriv", "ip", "timeout"]
         .into_iter()
         .filter(|t| which(t).is_none())
         .collect();
     let root = nix::unistd::geteuid().is_root();
     if missing.is_empty() && tools.is_empty() && root {
-        return Some(c);
+        return None;
     }
-    let why = if !root {
+    Some(if !root {
         "needs root (namespaces, an overlay on /etc)".to_string()
     } else if !tools.is_empty() {
         format!("missing {}", tools.join(", "))
@@ -68,7 +89,12 @@ pub fn clients_or_skip(test: &str) -> Option<Clients> {
             missing.join(", "),
             clients_dir().display()
         )
-    };
+    })
+}
+
+/// `None` after a `skipped: …` line; a failure under
+/// `TOLLGATE_REQUIRE_CLIENTS=1`.
+fn skip_or_fail<T>(test: &str, why: &str) -> Option<T> {
     if std::env::var("TOLLGATE_REQUIRE_CLIENTS").as_deref() == Ok("1") {
         panic!("{test}: {why} (TOLLGATE_REQUIRE_CLIENTS=1)");
     }
@@ -215,38 +241,16 @@ impl Run {
             Which::Claude => ("/etc/claude-code", "managed-settings.json"),
             Which::Codex => ("/etc/codex", "requirements.toml"),
         };
-        let mut env: Vec<(String, String)> = vec![
-            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
-            ("HOME".into(), home.display().to_string()),
-            ("LANG".into(), "C.UTF-8".into()),
-        ];
+        let env = client_env(self.which, &home, &self.base_url);
         let args: Vec<String> = match self.which {
-            Which::Claude => {
-                env.extend([
-                    ("ANTHROPIC_BASE_URL".into(), self.base_url.clone()),
-                    ("ANTHROPIC_API_KEY".into(), "test-key".into()),
-                    (
-                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                        "1".into(),
-                    ),
-                    ("DISABLE_AUTOUPDATER".into(), "1".into()),
-                ]);
-                vec![
-                    "-p".into(),
-                    self.prompt.clone(),
-                    "--output-format".into(),
-                    "json".into(),
-                ]
-            }
+            Which::Claude => vec![
+                "-p".into(),
+                self.prompt.clone(),
+                "--output-format".into(),
+                "json".into(),
+            ],
             Which::Codex => {
-                let codex_home = home.join("codex");
-                std::fs::create_dir_all(&codex_home).expect("codex home");
-                std::fs::write(codex_home.join("config.toml"), codex_config(&self.base_url))
-                    .expect("codex config");
-                env.extend([
-                    ("CODEX_HOME".into(), codex_home.display().to_string()),
-                    ("MOCK_API_KEY".into(), "test-key".into()),
-                ]);
+                write_codex_config(&home, &codex_config(&self.base_url));
                 vec![
                     "exec".into(),
                     "--skip-git-repo-check".into(),
@@ -313,6 +317,44 @@ impl Run {
             .stderr(Stdio::piped());
         cmd
     }
+}
+
+/// The whole environment a client runs with (`env -i`): a plain PATH,
+/// HOME, and the mock model's URL and key (Codex's home under HOME).
+pub fn client_env(which: Which, home: &Path, base_url: &str) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME".into(), home.display().to_string()),
+        ("LANG".into(), "C.UTF-8".into()),
+    ];
+    match which {
+        Which::Claude => env.extend([
+            ("ANTHROPIC_BASE_URL".into(), base_url.to_string()),
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            (
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                "1".into(),
+            ),
+            ("DISABLE_AUTOUPDATER".into(), "1".into()),
+        ]),
+        Which::Codex => env.extend([
+            ("CODEX_HOME".into(), codex_home(home).display().to_string()),
+            ("MOCK_API_KEY".into(), "test-key".into()),
+        ]),
+    }
+    env
+}
+
+/// Codex's home (`CODEX_HOME`) under a run's HOME.
+pub fn codex_home(home: &Path) -> PathBuf {
+    home.join("codex")
+}
+
+/// Writes `config` as Codex's `config.toml` in its home under `home`.
+pub fn write_codex_config(home: &Path, config: &str) {
+    let dir = codex_home(home);
+    std::fs::create_dir_all(&dir).expect("codex home");
+    std::fs::write(dir.join("config.toml"), config).expect("codex config");
 }
 
 /// Codex's config for the mock provider, with everything that would leave

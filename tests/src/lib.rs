@@ -8,8 +8,8 @@
 pub mod clients;
 pub mod escape;
 pub mod harness;
-pub mod mcp_model_mocks;
 pub mod mock_anthropic;
 pub mod mock_http;
 pub mod mock_openai;
 pub mod mock_responses;
+pub mod model_mock;

@@ -9,11 +9,9 @@
 //! `toolu_1`, … (the step's number). Every request is recorded, so a test
 //! reads exactly what the model was told after each call.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
-use crate::mock_http::{MockHttp, Reply, not_found, sse};
+use crate::mock_http::{Dialect, Reply, Scripted, sse, text_of};
 use crate::mock_openai::RecordedRequest;
 
 /// One model turn.
@@ -46,7 +44,7 @@ pub struct ToolResult {
 }
 
 pub struct MockAnthropic {
-    http: MockHttp,
+    mock: Scripted,
 }
 
 impl MockAnthropic {
@@ -55,59 +53,40 @@ impl MockAnthropic {
         listener: std::net::TcpListener,
         script: Vec<Step>,
     ) -> std::io::Result<MockAnthropic> {
-        let script = Arc::new(script);
-        let http = MockHttp::serve(
-            listener,
-            Arc::new(move |reqs: &[RecordedRequest]| {
-                let Some(r) = reqs.last() else {
-                    return not_found();
-                };
-                if r.method != "POST" || !r.path.starts_with("/v1/messages") {
-                    return not_found();
-                }
-                let n = r.json().map(|v| tool_results_in(&v).len()).unwrap_or(0);
-                reply(n, script.get(n))
-            }),
-        )?;
-        Ok(MockAnthropic { http })
+        let dialect = Dialect {
+            is_model: |r| r.method == "POST" && r.path.starts_with("/v1/messages"),
+            results_in: tool_results_in,
+            reply,
+        };
+        Ok(MockAnthropic {
+            mock: Scripted::serve(listener, script, dialect)?,
+        })
     }
 
     /// `ANTHROPIC_BASE_URL`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.http.addr())
+        format!("http://{}", self.mock.addr())
     }
 
     /// The Messages requests, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.http
-            .requests()
-            .into_iter()
-            .filter(|r| r.method == "POST" && r.path.starts_with("/v1/messages"))
-            .collect()
+        self.mock.requests()
     }
 
     /// What the model was told about the call `toolu_N`, from the first
     /// request that carries it.
     pub fn result_of(&self, tool_use_id: &str) -> Option<ToolResult> {
-        self.requests().iter().find_map(|r| {
-            let v = r.json()?;
-            tool_results_in(&v)
-                .into_iter()
-                .find(|b| b["tool_use_id"] == tool_use_id)
-                .map(|b| ToolResult {
-                    text: text_of(&b["content"]),
-                    is_error: b["is_error"].as_bool().unwrap_or(false),
-                })
-        })
+        self.mock
+            .result("tool_use_id", tool_use_id)
+            .map(|b| ToolResult {
+                text: text_of(&b["content"]),
+                is_error: b["is_error"].as_bool().unwrap_or(false),
+            })
     }
 
     /// Every request as text, for "never appears" checks.
     pub fn all_text(&self) -> String {
-        self.requests()
-            .iter()
-            .map(|r| r.raw_text())
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.mock.all_text()
     }
 }
 
@@ -122,19 +101,6 @@ fn tool_results_in(body: &Value) -> Vec<Value> {
         .filter(|b| b["type"] == "tool_result")
         .cloned()
         .collect()
-}
-
-/// A block's content: a string, or text blocks.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 fn reply(n: usize, step: Option<&Step>) -> Reply {

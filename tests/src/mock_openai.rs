@@ -11,13 +11,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::mock_http::{Acceptor, read_request};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
 
 /// Largest request the mock reads (a request over it gets 413).
-const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -216,19 +216,7 @@ struct State {
 pub struct MockOpenAi {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
-    accept: JoinHandle<()>,
-    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
-}
-
-impl Drop for MockOpenAi {
-    fn drop(&mut self) {
-        self.accept.abort();
-        if let Ok(conns) = self.conns.lock() {
-            for c in conns.iter() {
-                c.abort();
-            }
-        }
-    }
+    _server: Acceptor,
 }
 
 impl MockOpenAi {
@@ -238,26 +226,17 @@ impl MockOpenAi {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State::default()));
-        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
         let st = Arc::clone(&state);
-        let cs = Arc::clone(&conns);
-        let accept = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let st = Arc::clone(&st);
-                let h = tokio::spawn(async move {
-                    let _ = serve(stream, st).await;
-                });
-                if let Ok(mut c) = cs.lock() {
-                    c.retain(|h| !h.is_finished());
-                    c.push(h);
-                }
+        let server = Acceptor::spawn(listener, move |stream| {
+            let st = Arc::clone(&st);
+            async move {
+                let _ = serve(stream, st).await;
             }
         });
         Ok(MockOpenAi {
             addr,
             state,
-            accept,
-            conns,
+            _server: server,
         })
     }
 
@@ -337,8 +316,9 @@ pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Decodes a chunked body in `buf`; `None` until it is complete.
-pub(crate) fn dechunk(buf: &[u8]) -> Option<Vec<u8>> {
+/// Decodes a chunked body at the start of `buf`: the body and the bytes it
+/// took (with its empty trailer); `None` until it is complete.
+pub(crate) fn dechunk(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
     let mut out = Vec::new();
     let mut pos = 0;
     loop {
@@ -347,7 +327,8 @@ pub(crate) fn dechunk(buf: &[u8]) -> Option<Vec<u8>> {
         let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
         pos = line_end + 2;
         if size == 0 {
-            return Some(out);
+            let end = find(&buf[pos..], b"\r\n")? + pos + 2;
+            return Some((out, end));
         }
         if buf.len() < pos + size + 2 {
             return None;
@@ -361,69 +342,9 @@ pub(crate) fn dechunk(buf: &[u8]) -> Option<Vec<u8>> {
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        // Head.
-        let head_end = loop {
-            if let Some(i) = find(&buf, b"\r\n\r\n") {
-                break i;
-            }
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let request_line = lines.next().unwrap_or_default().to_string();
-        let mut parts = request_line.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_string();
-        let path = parts.next().unwrap_or_default().to_string();
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-            .collect();
-        let header = |name: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
-        let chunked =
-            header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-        let body_start = head_end + 4;
-        let body: Vec<u8> = if chunked {
-            loop {
-                if let Some(b) = dechunk(&buf[body_start..]) {
-                    // Drop everything of this request (the trailer is assumed empty).
-                    buf.clear();
-                    break b;
-                }
-                let n = stream.read(&mut chunk).await?;
-                if n == 0 {
-                    return Ok(());
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-        } else {
-            let len: usize = header("content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            if len > MAX_REQUEST_BYTES {
-                write_response(&mut stream, 413, "text/plain", b"request too large").await?;
-                return Ok(());
-            }
-            while buf.len() < body_start + len {
-                let n = stream.read(&mut chunk).await?;
-                if n == 0 {
-                    return Ok(());
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let b = buf[body_start..body_start + len].to_vec();
-            buf.drain(..body_start + len);
-            b
+        let Some((method, path, headers, body)) = read_request(&mut stream, &mut buf).await? else {
+            return Ok(());
         };
         let is_chat = method == "POST" && path.ends_with("/chat/completions");
         let (index, reply) = {
@@ -480,6 +401,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncReadExt;
 
     async fn post(addr: SocketAddr, body: &str, extra_headers: &str) -> (u16, String) {
         let mut s = TcpStream::connect(addr).await.unwrap();
@@ -583,6 +505,9 @@ mod tests {
     #[test]
     fn dechunk_needs_the_whole_body() {
         assert_eq!(dechunk(b"3\r\nabc\r\n"), None);
-        assert_eq!(dechunk(b"3\r\nabc\r\n0\r\n\r\n"), Some(b"abc".to_vec()));
+        assert_eq!(
+            dechunk(b"3\r\nabc\r\n0\r\n\r\nGET"),
+            Some((b"abc".to_vec(), 13))
+        );
     }
 }

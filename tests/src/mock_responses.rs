@@ -8,11 +8,9 @@
 //! carries. Calls get the ids `call_0`, `call_1`, … (the step's number).
 //! Every request is recorded, so a test reads what the model was told.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
-use crate::mock_http::{MockHttp, Reply, not_found, sse};
+use crate::mock_http::{Dialect, Reply, Scripted, sse, text_of};
 use crate::mock_openai::RecordedRequest;
 
 /// One model turn.
@@ -50,7 +48,7 @@ impl Step {
 }
 
 pub struct MockResponses {
-    http: MockHttp,
+    mock: Scripted,
 }
 
 impl MockResponses {
@@ -58,56 +56,35 @@ impl MockResponses {
         listener: std::net::TcpListener,
         script: Vec<Step>,
     ) -> std::io::Result<MockResponses> {
-        let script = Arc::new(script);
-        let http = MockHttp::serve(
-            listener,
-            Arc::new(move |reqs: &[RecordedRequest]| {
-                let Some(r) = reqs.last() else {
-                    return not_found();
-                };
-                if r.method != "POST" || !r.path.ends_with("/responses") {
-                    return not_found();
-                }
-                let n = r.json().map(|v| outputs_in(&v).len()).unwrap_or(0);
-                reply(n, script.get(n))
-            }),
-        )?;
-        Ok(MockResponses { http })
+        let dialect = Dialect {
+            is_model: |r| r.method == "POST" && r.path.ends_with("/responses"),
+            results_in: outputs_in,
+            reply,
+        };
+        Ok(MockResponses {
+            mock: Scripted::serve(listener, script, dialect)?,
+        })
     }
 
     /// The provider's `base_url`.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.http.addr())
+        format!("http://{}/v1", self.mock.addr())
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.http
-            .requests()
-            .into_iter()
-            .filter(|r| r.method == "POST" && r.path.ends_with("/responses"))
-            .collect()
+        self.mock.requests()
     }
 
-    /// What the model was told about `call_N`.
+    /// What the model was told about `call_N` (an MCP result may come as
+    /// text blocks: their text).
     pub fn result_of(&self, call_id: &str) -> Option<String> {
-        self.requests().iter().find_map(|r| {
-            let v = r.json()?;
-            outputs_in(&v)
-                .into_iter()
-                .find(|o| o["call_id"] == call_id)
-                .map(|o| match &o["output"] {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-        })
+        self.mock
+            .result("call_id", call_id)
+            .map(|o| text_of(&o["output"]))
     }
 
     pub fn all_text(&self) -> String {
-        self.requests()
-            .iter()
-            .map(|r| r.raw_text())
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.mock.all_text()
     }
 }
 

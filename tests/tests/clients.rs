@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tollgate_e2e::clients::{Clients, NetNs, Run, Which, clients_or_skip, var_tmp_dir};
 use tollgate_e2e::harness::{Supervisor, bin};
-use tollgate_e2e::{mock_anthropic as anth, mock_responses as resp};
+use tollgate_e2e::model_mock::{ModelMock, Turn};
 
 /// An unprivileged uid for the sessions that must not be root's.
 const USER: u32 = 64123;
@@ -60,78 +60,8 @@ fn managed(sup: &Supervisor, which: Which) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The mock for a client: Anthropic's for Claude Code, Responses for Codex.
-enum Mock {
-    Claude(anth::MockAnthropic),
-    Codex(resp::MockResponses),
-}
-
-impl Mock {
-    fn base_url(&self) -> String {
-        match self {
-            Mock::Claude(m) => m.base_url(),
-            Mock::Codex(m) => m.base_url(),
-        }
-    }
-
-    /// What the model was told about call number `n`.
-    fn result(&self, n: usize) -> String {
-        match self {
-            Mock::Claude(m) => m
-                .result_of(&format!("toolu_{n}"))
-                .map(|r| r.text)
-                .unwrap_or_else(|| panic!("the model was never told about toolu_{n}")),
-            Mock::Codex(m) => m
-                .result_of(&format!("call_{n}"))
-                .unwrap_or_else(|| panic!("the model was never told about call_{n}")),
-        }
-    }
-
-    fn requests(&self) -> usize {
-        match self {
-            Mock::Claude(m) => m.requests().len(),
-            Mock::Codex(m) => m.requests().len(),
-        }
-    }
-}
-
-/// A scripted turn for either client.
-#[derive(Clone)]
-enum Turn {
-    Shell(String),
-    /// Claude Code only.
-    Tool(&'static str, Value),
-    /// Codex only.
-    Patch(String),
-}
-
-fn mock(which: Which, ns: &NetNs, turns: &[Turn]) -> Mock {
-    match which {
-        Which::Claude => {
-            let mut script: Vec<anth::Step> = turns
-                .iter()
-                .map(|t| match t {
-                    Turn::Shell(c) => anth::Step::bash(c),
-                    Turn::Tool(name, input) => anth::Step::tool(name, input.clone()),
-                    Turn::Patch(_) => panic!("apply_patch is Codex's"),
-                })
-                .collect();
-            script.push(anth::Step::Text("all done".into()));
-            Mock::Claude(anth::MockAnthropic::serve(ns.listen(), script).unwrap())
-        }
-        Which::Codex => {
-            let mut script: Vec<resp::Step> = turns
-                .iter()
-                .map(|t| match t {
-                    Turn::Shell(c) => resp::Step::exec(c),
-                    Turn::Patch(p) => resp::Step::apply_patch(p),
-                    Turn::Tool(..) => panic!("a Claude Code tool"),
-                })
-                .collect();
-            script.push(resp::Step::Text("all done".into()));
-            Mock::Codex(resp::MockResponses::serve(ns.listen(), script).unwrap())
-        }
-    }
+fn mock(which: Which, ns: &NetNs, turns: &[Turn]) -> ModelMock {
+    ModelMock::serve(which, ns.listen(), turns)
 }
 
 /// One client run's setup.
@@ -273,13 +203,13 @@ async fn sandbox_and_denials(which: Which, backend: &str) {
         .await
         .unwrap();
     assert!(
-        m.requests() > turns.len(),
+        m.requests().len() > turns.len(),
         "the client stopped early:\n{}",
         show(&out)
     );
     no_failed_hook(which, &out);
 
-    let allowed = m.result(0);
+    let allowed = m.told(0);
     for want in [
         "MARK-42",
         "HAVE-PY",
@@ -311,7 +241,7 @@ async fn sandbox_and_denials(which: Which, backend: &str) {
         ],
     };
     for (i, want) in wants.iter().enumerate() {
-        let told = m.result(i + 1);
+        let told = m.told(i + 1);
         assert!(
             told.contains("tollgate:") && told.contains(want),
             "call {}: {told}",
@@ -456,7 +386,7 @@ async fn supervisor_stopped(which: Which) {
             "{f} ran with the supervisor down:\n{}",
             show(&out)
         );
-        let told = m.result(i);
+        let told = m.told(i);
         assert!(
             told.contains("cannot reach the supervisor"),
             "call {i}: {told}"
@@ -547,13 +477,13 @@ async fn approvals(which: Which) {
     assert!(no.status.success(), "{}", show(&no));
     let out = client.await.unwrap();
     no_failed_hook(which, &out);
-    let approved = m.result(0);
+    let approved = m.told(0);
     assert!(
         approved.contains("APPROVED-RUN-42"),
         "{approved}\n{}",
         show(&out)
     );
-    let denied = m.result(1);
+    let denied = m.told(1);
     assert!(
         denied.contains("user denied") && denied.contains("not today"),
         "{denied}"
@@ -648,7 +578,7 @@ async fn revoke(which: Which) {
     if which == Which::Codex {
         // Codex does not stop on `continue: false`; every later call is
         // denied with the operator's reason.
-        let told = m.result(1);
+        let told = m.told(1);
         assert!(told.contains("stop now: e2e"), "{told}");
     }
     assert!(

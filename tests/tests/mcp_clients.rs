@@ -22,131 +22,22 @@
 mod agent_support;
 mod mcp_support;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 use agent_support::verify_audit;
 use serde_json::{Value, json};
+use tollgate_e2e::clients::{
+    NetNs, Which, client_env, client_or_skip, codex_config, var_tmp_dir, write_codex_config,
+};
 use tollgate_e2e::harness::{Supervisor, bin};
-use tollgate_e2e::mcp_model_mocks::{Api, ModelMock, Step};
+use tollgate_e2e::model_mock::{ModelMock, Turn};
 
 const CONFIG: &str = "[session]\nallow_dangerously_skip = true\napproval_timeout_s = 30\n[llm]\nprovider = \"script\"\n";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Client {
-    Claude,
-    Codex,
-}
-
-impl Client {
-    fn name(self) -> &'static str {
-        match self {
-            Client::Claude => "claude",
-            Client::Codex => "codex",
-        }
-    }
-
-    fn api(self) -> Api {
-        match self {
-            Client::Claude => Api::Anthropic,
-            Client::Codex => Api::Responses,
-        }
-    }
-}
-
-/// The client's executable, or `None` after a `skipped: …` line (a failure
-/// under TOLLGATE_REQUIRE_CLIENTS=1).
-fn client_or_skip(client: Client, test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("TOLLGATE_CLIENTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/tollgate-clients"));
-    let exe = dir.join("node_modules/.bin").join(client.name());
-    let root = nix::unistd::geteuid().is_root();
-    let tools_ok = ["unshare", "nsenter", "ip", "timeout"]
-        .iter()
-        .all(|t| Path::new("/usr/bin").join(t).exists() || Path::new("/bin").join(t).exists());
-    let why = if !root {
-        "needs root (a network namespace)".to_string()
-    } else if !tools_ok {
-        "needs unshare, nsenter, ip and timeout".to_string()
-    } else if !exe.exists() {
-        format!(
-            "{} is not installed (npm install --prefix {} @anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0)",
-            exe.display(),
-            dir.display()
-        )
-    } else {
-        return Some(exe);
-    };
-    if std::env::var("TOLLGATE_REQUIRE_CLIENTS").as_deref() == Ok("1") {
-        panic!("{test}: {why} (TOLLGATE_REQUIRE_CLIENTS=1)");
-    }
-    eprintln!("{test}: skipped: {why}");
-    None
-}
-
-/// A network namespace with only `lo`, held by a sleeping process.
-struct NetNs {
-    holder: Child,
-}
-
-impl NetNs {
-    fn new() -> NetNs {
-        let holder = Command::new("unshare")
-            .args(["--net", "--", "sleep", "3600"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("unshare --net");
-        let ns = NetNs { holder };
-        let own = std::fs::read_link("/proc/self/ns/net").ok();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while std::fs::read_link(ns.path()).ok() == own {
-            assert!(Instant::now() < deadline, "unshare --net did not start");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let up = Command::new("nsenter")
-            .arg(format!("--net={}", ns.path().display()))
-            .args(["--", "ip", "link", "set", "lo", "up"])
-            .status()
-            .expect("nsenter ip");
-        assert!(up.success(), "ip link set lo up failed");
-        ns
-    }
-
-    fn path(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/{}/ns/net", self.holder.id()))
-    }
-
-    /// A listener on 127.0.0.1 inside the namespace.
-    fn listen(&self) -> std::net::TcpListener {
-        let path = self.path();
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&path).expect("open netns");
-            nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-            std::net::TcpListener::bind("127.0.0.1:0").expect("bind in netns")
-        })
-        .join()
-        .expect("netns thread")
-    }
-}
-
-impl Drop for NetNs {
-    fn drop(&mut self) {
-        let _ = self.holder.kill();
-        let _ = self.holder.wait();
-    }
-}
-
 /// A scratch dir outside /tmp (Codex's home may not be under /tmp).
 fn scratch() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("tollgate-e2e-mcp-client-")
-        .tempdir_in("/var/tmp")
-        .expect("temp dir in /var/tmp");
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    d
+    var_tmp_dir("tollgate-e2e-mcp-client-")
 }
 
 /// The MCP server a client is configured with: its name and the `agent`
@@ -192,7 +83,7 @@ fn gateway() -> Server {
 /// `ws`, until it ends (or three minutes pass).
 #[allow(clippy::too_many_arguments)]
 fn run_client(
-    client: Client,
+    client: Which,
     exe: &Path,
     sup: &Supervisor,
     server: &Server,
@@ -205,27 +96,14 @@ fn run_client(
     std::fs::create_dir_all(&home).unwrap();
     let agent = bin("agent").display().to_string();
     let socket = sup.agent_socket.display().to_string();
-    let mut env: Vec<(String, String)> = vec![
-        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
-        ("HOME".into(), home.display().to_string()),
-        ("LANG".into(), "C.UTF-8".into()),
-    ];
+    let env = client_env(client, &home, base_url);
     let args: Vec<String> = match client {
-        Client::Claude => {
+        Which::Claude => {
             let cfg = scratch.join("mcp.json");
             let servers = json!({"mcpServers": {server.name: {
                 "command": agent, "args": server.args,
                 "env": {"TOLLGATE_SOCKET": socket}}}});
             std::fs::write(&cfg, servers.to_string()).unwrap();
-            env.extend([
-                ("ANTHROPIC_BASE_URL".into(), base_url.to_string()),
-                ("ANTHROPIC_API_KEY".into(), "test-key".into()),
-                (
-                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                    "1".into(),
-                ),
-                ("DISABLE_AUTOUPDATER".into(), "1".into()),
-            ]);
             vec![
                 "-p".into(),
                 "do the task".into(),
@@ -238,30 +116,19 @@ fn run_client(
                 server.allowed.into(),
             ]
         }
-        Client::Codex => {
-            let codex_home = home.join("codex");
-            std::fs::create_dir_all(&codex_home).unwrap();
+        Which::Codex => {
             let args_toml = server
                 .args
                 .iter()
                 .map(|a| format!("{a:?}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let config = format!(
-                "model_provider = \"mock\"\nmodel = \"gpt-5.5\"\ncheck_for_update_on_startup = false\n\
-                 [model_providers.mock]\nname = \"mock\"\nbase_url = \"{base_url}\"\nwire_api = \"responses\"\nenv_key = \"MOCK_API_KEY\"\n\
-                 [analytics]\nenabled = false\n[feedback]\nenabled = false\n\
-                 [otel]\nexporter = \"none\"\ntrace_exporter = \"none\"\nmetrics_exporter = \"none\"\n\
-                 [features]\nplugins = false\n\
-                 [mcp_servers.{name}]\ncommand = {agent:?}\nargs = [{args_toml}]\n\
+            let mcp_server = format!(
+                "[mcp_servers.{name}]\ncommand = {agent:?}\nargs = [{args_toml}]\n\
                  env = {{ TOLLGATE_SOCKET = {socket:?} }}\ndefault_tools_approval_mode = \"approve\"\n",
                 name = server.name,
             );
-            std::fs::write(codex_home.join("config.toml"), config).unwrap();
-            env.extend([
-                ("CODEX_HOME".into(), codex_home.display().to_string()),
-                ("MOCK_API_KEY".into(), "test-key".into()),
-            ]);
+            write_codex_config(&home, &(codex_config(base_url) + &mcp_server));
             vec![
                 "exec".into(),
                 "--skip-git-repo-check".into(),
@@ -313,7 +180,7 @@ fn only_session(sup: &Supervisor) -> Vec<Value> {
     tollgate_e2e::harness::read_records(&files[0])
 }
 
-fn client_calls_run_bash_through_agent_mcp(client: Client) {
+fn client_calls_run_bash_through_agent_mcp(client: Which) {
     let test = format!("{}_calls_run_bash_through_agent_mcp", client.name());
     let Some(exe) = client_or_skip(client, &test) else {
         return;
@@ -326,17 +193,18 @@ fn client_calls_run_bash_through_agent_mcp(client: Client) {
     let ns = NetNs::new();
     let listener = ns.listen();
     let port = listener.local_addr().unwrap().port();
-    let tool = |command: String| Step::McpTool {
+    let tool = |command: String| Turn::Mcp {
         server: "tollgate".into(),
         tool: "run_bash".into(),
         input: json!({ "command": command }),
     };
-    let script = vec![
+    let script = [
         tool(probe(port)),
         tool("curl -s http://169.254.169.254/latest/meta-data; touch RAN-CURL".into()),
-        Step::Text("all done".into()),
     ];
-    let mock = ModelMock::serve(client.api(), listener, script).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let mock = ModelMock::serve(client, listener, &script);
     let dir = scratch();
     let out = run_client(
         client,
@@ -354,9 +222,10 @@ fn client_calls_run_bash_through_agent_mcp(client: Client) {
         show(&out)
     );
 
-    let (ran, _) = mock
+    let ran = mock
         .result_of(0)
-        .unwrap_or_else(|| panic!("the model was never told about call 0:\n{}", show(&out)));
+        .unwrap_or_else(|| panic!("the model was never told about call 0:\n{}", show(&out)))
+        .text;
     for want in ["MARK-42", "Seccomp:\t2", "NO-NET", "NO-SHADOW"] {
         assert!(
             ran.contains(want),
@@ -372,14 +241,15 @@ fn client_calls_run_bash_through_agent_mcp(client: Client) {
         "via-mcp\n"
     );
 
-    let (denied, is_error) = mock
+    let denied = mock
         .result_of(1)
         .unwrap_or_else(|| panic!("the model was never told about call 1:\n{}", show(&out)));
+    let (denied, is_error) = (denied.text, denied.is_error);
     assert!(
         denied.contains("`curl` is on the denied-binaries list"),
         "the model was not told tollgate's reason: {denied}"
     );
-    if client == Client::Claude {
+    if client == Which::Claude {
         assert!(is_error, "Claude Code did not mark the denial an error");
     }
     assert!(!ws.join("RAN-CURL").exists(), "the denied command ran");
@@ -411,12 +281,12 @@ fn client_calls_run_bash_through_agent_mcp(client: Client) {
 
 #[test]
 fn claude_code_calls_run_bash_through_agent_mcp() {
-    client_calls_run_bash_through_agent_mcp(Client::Claude);
+    client_calls_run_bash_through_agent_mcp(Which::Claude);
 }
 
 #[test]
 fn codex_calls_run_bash_through_agent_mcp() {
-    client_calls_run_bash_through_agent_mcp(Client::Codex);
+    client_calls_run_bash_through_agent_mcp(Which::Codex);
 }
 
 /// Each client calls a wrapped server that checks nothing (mcp_support's
@@ -424,7 +294,7 @@ fn codex_calls_run_bash_through_agent_mcp() {
 /// workspace fails from the sandbox and the model reads that failure; its
 /// command inside runs; the denied tool is never offered to the model; the
 /// audit records the calls under the server's name and verifies.
-fn client_calls_a_wrapped_server_through_the_gateway(client: Client) {
+fn client_calls_a_wrapped_server_through_the_gateway(client: Which) {
     let test = format!(
         "{}_calls_a_wrapped_server_through_the_gateway",
         client.name()
@@ -443,12 +313,12 @@ fn client_calls_a_wrapped_server_through_the_gateway(client: Client) {
     std::fs::create_dir_all(&outside).unwrap();
     let escaped = outside.join("escaped.txt");
     let ns = NetNs::new();
-    let tool = |tool: &str, input: Value| Step::McpTool {
+    let tool = |tool: &str, input: Value| Turn::Mcp {
         server: "shell".into(),
         tool: tool.into(),
         input,
     };
-    let script = vec![
+    let script = [
         tool(
             "write_file",
             json!({"path": escaped.to_str().unwrap(), "content": "escaped"}),
@@ -457,9 +327,10 @@ fn client_calls_a_wrapped_server_through_the_gateway(client: Client) {
             "run_shell",
             json!({"command": "echo via-gateway > gw.txt; echo MARK-$((6*7))"}),
         ),
-        Step::Text("all done".into()),
     ];
-    let mock = ModelMock::serve(client.api(), ns.listen(), script).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _rt = rt.enter();
+    let mock = ModelMock::serve(client, ns.listen(), &script);
     let dir = scratch();
     let out = run_client(
         client,
@@ -476,15 +347,16 @@ fn client_calls_a_wrapped_server_through_the_gateway(client: Client) {
         "the client stopped before the script's end:\n{}",
         show(&out)
     );
-    let (told, _) = mock
+    let told = mock
         .result_of(0)
-        .unwrap_or_else(|| panic!("the model was never told about call 0:\n{}", show(&out)));
+        .unwrap_or_else(|| panic!("the model was never told about call 0:\n{}", show(&out)))
+        .text;
     assert!(told.contains("[Errno "), "the server's own failure: {told}");
     assert!(
         !escaped.exists(),
         "the wrapped server wrote outside the workspace"
     );
-    let (ran, _) = mock.result_of(1).unwrap();
+    let ran = mock.result_of(1).unwrap().text;
     assert!(ran.contains("MARK-42"), "{ran}");
     assert_eq!(
         std::fs::read_to_string(ws.join("gw.txt")).unwrap(),
@@ -493,7 +365,7 @@ fn client_calls_a_wrapped_server_through_the_gateway(client: Client) {
     let all: String = mock.requests().iter().map(|r| r.raw_text()).collect();
     // Claude Code names the deferred MCP tools in its prompt (Codex only
     // the namespace): the denied one is not among them.
-    if client == Client::Claude {
+    if client == Which::Claude {
         assert!(
             all.contains("mcp__shell__run_shell"),
             "the wrapped server's tools never reached the model"
@@ -515,10 +387,10 @@ fn client_calls_a_wrapped_server_through_the_gateway(client: Client) {
 
 #[test]
 fn claude_code_calls_a_wrapped_server_through_the_gateway() {
-    client_calls_a_wrapped_server_through_the_gateway(Client::Claude);
+    client_calls_a_wrapped_server_through_the_gateway(Which::Claude);
 }
 
 #[test]
 fn codex_calls_a_wrapped_server_through_the_gateway() {
-    client_calls_a_wrapped_server_through_the_gateway(Client::Codex);
+    client_calls_a_wrapped_server_through_the_gateway(Which::Codex);
 }
