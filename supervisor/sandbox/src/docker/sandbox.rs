@@ -283,6 +283,11 @@ impl DockerSandbox {
                 super::pidfd::wait_exit(&fd, Duration::from_secs(2))
             })
             .await;
+            // The engine learns of the exit a moment later. A forced removal
+            // in between makes it kill a container that is no longer running,
+            // which fails, and Docker 20.10 then leaves the container marked
+            // "Removal In Progress" for good (its placeholders with it).
+            self.settle_stopped().await;
         }
         self.link.shared.close();
         self.stop_watching();
@@ -291,6 +296,20 @@ impl DockerSandbox {
             drop(self.take_reservation());
         }
         removed
+    }
+
+    /// Waits (up to [`SETTLE`]) until the engine reports the container not
+    /// running, or gone.
+    async fn settle_stopped(&self) {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        while tokio::time::Instant::now() < deadline {
+            match self.docker.inspect_container(&self.id, None).await {
+                Ok(info) if info.state.as_ref().and_then(|s| s.running) == Some(true) => {
+                    tokio::time::sleep(SETTLE_STEP).await;
+                }
+                _ => return,
+            }
+        }
     }
 
     fn take_reservation(&self) -> Option<crate::host_exec::reserve::Reservation> {
