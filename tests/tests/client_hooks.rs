@@ -28,8 +28,11 @@ use tollgate_e2e::harness::{OTHER_UID, Supervisor, bin, root_or_skip};
 const SKIP_MODE: &str = "[session]\napproval_timeout_s = 30\n[clients]\nmode = \"dangerouslySkipPermissions\"\n[llm]\nprovider = \"script\"\n";
 
 /// Runs `agent hook` with `stdin`; `extra` are more flags.
-fn hook_at(socket: &Path, stdin: &[u8], extra: &[&str], uid: Option<u32>) -> Output {
-    let mut cmd = Command::new(bin("agent"));
+/// `agent` is the binary to run: a supervisor's staged copy
+/// (`Dirs::staged_bin`) wherever another uid runs it, or a command it
+/// rewrites does (the build's own may sit where only root can enter).
+fn hook_at(agent: &Path, socket: &Path, stdin: &[u8], extra: &[&str], uid: Option<u32>) -> Output {
+    let mut cmd = Command::new(agent);
     cmd.arg("hook").arg("--socket").arg(socket).args(extra);
     cmd.env_remove("TOLLGATE_SOCKET")
         .stdin(Stdio::piped())
@@ -47,7 +50,13 @@ fn hook_at(socket: &Path, stdin: &[u8], extra: &[&str], uid: Option<u32>) -> Out
 }
 
 fn hook(sup: &Supervisor, ev: &Value) -> Output {
-    hook_at(&sup.agent_socket, ev.to_string().as_bytes(), &[], None)
+    hook_at(
+        &sup.dirs.staged_bin("agent"),
+        &sup.agent_socket,
+        ev.to_string().as_bytes(),
+        &[],
+        None,
+    )
 }
 
 fn event(name: &str, session: &str, cwd: &Path, tool: &str, input: Value, id: &str) -> Value {
@@ -121,6 +130,7 @@ fn supervisor_down_or_socket_missing_blocks() {
         "t1",
     );
     let o = hook_at(
+        &bin("agent"),
         &dir.path().join("agent.sock"),
         ev.to_string().as_bytes(),
         &[],
@@ -141,7 +151,7 @@ fn a_socket_nobody_listens_on_blocks() {
         json!({"file_path": "/etc/hostname"}),
         "t1",
     );
-    let o = hook_at(&path, ev.to_string().as_bytes(), &[], None);
+    let o = hook_at(&bin("agent"), &path, ev.to_string().as_bytes(), &[], None);
     assert_blocked(&o, "cannot reach the supervisor");
 }
 
@@ -167,7 +177,13 @@ fn a_deadline_passed_blocks_before_the_clients_timeout() {
         json!({"file_path": "/etc/hostname"}),
         "t1",
     );
-    let o = hook_at(&path, ev.to_string().as_bytes(), &["--timeout", "2"], None);
+    let o = hook_at(
+        &bin("agent"),
+        &path,
+        ev.to_string().as_bytes(),
+        &["--timeout", "2"],
+        None,
+    );
     // Its own deadline (a second before the client's 2 s) ended the wait.
     assert_blocked(&o, "no answer from the supervisor within 1.0s");
     drop(held);
@@ -229,7 +245,7 @@ async fn an_internal_error_blocks() {
             "t1",
         );
         let o = tokio::task::spawn_blocking(move || {
-            hook_at(&path, ev.to_string().as_bytes(), &[], None)
+            hook_at(&bin("agent"), &path, ev.to_string().as_bytes(), &[], None)
         })
         .await
         .unwrap();
@@ -273,7 +289,16 @@ fn malformed_oversized_and_unknown_events_block_and_harm_nothing() {
             "not UTF-8",
         ),
     ] {
-        assert_blocked(&hook_at(&sup.agent_socket, &bytes, &[], None), want);
+        assert_blocked(
+            &hook_at(
+                &sup.dirs.staged_bin("agent"),
+                &sup.agent_socket,
+                &bytes,
+                &[],
+                None,
+            ),
+            want,
+        );
     }
     assert!(!ws.join("big").exists());
     // The supervisor is fine: the next event is answered.
@@ -338,6 +363,7 @@ fn an_event_for_another_uids_session_is_refused() {
         "t2",
     );
     let o = hook_at(
+        &sup.dirs.staged_bin("agent"),
         &sup.agent_socket,
         ev2.to_string().as_bytes(),
         &[],
@@ -362,7 +388,9 @@ fn parallel_hooks_of_one_session_open_it_once() {
                 json!({"file_path": ws.join("a.txt")}),
                 &format!("t{i}"),
             );
-            std::thread::spawn(move || hook_at(&socket, ev.to_string().as_bytes(), &[], None))
+            std::thread::spawn(move || {
+                hook_at(&bin("agent"), &socket, ev.to_string().as_bytes(), &[], None)
+            })
         })
         .collect();
     for h in handles {
@@ -525,6 +553,7 @@ fn asks_go_to_the_clients_prompt_or_to_operators() {
     let mut codex = pre("ask-2", &ws, "Bash", json!({"command": "ls"}), "t3");
     codex["turn_id"] = json!("turn-1");
     let o = hook_at(
+        &sup.dirs.staged_bin("agent"),
         &sup.agent_socket,
         codex.to_string().as_bytes(),
         &["--client", "codex"],
@@ -610,6 +639,7 @@ fn revoke_reaches_the_clients_next_event() {
         let mut e = pre("rev-2", &ws, "TodoWrite", json!({}), id);
         e["turn_id"] = json!("turn-1");
         hook_at(
+            &sup.dirs.staged_bin("agent"),
             &sup.agent_socket,
             e.to_string().as_bytes(),
             &["--client", "codex"],

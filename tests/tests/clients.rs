@@ -50,6 +50,10 @@ fn managed(sup: &Supervisor, which: Which) -> String {
             "--socket",
         ])
         .arg(&sup.agent_socket)
+        // The clients run as another uid: the hook they start must be a
+        // copy that uid can reach (the build's may sit where only root can).
+        .arg("--agent")
+        .arg(sup.dirs.staged_bin("agent"))
         .output()
         .expect("agent hook print-config");
     assert!(

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tollgate_e2e::clients::{
     NetNs, Which, client_env, client_or_skip, codex_config, var_tmp_dir, write_codex_config,
 };
-use tollgate_e2e::harness::{Supervisor, bin};
+use tollgate_e2e::harness::Supervisor;
 use tollgate_e2e::model_mock::{ModelMock, Turn};
 
 const CONFIG: &str = "[session]\nallow_dangerously_skip = true\napproval_timeout_s = 30\n[llm]\nprovider = \"script\"\n";
@@ -94,7 +94,8 @@ fn run_client(
 ) -> Output {
     let home = scratch.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let agent = bin("agent").display().to_string();
+    // The client may run as another uid: a copy it can reach.
+    let agent = sup.dirs.staged_bin("agent").display().to_string();
     let socket = sup.agent_socket.display().to_string();
     let env = client_env(client, &home, base_url);
     let args: Vec<String> = match client {
