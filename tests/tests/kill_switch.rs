@@ -426,11 +426,19 @@ async fn a_call_whose_client_goes_away_kills_its_command() {
         c.list_tools(authed(pb::ListToolsRequest {}, &f.token))
             .await
             .expect("the session is still open");
-        let stopped = sup
-            .session_records(&f.session)
-            .into_iter()
-            .find(|r| r["event"] == "tool_result")
-            .expect("the outcome is recorded");
+        // The outcome is written once the executor returns, a moment after
+        // the command is gone.
+        let outcome = || {
+            sup.session_records(&f.session)
+                .into_iter()
+                .find(|r| r["event"] == "tool_result")
+        };
+        wait_for(
+            "the outcome to be recorded",
+            Duration::from_secs(10),
+            || outcome().is_some(),
+        );
+        let stopped = outcome().expect("the outcome is recorded");
         assert_eq!(stopped["status"], "stopped", "{stopped}");
     }
 }
