@@ -140,20 +140,7 @@ impl Gateway {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn agent mcp-gateway");
-        let mut err = child.stderr.take().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let s2 = Arc::clone(&stderr);
-        tokio::spawn(async move {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = err.read(&mut chunk).await {
-                if n == 0 {
-                    break;
-                }
-                s2.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
-            }
-        });
+        let stderr = mcp_support::collect_stderr(&mut child);
         let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
         let Ok(running) =
             tokio::time::timeout(Duration::from_secs(60), serve_client(client, io)).await

@@ -136,6 +136,12 @@ pub fn spawn(sup: &Supervisor, ws: &Path, args: &[&str]) -> (Child, Arc<Mutex<St
         .kill_on_drop(true)
         .spawn()
         .expect("spawn agent mcp");
+    let buf = collect_stderr(&mut child);
+    (child, buf)
+}
+
+/// Takes `child`'s stderr and collects it, as it comes, into the buffer.
+pub fn collect_stderr(child: &mut Child) -> Arc<Mutex<String>> {
     let mut err = child.stderr.take().unwrap();
     let buf = Arc::new(Mutex::new(String::new()));
     let b = Arc::clone(&buf);
@@ -150,7 +156,7 @@ pub fn spawn(sup: &Supervisor, ws: &Path, args: &[&str]) -> (Child, Arc<Mutex<St
                 .push_str(&String::from_utf8_lossy(&chunk[..n]));
         }
     });
-    (child, buf)
+    buf
 }
 
 /// The session id from `agent mcp: session <id> in …` on stderr.
