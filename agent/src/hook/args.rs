@@ -11,10 +11,14 @@ use std::path::PathBuf;
 use crate::cli::{Action, UsageError, hook_action, socket_path};
 
 /// `Some` when `args` (with the program name first) is a plain `agent hook`
-/// line; `None` for anything clap should read.
+/// line, or the routed command's `agent hook exec ID [--socket P]`; `None`
+/// for anything clap should read.
 pub fn fast(args: &[OsString], env_socket: Option<String>) -> Option<Result<Action, UsageError>> {
     if args.get(1).map(|a| a.as_os_str()) != Some("hook".as_ref()) {
         return None;
+    }
+    if args.get(2).map(|a| a.as_os_str()) == Some("exec".as_ref()) {
+        return fast_exec(&args[3..], env_socket);
     }
     let mut client = None;
     let mut socket = None;
@@ -57,6 +61,36 @@ pub fn fast(args: &[OsString], env_socket: Option<String>) -> Option<Result<Acti
     Some(hook_action(None, client, timeout, socket))
 }
 
+/// `ID [--socket P | --socket=P]`, what follows `agent hook exec` in the
+/// command a routed Bash call is rewritten to (run once per call, so its
+/// start-up is part of every routed command's cost).
+fn fast_exec(rest: &[OsString], env_socket: Option<String>) -> Option<Result<Action, UsageError>> {
+    let (id, flags) = rest.split_first()?;
+    let id = id.to_str()?;
+    if id.is_empty() || id.starts_with('-') {
+        return None;
+    }
+    let socket = match flags {
+        [] => None,
+        [flag] => Some(flag.to_str()?.strip_prefix("--socket=")?.to_string()),
+        [flag, value] if flag.as_os_str() == "--socket" => Some(value.to_str()?.to_string()),
+        _ => return None,
+    };
+    if socket
+        .as_deref()
+        .is_some_and(|s| s.is_empty() || s.starts_with('-'))
+    {
+        return None;
+    }
+    let socket = socket_path(socket.map(PathBuf::from), env_socket);
+    Some(hook_action(
+        Some(crate::cli::HookCommand::Exec { id: id.to_string() }),
+        None,
+        super::DEFAULT_TIMEOUT_S,
+        socket,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +125,10 @@ mod tests {
                 "claude-code",
             ],
             vec!["hook", "--socket=/s", "--timeout=5"],
+            vec!["hook", "exec", "rX"],
+            vec!["hook", "exec", "rX", "--socket", "/s"],
+            vec!["hook", "exec", "rX", "--socket=/s"],
+            vec!["hook", "exec", "rX", "--socket", "rel/s"],
         ] {
             assert_eq!(fast(&line(&args), None), Some(clap(&args)), "{args:?}");
         }
@@ -121,7 +159,13 @@ mod tests {
     fn everything_else_goes_to_clap() {
         for args in [
             vec!["demo"],
-            vec!["hook", "exec", "rX"],
+            vec!["hook", "exec"],
+            vec!["hook", "exec", "--help"],
+            vec!["hook", "exec", "rX", "--socket"],
+            vec!["hook", "exec", "rX", "--socket", "--help"],
+            vec!["hook", "exec", "rX", "rY"],
+            vec!["hook", "exec", "rX", "--client", "codex"],
+            vec!["hook", "exec", "rX", "--socket", "/s", "--socket", "/t"],
             vec!["hook", "print-config", "claude"],
             vec!["hook", "--help"],
             vec!["hook", "--socket"],

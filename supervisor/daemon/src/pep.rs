@@ -975,6 +975,24 @@ pub(crate) async fn session_sandbox(
 }
 
 /// The session's sandbox, created on first use.
+/// Builds a session's sandbox ahead of its first command, in the
+/// background: a client session whose shell is routed gets it while the
+/// client waits for its model, not on its first Bash call. A failure here
+/// is only logged: the first command builds again and reports its own.
+pub fn warm_sandbox(sup: &Arc<Supervisor>, session: &Arc<Session>) {
+    let (sup, session) = (Arc::clone(sup), Arc::clone(session));
+    tokio::spawn(async move {
+        let Some(_work) = session.begin() else {
+            return;
+        };
+        if let Err(ExecError::Sandbox(e) | ExecError::Tool(e) | ExecError::DiskFloor(e)) =
+            sandbox_of(&sup, &session).await
+        {
+            tracing::debug!(session = %session.id, "the sandbox built ahead of use failed: {e}");
+        }
+    });
+}
+
 async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandbox>, ExecError> {
     let sb = session
         .sandbox

@@ -234,6 +234,9 @@ async fn open(
         client: client.as_str().to_string(),
     };
     let (session, _token) = sup.open_session_for(peer, req, &ev.session_id).await?;
+    if sup.config.clients.route_shell {
+        pep::warm_sandbox(sup, &session);
+    }
     Ok(Arc::new(Binding::new(client, peer.uid, session)))
 }
 
