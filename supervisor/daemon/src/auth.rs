@@ -156,7 +156,7 @@ pub fn is_operator(sup: &Supervisor, peer: Peer) -> bool {
     if peer.gid == gid {
         return true;
     }
-    let users = crate::workspace::passwd();
+    let users = tollgate_policy::host::passwd();
     let Some(name) = users
         .iter()
         .find(|u| u.uid == peer.uid)

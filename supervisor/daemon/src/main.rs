@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser};
+use tollgate_config::{BackendChoice, DEFAULT_CONFIG};
 use tollgate_supervisor::activation;
-use tollgate_supervisor::config::{BackendChoice, DEFAULT_CONFIG};
 use tollgate_supervisor::server::{self, Options};
 
 /// tollgate's supervisor: sandboxes, secrets, policy and the audit log.
@@ -29,8 +29,8 @@ struct Args {
     #[arg(long)]
     audit_dir: Option<PathBuf>,
     /// Sandbox backend (overrides [sandbox] backend).
-    #[arg(long, value_parser = ["native", "docker"])]
-    sandbox: Option<String>,
+    #[arg(long, value_enum)]
+    sandbox: Option<BackendChoice>,
     /// Take agent.sock and operator.sock from the service manager (systemd
     /// socket activation: LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES=agent:operator)
     /// and refuse to start without them. Without this flag, passed sockets are
@@ -83,10 +83,7 @@ fn main() -> ExitCode {
         config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
         state_dir: args.state_dir,
         audit_dir: args.audit_dir,
-        sandbox: args
-            .sandbox
-            .as_deref()
-            .map(|s| BackendChoice::parse(s).unwrap_or(BackendChoice::Native)),
+        sandbox: args.sandbox,
         passed,
     };
     // 16 MiB stacks instead of 2: parsing recurses per level of nesting.

@@ -32,10 +32,10 @@ use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
 
 use crate::approvals::{Outcome, Scope};
 use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
-use crate::facts::{RealFs, SystemResolver};
 use crate::host_addrs::Trigger;
 use crate::sessions::{Session, unix_ms};
 use crate::supervisor::Supervisor;
+use tollgate_policy::host::{RealFs, SystemResolver};
 
 /// How much of a tool's arguments and output goes into the audit record.
 const AUDIT_EXCERPT: usize = 2048;
