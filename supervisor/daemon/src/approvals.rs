@@ -216,10 +216,6 @@ impl Approvals {
         v
     }
 
-    pub fn get_pending(&self, id: &str) -> Option<pb::Approval> {
-        self.pending.lock().get(id).map(|p| p.approval.clone())
-    }
-
     pub fn pending_for(&self, session: &str) -> Vec<pb::Approval> {
         self.pending
             .lock()

@@ -210,9 +210,6 @@ pub struct Guard<S> {
     kind: Kind,
 }
 
-pub type AgentAuth<S> = Guard<S>;
-pub type OperatorAuth<S> = Guard<S>;
-
 impl<S> Guard<S> {
     pub fn agent(inner: S, sup: Arc<Supervisor>) -> Guard<S> {
         Guard {

@@ -84,17 +84,6 @@ impl Backends {
         b
     }
 
-    /// A set with one given backend (tests).
-    pub fn with(primary: Arc<dyn Backend>, settings: BackendSettings) -> Backends {
-        Backends {
-            primary,
-            primary_choice: BackendChoice::Native,
-            native: OnceCell::new(),
-            docker: OnceCell::new(),
-            settings,
-        }
-    }
-
     pub fn primary(&self) -> Arc<dyn Backend> {
         Arc::clone(&self.primary)
     }

@@ -11,8 +11,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser};
 use tollgate_config::{BackendChoice, DEFAULT_CONFIG};
-use tollgate_supervisor::activation;
-use tollgate_supervisor::server::{self, Options};
+use tollgate_supervisor::{Options, run, take_passed};
 
 /// tollgate's supervisor: sandboxes, secrets, policy and the audit log.
 #[derive(Debug, Parser)]
@@ -71,7 +70,7 @@ fn main() -> ExitCode {
     // Sockets the service manager passed are taken before the runtime opens
     // fds of its own (the fd numbers are the contract), so a unit started
     // without them, or with the wrong kind, stops here.
-    let passed = match activation::take_passed(args.socket_activation) {
+    let passed = match take_passed(args.socket_activation) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("supervisor: {e:#}");
@@ -104,7 +103,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(server::run(opts)) {
+    match runtime.block_on(run(opts)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "supervisor: {e:#}");

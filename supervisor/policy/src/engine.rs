@@ -194,11 +194,6 @@ impl Engine {
         crate::mcp::decide(&self.rules, call, mode)
     }
 
-    /// The number of configured rules.
-    pub fn rule_count(&self) -> usize {
-        self.rules.len()
-    }
-
     /// The tools a session may use (what `ListTools` returns).
     pub fn tools_for(&self, session_tools: Option<&BTreeSet<String>>) -> Vec<&'static ToolSpec> {
         registry::registry()
