@@ -18,7 +18,7 @@ use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
 pub use telemetry::TelemetrySection;
 
-/// Default config path (INTERFACES.md).
+/// Default config path (docs/INTERFACES.md).
 pub const DEFAULT_CONFIG: &str = "/etc/tollgate/supervisor.toml";
 pub const DEFAULT_STATE_DIR: &str = "/run/tollgate";
 pub const DEFAULT_AUDIT_DIR: &str = "/var/log/tollgate";

@@ -1,4 +1,4 @@
-//! `supervisorctl`: the operator's command line (INTERFACES.md).
+//! `supervisorctl`: the operator's command line (docs/INTERFACES.md).
 //!
 //! Exit codes: 0 success; 1 failure (including "verification failed"); 2 usage
 //! error; 3 denied. Errors print as `supervisorctl: <message>[, hint]`.

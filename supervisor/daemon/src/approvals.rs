@@ -1,4 +1,5 @@
-//! Approvals: an `ask` decision waiting for a person (BRIEF section 8).
+//! Approvals: an `ask` decision waiting for a person (docs/ARCHITECTURE.md,
+//! "The PEP pipeline", step 5).
 //!
 //! Each pending approval holds a one-shot channel to the waiting call. The
 //! first decision takes the sender out of the table, so it wins; everyone

@@ -1,4 +1,5 @@
-//! Which directories may be a session's workspace (BRIEF section 7).
+//! Which directories may be a session's workspace (docs/THREAT_MODEL.md,
+//! "The walls, by layer", 2).
 //!
 //! The workspace must exist, be a directory owned by the peer uid (through a
 //! symlink, the target is judged), must not be `/`, a system directory or a
