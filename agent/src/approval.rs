@@ -1,4 +1,5 @@
-//! How an approval is shown and answered at the agent's terminal (BRIEF section 8):
+//! How an approval is shown and answered at the agent's terminal
+//! (docs/ARCHITECTURE.md, "The PEP pipeline", step 5):
 //! the consequence first, then the diff, then `[y]es / [n]o / [s]ession`. A
 //! destructive call needs a second, typed confirmation of its target.
 

@@ -1,5 +1,5 @@
 //! `agent call TOOL 'JSON'`: one tool call in a fresh session, then close it, and
-//! print one JSON object (INTERFACES.md). An `ask` with no terminal is left to the
+//! print one JSON object (docs/INTERFACES.md). An `ask` with no terminal is left to the
 //! operators until its deadline: nothing here denies it early.
 
 use serde::Serialize;

@@ -1,6 +1,6 @@
 //! Command-line arguments, parsed in two stages: clap reads the raw flags, then
 //! `validate` turns them into settings or a usage error (exit 2). Names and flags are
-//! the contract of INTERFACES.md.
+//! the contract of docs/INTERFACES.md.
 
 use std::path::PathBuf;
 

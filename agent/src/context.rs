@@ -1,4 +1,5 @@
-//! The context budget (BRIEF section 10). Tokens are estimated at 4 characters
+//! The context budget (docs/ARCHITECTURE.md "Reference: modes, tools,
+//! budgets"). Tokens are estimated at 4 characters
 //! each. When the conversation passes 80 % of the budget, everything between the
 //! system prompt and the last 8 messages is replaced with one deterministic summary
 //! message: the count, the characters, the tool names and the first 16 hex digits of

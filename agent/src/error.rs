@@ -1,4 +1,4 @@
-//! The agent's errors and the exit codes they map to (INTERFACES.md: 1 failure,
+//! The agent's errors and the exit codes they map to (docs/INTERFACES.md: 1 failure,
 //! 2 usage, 3 denied or revoked).
 
 use std::path::PathBuf;

@@ -31,7 +31,7 @@ use crate::text::{cap_for_model, escape_display, one_line, truncate_chars};
 
 /// Characters of each result shown in the transcript.
 pub const RESULT_PREVIEW_CHARS: usize = 200;
-/// Default cap on one tool result sent to the model (BRIEF section 5: 32 KiB).
+/// Default cap on one tool result sent to the model (docs/ARCHITECTURE.md "Reference": 32 KiB).
 pub const DEFAULT_RESULT_CAP_BYTES: usize = 32 * 1024;
 /// After this long without an answer, a tool call says it is still waiting.
 const WAIT_NOTE_AFTER: Duration = Duration::from_secs(3);

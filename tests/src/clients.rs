@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The pinned versions (CLIENTS.md): read a newer one's behaviour before
+/// The pinned versions (docs/CLIENTS.md): read a newer one's behaviour before
 /// moving a pin.
 pub const CLAUDE_VERSION: &str = "2.1.328";
 pub const CODEX_VERSION: &str = "0.169.0";
@@ -358,7 +358,7 @@ pub fn write_codex_config(home: &Path, config: &str) {
 }
 
 /// Codex's config for the mock provider, with everything that would leave
-/// loopback switched off (CLIENTS.md).
+/// loopback switched off (docs/CLIENTS.md, "Testing against the real clients").
 pub fn codex_config(base_url: &str) -> String {
     format!(
         "model_provider = \"mock\"\nmodel = \"gpt-5.5\"\ncheck_for_update_on_startup = false\n\

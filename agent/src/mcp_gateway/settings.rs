@@ -1,4 +1,4 @@
-//! `agent mcp-gateway`'s flags and their checks (INTERFACES.md).
+//! `agent mcp-gateway`'s flags and their checks (docs/INTERFACES.md).
 
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! `supervisorctl audit report`: decisions summed per tool and per rule, and
-//! the suggestions of BRIEF section 9 (a gate confirmed again and again and
-//! never refused is a candidate to relax; one denied again and again points
-//! at a missing rule).
+//! the suggestions of docs/ARCHITECTURE.md "Reference" (a gate confirmed
+//! again and again and never refused is a candidate to relax; one denied
+//! again and again points at a missing rule).
 //!
 //! Input: `permission_check {tool, decision: allow|ask|deny, rule, allowed_by,
 //! call_id, …}`, `approval_requested {approval_id, tool, destructive, …}` and

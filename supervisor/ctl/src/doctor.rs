@@ -3,8 +3,8 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use tollgate_config::{BackendChoice, Config, DEFAULT_CONFIG};
 use tollgate_sandbox::{CheckStatus, DoctorCheck};
-use tollgate_supervisor::config::{BackendChoice, Config, DEFAULT_CONFIG};
 
 fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) -> DoctorCheck {
     DoctorCheck {
@@ -116,8 +116,8 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     }
 
     // Credential paths present on this host: never mounted, never a workspace.
-    let users = tollgate_supervisor::workspace::passwd();
-    let present: Vec<String> = tollgate_supervisor::workspace::credential_paths(&users)
+    let users = tollgate_policy::host::passwd();
+    let present: Vec<String> = tollgate_policy::host::credential_paths(&users)
         .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .map(|p| p.display().to_string())
@@ -150,7 +150,17 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     match &running {
         Some(Ok(s)) => {
             let bad = s.sandbox_strength.contains("MISSING");
-            let choice = BackendChoice::parse(&s.sandbox).unwrap_or(BackendChoice::Native);
+            // The supervisor names its backend; one this supervisorctl does
+            // not know is said as such, never taken for native.
+            let hint = match BackendChoice::parse(&s.sandbox) {
+                Ok(BackendChoice::Native) => "the native checks above say what this host lacks",
+                Ok(BackendChoice::Docker) => {
+                    "start the docker engine (or build the image); the supervisor tries again on demand, no restart needed"
+                }
+                Err(_) => {
+                    "this supervisorctl does not know that backend: use the supervisorctl of the same release"
+                }
+            };
             checks.push(check(
                 "supervisor",
                 if bad {
@@ -162,12 +172,7 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
                     "running (pid {}), sandbox {}: {}",
                     s.pid, s.sandbox, s.sandbox_strength
                 ),
-                bad.then_some(match choice {
-                    BackendChoice::Native => "the native checks above say what this host lacks",
-                    BackendChoice::Docker => {
-                        "start the docker engine (or build the image); the supervisor tries again on demand, no restart needed"
-                    }
-                }),
+                bad.then_some(hint),
             ));
         }
         Some(Err(e)) => checks.push(check(

@@ -1,4 +1,4 @@
-//! `supervisorctl`: the operator's command line (INTERFACES.md).
+//! `supervisorctl`: the operator's command line (docs/INTERFACES.md).
 //!
 //! Exit codes: 0 success; 1 failure (including "verification failed"); 2 usage
 //! error; 3 denied. Errors print as `supervisorctl: <message>[, hint]`.
@@ -12,7 +12,6 @@ mod out;
 
 mod approvals;
 mod audit;
-mod bench;
 mod client;
 mod doctor;
 mod policy;
@@ -25,6 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand};
+use tollgate_config::BackendChoice;
 
 /// Operate a tollgate supervisor: sessions, approvals, the kill switch,
 /// the audit log, the policy and the sandbox.
@@ -117,7 +117,7 @@ enum Cmd {
     Doctor,
     /// Measure every figure of docs/PERFORMANCE.md against its baselines
     /// (starts its own supervisors on a temporary directory; run as root).
-    Bench(bench::Args),
+    Bench(tollgate_bench::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -129,8 +129,9 @@ enum SandboxCmd {
         /// Run as this uid (default: the owner of the workspace).
         #[arg(long)]
         user: Option<u32>,
-        #[arg(long, value_parser = ["native", "docker"])]
-        backend: Option<String>,
+        /// Sandbox backend (default: the supervisor's).
+        #[arg(long, value_enum)]
+        backend: Option<BackendChoice>,
         #[arg(long)]
         timeout: Option<u32>,
         #[arg(last = true, required = true)]
@@ -189,8 +190,11 @@ enum PolicyCmd {
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == bench::FLOOR_SUBCOMMAND) {
-        return bench::floor_main(&args[2..]);
+    if args
+        .get(1)
+        .is_some_and(|a| a == tollgate_bench::FLOOR_SUBCOMMAND)
+    {
+        return tollgate_bench::floor_main(&args[2..]);
     }
     if let Some(code) = tollgate_clidocs::main_if_asked(Cli::command, "8") {
         return code;
@@ -310,7 +314,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             file,
         }),
         Cmd::Doctor => doctor::run(&socket).await,
-        Cmd::Bench(args) => bench::run(args).await,
+        Cmd::Bench(args) => tollgate_bench::run(args, table::BENCH_PRINTER).await,
     }
 }
 

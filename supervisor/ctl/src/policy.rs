@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow};
+use tollgate_config::{Config, DEFAULT_CONFIG};
 use tollgate_policy::Mode;
+use tollgate_policy::host::{RealFs, SystemResolver, read_host_addrs};
+use tollgate_policy::host_exec::RepoPath;
 use tollgate_policy::policy_test::{self, TestOptions};
-use tollgate_supervisor::config::{Config, DEFAULT_CONFIG};
-use tollgate_supervisor::facts::{RealFs, SystemResolver};
-use tollgate_supervisor::host_addrs;
 
 pub struct TestArgs {
     pub config: Option<PathBuf>,
@@ -44,15 +44,15 @@ pub fn test(a: TestArgs) -> anyhow::Result<u8> {
     }
     // Judged like the supervisor judges: against this host's own addresses,
     // read now (the supervisor reads the same set on the same host).
-    let resolver =
-        SystemResolver::with_pins(pins).with_host(Arc::new(host_addrs::read_host_addrs()));
+    let resolver = SystemResolver::with_pins(pins).with_host(Arc::new(read_host_addrs()));
     let uid = nix::unistd::getuid().as_raw();
-    let home = tollgate_supervisor::workspace::passwd()
+    let home = tollgate_policy::host::passwd()
         .into_iter()
         .find(|u| u.uid == uid)
         .map(|u| u.home);
-    let repo = tollgate_supervisor::workspace::repo_paths(&workspace, home.as_deref())
+    let found = tollgate_sandbox::host_exec::repo_paths(&workspace, home.as_deref())
         .map_err(|e| anyhow!("workspace {}: {e}", workspace.display()))?;
+    let repo = RepoPath::from_scan(found.git, found.configs, found.hooks);
     let mut opts = TestOptions::new(workspace, mode, config.policy.clone());
     opts.cap = config.mode_cap();
     opts.home = home;

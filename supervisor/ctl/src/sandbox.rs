@@ -14,7 +14,7 @@ use crate::client::{Client, status_error};
 pub struct ExecArgs {
     pub workspace: Option<PathBuf>,
     pub user: Option<u32>,
-    pub backend: Option<String>,
+    pub backend: Option<tollgate_config::BackendChoice>,
     pub timeout: Option<u32>,
     pub argv: Vec<String>,
 }
@@ -31,7 +31,11 @@ pub async fn exec(mut c: Client, a: ExecArgs) -> anyhow::Result<u8> {
         .sandbox_exec(pb::SandboxExecRequest {
             workspace: workspace.display().to_string(),
             uid: a.user,
-            backend: a.backend.unwrap_or_default(),
+            // Empty: the supervisor's own backend.
+            backend: a
+                .backend
+                .map(|b| b.as_str().to_string())
+                .unwrap_or_default(),
             timeout_s: a.timeout.unwrap_or(0),
             argv: a.argv,
         })

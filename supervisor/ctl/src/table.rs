@@ -1,5 +1,12 @@
 //! Aligned tables for people; JSON for scripts.
 
+/// How `supervisorctl bench` (tollgate-bench) prints its report.
+pub const BENCH_PRINTER: tollgate_bench::Printer = tollgate_bench::Printer {
+    line: |args| crate::out::text(args, true),
+    table: print,
+    escape,
+};
+
 /// Prints rows as columns separated by two spaces, each as wide as its
 /// widest cell. Cells are escaped so a path cannot forge a line.
 pub fn print(headers: &[&str], rows: &[Vec<String>]) {

@@ -70,6 +70,20 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2), "kill needs a session or --all");
 }
 
+/// `sandbox exec --backend` is parsed by clap: a value it does not know is
+/// a usage error naming the choices, never a silent default (issue 21).
+#[test]
+fn an_unknown_backend_is_a_usage_error_naming_the_choices() {
+    let out = ctl()
+        .args(["sandbox", "exec", "--backend", "vm", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'vm'"), "{err}");
+    assert!(err.contains("[possible values: native, docker]"), "{err}");
+}
+
 #[test]
 fn an_unreachable_supervisor_is_named_with_a_hint() {
     let out = ctl()

@@ -1,4 +1,5 @@
-//! Approvals: an `ask` decision waiting for a person (BRIEF section 8).
+//! Approvals: an `ask` decision waiting for a person (docs/ARCHITECTURE.md,
+//! "The PEP pipeline", step 5).
 //!
 //! Each pending approval holds a one-shot channel to the waiting call. The
 //! first decision takes the sender out of the table, so it wins; everyone
@@ -214,10 +215,6 @@ impl Approvals {
             v.extend(self.decided.lock().iter().map(|(a, _)| a.clone()));
         }
         v
-    }
-
-    pub fn get_pending(&self, id: &str) -> Option<pb::Approval> {
-        self.pending.lock().get(id).map(|p| p.approval.clone())
     }
 
     pub fn pending_for(&self, session: &str) -> Vec<pb::Approval> {

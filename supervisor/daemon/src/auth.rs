@@ -156,7 +156,7 @@ pub fn is_operator(sup: &Supervisor, peer: Peer) -> bool {
     if peer.gid == gid {
         return true;
     }
-    let users = crate::workspace::passwd();
+    let users = tollgate_policy::host::passwd();
     let Some(name) = users
         .iter()
         .find(|u| u.uid == peer.uid)
@@ -209,9 +209,6 @@ pub struct Guard<S> {
     sup: Arc<Supervisor>,
     kind: Kind,
 }
-
-pub type AgentAuth<S> = Guard<S>;
-pub type OperatorAuth<S> = Guard<S>;
 
 impl<S> Guard<S> {
     pub fn agent(inner: S, sup: Arc<Supervisor>) -> Guard<S> {

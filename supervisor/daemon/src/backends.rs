@@ -8,9 +8,9 @@ use tokio::sync::OnceCell;
 use tollgate_sandbox::docker::{OnReaped, Reconnecting};
 use tollgate_sandbox::{Backend, Limits, Reaped, SandboxError, SandboxSpec, WorkspaceId};
 
-use crate::config::{BackendChoice, Config};
 use crate::supervisor::Supervisor;
-use crate::workspace::PasswdEntry;
+use tollgate_config::{BackendChoice, Config};
+use tollgate_policy::host::PasswdEntry;
 
 /// How to build each backend.
 #[derive(Clone)]
@@ -82,17 +82,6 @@ impl Backends {
             }
         }
         b
-    }
-
-    /// A set with one given backend (tests).
-    pub fn with(primary: Arc<dyn Backend>, settings: BackendSettings) -> Backends {
-        Backends {
-            primary,
-            primary_choice: BackendChoice::Native,
-            native: OnceCell::new(),
-            docker: OnceCell::new(),
-            settings,
-        }
     }
 
     pub fn primary(&self) -> Arc<dyn Backend> {
@@ -306,7 +295,7 @@ pub struct SpecFor<'a> {
     pub workspace: &'a Path,
     pub workspace_id: WorkspaceId,
     pub owner: &'a SandboxOwner,
-    /// [`crate::workspace::credential_paths`], as read for this sandbox.
+    /// [`tollgate_policy::host::credential_paths`], as read for this sandbox.
     pub credentials: &'a [PathBuf],
     /// The sandbox-scoped token (a session's; `sandbox exec` has none).
     pub sandbox_token: Option<&'a str>,
@@ -345,6 +334,21 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sandbox_sizes_reach_the_limits() {
+        let c = Config::parse(
+            "[sandbox]\ntmp_mb = 32\nfsize_mb = 64\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let l = limits(&c);
+        assert_eq!((l.tmp_mb, l.fsize_mb), (32, 64));
+        assert_eq!(
+            limits(&Config::default()).fsize_mb,
+            tollgate_sandbox::Limits::default().fsize_mb
+        );
+    }
 
     fn spec() -> tollgate_sandbox::SandboxSpec {
         tollgate_sandbox::SandboxSpec {

@@ -1,6 +1,7 @@
 //! The Chat proxy: the agent's model calls go through the supervisor, which
 //! holds the key, counts usage, prices it, and enforces the cost cap and the
-//! LLM timeout (BRIEF sections 10 and 11).
+//! LLM timeout (docs/ARCHITECTURE.md "The LLM proxy" and "Reference:
+//! modes, tools, budgets").
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

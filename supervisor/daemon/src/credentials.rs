@@ -1,4 +1,5 @@
-//! Session ids and bearer tokens (BRIEF section 7).
+//! Session ids and bearer tokens (docs/ARCHITECTURE.md "Sessions and
+//! credentials").
 //!
 //! A session id is 12 random url-safe characters. A token is
 //! `<session id>.<43 url-safe chars>` (32 random bytes): the id part lets the

@@ -327,15 +327,6 @@ pub fn escape_control(text: &str) -> String {
     out
 }
 
-/// A compact JSON object helper for call sites.
-pub fn fields(pairs: &[(&str, Value)]) -> Value {
-    let mut map = serde_json::Map::new();
-    for (k, v) in pairs {
-        map.insert((*k).to_string(), v.clone());
-    }
-    Value::Object(map)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

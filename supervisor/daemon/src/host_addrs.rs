@@ -1,10 +1,7 @@
 //! The supervisor's own host addresses (issue 19), kept fresh.
 //!
-//! [`read_host_addrs`] lists every address of every interface of the
-//! supervisor's network namespace, both families and every scope, with
-//! getifaddrs(3) (a netlink dump: secondary addresses, tentative IPv6
-//! addresses and the addresses of links that are down included; Docker's
-//! bridge gateways are interface addresses like any other).
+//! [`read_host_addrs`] (tollgate-policy's `host` feature) lists every
+//! address of every interface of the supervisor's network namespace.
 //!
 //! [`HostAddrWatch`] reads them at start, then re-reads them:
 //! - whenever the kernel announces an address change: a NETLINK_ROUTE
@@ -24,7 +21,6 @@
 //! a watch channel; the server records it (`host_addresses` in the
 //! supervisor's audit log).
 
-use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -37,15 +33,13 @@ use nix::sys::socket::{
 use nix::sys::time::{TimeVal, TimeValLike};
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tollgate_policy::host::{Snapshot, read_host_addrs};
 use tollgate_policy::{HostAddrs, HostAddrsError};
 
 /// The backstop: a full re-read at least this often.
 pub const BACKSTOP: Duration = Duration::from_secs(30);
 /// The re-read period when netlink notifications are unavailable.
 pub const POLL: Duration = Duration::from_secs(1);
-
-/// The set as last read, or why it could not be read.
-pub type Snapshot = Arc<Result<HostAddrs, HostAddrsError>>;
 
 /// What made the supervisor read its addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,25 +70,6 @@ impl Trigger {
 pub struct Published {
     pub snapshot: Snapshot,
     pub trigger: Trigger,
-}
-
-/// Every address of every interface, now.
-pub fn read_host_addrs() -> Result<HostAddrs, HostAddrsError> {
-    let list =
-        nix::ifaddrs::getifaddrs().map_err(|e| HostAddrsError(format!("getifaddrs: {e}")))?;
-    let mut addrs = Vec::new();
-    for ifa in list {
-        let Some(a) = ifa.address else { continue };
-        let ip = if let Some(v4) = a.as_sockaddr_in() {
-            IpAddr::V4(v4.ip())
-        } else if let Some(v6) = a.as_sockaddr_in6() {
-            IpAddr::V6(v6.ip())
-        } else {
-            continue; // AF_PACKET: a link, not an address
-        };
-        addrs.push((ip, ifa.interface_name));
-    }
-    Ok(HostAddrs::new(addrs))
 }
 
 /// The host's addresses, kept fresh by a thread of its own.
@@ -254,12 +229,6 @@ fn drain(socket: &OwnedFd, buf: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_hosts_loopback_addresses_are_read() {
-        let set = read_host_addrs().unwrap();
-        assert_eq!(set.interface_of("127.0.0.1".parse().unwrap()), Some("lo"));
-    }
 
     #[test]
     fn publishing_the_same_set_changes_nothing() {

@@ -8,28 +8,31 @@
 
 #![forbid(unsafe_code)]
 
-pub mod activation;
-pub mod agent_service;
-pub mod approvals;
-pub mod auth;
-pub mod backends;
-pub mod chat;
-pub mod config;
-pub mod conn;
-pub mod credentials;
-pub mod disk;
-pub mod events;
-pub mod facts;
-pub mod hooks;
-pub mod host_addrs;
-pub mod llm;
-pub mod mcp_gateway;
-pub mod operator_service;
-pub mod pep;
-pub mod refusals;
-pub mod secrets;
-pub mod server;
-pub mod sessions;
-pub mod supervisor;
-pub mod telemetry;
-pub mod workspace;
+// The library exports only what the `supervisor` binary calls, so the
+// compiler reports dead code in the modules below again.
+pub use activation::take_passed;
+pub use server::{Options, run};
+
+mod activation;
+mod agent_service;
+mod approvals;
+mod auth;
+mod backends;
+mod chat;
+mod conn;
+mod credentials;
+mod disk;
+mod events;
+mod hooks;
+mod host_addrs;
+mod llm;
+mod mcp_gateway;
+mod operator_service;
+mod pep;
+mod refusals;
+mod secrets;
+mod server;
+mod sessions;
+mod supervisor;
+mod telemetry;
+mod workspace;

@@ -10,9 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser};
-use tollgate_supervisor::activation;
-use tollgate_supervisor::config::{BackendChoice, DEFAULT_CONFIG};
-use tollgate_supervisor::server::{self, Options};
+use tollgate_config::{BackendChoice, DEFAULT_CONFIG};
+use tollgate_supervisor::{Options, run, take_passed};
 
 /// tollgate's supervisor: sandboxes, secrets, policy and the audit log.
 #[derive(Debug, Parser)]
@@ -29,8 +28,8 @@ struct Args {
     #[arg(long)]
     audit_dir: Option<PathBuf>,
     /// Sandbox backend (overrides [sandbox] backend).
-    #[arg(long, value_parser = ["native", "docker"])]
-    sandbox: Option<String>,
+    #[arg(long, value_enum)]
+    sandbox: Option<BackendChoice>,
     /// Take agent.sock and operator.sock from the service manager (systemd
     /// socket activation: LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES=agent:operator)
     /// and refuse to start without them. Without this flag, passed sockets are
@@ -71,7 +70,7 @@ fn main() -> ExitCode {
     // Sockets the service manager passed are taken before the runtime opens
     // fds of its own (the fd numbers are the contract), so a unit started
     // without them, or with the wrong kind, stops here.
-    let passed = match activation::take_passed(args.socket_activation) {
+    let passed = match take_passed(args.socket_activation) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("supervisor: {e:#}");
@@ -83,10 +82,7 @@ fn main() -> ExitCode {
         config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
         state_dir: args.state_dir,
         audit_dir: args.audit_dir,
-        sandbox: args
-            .sandbox
-            .as_deref()
-            .map(|s| BackendChoice::parse(s).unwrap_or(BackendChoice::Native)),
+        sandbox: args.sandbox,
         passed,
     };
     // 16 MiB stacks instead of 2: parsing recurses per level of nesting.
@@ -107,7 +103,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(server::run(opts)) {
+    match runtime.block_on(run(opts)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "supervisor: {e:#}");

@@ -17,10 +17,10 @@ use tonic::{Request, Response, Status};
 
 use crate::approvals::DecideError;
 use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
-use crate::config::BackendChoice;
 use crate::sessions::State;
 use crate::supervisor::{Peer, Supervisor};
 use crate::workspace::{self, WorkspaceRules};
+use tollgate_config::BackendChoice;
 
 pub struct OperatorSvc {
     pub sup: Arc<Supervisor>,
@@ -282,8 +282,8 @@ impl OperatorService for OperatorSvc {
             )));
         }
         // Read once, as at OpenSession.
-        let users = workspace::passwd();
-        let credentials = workspace::credential_paths(&users);
+        let users = tollgate_policy::host::passwd();
+        let credentials = tollgate_policy::host::credential_paths(&users);
         let protected = sup.protected_paths();
         let ws = workspace::check(
             &canonical.display().to_string(),

@@ -1,10 +1,10 @@
 //! The policy enforcement point: the one place that calls the policy engine,
 //! then the audit log, then the tool executors and sandbox backends.
 //!
-//! Order for every CallTool (BRIEF section 4):
+//! Order for every CallTool (docs/ARCHITECTURE.md "The PEP pipeline"):
 //! 1. session check (done by the auth layer) and the tool-call cap;
 //! 2. the policy engine: allowlist, validation, hard floor, rules,
-//!    always-confirm, mode (BRIEF steps 2–7); then session-scope grants and
+//!    always-confirm, mode (its step 2); then session-scope grants and
 //!    `auto_approve` for the non-destructive ask tier;
 //! 3. the decision record, durable before anything runs (no record, no run:
 //!    AUDIT_UNAVAILABLE);
@@ -32,10 +32,10 @@ use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
 
 use crate::approvals::{Outcome, Scope};
 use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
-use crate::facts::{RealFs, SystemResolver};
 use crate::host_addrs::Trigger;
 use crate::sessions::{Session, unix_ms};
 use crate::supervisor::Supervisor;
+use tollgate_policy::host::{RealFs, SystemResolver};
 
 /// How much of a tool's arguments and output goes into the audit record.
 const AUDIT_EXCERPT: usize = 2048;

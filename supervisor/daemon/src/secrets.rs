@@ -1,7 +1,8 @@
-//! The sandbox's environment allowlist (BRIEF section 7). The host
+//! The sandbox's environment allowlist (docs/THREAT_MODEL.md, "The walls,
+//! by layer", 8). The host
 //! environment scan and the system prompt audit live in `tollgate_audit::secrets`.
 
-/// The only variables a sandbox sees (BRIEF section 7; issue 7).
+/// The only variables a sandbox sees (docs/THREAT_MODEL.md; issue 7).
 pub const SANDBOX_ENV_ALLOWLIST: &[&str] = &[
     "PATH",
     "HOME",

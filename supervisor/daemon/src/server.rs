@@ -36,7 +36,6 @@ use crate::agent_service::AgentSvc;
 use crate::approvals::Approvals;
 use crate::auth::{self, Guard};
 use crate::backends::{BackendSettings, Backends};
-use crate::config::{BackendChoice, Config, ProviderChoice};
 use crate::conn;
 use crate::events::Recorder;
 use crate::host_addrs::{self, HostAddrWatch};
@@ -44,6 +43,7 @@ use crate::llm::{OpenAi, Provider, Script};
 use crate::operator_service::OperatorSvc;
 use crate::sessions::{Sessions, State};
 use crate::supervisor::{Paths, Supervisor};
+use tollgate_config::{BackendChoice, Config, ProviderChoice};
 
 /// Command-line choices that override the config.
 #[derive(Debug)]

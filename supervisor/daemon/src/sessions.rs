@@ -485,10 +485,6 @@ impl Sessions {
         self.active.lock().len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Removes an ended session from the active table, remembering its info.
     pub fn retire(&self, id: &str, info: pb::SessionInfo) {
         self.active.lock().remove(id);

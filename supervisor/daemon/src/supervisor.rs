@@ -14,16 +14,16 @@ use tonic::Status;
 
 use crate::approvals::Approvals;
 use crate::backends::{Backends, SandboxOwner};
-use crate::config::Config;
 use crate::credentials::{self, Token};
 use crate::disk::{DiskGuard, Low};
 use crate::events::Recorder;
-use crate::facts::SystemResolver;
 use crate::host_addrs::HostAddrWatch;
 use crate::llm::Provider;
 use crate::refusals::Refusals;
 use crate::sessions::{Caps, NewSession, Session, Sessions, State, unix_ms};
 use crate::workspace::{self, WorkspaceRules};
+use tollgate_config::Config;
+use tollgate_policy::host::SystemResolver;
 
 /// Where the supervisor lives on disk.
 #[derive(Debug, Clone)]
@@ -164,8 +164,8 @@ impl Supervisor {
         }
         // Read once: the workspace check, the owner and the paths the
         // session's sandbox hides all come from this one reading.
-        let users = workspace::passwd();
-        let credentials = workspace::credential_paths(&users);
+        let users = tollgate_policy::host::passwd();
+        let credentials = tollgate_policy::host::credential_paths(&users);
         let protected = self.protected_paths();
         let ws = workspace::check(
             &req.workspace,

@@ -1,4 +1,5 @@
-//! Which directories may be a session's workspace (BRIEF section 7).
+//! Which directories may be a session's workspace (docs/THREAT_MODEL.md,
+//! "The walls, by layer", 2).
 //!
 //! The workspace must exist, be a directory owned by the peer uid (through a
 //! symlink, the target is judged), must not be `/`, a system directory or a
@@ -8,6 +9,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+use tollgate_policy::host::PasswdEntry;
+use tollgate_policy::host_exec::RepoPath;
 use tollgate_sandbox::WorkspaceId;
 
 /// Directories that are never a workspace, whoever owns them.
@@ -22,79 +25,9 @@ const SYSTEM_DIRS: &[&str] = &[
 /// `.git`, config files git includes, `core.hooksPath`. Read on the host,
 /// once per session; a layout that cannot be guarded (a symlink on a path
 /// git follows, a workspace that is itself a git directory) is the reason.
-pub fn repo_paths(
-    workspace: &Path,
-    home: Option<&Path>,
-) -> Result<Vec<tollgate_policy::host_exec::RepoPath>, String> {
-    use tollgate_policy::host_exec::{RepoPath, RepoRole};
-    let found = tollgate_sandbox::host_exec::repo_paths(workspace, home).map_err(|e| match e {
-        tollgate_sandbox::SandboxError::Refused(m) => m,
-        other => other.to_string(),
-    })?;
-    let named_git = |p: &Path| {
-        p.file_name()
-            .is_some_and(|n| n.eq_ignore_ascii_case(".git"))
-    };
-    let mut v = Vec::new();
-    for rel in found.git.into_iter().filter(|p| !named_git(p)) {
-        v.push(RepoPath {
-            rel,
-            role: RepoRole::GitDir,
-        });
-    }
-    for rel in found.configs {
-        v.push(RepoPath {
-            rel,
-            role: RepoRole::GitConfig,
-        });
-    }
-    for rel in found.hooks {
-        v.push(RepoPath {
-            rel,
-            role: RepoRole::HooksDir,
-        });
-    }
-    Ok(v)
-}
-
-/// A user from /etc/passwd.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PasswdEntry {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub home: PathBuf,
-}
-
-/// Reads /etc/passwd (missing or unreadable: no entries).
-pub fn passwd() -> Vec<PasswdEntry> {
-    let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    parse_passwd(&text)
-}
-
-pub fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split(':').collect();
-            if f.len() < 7 {
-                return None;
-            }
-            Some(PasswdEntry {
-                name: f[0].to_string(),
-                uid: f[2].parse().ok()?,
-                gid: f[3].parse().ok()?,
-                home: PathBuf::from(f[5]),
-            })
-        })
-        .collect()
-}
-
-/// Every credential path on this host: tollgate-policy's one table
-/// resolved against each user's home and root's, plus the host-wide
-/// entries. Used by the workspace check, handed to both sandboxes (as
-/// hidden paths) and listed by `doctor`.
-pub fn credential_paths(users: &[PasswdEntry]) -> Vec<PathBuf> {
-    tollgate_policy::credentials::resolve(users.iter().map(|u| u.home.as_path()))
+pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<Vec<RepoPath>, String> {
+    let found = tollgate_sandbox::host_exec::repo_paths(workspace, home)?;
+    Ok(RepoPath::from_scan(found.git, found.configs, found.hooks))
 }
 
 /// `a` is `b` or lies beneath it, comparing components (never string
@@ -220,6 +153,8 @@ pub fn check(requested: &str, rules: &WorkspaceRules<'_>) -> Result<Checked, Str
 
 #[cfg(test)]
 mod tests {
+    use tollgate_policy::host::{credential_paths, parse_passwd};
+
     use super::*;
 
     #[test]

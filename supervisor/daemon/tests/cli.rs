@@ -40,6 +40,15 @@ fn usage_errors_exit_2() {
     );
 }
 
+/// `--sandbox` is parsed by clap (issue 21): the error names the choices.
+#[test]
+fn an_unknown_sandbox_names_the_choices() {
+    let out = supervisor().args(["--sandbox", "vm"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("[possible values: native, docker]"), "{err}");
+}
+
 #[test]
 fn a_missing_config_file_is_named() {
     let out = supervisor()

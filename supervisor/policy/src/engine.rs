@@ -1,4 +1,5 @@
-//! The engine: the PEP pipeline from tool allowlist to mode (BRIEF section 4).
+//! The engine: the PEP pipeline from tool allowlist to mode (docs/ARCHITECTURE.md
+//! "The PEP pipeline").
 //!
 //! Order, strictest first: registry and session allowlist, schema
 //! validation, the hard floor (which nothing overrides), deny rules, plan
@@ -192,11 +193,6 @@ impl Engine {
     /// mcp-gateway`): `mcp(NAME.TOOL)` rules, then the mode.
     pub fn decide_mcp(&self, call: &crate::mcp::McpToolCall, mode: Mode) -> Decision {
         crate::mcp::decide(&self.rules, call, mode)
-    }
-
-    /// The number of configured rules.
-    pub fn rule_count(&self) -> usize {
-        self.rules.len()
     }
 
     /// The tools a session may use (what `ListTools` returns).
@@ -651,7 +647,8 @@ fn lifted_binaries(
     Ok(lifted)
 }
 
-/// The mode table of BRIEF section 4.7, for calls no rule decided.
+/// The mode table (docs/ARCHITECTURE.md "Reference: modes, tools,
+/// budgets"), for calls no rule decided.
 pub(crate) fn mode_verdict(mode: Mode, class: ToolClass) -> Verdict {
     match class {
         ToolClass::Read | ToolClass::Planning | ToolClass::Interaction => Verdict::Allow,

@@ -272,6 +272,30 @@ pub struct RepoPath {
     pub role: RepoRole,
 }
 
+impl RepoPath {
+    /// The list the policy guards, from what the host's scan of the
+    /// repository found (`tollgate_sandbox::host_exec::repo_paths`): git
+    /// directories not named `.git` (those the fixed table covers),
+    /// included config files, hooks directories.
+    pub fn from_scan(
+        git: Vec<PathBuf>,
+        configs: Vec<PathBuf>,
+        hooks: Vec<PathBuf>,
+    ) -> Vec<RepoPath> {
+        let named_git = |p: &PathBuf| {
+            p.file_name()
+                .is_some_and(|n| n.eq_ignore_ascii_case(".git"))
+        };
+        let with = |role: RepoRole| move |rel: PathBuf| RepoPath { rel, role };
+        git.into_iter()
+            .filter(|p| !named_git(p))
+            .map(with(RepoRole::GitDir))
+            .chain(configs.into_iter().map(with(RepoRole::GitConfig)))
+            .chain(hooks.into_iter().map(with(RepoRole::HooksDir)))
+            .collect()
+    }
+}
+
 /// Why a [`RepoPath`] is host-executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RepoRole {

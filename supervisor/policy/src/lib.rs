@@ -9,7 +9,10 @@
 //! It must never do I/O of its own: filesystem facts, DNS answers and the
 //! host's own addresses come in through the [`FsFacts`] and [`Resolver`]
 //! traits, so it is unit-tested and fuzzed without a disk or a network. It
-//! must never execute anything.
+//! must never execute anything. The real implementations of those traits
+//! (the host filesystem, the system resolver, the host's addresses and
+//! users) live in [`host`], behind the `host` feature, which the engine
+//! never calls.
 
 #![forbid(unsafe_code)]
 
@@ -22,6 +25,8 @@ mod decision;
 mod display;
 mod engine;
 mod facts;
+#[cfg(feature = "host")]
+pub mod host;
 mod host_addrs;
 pub mod host_exec;
 mod mcp;

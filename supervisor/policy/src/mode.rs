@@ -1,4 +1,5 @@
-//! Permission modes (BRIEF section 4.7).
+//! Permission modes (the table in docs/ARCHITECTURE.md "Reference: modes,
+//! tools, budgets").
 
 use serde::{Deserialize, Serialize};
 

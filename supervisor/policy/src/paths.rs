@@ -1,5 +1,5 @@
 //! Path scope: every path argument is resolved against the workspace and
-//! refused if it escapes (BRIEF sections 4.4 and 12 "Paths").
+//! refused if it escapes (docs/THREAT_MODEL.md, "The walls, by layer", 3).
 //!
 //! Resolution walks the path one component at a time through [`FsFacts`]
 //! (lstat and readlink), the way the kernel would, so a dangling symlink or a

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-/// Risk class (BRIEF section 5).
+/// Risk class (docs/ARCHITECTURE.md "Reference: modes, tools, budgets").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolClass {

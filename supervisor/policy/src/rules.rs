@@ -123,10 +123,6 @@ impl RuleSet {
             .iter()
             .any(|rules| rules.iter().any(|r| r.tool == tool))
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.deny.len() + self.ask.len() + self.allow.len()
-    }
 }
 
 fn list_name(v: Verdict) -> &'static str {

@@ -1,4 +1,4 @@
-//! The SSRF guard (BRIEF sections 4.4 "web" and 12 "SSRF").
+//! The SSRF guard (docs/THREAT_MODEL.md, "The walls, by layer", 3).
 //!
 //! The scheme allowlist runs first, on the raw text, before anything looks at
 //! the host (for non-special schemes the `url` crate returns the host as an

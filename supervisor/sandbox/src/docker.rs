@@ -1,7 +1,7 @@
 //! The Docker backend: one hardened container per session, through bollard.
 //!
 //! Each session gets a long-lived container (`tollgate-<session>`) from the
-//! image `sandbox-image/build.sh` makes, with every setting of BRIEF section 6:
+//! image `sandbox-image/build.sh` makes, with every setting of docs/OPERATIONS.md "The Docker sandbox":
 //! no network, read-only rootfs, a private sized /tmp, `cap_drop ALL`,
 //! `no-new-privileges`, tollgate's seccomp allowlist, pids/memory/CPU limits,
 //! nofile/fsize/core rlimits, the session owner's uid:gid, docker's init as pid

@@ -3,14 +3,13 @@
 //! It owns the [`Backend`] trait and its implementations: `native` (a
 //! re-executed single-threaded helper that becomes pid 1 of fresh namespaces,
 //! restricted by Landlock and seccomp), `docker` (one hardened container per
-//! session, through bollard) and `fake` (for the daemon's unit tests).
+//! session, through bollard).
 //!
 //! It must never weaken a sandbox silently: when the host cannot give full
 //! strength, creating a sandbox fails and names what is missing. It makes no
 //! policy decisions: the daemon's `pep.rs` decides, then calls a backend.
 
 pub mod docker;
-pub mod fake;
 pub mod host_exec;
 pub mod native;
 mod setid;
@@ -28,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 pub enum BackendKind {
     Native,
     Docker,
-    Fake,
 }
 
 impl BackendKind {
@@ -36,7 +34,6 @@ impl BackendKind {
         match self {
             BackendKind::Native => "native",
             BackendKind::Docker => "docker",
-            BackendKind::Fake => "fake",
         }
     }
 }

@@ -41,7 +41,7 @@ pub struct ToolOutput {
     pub truncated: bool,
 }
 
-/// The default output cap (BRIEF section 5): 32 KiB.
+/// The default output cap (docs/ARCHITECTURE.md "Reference"): 32 KiB.
 pub const DEFAULT_OUTPUT_CAP: usize = 32 * 1024;
 
 /// Caps `text` at `cap` bytes on a char boundary. When it cuts, it appends a

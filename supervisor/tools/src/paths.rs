@@ -145,7 +145,7 @@ fn is_format_char(c: char) -> bool {
         0x061C | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2069 | 0xFEFF)
 }
 
-/// Workspace secret files (BRIEF 4), as the policy defines them (`.env*`,
+/// Workspace secret files (docs/THREAT_MODEL.md, 3), as the policy defines them (`.env*`,
 /// keys, `id_*`, `.netrc`, `credentials*`, ...). grep does not search them
 /// (reading one needs an approval through read_file, and grep would leak it
 /// without one).

@@ -18,9 +18,9 @@ mod service;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use bindings::{Binding, Bindings, CallNote};
-pub use event::{Event, EventName, MAX_EVENT_BYTES, ToolEvent, parse as parse_event};
-pub use routes::{ROUTE_TTL, Route, Routes};
+pub use bindings::Bindings;
+pub use event::MAX_EVENT_BYTES;
+pub use routes::{Route, Routes};
 pub use service::HookSvc;
 
 use crate::sessions::Session;

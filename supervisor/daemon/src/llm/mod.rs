@@ -1,4 +1,5 @@
-//! The Chat proxy's providers (BRIEF section 11). The supervisor holds the API
+//! The Chat proxy's providers (docs/ARCHITECTURE.md "The LLM
+//! proxy"). The supervisor holds the API
 //! key; the agent only ever talks to the supervisor.
 
 mod openai;

@@ -38,8 +38,6 @@ use crate::sessions::Session;
 use crate::supervisor::Supervisor;
 use route::Router;
 
-pub use lines::MAX_SERVER_LINE;
-
 /// The stream to the agent.
 pub type Downstream = mpsc::Sender<Result<pb::McpGatewayServerMsg, Status>>;
 

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use opentelemetry::KeyValue;
 use opentelemetry::logs::Severity;
-use opentelemetry::{KeyValue, Value as OtelValue};
 use serde_json::Value;
 use tollgate_audit::Redactor;
 
@@ -335,18 +335,20 @@ fn push_rule(attrs: &mut Vec<KeyValue>, f: &Value) {
     }
 }
 
-/// An attribute's value by key (tests and the exporter's logs).
-pub fn attribute<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a OtelValue> {
-    attrs
-        .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| &kv.value)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use opentelemetry::Value as OtelValue;
     use serde_json::json;
+
+    use super::*;
+
+    /// An attribute's value by key.
+    fn attribute<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a OtelValue> {
+        attrs
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| &kv.value)
+    }
 
     fn item(kind: Kind, fields: Value) -> Item {
         Item {

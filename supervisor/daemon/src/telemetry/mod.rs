@@ -10,7 +10,6 @@
 
 pub mod export;
 pub mod map;
-pub mod settings;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tollgate_audit::Redactor;
 use tollgate_proto::v1 as pb;
 
-pub use settings::TelemetrySection;
+pub use tollgate_config::TelemetrySection;
 
 use map::{Item, Kind};
 

@@ -1,4 +1,5 @@
-//! Shell analysis for run_bash (BRIEF section 4.4 "shell").
+//! Shell analysis for run_bash (docs/THREAT_MODEL.md, "The walls, by
+//! layer", 3).
 //!
 //! The command is parsed by a real bash parser (brush-parser) and walked for
 //! every simple command: across `; && || | &` and newlines, inside `$( )`,

@@ -1,4 +1,5 @@
-//! The container a session gets: every setting of BRIEF section 6, built as
+//! The container a session gets: every setting of docs/OPERATIONS.md "The Docker
+//! sandbox", built as
 //! one `ContainerCreateBody` (pure, so it is unit-tested field by field).
 //!
 //! Its pid 1 is the resident exec agent, bind-mounted read-only from the

@@ -231,8 +231,9 @@ fn depth(p: &Path) -> usize {
 /// The workspace-relative paths a repository's own configuration makes
 /// host-executed, for the policy (the file tools): git directories not
 /// named `.git`, included config files, hooks directories. Reads no index.
-pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<git::GitPaths, SandboxError> {
-    git::scan(workspace, home, git::Depth::ConfigsOnly).map_err(|e| refused(e.0))
+/// `Err`: why this layout cannot be guarded, in a sentence.
+pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<git::GitPaths, String> {
+    git::scan(workspace, home, git::Depth::ConfigsOnly).map_err(|e| e.0)
 }
 
 #[cfg(test)]

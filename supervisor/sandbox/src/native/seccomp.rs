@@ -788,7 +788,7 @@ pub(crate) fn verdict(nr: u32, args: [u64; 6]) -> Result<(), i32> {
     }
 }
 
-/// The whole policy as Markdown (for THREAT_MODEL.md and `doctor -v`).
+/// The whole policy as Markdown (for docs/THREAT_MODEL.md and `doctor -v`).
 pub(crate) fn policy_markdown() -> String {
     let mut s = String::new();
     s.push_str("Default for anything not listed: EPERM. Foreign architectures (i386 `int 0x80`) and the x32 bit: the process is killed. `clone3` and `openat2`: ENOSYS.\n\n");

@@ -80,7 +80,6 @@ impl Case {
         match kind {
             BackendKind::Native => self.native,
             BackendKind::Docker => self.docker,
-            BackendKind::Fake => Expect::NotApplicable("the fake backend runs nothing"),
         }
     }
 }

@@ -1,5 +1,9 @@
-//! `supervisorctl bench`: every figure of the performance page, beside the
-//! tools people would otherwise use, in one run (issue 9).
+//! tollgate-bench: `supervisorctl bench`, every figure of the performance
+//! page (docs/PERFORMANCE.md), beside the tools people would otherwise use,
+//! in one run (issue 9). A library that `supervisorctl` calls for its
+//! `bench` subcommand (and for the floor server's `__grpc-floor`); it
+//! measures, and prints through the [`Printer`] supervisorctl hands it. It
+//! links neither the daemon nor anything the daemon alone needs.
 //!
 //! It starts its own supervisors (the `supervisor` binary next to this one)
 //! on a temporary directory with a config it writes (script provider, native
@@ -41,6 +45,28 @@ use harness::{SupervisorProc, TempRoot, blocking};
 use stats::{Row, Status, Unit, fmt_value};
 
 pub use floor::{SUBCOMMAND as FLOOR_SUBCOMMAND, main as floor_main};
+
+/// How supervisorctl prints: its stdout (a closed pipe exits quietly) and
+/// its table layout, so the report looks like every other table it prints.
+#[derive(Debug, Clone, Copy)]
+pub struct Printer {
+    /// Writes one line on stdout.
+    pub line: fn(std::fmt::Arguments<'_>),
+    /// Prints aligned columns (cells escaped).
+    pub table: fn(&[&str], &[Vec<String>]),
+    /// Escapes control characters (terminal injection).
+    pub escape: fn(&str) -> String,
+}
+
+/// `outln!(printer, ...)`: one line through the [`Printer`].
+macro_rules! outln {
+    ($p:expr) => {
+        ($p.line)(format_args!(""))
+    };
+    ($p:expr, $($arg:tt)*) => {
+        ($p.line)(format_args!($($arg)*))
+    };
+}
 
 /// What the issue asks for at least.
 pub const MIN_SAMPLES: usize = 200;
@@ -111,7 +137,7 @@ struct Host {
 /// Runs the benchmark; returns the exit code (0: every row measured or
 /// MISSING; 1: some measurement FAILED). Missed targets do not change it:
 /// the table says which and by how much.
-pub async fn run(args: Args) -> anyhow::Result<u8> {
+pub async fn run(args: Args, out: Printer) -> anyhow::Result<u8> {
     let args = normalise(args);
     let started = Instant::now();
     let loadavg_start = loadavg();
@@ -187,11 +213,12 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     };
     if args.json {
         outln!(
+            out,
             "{}",
             serde_json::to_string_pretty(&report).context("encoding the report")?
         );
     } else {
-        print_report(&report);
+        print_report(&report, out);
     }
     let failed = report
         .rows
@@ -449,8 +476,9 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-fn print_report(r: &Report) {
+fn print_report(r: &Report, out: Printer) {
     outln!(
+        out,
         "tollgate {} bench, {}: kernel {}, {} ({} cores), load {} → {}, audit sync {}{}",
         r.version,
         r.date,
@@ -507,8 +535,8 @@ fn print_report(r: &Report) {
             met.to_string(),
         ]);
     }
-    outln!();
-    crate::table::print(
+    outln!(out);
+    (out.table)(
         &[
             "measurement",
             "samples",
@@ -522,9 +550,9 @@ fn print_report(r: &Report) {
         &table,
     );
     if !notes.is_empty() {
-        outln!();
+        outln!(out);
         for n in notes {
-            outln!("- {}", crate::table::escape(&n));
+            outln!(out, "- {}", (out.escape)(&n));
         }
     }
     let missed: Vec<&Row> = r.rows.iter().filter(|x| x.met == Some(false)).collect();
@@ -533,8 +561,9 @@ fn print_report(r: &Report) {
         .iter()
         .filter(|x| x.target.is_some() && x.met.is_none())
         .collect();
-    outln!();
+    outln!(out);
     outln!(
+        out,
         "{} rows in {:.1} s; targets met: {}, missed: {}{}, not judged: {}{}",
         r.rows.len(),
         r.duration_s,
@@ -545,6 +574,7 @@ fn print_report(r: &Report) {
         list(&open),
     );
     outln!(
+        out,
         "time per group: {}",
         r.groups
             .iter()
@@ -583,8 +613,7 @@ mod tests {
             ),
         ] {
             let text = config_toml(script, image, sync);
-            let c =
-                tollgate_supervisor::config::Config::parse(&text, Path::new("bench.toml")).unwrap();
+            let c = tollgate_config::Config::parse(&text, Path::new("bench.toml")).unwrap();
             assert_eq!(c.audit.sync, sync);
             assert_eq!(c.llm.script.as_deref(), Some(script));
             assert_eq!(c.sandbox.image, image.unwrap_or(""));

@@ -1,8 +1,14 @@
-//! The supervisor's TOML config (INTERFACES.md "Supervisor config").
+//! tollgate-config: the supervisor's TOML config (docs/INTERFACES.md
+//! "Supervisor config"), read by the supervisor and by `supervisorctl`
+//! (`policy test`, `doctor`, `bench`) without linking the daemon.
 //!
 //! Every section uses `deny_unknown_fields`, so a typo is an error that names
 //! the line, never a silently ignored setting. Defaults apply where the file
 //! (or a key) is absent.
+
+#![forbid(unsafe_code)]
+
+mod telemetry;
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +16,9 @@ use serde::Deserialize;
 use tollgate_audit::SyncMode;
 use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
-/// Default config path (INTERFACES.md).
+pub use telemetry::TelemetrySection;
+
+/// Default config path (docs/INTERFACES.md).
 pub const DEFAULT_CONFIG: &str = "/etc/tollgate/supervisor.toml";
 pub const DEFAULT_STATE_DIR: &str = "/run/tollgate";
 pub const DEFAULT_AUDIT_DIR: &str = "/var/log/tollgate";
@@ -37,7 +45,7 @@ pub struct Config {
     pub clients: ClientsSection,
     /// OpenTelemetry export, off unless an endpoint is set.
     #[serde(default)]
-    pub telemetry: crate::telemetry::TelemetrySection,
+    pub telemetry: TelemetrySection,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -72,7 +80,10 @@ impl Default for SupervisorSection {
     }
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// `[sandbox] backend`, and `supervisor --sandbox` / `supervisorctl sandbox
+/// exec --backend` (parsed by clap: a bad value is an error naming the
+/// choices, never a silent default).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
     Native,
@@ -468,19 +479,16 @@ mod tests {
         assert!(err.contains("forbids"), "{err}");
     }
 
+    /// (That the sizes reach the sandbox's limits is the daemon's
+    /// `backends::tests::sandbox_sizes_reach_the_limits`.)
     #[test]
-    fn sandbox_sizes_reach_the_limits_and_zero_is_refused() {
+    fn sandbox_sizes_of_zero_are_refused() {
         let c = Config::parse(
             "[sandbox]\ntmp_mb = 32\nfsize_mb = 64\n",
             Path::new("x.toml"),
         )
         .unwrap();
-        let l = crate::backends::limits(&c);
-        assert_eq!((l.tmp_mb, l.fsize_mb), (32, 64));
-        assert_eq!(
-            crate::backends::limits(&Config::default()).fsize_mb,
-            tollgate_sandbox::Limits::default().fsize_mb
-        );
+        assert_eq!((c.sandbox.tmp_mb, c.sandbox.fsize_mb), (32, 64));
         for key in ["tmp_mb", "fsize_mb", "memory_mb", "pids"] {
             let err = Config::parse(&format!("[sandbox]\n{key} = 0\n"), Path::new("x.toml"))
                 .unwrap_err()

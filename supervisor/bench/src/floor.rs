@@ -10,6 +10,7 @@
 //! supervisor's ListTools pays; the difference between the two rows is
 //! tollgate's own share.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -54,7 +55,12 @@ pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
 async fn serve(socket: &Path) -> anyhow::Result<()> {
     let listener = tokio::net::UnixListener::bind(socket)
         .with_context(|| format!("cannot bind {}", socket.display()))?;
-    outln!("{READY}");
+    // The bench reads this line from a pipe: one write, flushed.
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{READY}")
+        .and_then(|()| stdout.flush())
+        .context("writing the ready line")?;
+    drop(stdout);
     tonic::transport::Server::builder()
         .add_service(AgentServiceServer::new(Floor))
         .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
@@ -63,6 +69,21 @@ async fn serve(socket: &Path) -> anyhow::Result<()> {
 }
 
 struct Floor;
+
+/// What the supervisor's ListTools answers with every tool allowed: the
+/// registry's schemas, rendered as the daemon's `agent_service::tool_specs`
+/// renders them (the bench must not link the daemon: docs/ARCHITECTURE.md).
+fn tool_specs() -> Vec<pb::ToolSpec> {
+    tollgate_policy::registry()
+        .iter()
+        .map(|t| pb::ToolSpec {
+            name: t.name.to_string(),
+            description: t.description.to_string(),
+            class: t.class.as_str().to_string(),
+            parameters_json: t.parameters.to_string(),
+        })
+        .collect()
+}
 
 type Reply<T> = Result<Response<T>, Status>;
 
@@ -76,7 +97,7 @@ fn unimplemented<T>() -> Reply<T> {
 impl AgentService for Floor {
     async fn list_tools(&self, _: Request<pb::ListToolsRequest>) -> Reply<pb::ListToolsResponse> {
         Ok(Response::new(pb::ListToolsResponse {
-            tools: tollgate_supervisor::agent_service::tool_specs(None),
+            tools: tool_specs(),
         }))
     }
     async fn open_session(

@@ -15,11 +15,10 @@ use anyhow::{Context as _, anyhow};
 use serde_json::json;
 use tollgate_audit::{Audit, Redactor, SyncMode, bench_input};
 use tollgate_policy::bench_input::{REPRESENTATIVE_POLICY, script_4k_substitutions};
+use tollgate_policy::host::{RealFs, SystemResolver, read_host_addrs};
 use tollgate_policy::{
     Context, Engine, FileFacts, FileKind, FsFacts, Mode, PolicyConfig, ToolCall,
 };
-use tollgate_supervisor::facts::{RealFs, SystemResolver};
-use tollgate_supervisor::host_addrs;
 
 use super::harness::{time_blocking, warmup_for};
 use super::stats::{Row, Target, Unit, fmt_nanos};
@@ -58,7 +57,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         repo: Vec::new(),
     };
     // The host's own addresses, read as the supervisor reads them.
-    let dns = SystemResolver::default().with_host(Arc::new(host_addrs::read_host_addrs()));
+    let dns = SystemResolver::default().with_host(Arc::new(read_host_addrs()));
     let many = n * 10;
     let decide = |call: ToolCall| -> anyhow::Result<Vec<Duration>> {
         time_blocking(warmup_for(many), many, |_| {
@@ -242,7 +241,7 @@ impl FsFacts for MemFs {
 /// per connection and the refresh one per change.
 pub fn host_addresses(n: usize) -> Vec<Row> {
     const LOOKUPS: usize = 1000;
-    let set = match host_addrs::read_host_addrs() {
+    let set = match read_host_addrs() {
         Ok(set) => set,
         Err(e) => {
             return vec![Row::failed(
@@ -261,7 +260,7 @@ pub fn host_addresses(n: usize) -> Vec<Row> {
         Ok(())
     });
     let reads = time_blocking(warmup_for(n), n, |_| {
-        black_box(host_addrs::read_host_addrs()?);
+        black_box(read_host_addrs()?);
         Ok(())
     });
     let mut rows = Vec::new();
