@@ -25,7 +25,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tollgate_policy::{Code, Context, Decision, Tool, ToolCall, ToolName, Verdict};
+use tollgate_policy::{
+    Code, Context, Decision, MCP_RULE_TOOL, McpToolCall, Tool, ToolCall, ToolName, Verdict,
+};
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{ExecRequest, Output, Sandbox};
 use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
@@ -1424,43 +1426,9 @@ pub async fn run_routed(
     cancel: CancellationToken,
 ) {
     let started = Instant::now();
-    let send = |o: pb::sandbox_exec_output::Out| {
-        let out = out.clone();
-        async move {
-            let _ = out.send(pb::SandboxExecOutput { out: Some(o) }).await;
-        }
-    };
-    let fail = |text: String| {
-        let send = &send;
-        async move {
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!("tollgate: {text}\n").into_bytes(),
-            ))
-            .await;
-            send(pb::sandbox_exec_output::Out::Exit(pb::ExitStatus {
-                code: ROUTED_NOT_RUN,
-                signal: 0,
-                timed_out: false,
-            }))
-            .await;
-        }
-    };
-    let started_record = json!({
-        "call_id": route.call_id, "tool": "run_bash", "allowed_by": "routed",
-        "target": route.target,
-    });
-    if let Err(e) = record(sup, session, "tool_started", started_record) {
-        return fail(audit_unavailable(sup, session, "run_bash", &e).reason).await;
-    }
-    if let Err(low) = sup.disk.check(&session.workspace) {
-        return fail(low.refused()).await;
-    }
-    let sb = match sandbox_of(sup, session).await {
+    let sb = match start_routed(sup, session, route).await {
         Ok(sb) => sb,
-        Err(
-            ExecError::Sandbox(reason) | ExecError::Tool(reason) | ExecError::DiskFloor(reason),
-        ) => return fail(reason).await,
-        Err(ExecError::Cancelled) => return fail(revoked(session).reason).await,
+        Err(text) => return fail_routed(out, &text).await,
     };
     let cfg = &sup.config.sandbox;
     let timeout = Duration::from_secs(
@@ -1489,52 +1457,93 @@ pub async fn run_routed(
     };
     let streamed = forward.await.unwrap_or_default();
     let duration_ms = started.elapsed().as_millis() as u64;
+    let (status, exit, note) = routed_end(session, &outcome, timeout);
+    if let Some(note) = note {
+        send_routed(out, stderr_line(&format!("\ntollgate: {note}\n"))).await;
+    }
+    record_routed_outcome(sup, session, route, status, &exit, &streamed, duration_ms);
+    send_routed(out, pb::sandbox_exec_output::Out::Exit(exit)).await;
+}
+
+/// Before a routed command runs: its `tool_started` record (durable), the
+/// disk floor, the session's sandbox. `Err` is the sentence for the caller.
+async fn start_routed(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    route: &crate::hooks::Route,
+) -> Result<Arc<dyn Sandbox>, String> {
+    let started_record = json!({
+        "call_id": route.call_id, "tool": "run_bash", "allowed_by": "routed",
+        "target": route.target,
+    });
+    if let Err(e) = record(sup, session, "tool_started", started_record) {
+        return Err(audit_unavailable(sup, session, "run_bash", &e).reason);
+    }
+    if let Err(low) = sup.disk.check(&session.workspace) {
+        return Err(low.refused());
+    }
+    match sandbox_of(sup, session).await {
+        Ok(sb) => Ok(sb),
+        Err(
+            ExecError::Sandbox(reason) | ExecError::Tool(reason) | ExecError::DiskFloor(reason),
+        ) => Err(reason),
+        Err(ExecError::Cancelled) => Err(revoked(session).reason),
+    }
+}
+
+async fn send_routed(out: &mpsc::Sender<pb::SandboxExecOutput>, o: pb::sandbox_exec_output::Out) {
+    let _ = out.send(pb::SandboxExecOutput { out: Some(o) }).await;
+}
+
+fn stderr_line(text: &str) -> pb::sandbox_exec_output::Out {
+    pb::sandbox_exec_output::Out::Stderr(text.as_bytes().to_vec())
+}
+
+/// A routed command tollgate could not run at all: why, on its stderr, and
+/// [`ROUTED_NOT_RUN`].
+async fn fail_routed(out: &mpsc::Sender<pb::SandboxExecOutput>, text: &str) {
+    send_routed(out, stderr_line(&format!("tollgate: {text}\n"))).await;
+    let exit = pb::ExitStatus {
+        code: ROUTED_NOT_RUN,
+        signal: 0,
+        timed_out: false,
+    };
+    send_routed(out, pb::sandbox_exec_output::Out::Exit(exit)).await;
+}
+
+/// How a routed command ended: the status on record, the exit status its
+/// caller sees, and a line for its stderr when tollgate stopped it.
+fn routed_end(
+    session: &Session,
+    outcome: &Result<tollgate_sandbox::ExecOutcome, tollgate_sandbox::SandboxError>,
+    timeout: Duration,
+) -> (&'static str, pb::ExitStatus, Option<String>) {
+    let exit = |code, signal, timed_out| pb::ExitStatus {
+        code,
+        signal,
+        timed_out,
+    };
     let stopped = !session.is_active() || outcome.as_ref().is_ok_and(|o| o.cancelled);
-    let (status, exit) = match &outcome {
+    match outcome {
         _ if stopped => {
             let why = if session.is_active() {
                 "the call was cancelled (the client went away)".to_string()
             } else {
                 revoked(session).reason
             };
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!("\ntollgate: {why}\n").into_bytes(),
-            ))
-            .await;
-            (
-                "stopped",
-                pb::ExitStatus {
-                    code: -1,
-                    signal: 9,
-                    timed_out: false,
-                },
-            )
+            ("stopped", exit(-1, 9, false), Some(why))
         }
         Ok(o) if o.timed_out => {
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!(
-                    "\ntollgate: the command timed out after {}s and was killed\n",
-                    timeout.as_secs()
-                )
-                .into_bytes(),
-            ))
-            .await;
-            (
-                "ok",
-                pb::ExitStatus {
-                    code: -1,
-                    signal: 9,
-                    timed_out: true,
-                },
-            )
+            let why = format!(
+                "the command timed out after {}s and was killed",
+                timeout.as_secs()
+            );
+            ("ok", exit(-1, 9, true), Some(why))
         }
         Ok(o) => (
             "ok",
-            pb::ExitStatus {
-                code: o.exit_code.unwrap_or(-1),
-                signal: o.signal.unwrap_or(0),
-                timed_out: false,
-            },
+            exit(o.exit_code.unwrap_or(-1), o.signal.unwrap_or(0), false),
+            None,
         ),
         Err(e) => {
             let why = match e {
@@ -1543,22 +1552,23 @@ pub async fn run_routed(
                 }
                 other => format!("{other}. The command may not have completed."),
             };
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!("\ntollgate: {why}\n").into_bytes(),
-            ))
-            .await;
-            (
-                "stopped",
-                pb::ExitStatus {
-                    code: ROUTED_NOT_RUN,
-                    signal: 0,
-                    timed_out: false,
-                },
-            )
+            ("stopped", exit(ROUTED_NOT_RUN, 0, false), Some(why))
         }
-    };
-    // The outcome rides on the next fsync (the command has already run);
-    // it is in the file before the caller hears the exit status.
+    }
+}
+
+/// The routed command's `tool_result`. It rides on the next fsync (the
+/// command has already run); it is in the file before the caller hears the
+/// exit status.
+fn record_routed_outcome(
+    sup: &Supervisor,
+    session: &Session,
+    route: &crate::hooks::Route,
+    status: &str,
+    exit: &pb::ExitStatus,
+    streamed: &Streamed,
+    duration_ms: u64,
+) {
     let _ = sup.recorder.to_file_deferred(
         &session.audit,
         &session.id,
@@ -1570,7 +1580,6 @@ pub async fn run_routed(
             "output": excerpt_of(&streamed.head),
         }),
     );
-    send(pb::sandbox_exec_output::Out::Exit(exit)).await;
 }
 
 /// The exit code a routed command's caller sees when tollgate could not run
@@ -1701,7 +1710,6 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<McpAnswer, String>>,
 {
-    use tollgate_policy::{MCP_RULE_TOOL, McpToolCall};
     let started = Instant::now();
     if !session.is_active() {
         return Err(revoked(session));
@@ -1710,9 +1718,65 @@ where
         server: server.to_string(),
         tool: tool.to_string(),
     };
+    let (decision, allowed_by) = decide_mcp_call(sup, session, call_id, &call, args)?;
+    let allowed_by = match decision.verdict {
+        Verdict::Deny => return Err(denial_of(&decision)),
+        Verdict::Ask => {
+            let approval = Ask {
+                call_id,
+                tool: MCP_RULE_TOOL,
+                args,
+                call: None,
+                d: &decision,
+                timeout: Duration::from_secs(sup.config.session.approval_timeout_s),
+            };
+            ask(sup, session, &approval, cancel).await?
+        }
+        Verdict::Allow => allowed_by,
+    };
+    record(
+        sup,
+        session,
+        "tool_started",
+        json!({
+            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
+            "allowed_by": allowed_by, "target": decision.target,
+        }),
+    )
+    .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
+    let outcome = forward_mcp(sup, session, server, cancel, forward).await;
+    let duration_ms = started.elapsed().as_millis() as u64;
+    record_mcp_outcome(sup, session, call_id, &call, &outcome, duration_ms);
+    outcome.map_err(|reason| {
+        if session.is_active() {
+            // An MCP decision is never destructive.
+            denial(
+                Code::SandboxUnavailable,
+                reason,
+                "mcp-gateway",
+                Some(&decision),
+            )
+        } else {
+            revoked(session)
+        }
+    })
+}
+
+/// Steps 1 to 3 for an MCP server's tool: the tool-call cap, the engine's
+/// `mcp(NAME.TOOL)` decision, grants and `auto_approve`, and the decision
+/// record (durable before anything is forwarded). Returns the decision and
+/// what allowed it.
+fn decide_mcp_call(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    call: &McpToolCall,
+    args: &Value,
+) -> Result<(Decision, &'static str), pb::Denial> {
+    let (server, tool) = (&call.server, &call.tool);
     let raw_args = sup.redactor.redact(&args.to_string());
     let mut decision = if session.take_tool_call() {
-        sup.engine.decide_mcp(&call, session.mode)
+        sup.engine.decide_mcp(call, session.mode)
     } else {
         Decision::deny(
             Code::CapReached,
@@ -1723,16 +1787,8 @@ where
             Some("cap:max_tool_calls"),
         )
     };
-    let mut allowed_by = "allowed";
-    if decision.verdict == Verdict::Ask {
-        if session.has_grant(MCP_RULE_TOOL, &decision.target) {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "allowed(session-scope)";
-        } else if sup.config.session.auto_approve {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "auto-allow(config)";
-        }
-    }
+    // An MCP decision is never destructive: the grants apply to every ask.
+    let allowed_by = apply_grants(sup, session, MCP_RULE_TOOL, &mut decision);
     let mut check = json!({
         "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
         "decision": decision.verdict.as_str(), "code": decision.code.as_str(),
@@ -1746,35 +1802,26 @@ where
     let durable_next = decision.verdict == Verdict::Allow;
     record_as(sup, session, "permission_check", check, durable_next)
         .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
-    match decision.verdict {
-        Verdict::Deny => return Err(denial_of(&decision)),
-        Verdict::Ask => {
-            let approval = Ask {
-                call_id,
-                tool: MCP_RULE_TOOL,
-                args,
-                call: None,
-                d: &decision,
-                timeout: Duration::from_secs(sup.config.session.approval_timeout_s),
-            };
-            allowed_by = ask(sup, session, &approval, cancel).await?;
-        }
-        Verdict::Allow => {}
-    }
-    record(
-        sup,
-        session,
-        "tool_started",
-        json!({
-            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
-            "allowed_by": allowed_by, "target": decision.target,
-        }),
-    )
-    .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
+    Ok((decision, allowed_by))
+}
+
+/// Forwards the call and waits for the server's answer, bounded by the
+/// sandbox's longest run timeout and by the call's cancellation.
+async fn forward_mcp<F, Fut>(
+    sup: &Supervisor,
+    session: &Session,
+    server: &str,
+    cancel: &CancellationToken,
+    forward: F,
+) -> Result<McpAnswer, String>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<McpAnswer, String>>,
+{
     let limit = Duration::from_secs(sup.config.sandbox.max_run_timeout_s);
     // Biased: an answer (or the server's end) already there is reported as
     // such, even when the call is being cancelled at the same moment.
-    let outcome = tokio::select! {
+    tokio::select! {
         biased;
         r = tokio::time::timeout(limit, forward()) => match r {
             Ok(r) => r,
@@ -1788,9 +1835,20 @@ where
         } else {
             revoked(session).reason
         }),
-    };
-    let duration_ms = started.elapsed().as_millis() as u64;
-    let fields = match &outcome {
+    }
+}
+
+/// The MCP call's `tool_result`, riding on the next fsync.
+fn record_mcp_outcome(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    call: &McpToolCall,
+    outcome: &Result<McpAnswer, String>,
+    duration_ms: u64,
+) {
+    let (server, tool) = (&call.server, &call.tool);
+    let fields = match outcome {
         Ok(a) => json!({
             "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
             "status": if a.is_error { "error" } else { "ok" }, "bytes": a.bytes,
@@ -1805,19 +1863,6 @@ where
     let _ = sup
         .recorder
         .to_file_deferred(&session.audit, &session.id, "tool_result", fields);
-    outcome.map_err(|reason| {
-        if session.is_active() {
-            // An MCP decision is never destructive.
-            denial(
-                Code::SandboxUnavailable,
-                reason,
-                "mcp-gateway",
-                Some(&decision),
-            )
-        } else {
-            revoked(session)
-        }
-    })
 }
 
 fn record(
