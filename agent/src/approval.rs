@@ -4,6 +4,7 @@
 //! destructive call needs a second, typed confirmation of its target.
 
 use tollgate_proto::{Approval, ApprovalResolved};
+use tollgate_toolcall::ToolName;
 
 use crate::text::escape_display;
 
@@ -72,7 +73,7 @@ pub fn render(a: &Approval, now_unix_ms: i64) -> Vec<String> {
     }
     lines.push(details);
     if a.diff.trim().is_empty() {
-        if !a.arguments_json.is_empty() && a.tool != "write_file" && a.tool != "edit_file" {
+        if !a.arguments_json.is_empty() && !writes_a_file(&a.tool) {
             lines.push(format!(
                 "  arguments: {}",
                 escape_display(&crate::text::truncate_chars(&a.arguments_json, 400), false)
@@ -94,6 +95,29 @@ pub fn render(a: &Approval, now_unix_ms: i64) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// write_file and edit_file: their approval shows a diff, not the
+/// arguments (the content would repeat it).
+fn writes_a_file(tool: &str) -> bool {
+    match ToolName::parse(tool) {
+        Some(ToolName::WriteFile | ToolName::EditFile) => true,
+        Some(
+            ToolName::ReadFile
+            | ToolName::GlobFiles
+            | ToolName::Grep
+            | ToolName::RunBash
+            | ToolName::Webfetch
+            | ToolName::Mcp
+            | ToolName::TodoAppend
+            | ToolName::TodoList
+            | ToolName::TodoUpdate
+            | ToolName::ReadScratchpad
+            | ToolName::WriteScratchpad
+            | ToolName::AskQuestion,
+        )
+        | None => false,
+    }
 }
 
 /// One line saying how an approval ended, and who decided.
@@ -129,8 +153,7 @@ pub fn resolved_line(r: &ApprovalResolved) -> String {
 /// How the demo answers approvals by itself: it approves everything except an
 /// overwrite of an existing file, which it denies to show a denial reaching the model.
 pub fn demo_decision(a: &Approval) -> bool {
-    let overwrite = (a.tool == "write_file" || a.tool == "edit_file")
-        && a.consequence.trim_start().starts_with("overwrite");
+    let overwrite = writes_a_file(&a.tool) && a.consequence.trim_start().starts_with("overwrite");
     !overwrite
 }
 

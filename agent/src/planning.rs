@@ -6,6 +6,7 @@
 //! answers anything else with a clear `Error: invalid arguments: …`.
 
 use serde_json::{Map, Value};
+use tollgate_toolcall::ToolName;
 
 /// Most todo items kept.
 pub const MAX_TODOS: usize = 200;
@@ -13,19 +14,6 @@ pub const MAX_TODOS: usize = 200;
 pub const MAX_TODO_CHARS: usize = 4_096;
 /// Largest scratchpad, in bytes.
 pub const MAX_SCRATCHPAD_BYTES: usize = 64 * 1024;
-
-/// Whether a tool name is one the agent runs itself.
-pub fn is_local_tool(name: &str) -> bool {
-    matches!(
-        name,
-        "todo_append"
-            | "todo_list"
-            | "todo_update"
-            | "read_scratchpad"
-            | "write_scratchpad"
-            | "ask_question"
-    )
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TodoStatus {
@@ -123,18 +111,26 @@ impl Planning {
 
     /// Runs one planning tool. `Ok` is the text for the model; `Err` is the reason
     /// the arguments were refused (the caller prefixes `Error: invalid arguments:`).
-    pub fn call(&mut self, tool: &str, args: &Map<String, Value>) -> Result<String, String> {
+    pub fn call(&mut self, tool: ToolName, args: &Map<String, Value>) -> Result<String, String> {
         match tool {
-            "todo_append" => self.todo_append(args),
-            "todo_list" => Ok(self.render_todos()),
-            "todo_update" => self.todo_update(args),
-            "read_scratchpad" => Ok(if self.scratchpad.is_empty() {
+            ToolName::TodoAppend => self.todo_append(args),
+            ToolName::TodoList => Ok(self.render_todos()),
+            ToolName::TodoUpdate => self.todo_update(args),
+            ToolName::ReadScratchpad => Ok(if self.scratchpad.is_empty() {
                 "(the scratchpad is empty)".to_string()
             } else {
                 self.scratchpad.clone()
             }),
-            "write_scratchpad" => self.write_scratchpad(args),
-            other => Err(format!("'{other}' is not a planning tool")),
+            ToolName::WriteScratchpad => self.write_scratchpad(args),
+            ToolName::ReadFile
+            | ToolName::GlobFiles
+            | ToolName::Grep
+            | ToolName::WriteFile
+            | ToolName::EditFile
+            | ToolName::RunBash
+            | ToolName::Webfetch
+            | ToolName::Mcp
+            | ToolName::AskQuestion => Err(format!("'{tool}' is not a planning tool")),
         }
     }
 
@@ -276,26 +272,29 @@ mod tests {
     fn todo_round_trip() {
         let mut p = Planning::default();
         assert_eq!(
-            p.call("todo_list", &Map::new()).unwrap(),
+            p.call(ToolName::TodoList, &Map::new()).unwrap(),
             "(the todo list is empty)"
         );
         assert_eq!(
             p.call(
-                "todo_append",
+                ToolName::TodoAppend,
                 &obj(json!({"items": ["read code", "fix bug"]}))
             )
             .unwrap(),
             "Added 2 items. Todo list:\n1. [ ] read code\n2. [ ] fix bug"
         );
-        p.call("todo_append", &obj(json!({"item": "  run tests "})))
+        p.call(ToolName::TodoAppend, &obj(json!({"item": "  run tests "})))
             .unwrap();
         assert_eq!(
-            p.call("todo_update", &obj(json!({"id": 1, "status": "done"})))
-                .unwrap(),
+            p.call(
+                ToolName::TodoUpdate,
+                &obj(json!({"id": 1, "status": "done"}))
+            )
+            .unwrap(),
             "Updated item 1. Todo list:\n1. [x] read code\n2. [ ] fix bug\n3. [ ] run tests"
         );
         p.call(
-            "todo_update",
+            ToolName::TodoUpdate,
             &obj(json!({"id": "2", "status": "in-progress"})),
         )
         .unwrap();
@@ -309,25 +308,32 @@ mod tests {
     fn todo_errors_are_clear() {
         let mut p = Planning::default();
         assert_eq!(
-            p.call("todo_update", &obj(json!({"id": 4, "status": "done"}))),
+            p.call(
+                ToolName::TodoUpdate,
+                &obj(json!({"id": 4, "status": "done"}))
+            ),
             Err("there is no todo item 4 (the list has 0)".into())
         );
         assert_eq!(
-            p.call("todo_append", &obj(json!({"items": "x"}))),
+            p.call(ToolName::TodoAppend, &obj(json!({"items": "x"}))),
             Err("`items` must be an array of strings".into())
         );
         assert_eq!(
-            p.call("todo_append", &obj(json!({"items": [""]}))),
+            p.call(ToolName::TodoAppend, &obj(json!({"items": [""]}))),
             Err("a todo item may not be empty".into())
         );
-        p.call("todo_append", &obj(json!({"item": "a"}))).unwrap();
+        p.call(ToolName::TodoAppend, &obj(json!({"item": "a"})))
+            .unwrap();
         assert_eq!(
-            p.call("todo_update", &obj(json!({"id": 1, "status": "maybe"}))),
+            p.call(
+                ToolName::TodoUpdate,
+                &obj(json!({"id": 1, "status": "maybe"}))
+            ),
             Err("unknown status 'maybe': use pending, in_progress, done or cancelled".into())
         );
         let many: Vec<String> = (0..MAX_TODOS).map(|i| i.to_string()).collect();
         assert!(
-            p.call("todo_append", &obj(json!({ "items": many })))
+            p.call(ToolName::TodoAppend, &obj(json!({ "items": many })))
                 .is_err()
         );
     }
@@ -336,23 +342,23 @@ mod tests {
     fn scratchpad() {
         let mut p = Planning::default();
         assert_eq!(
-            p.call("read_scratchpad", &Map::new()).unwrap(),
+            p.call(ToolName::ReadScratchpad, &Map::new()).unwrap(),
             "(the scratchpad is empty)"
         );
-        p.call("write_scratchpad", &obj(json!({"content": "a"})))
+        p.call(ToolName::WriteScratchpad, &obj(json!({"content": "a"})))
             .unwrap();
         p.call(
-            "write_scratchpad",
+            ToolName::WriteScratchpad,
             &obj(json!({"content": "b", "append": true})),
         )
         .unwrap();
-        assert_eq!(p.call("read_scratchpad", &Map::new()).unwrap(), "ab");
-        p.call("write_scratchpad", &obj(json!({"content": "c"})))
+        assert_eq!(p.call(ToolName::ReadScratchpad, &Map::new()).unwrap(), "ab");
+        p.call(ToolName::WriteScratchpad, &obj(json!({"content": "c"})))
             .unwrap();
-        assert_eq!(p.call("read_scratchpad", &Map::new()).unwrap(), "c");
+        assert_eq!(p.call(ToolName::ReadScratchpad, &Map::new()).unwrap(), "c");
         let big = "x".repeat(MAX_SCRATCHPAD_BYTES + 1);
         assert!(
-            p.call("write_scratchpad", &obj(json!({ "content": big })))
+            p.call(ToolName::WriteScratchpad, &obj(json!({ "content": big })))
                 .is_err()
         );
     }
@@ -364,6 +370,8 @@ mod tests {
             Ok("Which branch?".into())
         );
         assert!(question_of(&obj(json!({"q": "x"}))).is_err());
-        assert!(is_local_tool("ask_question") && !is_local_tool("read_file"));
+        let local = |name: &str| ToolName::parse(name).is_some_and(ToolName::runs_in_agent);
+        assert!(local("ask_question") && !local("read_file"));
+        assert!(!local("no_such_tool"));
     }
 }

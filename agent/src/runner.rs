@@ -17,6 +17,7 @@ use tollgate_proto::{
     Approval, ApprovalDecision, ApprovalResolved, CallToolRequest, CallToolResponse, ChatMessage,
     ChatRequest, ChatResponse, ChatToolCall, DenialCode, ToolSpec,
 };
+use tollgate_toolcall::ToolName;
 use tonic::Code;
 
 use crate::approval::{self, Answer};
@@ -973,22 +974,42 @@ impl Agent {
         tool: &str,
         args: &Map<String, Value>,
     ) -> Result<Result<String, String>, Interrupt> {
-        if tool == "ask_question" {
-            let q = match planning::question_of(args) {
-                Ok(q) => q,
-                Err(e) => return Ok(Err(model_text::invalid_args(&e))),
-            };
-            let answer = self.ask_question(&q).await?;
-            return Ok(Ok(answer));
-        }
-        if !planning::is_local_tool(tool) {
-            return Ok(Err(format!(
-                "Error: tool '{tool}' is not available in this agent"
-            )));
-        }
+        let local = match ToolName::parse(tool) {
+            Some(ToolName::AskQuestion) => {
+                let q = match planning::question_of(args) {
+                    Ok(q) => q,
+                    Err(e) => return Ok(Err(model_text::invalid_args(&e))),
+                };
+                let answer = self.ask_question(&q).await?;
+                return Ok(Ok(answer));
+            }
+            Some(
+                t @ (ToolName::TodoAppend
+                | ToolName::TodoList
+                | ToolName::TodoUpdate
+                | ToolName::ReadScratchpad
+                | ToolName::WriteScratchpad),
+            ) => t,
+            // The supervisor's tools, and a tool this agent does not know.
+            Some(
+                ToolName::ReadFile
+                | ToolName::GlobFiles
+                | ToolName::Grep
+                | ToolName::WriteFile
+                | ToolName::EditFile
+                | ToolName::RunBash
+                | ToolName::Webfetch
+                | ToolName::Mcp,
+            )
+            | None => {
+                return Ok(Err(format!(
+                    "Error: tool '{tool}' is not available in this agent"
+                )));
+            }
+        };
         Ok(self
             .planning
-            .call(tool, args)
+            .call(local, args)
             .map_err(|e| model_text::invalid_args(&e)))
     }
 

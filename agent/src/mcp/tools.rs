@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use tollgate_proto::ToolSpec;
+use tollgate_toolcall::ToolName;
 
 /// What a tool may do to the world, for the MCP annotations. One row per
 /// class of the registry (`ToolSpec.class`), with the per-tool exceptions in
@@ -48,24 +49,38 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
             open_world: true,
         },
     };
-    match spec.name.as_str() {
+    match ToolName::parse(&spec.name) {
         // The same content written twice leaves the same file.
-        "write_file" => Hints {
+        Some(ToolName::WriteFile) => Hints {
             idempotent: true,
             ..by_class
         },
         // The sandbox has no network: a command cannot reach the open world.
-        "run_bash" => Hints {
+        Some(ToolName::RunBash) => Hints {
             open_world: false,
             ..by_class
         },
         // A GET through the SSRF guard: it changes nothing here, and it is
         // not read-only either (the rule: it reaches out).
-        "webfetch" => Hints {
+        Some(ToolName::Webfetch) => Hints {
             destructive: false,
             ..by_class
         },
-        _ => by_class,
+        Some(
+            ToolName::ReadFile
+            | ToolName::GlobFiles
+            | ToolName::Grep
+            | ToolName::EditFile
+            | ToolName::Mcp
+            | ToolName::TodoAppend
+            | ToolName::TodoList
+            | ToolName::TodoUpdate
+            | ToolName::ReadScratchpad
+            | ToolName::WriteScratchpad
+            | ToolName::AskQuestion,
+        ) => by_class,
+        // A tool the supervisor added after this agent was built.
+        None => by_class,
     }
 }
 

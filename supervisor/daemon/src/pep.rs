@@ -25,7 +25,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tollgate_policy::{Code, Context, Decision, ToolCall, ToolClass, Verdict};
+use tollgate_policy::{
+    Code, Context, Decision, MCP_RULE_TOOL, McpToolCall, Tool, ToolCall, ToolName, Verdict,
+};
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{ExecRequest, Output, Sandbox};
 use tollgate_tools::{FetchLimits, HopVetter, ToolOutput};
@@ -77,6 +79,8 @@ pub struct Cleared {
     pub decision: Decision,
     /// The arguments of the call (a single call's; for several, a list).
     pub args: Value,
+    /// The calls as the engine checked them, typed: what execution runs.
+    pub calls: Vec<Tool>,
     /// allowed | allowed(session-scope) | auto-allow(config) | approved |
     /// approved(session-scope); `delegated(client)` when handed back.
     pub allowed_by: &'static str,
@@ -101,11 +105,52 @@ pub async fn call_tool(
     let started = Instant::now();
     let call_id = req.call_id.chars().take(128).collect::<String>();
     let tool = req.tool.clone();
+    let calls = proposed_call(&req);
+    let gate = Gate::call_tool(sup);
+    let raw = &req.arguments_json;
+    let cleared = match authorize(sup, session, &call_id, &tool, raw, calls, &gate, &cancel).await {
+        Ok(c) => c,
+        Err(d) => return denied(d),
+    };
+    let Some(call) = cleared.calls.first() else {
+        // A cleared CallTool always holds its one checked call.
+        let d = denial(
+            Code::PolicyDenied,
+            "the call was cleared without its arguments; it is refused".to_string(),
+            "floor:engine-failure",
+            None,
+        );
+        return denied(d);
+    };
+    let result = match run(sup, session, &call_id, call, &cleared, &cancel).await {
+        Ok(r) => r,
+        Err(d) => return denied(d),
+    };
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let mut response = response_of(sup, session, result, &cleared, duration_ms);
+    record_outcome(
+        sup,
+        session,
+        &call_id,
+        &tool,
+        &cleared.decision,
+        &response,
+        duration_ms,
+    );
+    if !response.ok && response.denied.is_none() && response.error.is_empty() {
+        response.error = "the tool failed without a message".to_string();
+    }
+    response
+}
 
-    // Arguments that are not JSON never reach the engine; a tool the model
-    // is never offered (an MCP gate) is not one it can call.
-    let calls = if !tollgate_policy::offered(&tool) && tollgate_policy::lookup(&tool).is_some() {
-        Err(Decision::deny(
+/// CallTool's request as the engine's input: arguments that are not JSON
+/// never reach the engine, and a tool the model is never offered (an MCP
+/// gate) is not one it can call.
+#[allow(clippy::result_large_err)] // the refusal is a whole decision, recorded as such
+fn proposed_call(req: &pb::CallToolRequest) -> Result<Vec<ToolCall>, Decision> {
+    let tool = &req.tool;
+    if !tollgate_policy::offered(tool) && tollgate_policy::lookup(tool).is_some() {
+        return Err(Decision::deny(
             Code::UnknownTool,
             format!(
                 "there is no tool named `{tool}` for this agent. The available tools are: {}.",
@@ -116,56 +161,45 @@ pub async fn call_tool(
                     .join(", ")
             ),
             Some("registry"),
-        ))
-    } else {
-        match serde_json::from_str::<Value>(&req.arguments_json) {
-            Ok(args) => Ok(vec![ToolCall {
-                tool: tool.clone(),
-                args,
-            }]),
-            Err(e) => Err(Decision::deny(
-                Code::InvalidArgs,
-                format!("the arguments for {tool} are not valid JSON ({e}); send a JSON object"),
-                Some("schema"),
-            )),
-        }
-    };
-    let gate = Gate::call_tool(sup);
-    let cleared = match authorize(
-        sup,
-        session,
-        &call_id,
-        &tool,
-        &req.arguments_json,
-        calls,
-        &gate,
-        &cancel,
-    )
-    .await
-    {
-        Ok(c) => c,
-        Err(d) => return denied(d),
-    };
-    let Cleared {
-        decision,
-        args,
-        allowed_by,
-        ..
-    } = cleared;
+        ));
+    }
+    match serde_json::from_str::<Value>(&req.arguments_json) {
+        Ok(args) => Ok(vec![ToolCall {
+            tool: tool.clone(),
+            args,
+        }]),
+        Err(e) => Err(Decision::deny(
+            Code::InvalidArgs,
+            format!("the arguments for {tool} are not valid JSON ({e}); send a JSON object"),
+            Some("schema"),
+        )),
+    }
+}
 
-    // Step 5: execute. A read-only tool in `always` mode reads while the
-    // fsync runs, and its output is released only once the decision is
-    // durable (see `read_while_durable`); every other tool waits for the
-    // fsync before it starts.
-    let overlap = READ_ONLY_TOOLS.contains(&tool.as_str()) && session.audit.append_waits();
+/// Step 5: execute, between the `tool_started` record and the outcome. A
+/// read-only tool in `always` mode reads while the fsync runs, and its
+/// output is released only once the decision is durable (see
+/// `read_while_durable`); every other tool waits for the fsync before it
+/// starts. `Err` is the denial when a record could not be written.
+async fn run(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    call_id: &str,
+    call: &Tool,
+    cleared: &Cleared,
+    cancel: &CancellationToken,
+) -> Result<Result<Done, ExecError>, pb::Denial> {
+    let tool = call.name().as_str();
+    let decision = &cleared.decision;
+    let overlap = read_only(call.name()) && session.audit.append_waits();
     let started_record = json!({
-        "call_id": call_id, "tool": tool, "allowed_by": allowed_by, "target": decision.target,
+        "call_id": call_id, "tool": tool, "allowed_by": cleared.allowed_by, "target": decision.target,
     });
     if let Err(e) = record_as(sup, session, "tool_started", started_record, overlap) {
-        return denied(audit_unavailable(sup, session, &tool, &e));
+        return Err(audit_unavailable(sup, session, tool, &e));
     }
     let run = async {
-        let run = execute(sup, session, &tool, &args, &decision, &cancel);
+        let run = execute(sup, session, call, decision, cancel);
         if overlap {
             read_while_durable(run, || sup.recorder.sync(&session.audit)).await
         } else {
@@ -180,13 +214,30 @@ pub async fn call_tool(
         r = &mut run => Some(r),
         _ = cancel.cancelled() => tokio::time::timeout(CANCEL_GRACE, &mut run).await.ok(),
     };
-    let result = match ran {
-        Some(Ok(r)) => r,
-        Some(Err(e)) => return denied(audit_unavailable(sup, session, &tool, &e)),
-        None => Err(ExecError::Cancelled),
+    match ran {
+        Some(Ok(r)) => Ok(r),
+        Some(Err(e)) => Err(audit_unavailable(sup, session, tool, &e)),
+        None => Ok(Err(ExecError::Cancelled)),
+    }
+}
+
+/// What the executor's result tells the agent: the redacted output, the
+/// tool's error, or why it was stopped.
+fn response_of(
+    sup: &Supervisor,
+    session: &Session,
+    result: Result<Done, ExecError>,
+    cleared: &Cleared,
+    duration_ms: u64,
+) -> pb::CallToolResponse {
+    let decision = &cleared.decision;
+    let allowed_by = cleared.allowed_by;
+    let stopped = |d: pb::Denial| pb::CallToolResponse {
+        denied: Some(d),
+        duration_ms,
+        ..Default::default()
     };
-    let duration_ms = started.elapsed().as_millis() as u64;
-    let mut response = match result {
+    match result {
         Ok(done) => {
             let text = sup.redactor.redact(&done.output.text);
             pb::CallToolResponse {
@@ -206,47 +257,39 @@ pub async fn call_tool(
             allowed_by: allowed_by.to_string(),
             ..Default::default()
         },
-        Err(ExecError::Sandbox(reason)) => pb::CallToolResponse {
-            denied: Some(pb::Denial {
-                code: pb::DenialCode::SandboxUnavailable as i32,
-                reason,
-                rule: "sandbox".to_string(),
-                consequence: decision.consequence.clone(),
-                destructive: decision.destructive,
-            }),
-            duration_ms,
-            ..Default::default()
-        },
-        Err(ExecError::DiskFloor(reason)) => pb::CallToolResponse {
-            denied: Some(pb::Denial {
-                code: pb::DenialCode::PolicyDenied as i32,
-                reason,
-                rule: DISK_RULE.to_string(),
-                consequence: decision.consequence.clone(),
-                destructive: decision.destructive,
-            }),
-            duration_ms,
-            ..Default::default()
-        },
-        Err(ExecError::Cancelled) => {
-            let d = if session.is_active() {
-                pb::Denial {
-                    code: pb::DenialCode::UserDenied as i32,
-                    reason: "the call was cancelled by the user before it finished.".to_string(),
-                    rule: "cancel".to_string(),
-                    consequence: decision.consequence.clone(),
-                    destructive: decision.destructive,
-                }
-            } else {
-                revoked(session)
-            };
-            pb::CallToolResponse {
-                denied: Some(d),
-                duration_ms,
-                ..Default::default()
-            }
-        }
-    };
+        Err(ExecError::Sandbox(reason)) => stopped(denial(
+            Code::SandboxUnavailable,
+            reason,
+            "sandbox",
+            Some(decision),
+        )),
+        Err(ExecError::DiskFloor(reason)) => stopped(denial(
+            Code::PolicyDenied,
+            reason,
+            DISK_RULE,
+            Some(decision),
+        )),
+        Err(ExecError::Cancelled) if session.is_active() => stopped(denial(
+            Code::UserDenied,
+            "the call was cancelled by the user before it finished.".to_string(),
+            "cancel",
+            Some(decision),
+        )),
+        Err(ExecError::Cancelled) => stopped(revoked(session)),
+    }
+}
+
+/// The `tool_result` record. It rides on the next fsync (the action has
+/// already run).
+fn record_outcome(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    tool: &str,
+    decision: &Decision,
+    response: &pb::CallToolResponse,
+    duration_ms: u64,
+) {
     let status = if response.ok {
         "ok"
     } else if response.denied.is_some() {
@@ -275,30 +318,42 @@ pub async fn call_tool(
             "rule": d.rule, "reason": d.reason,
         });
     }
-    // The outcome rides on the next fsync (the action has already run).
     let _ = sup
         .recorder
         .to_file_deferred(&session.audit, &session.id, "tool_result", outcome);
-    if !response.ok && response.denied.is_none() && response.error.is_empty() {
-        response.error = "the tool failed without a message".to_string();
-    }
-    response
 }
 
 /// Whether a tool writes to the workspace's filesystem (refused under the
 /// disk floor, see `disk.rs`): every write tool, and run_bash (what it runs
-/// may write anything); webfetch and the read and agent-side tools do not.
-fn writes_to_disk(tool: &str) -> bool {
-    match tollgate_policy::lookup(tool).map(|t| t.class) {
-        Some(ToolClass::Write) => true,
-        Some(ToolClass::Action) => tool == "run_bash",
-        Some(ToolClass::Read) | Some(ToolClass::Planning) | Some(ToolClass::Interaction) => false,
-        None => false,
+/// may write anything); webfetch, an MCP server's tool (it runs in its own
+/// sandbox, not through the PEP's executors) and the read and agent-side
+/// tools do not.
+fn writes_to_disk(tool: ToolName) -> bool {
+    match tool {
+        ToolName::WriteFile | ToolName::EditFile | ToolName::RunBash => true,
+        ToolName::ReadFile
+        | ToolName::GlobFiles
+        | ToolName::Grep
+        | ToolName::Webfetch
+        | ToolName::Mcp
+        | ToolName::TodoAppend
+        | ToolName::TodoList
+        | ToolName::TodoUpdate
+        | ToolName::ReadScratchpad
+        | ToolName::WriteScratchpad
+        | ToolName::AskQuestion => false,
     }
 }
 
 /// The rule a disk-floor refusal names.
 const DISK_RULE: &str = "floor:disk";
+
+/// What the engine made of a channel's calls.
+struct Decided {
+    decision: Decision,
+    args: Value,
+    calls: Vec<Tool>,
+}
 
 /// Steps 1 to 4 of the pipeline, shared by every channel (CallTool, a
 /// client's hook): the session and its cap, the engine (one decision, or one
@@ -320,82 +375,160 @@ pub async fn authorize(
     gate: &Gate,
     cancel: &CancellationToken,
 ) -> Result<Cleared, pb::Denial> {
-    if !session.is_active() {
-        return Err(revoked(session));
-    }
-    if !session.take_tool_call() {
-        let reason = format!(
-            "the session's tool-call cap ({}) is reached. Stop calling tools and summarise what you did and what remains.",
-            session.caps.max_tool_calls
-        );
-        let _ = record(
-            sup,
-            session,
-            "permission_check",
-            json!({
-                "call_id": call_id, "tool": tool, "decision": "deny", "code": "CAP_REACHED",
-                "rule": "cap:max_tool_calls", "reason": reason,
-            }),
-        );
-        return Err(pb::Denial {
-            code: pb::DenialCode::CapReached as i32,
-            reason,
-            rule: "cap:max_tool_calls".to_string(),
-            ..Default::default()
-        });
-    }
-
+    // Step 1: the session and its cap.
+    take_call(sup, session, call_id, tool)?;
     // Step 2: the engine.
-    let writes = match &calls {
-        Ok(calls) => calls.iter().any(|c| writes_to_disk(&c.tool)),
-        Err(_) => false,
-    };
-    let (mut decision, args) = match calls {
+    let calls = match calls {
+        Ok(calls) => calls,
         Err(d) => {
             let _ = audit_decision(sup, session, call_id, tool, raw_args, &d, "", false, gate);
             return Err(denial_of(&d));
         }
-        Ok(mut calls) if calls.len() == 1 => {
-            let call = calls.remove(0);
-            let len = if call.tool == tool {
-                raw_args.len()
-            } else {
-                call.args.to_string().len()
-            };
-            (
-                decide(sup, session, &call.tool, len, call.args.clone()).await,
-                call.args,
-            )
-        }
-        Ok(calls) => {
-            let mut parts = Vec::with_capacity(calls.len());
-            for c in &calls {
-                let len = c.args.to_string().len();
-                parts.push(decide(sup, session, &c.tool, len, c.args.clone()).await);
-            }
-            let list = calls
-                .into_iter()
-                .map(|c| json!({"tool": c.tool, "args": c.args}))
-                .collect::<Vec<_>>();
-            (Decision::combine(parts), Value::Array(list))
-        }
     };
-
-    // Grants and auto-approve apply only to the non-destructive ask tier.
-    let mut allowed_by = "allowed";
-    if decision.verdict == Verdict::Ask && !decision.destructive {
-        if session.has_grant(tool, &decision.target) {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "allowed(session-scope)";
-        } else if sup.config.session.auto_approve {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "auto-allow(config)";
-        }
+    let Decided {
+        mut decision,
+        args,
+        calls,
+    } = decide_calls(sup, session, tool, raw_args, calls).await;
+    let allowed_by = apply_grants(sup, session, tool, &mut decision);
+    apply_disk_floor(sup, session, &calls, &mut decision);
+    // Step 3: the decision record, durable before the action. Unless the
+    // caller needs it on disk now, an allowed call's record is made durable
+    // by the fsync of its `tool_started` record, written next: one fsync for
+    // both, before the tool runs.
+    let durable_next = decision.verdict == Verdict::Allow && !gate.durable_now;
+    if let Err(e) = audit_decision(
+        sup,
+        session,
+        call_id,
+        tool,
+        raw_args,
+        &decision,
+        allowed_by,
+        durable_next,
+        gate,
+    ) {
+        return Err(audit_unavailable(sup, session, tool, &e));
     }
+    // Step 4: the approval, for an ask.
+    let decided = Decided {
+        decision,
+        args,
+        calls,
+    };
+    let (allowed_by, delegated) = settle(
+        sup, session, call_id, tool, &decided, allowed_by, gate, cancel,
+    )
+    .await?;
+    Ok(Cleared {
+        decision: decided.decision,
+        args: decided.args,
+        calls: decided.calls,
+        allowed_by,
+        delegated,
+    })
+}
 
-    // The disk floor: a call that writes is refused while the workspace's
-    // filesystem is under `[sandbox] min_free_mb` (refused before any
-    // approval is asked for; checked again just before it runs).
+/// Step 1: the session is still active, and the call is counted against
+/// its tool-call cap (past the cap: recorded and refused).
+fn take_call(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    tool: &str,
+) -> Result<(), pb::Denial> {
+    if !session.is_active() {
+        return Err(revoked(session));
+    }
+    if session.take_tool_call() {
+        return Ok(());
+    }
+    let reason = format!(
+        "the session's tool-call cap ({}) is reached. Stop calling tools and summarise what you did and what remains.",
+        session.caps.max_tool_calls
+    );
+    let _ = record(
+        sup,
+        session,
+        "permission_check",
+        json!({
+            "call_id": call_id, "tool": tool, "decision": "deny", "code": "CAP_REACHED",
+            "rule": "cap:max_tool_calls", "reason": reason,
+        }),
+    );
+    Err(denial(Code::CapReached, reason, "cap:max_tool_calls", None))
+}
+
+/// Step 2: the engine's decision on the calls (one, or one per part,
+/// combined strictest first), and the calls it checked.
+async fn decide_calls(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    tool: &str,
+    raw_args: &str,
+    mut calls: Vec<ToolCall>,
+) -> Decided {
+    if calls.len() == 1 {
+        let call = calls.remove(0);
+        let len = if call.tool == tool {
+            raw_args.len()
+        } else {
+            call.args.to_string().len()
+        };
+        let args = call.args.clone();
+        let (decision, checked) = decide(sup, session, call, len).await;
+        return Decided {
+            decision,
+            args,
+            calls: checked.into_iter().collect(),
+        };
+    }
+    let mut parts = Vec::with_capacity(calls.len());
+    let mut checked = Vec::with_capacity(calls.len());
+    for c in &calls {
+        let len = c.args.to_string().len();
+        let (d, t) = decide(sup, session, c.clone(), len).await;
+        parts.push(d);
+        checked.extend(t);
+    }
+    let list = calls
+        .into_iter()
+        .map(|c| json!({"tool": c.tool, "args": c.args}))
+        .collect::<Vec<_>>();
+    Decided {
+        decision: Decision::combine(parts),
+        args: Value::Array(list),
+        calls: checked,
+    }
+}
+
+/// Grants and auto-approve apply only to the non-destructive ask tier.
+/// Returns what allowed the call (`allowed` when neither did).
+fn apply_grants(
+    sup: &Supervisor,
+    session: &Session,
+    tool: &str,
+    decision: &mut Decision,
+) -> &'static str {
+    if decision.verdict != Verdict::Ask || decision.destructive {
+        return "allowed";
+    }
+    if session.has_grant(tool, &decision.target) {
+        decision.verdict = Verdict::Allow;
+        "allowed(session-scope)"
+    } else if sup.config.session.auto_approve {
+        decision.verdict = Verdict::Allow;
+        "auto-allow(config)"
+    } else {
+        "allowed"
+    }
+}
+
+/// The disk floor: a call that writes is refused while the workspace's
+/// filesystem is under `[sandbox] min_free_mb` (refused before any
+/// approval is asked for; checked again just before it runs).
+fn apply_disk_floor(sup: &Supervisor, session: &Session, calls: &[Tool], decision: &mut Decision) {
+    let writes = calls.iter().any(|c| writes_to_disk(c.name()));
     if decision.verdict != Verdict::Deny
         && writes
         && let Err(low) = sup.disk.check(&session.workspace)
@@ -405,76 +538,95 @@ pub async fn authorize(
         decision.reason = low.refused();
         decision.rule = Some(DISK_RULE.to_string());
     }
+}
 
-    // Step 3: the decision record, durable before the action. Unless the
-    // caller needs it on disk now, an allowed call's record is made durable
-    // by the fsync of its `tool_started` record, written next: one fsync for
-    // both, before the tool runs.
-    if let Err(e) = audit_decision(
-        sup,
-        session,
-        call_id,
-        tool,
-        raw_args,
-        &decision,
-        allowed_by,
-        decision.verdict == Verdict::Allow && !gate.durable_now,
-        gate,
-    ) {
-        return Err(audit_unavailable(sup, session, tool, &e));
-    }
-
-    let mut delegated = None;
+/// Step 4: what the verdict becomes. A denial is sent; a non-destructive
+/// ask the gate delegates goes back to the caller's own prompt; any other
+/// ask waits for an approval. Returns what allowed the call and, when
+/// delegated, the approval's id.
+#[allow(clippy::too_many_arguments)]
+async fn settle(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    call_id: &str,
+    tool: &str,
+    decided: &Decided,
+    allowed_by: &'static str,
+    gate: &Gate,
+    cancel: &CancellationToken,
+) -> Result<(&'static str, Option<String>), pb::Denial> {
+    let decision = &decided.decision;
     match decision.verdict {
-        Verdict::Deny => return Err(denial_of(&decision)),
+        Verdict::Deny => Err(denial_of(decision)),
         Verdict::Ask if gate.delegate_ask && !decision.destructive => {
-            // The client's own prompt asks the person; the outcome is
-            // recorded when the client reports the call.
-            let id = approval_id().map_err(|e| audit_unavailable_msg(&e))?;
-            record(
-                sup,
-                session,
-                "approval_requested",
-                json!({
-                    "approval_id": id, "call_id": call_id, "tool": tool,
-                    "consequence": decision.consequence, "destructive": false,
-                    "target": decision.target, "rule": decision.rule, "channel": "client",
-                }),
-            )
-            .map_err(|e| audit_unavailable(sup, session, tool, &e))?;
-            allowed_by = "delegated(client)";
-            delegated = Some(id);
+            let id = delegate_to_client(sup, session, call_id, tool, decision)?;
+            Ok(("delegated(client)", Some(id)))
         }
         Verdict::Ask => {
-            match ask(
-                sup,
-                session,
+            // The diff preview is of the channel's own call only (not of a
+            // patch's parts).
+            let own = match decided.calls.as_slice() {
+                [c] if c.name().as_str() == tool => Some(c),
+                _ => None,
+            };
+            let approval = Ask {
                 call_id,
                 tool,
-                &args,
-                &decision,
-                gate.approval_wait,
-                cancel,
-            )
-            .await
-            {
-                Ok(by) => allowed_by = by,
-                Err(d) => return Err(d),
-            }
+                args: &decided.args,
+                call: own,
+                d: decision,
+                timeout: gate.approval_wait,
+            };
+            let by = ask(sup, session, &approval, cancel).await?;
+            Ok((by, None))
         }
-        Verdict::Allow => {}
+        Verdict::Allow => Ok((allowed_by, None)),
     }
-    Ok(Cleared {
-        decision,
-        args,
-        allowed_by,
-        delegated,
-    })
+}
+
+/// A non-destructive ask handed back to the caller: the client's own prompt
+/// asks the person; the outcome is recorded when the client reports the
+/// call. Returns the approval's id.
+fn delegate_to_client(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    tool: &str,
+    decision: &Decision,
+) -> Result<String, pb::Denial> {
+    let id = approval_id().map_err(|e| audit_unavailable_msg(&e))?;
+    record(
+        sup,
+        session,
+        "approval_requested",
+        json!({
+            "approval_id": id, "call_id": call_id, "tool": tool,
+            "consequence": decision.consequence, "destructive": false,
+            "target": decision.target, "rule": decision.rule, "channel": "client",
+        }),
+    )
+    .map_err(|e| audit_unavailable(sup, session, tool, &e))?;
+    Ok(id)
 }
 
 /// Tools whose only effect is the output they return (no write, no process,
 /// no network): they may start reading before their decision is durable.
-const READ_ONLY_TOOLS: [&str; 3] = ["read_file", "glob_files", "grep"];
+fn read_only(tool: ToolName) -> bool {
+    match tool {
+        ToolName::ReadFile | ToolName::GlobFiles | ToolName::Grep => true,
+        ToolName::WriteFile
+        | ToolName::EditFile
+        | ToolName::RunBash
+        | ToolName::Webfetch
+        | ToolName::Mcp
+        | ToolName::TodoAppend
+        | ToolName::TodoList
+        | ToolName::TodoUpdate
+        | ToolName::ReadScratchpad
+        | ToolName::WriteScratchpad
+        | ToolName::AskQuestion => false,
+    }
+}
 
 /// Starts `work` (polls it once: a file tool hands its job to the owner's
 /// thread), then runs `sync` (the fsync that makes the decision and
@@ -506,14 +658,36 @@ async fn read_while_durable<T>(
 /// pool.
 const INLINE_DECISION_BYTES: usize = 8 << 10;
 
-/// Runs the engine for a call.
+/// Whether deciding the tool may ask the network (DNS): then it is decided
+/// on the blocking pool, with the host-address snapshot.
+fn asks_the_network(tool: ToolName) -> bool {
+    match tool {
+        ToolName::Webfetch => true,
+        ToolName::ReadFile
+        | ToolName::GlobFiles
+        | ToolName::Grep
+        | ToolName::WriteFile
+        | ToolName::EditFile
+        | ToolName::RunBash
+        | ToolName::Mcp
+        | ToolName::TodoAppend
+        | ToolName::TodoList
+        | ToolName::TodoUpdate
+        | ToolName::ReadScratchpad
+        | ToolName::WriteScratchpad
+        | ToolName::AskQuestion => false,
+    }
+}
+
+/// Runs the engine for a call: checks it (the registry, the session's
+/// tools, the schema; the arguments typed once) and decides it. The checked
+/// call comes back with the decision, `None` when the check refused it.
 async fn decide(
     sup: &Arc<Supervisor>,
     session: &Arc<Session>,
-    tool: &str,
+    call: ToolCall,
     arguments_len: usize,
-    args: Value,
-) -> Decision {
+) -> (Decision, Option<Tool>) {
     let ctx = Context {
         workspace: session.workspace.clone(),
         mode: session.mode,
@@ -523,30 +697,37 @@ async fn decide(
         read_files: session.read_files(),
         repo: session.repo.clone(),
     };
-    let call = ToolCall {
-        tool: tool.to_string(),
-        args,
+    let tool = match sup.engine.check(&call, &ctx) {
+        Ok(t) => t,
+        Err(refused) => return (refused, None),
     };
-    if tool != "webfetch" && arguments_len <= INLINE_DECISION_BYTES {
+    if !asks_the_network(tool.name()) && arguments_len <= INLINE_DECISION_BYTES {
         // Pure and microseconds: decide right here. Only webfetch asks the
         // network facts, so this resolver carries no host-address snapshot
         // (were one asked for, the answer would be "unknown": refused).
-        return sup
+        let d = sup
             .engine
-            .decide(&call, &ctx, &RealFs, &SystemResolver::default());
+            .decide_checked(&tool, &ctx, &RealFs, &SystemResolver::default());
+        return (d, Some(tool));
     }
     // DNS may block, and a long script may take milliseconds to parse:
     // decide off the async threads, which serve every session.
     let sup2 = Arc::clone(sup);
-    tokio::task::spawn_blocking(move || sup2.engine.decide(&call, &ctx, &RealFs, &sup2.resolver()))
-        .await
-        .unwrap_or_else(|e| {
-            Decision::deny(
-                Code::PolicyDenied,
-                format!("the policy engine failed on this call ({e}); the call is refused"),
-                Some("floor:engine-failure"),
-            )
-        })
+    tokio::task::spawn_blocking(move || {
+        let d = sup2
+            .engine
+            .decide_checked(&tool, &ctx, &RealFs, &sup2.resolver());
+        (d, Some(tool))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        let d = Decision::deny(
+            Code::PolicyDenied,
+            format!("the policy engine failed on this call ({e}); the call is refused"),
+            Some("floor:engine-failure"),
+        );
+        (d, None)
+    })
 }
 
 /// The `permission_check` record. `durable_next`: a durable record follows
@@ -586,22 +767,73 @@ fn audit_decision(
     record_as(sup, session, "permission_check", f, durable_next)
 }
 
+/// An approval to ask for: the call, its decision, how long to wait.
+struct Ask<'a> {
+    call_id: &'a str,
+    /// The tool the records name (the channel's).
+    tool: &'a str,
+    /// The arguments as the approval shows them.
+    args: &'a Value,
+    /// The checked call, when it is the channel's own (for the diff
+    /// preview of a write or an edit).
+    call: Option<&'a Tool>,
+    d: &'a Decision,
+    timeout: Duration,
+}
+
+/// How an approval ended.
+enum Resolution {
+    /// Someone decided (or the decision came in the instant of the deadline).
+    Decided(crate::approvals::Resolution),
+    /// The deadline passed.
+    TimedOut,
+    /// The call was cancelled first (the agent went away, the session
+    /// ended): the denial to send.
+    Withdrawn(pb::Denial),
+}
+
 /// An approval: offered to operators and (when allowed) the session itself;
 /// waits for the first decision, the deadline, or cancellation.
-#[allow(clippy::too_many_arguments)]
 async fn ask(
     sup: &Arc<Supervisor>,
     session: &Arc<Session>,
-    call_id: &str,
-    tool: &str,
-    args: &Value,
-    d: &Decision,
-    timeout: Duration,
+    a: &Ask<'_>,
     cancel: &CancellationToken,
 ) -> Result<&'static str, pb::Denial> {
+    let (id, rx) = open_approval(sup, session, a).await?;
+    match await_resolution(sup, session, a, &id, rx, cancel).await {
+        Resolution::Decided(r) => match r.outcome {
+            Outcome::Approved { scope } => Ok(approved(sup, session, a, &id, scope, &r.decided_by)),
+            Outcome::Denied { reason } => {
+                Err(user_denied(sup, session, a, &id, &r.decided_by, &reason))
+            }
+        },
+        Resolution::TimedOut => Err(timed_out(sup, session, a, &id)),
+        Resolution::Withdrawn(d) => Err(d),
+    }
+}
+
+/// The approval with its consequence, diff preview and deadline, opened in
+/// the table, recorded (`approval_requested`) and shown to the session when
+/// it may approve. Returns its id and where its decision arrives.
+async fn open_approval(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    a: &Ask<'_>,
+) -> Result<
+    (
+        String,
+        tokio::sync::oneshot::Receiver<crate::approvals::Resolution>,
+    ),
+    pb::Denial,
+> {
+    let (call_id, tool, d) = (a.call_id, a.tool, a.d);
     let id = approval_id().map_err(|e| audit_unavailable_msg(&e))?;
     let now = SystemTime::now();
-    let diff = preview(sup, session, tool, args, d).await;
+    let diff = match a.call {
+        Some(call) => preview(sup, session, call, d).await,
+        None => String::new(),
+    };
     let approval = pb::Approval {
         id: id.clone(),
         session_id: session.id.clone(),
@@ -611,18 +843,18 @@ async fn ask(
         destructive: d.destructive,
         target: d.target.clone(),
         created_unix_ms: unix_ms(now),
-        deadline_unix_ms: unix_ms(now + timeout),
+        deadline_unix_ms: unix_ms(now + a.timeout),
         rule: d.rule.clone().unwrap_or_default(),
         reason: d.reason.clone(),
         arguments_json: if d.secret {
             "[REDACTED:secret-file]".to_string()
         } else {
-            excerpt_of(&sup.redactor.redact(&args.to_string()))
+            excerpt_of(&sup.redactor.redact(&a.args.to_string()))
         },
         status: "pending".to_string(),
         uid: session.uid,
     };
-    let mut rx = sup.approvals.open(approval.clone());
+    let rx = sup.approvals.open(approval.clone());
     if let Err(e) = record(
         sup,
         session,
@@ -641,109 +873,157 @@ async fn ask(
             msg: Some(pb::approval_server_msg::Msg::Requested(approval.clone())),
         });
     }
+    Ok((id, rx))
+}
+
+/// The first of: a decision, the deadline, the call's cancellation.
+async fn await_resolution(
+    sup: &Supervisor,
+    session: &Session,
+    a: &Ask<'_>,
+    id: &str,
+    mut rx: tokio::sync::oneshot::Receiver<crate::approvals::Resolution>,
+    cancel: &CancellationToken,
+) -> Resolution {
     let resolution = tokio::select! {
         r = &mut rx => r.ok(),
-        _ = tokio::time::sleep(timeout) => {
-            match sup.approvals.close(&id, "timeout", "deadline") {
+        _ = tokio::time::sleep(a.timeout) => {
+            match sup.approvals.close(id, "timeout", "deadline") {
                 Some(_) => None,
                 // Decided in the same instant: that decision stands.
                 None => rx.await.ok(),
             }
         }
-        _ = cancel.cancelled() => {
-            let who = if session.is_active() { "agent disconnected" } else { "session ended" };
-            if sup.approvals.close(&id, "withdrawn", who).is_some() {
-                let _ = record(sup, session, "approval_decided", json!({
-                    "approval_id": id, "tool": tool, "outcome": "withdrawn", "by": who,
-                }));
-                notify_resolved(session, &id, "withdrawn", who, "", "");
-            }
-            return Err(if session.is_active() {
-                pb::Denial {
-                    code: pb::DenialCode::UserDenied as i32,
-                    reason: format!("user denied: {}. The call was withdrawn before anyone decided.", d.consequence),
-                    rule: "approval".to_string(),
-                    consequence: d.consequence.clone(),
-                    destructive: d.destructive,
-                }
-            } else {
-                revoked(session)
-            });
-        }
+        _ = cancel.cancelled() => return Resolution::Withdrawn(withdrawn(sup, session, a, id)),
     };
     match resolution {
-        Some(r) => match r.outcome {
-            Outcome::Approved { scope } => {
-                let by = match scope {
-                    Scope::Session => {
-                        session.grant(tool, &d.target);
-                        "approved(session-scope)"
-                    }
-                    Scope::Once => "approved",
-                };
-                let _ = record(
-                    sup,
-                    session,
-                    "approval_decided",
-                    json!({
-                        "approval_id": id, "tool": tool, "outcome": "approved", "scope": scope.as_str(),
-                        "by": r.decided_by, "rule": d.rule, "target": d.target,
-                    }),
-                );
-                notify_resolved(session, &id, "approved", &r.decided_by, scope.as_str(), "");
-                Ok(by)
-            }
-            Outcome::Denied { reason } => {
-                let _ = record(
-                    sup,
-                    session,
-                    "approval_decided",
-                    json!({
-                        "approval_id": id, "tool": tool, "outcome": "denied", "by": r.decided_by,
-                        "reason": reason, "rule": d.rule, "target": d.target,
-                    }),
-                );
-                notify_resolved(session, &id, "denied", &r.decided_by, "", &reason);
-                let mut text = format!(
-                    "user denied: {}. Do not retry this call; ask the user or change approach.",
-                    d.consequence
-                );
-                if !reason.is_empty() {
-                    text.push_str(&format!(" The user said: {}", reason.replace('\n', " ")));
-                }
-                Err(pb::Denial {
-                    code: pb::DenialCode::UserDenied as i32,
-                    reason: text,
-                    rule: d.rule.clone().unwrap_or_default(),
-                    consequence: d.consequence.clone(),
-                    destructive: d.destructive,
-                })
-            }
-        },
-        None => {
-            let secs = timeout.as_secs();
-            let _ = record(
-                sup,
-                session,
-                "approval_decided",
-                json!({
-                    "approval_id": id, "tool": tool, "outcome": "timeout", "by": "deadline",
-                    "rule": d.rule, "target": d.target,
-                }),
-            );
-            notify_resolved(session, &id, "timeout", "deadline", "", "");
-            Err(pb::Denial {
-                code: pb::DenialCode::ApprovalTimeout as i32,
-                reason: format!(
-                    "no one approved in time: {} (waited {secs}s). Do not retry this call; ask the user or change approach.",
-                    d.consequence
-                ),
-                rule: d.rule.clone().unwrap_or_default(),
-                consequence: d.consequence.clone(),
-                destructive: d.destructive,
-            })
-        }
+        Some(r) => Resolution::Decided(r),
+        None => Resolution::TimedOut,
     }
+}
+
+/// The call was cancelled while its approval waited: the approval is
+/// withdrawn (recorded when it was still open).
+fn withdrawn(sup: &Supervisor, session: &Session, a: &Ask<'_>, id: &str) -> pb::Denial {
+    let (tool, d) = (a.tool, a.d);
+    let who = if session.is_active() {
+        "agent disconnected"
+    } else {
+        "session ended"
+    };
+    if sup.approvals.close(id, "withdrawn", who).is_some() {
+        let _ = record(
+            sup,
+            session,
+            "approval_decided",
+            json!({
+                "approval_id": id, "tool": tool, "outcome": "withdrawn", "by": who,
+            }),
+        );
+        notify_resolved(session, id, "withdrawn", who, "", "");
+    }
+    if session.is_active() {
+        denial(
+            Code::UserDenied,
+            format!(
+                "user denied: {}. The call was withdrawn before anyone decided.",
+                d.consequence
+            ),
+            "approval",
+            Some(d),
+        )
+    } else {
+        revoked(session)
+    }
+}
+
+/// Approved, once or for the session (then the grant is kept): recorded;
+/// returns what allowed the call.
+fn approved(
+    sup: &Supervisor,
+    session: &Session,
+    a: &Ask<'_>,
+    id: &str,
+    scope: Scope,
+    decided_by: &str,
+) -> &'static str {
+    let (tool, d) = (a.tool, a.d);
+    let by = match scope {
+        Scope::Session => {
+            session.grant(tool, &d.target);
+            "approved(session-scope)"
+        }
+        Scope::Once => "approved",
+    };
+    let _ = record(
+        sup,
+        session,
+        "approval_decided",
+        json!({
+            "approval_id": id, "tool": tool, "outcome": "approved", "scope": scope.as_str(),
+            "by": decided_by, "rule": d.rule, "target": d.target,
+        }),
+    );
+    notify_resolved(session, id, "approved", decided_by, scope.as_str(), "");
+    by
+}
+
+/// Denied by a person: recorded; the denial says not to retry, with the
+/// person's reason.
+fn user_denied(
+    sup: &Supervisor,
+    session: &Session,
+    a: &Ask<'_>,
+    id: &str,
+    decided_by: &str,
+    reason: &str,
+) -> pb::Denial {
+    let (tool, d) = (a.tool, a.d);
+    let _ = record(
+        sup,
+        session,
+        "approval_decided",
+        json!({
+            "approval_id": id, "tool": tool, "outcome": "denied", "by": decided_by,
+            "reason": reason, "rule": d.rule, "target": d.target,
+        }),
+    );
+    notify_resolved(session, id, "denied", decided_by, "", reason);
+    let mut text = format!(
+        "user denied: {}. Do not retry this call; ask the user or change approach.",
+        d.consequence
+    );
+    if !reason.is_empty() {
+        text.push_str(&format!(" The user said: {}", reason.replace('\n', " ")));
+    }
+    let rule = d.rule.clone().unwrap_or_default();
+    denial(Code::UserDenied, text, &rule, Some(d))
+}
+
+/// Nobody decided before the deadline: recorded; refused.
+fn timed_out(sup: &Supervisor, session: &Session, a: &Ask<'_>, id: &str) -> pb::Denial {
+    let (tool, d) = (a.tool, a.d);
+    let secs = a.timeout.as_secs();
+    let _ = record(
+        sup,
+        session,
+        "approval_decided",
+        json!({
+            "approval_id": id, "tool": tool, "outcome": "timeout", "by": "deadline",
+            "rule": d.rule, "target": d.target,
+        }),
+    );
+    notify_resolved(session, id, "timeout", "deadline", "", "");
+    let rule = d.rule.clone().unwrap_or_default();
+    denial(
+        Code::ApprovalTimeout,
+        format!(
+            "no one approved in time: {} (waited {secs}s). Do not retry this call; ask the user or change approach.",
+            d.consequence
+        ),
+        &rule,
+        Some(d),
+    )
 }
 
 fn notify_resolved(
@@ -768,31 +1048,32 @@ fn notify_resolved(
 }
 
 /// The diff preview for writes and edits.
-async fn preview(
-    sup: &Supervisor,
-    session: &Session,
-    tool: &str,
-    args: &Value,
-    d: &Decision,
-) -> String {
+async fn preview(sup: &Supervisor, session: &Session, call: &Tool, d: &Decision) -> String {
     const CAP: usize = 16 * 1024;
     let Some(path) = d.path.as_deref() else {
         return String::new();
     };
-    let s = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
-    let r = match tool {
-        "write_file" => session.files.preview_write(path, s("content"), CAP).await,
-        "edit_file" => {
-            let all = args
-                .get("replace_all")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+    let r = match call {
+        Tool::WriteFile(a) => session.files.preview_write(path, &a.content, CAP).await,
+        Tool::EditFile(a) => {
+            let all = a.replace_all.unwrap_or(false);
             session
                 .files
-                .preview_edit(path, s("old_string"), s("new_string"), all, CAP)
+                .preview_edit(path, &a.old_string, &a.new_string, all, CAP)
                 .await
         }
-        _ => return String::new(),
+        Tool::ReadFile(_)
+        | Tool::GlobFiles(_)
+        | Tool::Grep(_)
+        | Tool::RunBash(_)
+        | Tool::Webfetch(_)
+        | Tool::Mcp(_)
+        | Tool::TodoAppend(_)
+        | Tool::TodoList(_)
+        | Tool::TodoUpdate(_)
+        | Tool::ReadScratchpad(_)
+        | Tool::WriteScratchpad(_)
+        | Tool::AskQuestion(_) => return String::new(),
     };
     match r {
         Ok(diff) if d.secret => format!("(diff of a secret file withheld; {} bytes)", diff.len()),
@@ -807,6 +1088,15 @@ struct Done {
     exit_code: Option<i32>,
 }
 
+impl From<ToolOutput> for Done {
+    fn from(output: ToolOutput) -> Done {
+        Done {
+            output,
+            exit_code: None,
+        }
+    }
+}
+
 enum ExecError {
     /// The tool ran (or tried to) and failed: a message for the model.
     Tool(String),
@@ -817,121 +1107,113 @@ enum ExecError {
     Cancelled,
 }
 
+/// Runs a cleared call: the file tools beneath the workspace as its owner,
+/// run_bash in the session's sandbox, webfetch to the vetted address.
 async fn execute(
     sup: &Arc<Supervisor>,
     session: &Arc<Session>,
-    tool: &str,
-    args: &Value,
+    call: &Tool,
     d: &Decision,
     cancel: &CancellationToken,
 ) -> Result<Done, ExecError> {
     let cap = sup.config.session.output_cap_bytes;
-    let s = |k: &str| args.get(k).and_then(Value::as_str);
-    let n = |k: &str| args.get(k).and_then(Value::as_u64);
-    let path = || {
-        d.path
-            .clone()
-            .ok_or_else(|| ExecError::Tool(format!("{tool}: the policy resolved no path")))
-    };
     let files = &session.files;
-    if writes_to_disk(tool) && tool != "run_bash" {
-        sup.disk
-            .check(&session.workspace)
-            .map_err(|low| ExecError::DiskFloor(low.refused()))?;
-    }
-    let out = match tool {
-        "read_file" => {
-            let p = path()?;
-            let o = files
-                .read_file(&p, n("offset"), n("limit"), cap)
-                .await
-                .map_err(tool_err)?;
+    match call {
+        Tool::ReadFile(a) => {
+            let p = resolved_path(call, d)?;
+            let o = files.read_file(&p, a.offset, a.limit, cap).await;
+            let o = o.map_err(tool_err)?;
             session.mark_read(p);
-            o
+            Ok(o.into())
         }
-        "write_file" => {
-            let p = path()?;
-            let o = files
-                .write_file(&p, s("content").unwrap_or(""))
-                .await
-                .map_err(tool_err)?;
+        Tool::WriteFile(a) => {
+            disk_floor(sup, session)?;
+            let p = resolved_path(call, d)?;
+            let o = files.write_file(&p, &a.content).await.map_err(tool_err)?;
             session.mark_read(p);
-            o
+            Ok(o.into())
         }
-        "edit_file" => {
-            let p = path()?;
-            let o = files
-                .edit_file(
-                    &p,
-                    s("old_string").unwrap_or(""),
-                    s("new_string").unwrap_or(""),
-                    args.get("replace_all")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
-                )
-                .await
-                .map_err(tool_err)?;
+        Tool::EditFile(a) => {
+            disk_floor(sup, session)?;
+            let p = resolved_path(call, d)?;
+            let all = a.replace_all.unwrap_or(false);
+            let o = files.edit_file(&p, &a.old_string, &a.new_string, all).await;
+            let o = o.map_err(tool_err)?;
             session.mark_read(p);
-            o
+            Ok(o.into())
         }
-        "glob_files" => files
-            .glob_files(s("pattern").unwrap_or(""), d.path.as_deref(), cap)
+        Tool::GlobFiles(a) => Ok(files
+            .glob_files(&a.pattern, d.path.as_deref(), cap)
             .await
-            .map_err(tool_err)?,
-        "grep" => files
-            .grep(
-                s("pattern").unwrap_or(""),
+            .map_err(tool_err)?
+            .into()),
+        Tool::Grep(a) => {
+            let ignore_case = a.ignore_case.unwrap_or(false);
+            let o = files.grep(
+                &a.pattern,
                 d.path.as_deref(),
-                s("glob"),
-                args.get("ignore_case")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
+                a.glob.as_deref(),
+                ignore_case,
                 cap,
-            )
-            .await
-            .map_err(tool_err)?,
-        "run_bash" => {
-            return run_bash(
-                sup,
-                session,
-                s("command").unwrap_or(""),
-                n("timeout_s"),
-                cancel,
-            )
-            .await;
+            );
+            Ok(o.await.map_err(tool_err)?.into())
         }
-        "webfetch" => {
-            let Some(first) = &d.fetch else {
-                return Err(ExecError::Tool(
-                    "webfetch: the policy vetted no address".to_string(),
-                ));
-            };
-            let max = n("max_bytes")
-                .map(|m| (m as usize).min(sup.config.session.fetch_max_bytes))
-                .unwrap_or(sup.config.session.fetch_max_bytes);
-            let limits = FetchLimits {
-                max_bytes: max,
-                timeout: Duration::from_secs(sup.config.session.fetch_timeout_s),
-                max_redirects: 5,
-            };
-            let vetter = Vetter {
-                sup: Arc::clone(sup),
-            };
-            let o = tollgate_tools::webfetch(first, &limits, &vetter)
-                .await
-                .map_err(tool_err)?;
-            tollgate_tools::cap_text(&o.text, cap, "pass a smaller max_bytes")
-        }
-        other => {
-            return Err(ExecError::Tool(format!(
-                "{other} runs in the agent, not in the supervisor"
-            )));
-        }
+        Tool::RunBash(a) => run_bash(sup, session, &a.command, a.timeout_s, cancel).await,
+        Tool::Webfetch(a) => webfetch(sup, a.max_bytes, d).await,
+        Tool::Mcp(_)
+        | Tool::TodoAppend(_)
+        | Tool::TodoList(_)
+        | Tool::TodoUpdate(_)
+        | Tool::ReadScratchpad(_)
+        | Tool::WriteScratchpad(_)
+        | Tool::AskQuestion(_) => Err(ExecError::Tool(format!(
+            "{} runs in the agent, not in the supervisor",
+            call.name()
+        ))),
+    }
+}
+
+/// The path the policy resolved for a file tool.
+fn resolved_path(call: &Tool, d: &Decision) -> Result<std::path::PathBuf, ExecError> {
+    d.path
+        .clone()
+        .ok_or_else(|| ExecError::Tool(format!("{}: the policy resolved no path", call.name())))
+}
+
+/// The disk floor, checked again right before a write.
+fn disk_floor(sup: &Supervisor, session: &Session) -> Result<(), ExecError> {
+    sup.disk
+        .check(&session.workspace)
+        .map_err(|low| ExecError::DiskFloor(low.refused()))
+}
+
+/// webfetch: to the address the policy vetted, every redirect re-vetted.
+async fn webfetch(
+    sup: &Arc<Supervisor>,
+    max_bytes: Option<u64>,
+    d: &Decision,
+) -> Result<Done, ExecError> {
+    let Some(first) = &d.fetch else {
+        return Err(ExecError::Tool(
+            "webfetch: the policy vetted no address".to_string(),
+        ));
     };
-    Ok(Done {
-        output: out,
-        exit_code: None,
-    })
+    let max = max_bytes
+        .map(|m| (m as usize).min(sup.config.session.fetch_max_bytes))
+        .unwrap_or(sup.config.session.fetch_max_bytes);
+    let limits = FetchLimits {
+        max_bytes: max,
+        timeout: Duration::from_secs(sup.config.session.fetch_timeout_s),
+        max_redirects: 5,
+    };
+    let vetter = Vetter {
+        sup: Arc::clone(sup),
+    };
+    let o = tollgate_tools::webfetch(first, &limits, &vetter)
+        .await
+        .map_err(tool_err)?;
+    let cap = sup.config.session.output_cap_bytes;
+    Ok(tollgate_tools::cap_text(&o.text, cap, "pass a smaller max_bytes").into())
 }
 
 fn tool_err(e: tollgate_tools::ToolError) -> ExecError {
@@ -1162,43 +1444,9 @@ pub async fn run_routed(
     cancel: CancellationToken,
 ) {
     let started = Instant::now();
-    let send = |o: pb::sandbox_exec_output::Out| {
-        let out = out.clone();
-        async move {
-            let _ = out.send(pb::SandboxExecOutput { out: Some(o) }).await;
-        }
-    };
-    let fail = |text: String| {
-        let send = &send;
-        async move {
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!("tollgate: {text}\n").into_bytes(),
-            ))
-            .await;
-            send(pb::sandbox_exec_output::Out::Exit(pb::ExitStatus {
-                code: ROUTED_NOT_RUN,
-                signal: 0,
-                timed_out: false,
-            }))
-            .await;
-        }
-    };
-    let started_record = json!({
-        "call_id": route.call_id, "tool": "run_bash", "allowed_by": "routed",
-        "target": route.target,
-    });
-    if let Err(e) = record(sup, session, "tool_started", started_record) {
-        return fail(audit_unavailable(sup, session, "run_bash", &e).reason).await;
-    }
-    if let Err(low) = sup.disk.check(&session.workspace) {
-        return fail(low.refused()).await;
-    }
-    let sb = match sandbox_of(sup, session).await {
+    let sb = match start_routed(sup, session, route).await {
         Ok(sb) => sb,
-        Err(
-            ExecError::Sandbox(reason) | ExecError::Tool(reason) | ExecError::DiskFloor(reason),
-        ) => return fail(reason).await,
-        Err(ExecError::Cancelled) => return fail(revoked(session).reason).await,
+        Err(text) => return fail_routed(out, &text).await,
     };
     let cfg = &sup.config.sandbox;
     let timeout = Duration::from_secs(
@@ -1227,52 +1475,93 @@ pub async fn run_routed(
     };
     let streamed = forward.await.unwrap_or_default();
     let duration_ms = started.elapsed().as_millis() as u64;
+    let (status, exit, note) = routed_end(session, &outcome, timeout);
+    if let Some(note) = note {
+        send_routed(out, stderr_line(&format!("\ntollgate: {note}\n"))).await;
+    }
+    record_routed_outcome(sup, session, route, status, &exit, &streamed, duration_ms);
+    send_routed(out, pb::sandbox_exec_output::Out::Exit(exit)).await;
+}
+
+/// Before a routed command runs: its `tool_started` record (durable), the
+/// disk floor, the session's sandbox. `Err` is the sentence for the caller.
+async fn start_routed(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    route: &crate::hooks::Route,
+) -> Result<Arc<dyn Sandbox>, String> {
+    let started_record = json!({
+        "call_id": route.call_id, "tool": "run_bash", "allowed_by": "routed",
+        "target": route.target,
+    });
+    if let Err(e) = record(sup, session, "tool_started", started_record) {
+        return Err(audit_unavailable(sup, session, "run_bash", &e).reason);
+    }
+    if let Err(low) = sup.disk.check(&session.workspace) {
+        return Err(low.refused());
+    }
+    match sandbox_of(sup, session).await {
+        Ok(sb) => Ok(sb),
+        Err(
+            ExecError::Sandbox(reason) | ExecError::Tool(reason) | ExecError::DiskFloor(reason),
+        ) => Err(reason),
+        Err(ExecError::Cancelled) => Err(revoked(session).reason),
+    }
+}
+
+async fn send_routed(out: &mpsc::Sender<pb::SandboxExecOutput>, o: pb::sandbox_exec_output::Out) {
+    let _ = out.send(pb::SandboxExecOutput { out: Some(o) }).await;
+}
+
+fn stderr_line(text: &str) -> pb::sandbox_exec_output::Out {
+    pb::sandbox_exec_output::Out::Stderr(text.as_bytes().to_vec())
+}
+
+/// A routed command tollgate could not run at all: why, on its stderr, and
+/// [`ROUTED_NOT_RUN`].
+async fn fail_routed(out: &mpsc::Sender<pb::SandboxExecOutput>, text: &str) {
+    send_routed(out, stderr_line(&format!("tollgate: {text}\n"))).await;
+    let exit = pb::ExitStatus {
+        code: ROUTED_NOT_RUN,
+        signal: 0,
+        timed_out: false,
+    };
+    send_routed(out, pb::sandbox_exec_output::Out::Exit(exit)).await;
+}
+
+/// How a routed command ended: the status on record, the exit status its
+/// caller sees, and a line for its stderr when tollgate stopped it.
+fn routed_end(
+    session: &Session,
+    outcome: &Result<tollgate_sandbox::ExecOutcome, tollgate_sandbox::SandboxError>,
+    timeout: Duration,
+) -> (&'static str, pb::ExitStatus, Option<String>) {
+    let exit = |code, signal, timed_out| pb::ExitStatus {
+        code,
+        signal,
+        timed_out,
+    };
     let stopped = !session.is_active() || outcome.as_ref().is_ok_and(|o| o.cancelled);
-    let (status, exit) = match &outcome {
+    match outcome {
         _ if stopped => {
             let why = if session.is_active() {
                 "the call was cancelled (the client went away)".to_string()
             } else {
                 revoked(session).reason
             };
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!("\ntollgate: {why}\n").into_bytes(),
-            ))
-            .await;
-            (
-                "stopped",
-                pb::ExitStatus {
-                    code: -1,
-                    signal: 9,
-                    timed_out: false,
-                },
-            )
+            ("stopped", exit(-1, 9, false), Some(why))
         }
         Ok(o) if o.timed_out => {
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!(
-                    "\ntollgate: the command timed out after {}s and was killed\n",
-                    timeout.as_secs()
-                )
-                .into_bytes(),
-            ))
-            .await;
-            (
-                "ok",
-                pb::ExitStatus {
-                    code: -1,
-                    signal: 9,
-                    timed_out: true,
-                },
-            )
+            let why = format!(
+                "the command timed out after {}s and was killed",
+                timeout.as_secs()
+            );
+            ("ok", exit(-1, 9, true), Some(why))
         }
         Ok(o) => (
             "ok",
-            pb::ExitStatus {
-                code: o.exit_code.unwrap_or(-1),
-                signal: o.signal.unwrap_or(0),
-                timed_out: false,
-            },
+            exit(o.exit_code.unwrap_or(-1), o.signal.unwrap_or(0), false),
+            None,
         ),
         Err(e) => {
             let why = match e {
@@ -1281,22 +1570,23 @@ pub async fn run_routed(
                 }
                 other => format!("{other}. The command may not have completed."),
             };
-            send(pb::sandbox_exec_output::Out::Stderr(
-                format!("\ntollgate: {why}\n").into_bytes(),
-            ))
-            .await;
-            (
-                "stopped",
-                pb::ExitStatus {
-                    code: ROUTED_NOT_RUN,
-                    signal: 0,
-                    timed_out: false,
-                },
-            )
+            ("stopped", exit(ROUTED_NOT_RUN, 0, false), Some(why))
         }
-    };
-    // The outcome rides on the next fsync (the command has already run);
-    // it is in the file before the caller hears the exit status.
+    }
+}
+
+/// The routed command's `tool_result`. It rides on the next fsync (the
+/// command has already run); it is in the file before the caller hears the
+/// exit status.
+fn record_routed_outcome(
+    sup: &Supervisor,
+    session: &Session,
+    route: &crate::hooks::Route,
+    status: &str,
+    exit: &pb::ExitStatus,
+    streamed: &Streamed,
+    duration_ms: u64,
+) {
     let _ = sup.recorder.to_file_deferred(
         &session.audit,
         &session.id,
@@ -1308,7 +1598,6 @@ pub async fn run_routed(
             "output": excerpt_of(&streamed.head),
         }),
     );
-    send(pb::sandbox_exec_output::Out::Exit(exit)).await;
 }
 
 /// The exit code a routed command's caller sees when tollgate could not run
@@ -1439,7 +1728,6 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<McpAnswer, String>>,
 {
-    use tollgate_policy::{MCP_RULE_TOOL, McpToolCall};
     let started = Instant::now();
     if !session.is_active() {
         return Err(revoked(session));
@@ -1448,9 +1736,65 @@ where
         server: server.to_string(),
         tool: tool.to_string(),
     };
+    let (decision, allowed_by) = decide_mcp_call(sup, session, call_id, &call, args)?;
+    let allowed_by = match decision.verdict {
+        Verdict::Deny => return Err(denial_of(&decision)),
+        Verdict::Ask => {
+            let approval = Ask {
+                call_id,
+                tool: MCP_RULE_TOOL,
+                args,
+                call: None,
+                d: &decision,
+                timeout: Duration::from_secs(sup.config.session.approval_timeout_s),
+            };
+            ask(sup, session, &approval, cancel).await?
+        }
+        Verdict::Allow => allowed_by,
+    };
+    record(
+        sup,
+        session,
+        "tool_started",
+        json!({
+            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
+            "allowed_by": allowed_by, "target": decision.target,
+        }),
+    )
+    .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
+    let outcome = forward_mcp(sup, session, server, cancel, forward).await;
+    let duration_ms = started.elapsed().as_millis() as u64;
+    record_mcp_outcome(sup, session, call_id, &call, &outcome, duration_ms);
+    outcome.map_err(|reason| {
+        if session.is_active() {
+            // An MCP decision is never destructive.
+            denial(
+                Code::SandboxUnavailable,
+                reason,
+                "mcp-gateway",
+                Some(&decision),
+            )
+        } else {
+            revoked(session)
+        }
+    })
+}
+
+/// Steps 1 to 3 for an MCP server's tool: the tool-call cap, the engine's
+/// `mcp(NAME.TOOL)` decision, grants and `auto_approve`, and the decision
+/// record (durable before anything is forwarded). Returns the decision and
+/// what allowed it.
+fn decide_mcp_call(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    call: &McpToolCall,
+    args: &Value,
+) -> Result<(Decision, &'static str), pb::Denial> {
+    let (server, tool) = (&call.server, &call.tool);
     let raw_args = sup.redactor.redact(&args.to_string());
     let mut decision = if session.take_tool_call() {
-        sup.engine.decide_mcp(&call, session.mode)
+        sup.engine.decide_mcp(call, session.mode)
     } else {
         Decision::deny(
             Code::CapReached,
@@ -1461,16 +1805,8 @@ where
             Some("cap:max_tool_calls"),
         )
     };
-    let mut allowed_by = "allowed";
-    if decision.verdict == Verdict::Ask {
-        if session.has_grant(MCP_RULE_TOOL, &decision.target) {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "allowed(session-scope)";
-        } else if sup.config.session.auto_approve {
-            decision.verdict = Verdict::Allow;
-            allowed_by = "auto-allow(config)";
-        }
-    }
+    // An MCP decision is never destructive: the grants apply to every ask.
+    let allowed_by = apply_grants(sup, session, MCP_RULE_TOOL, &mut decision);
     let mut check = json!({
         "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
         "decision": decision.verdict.as_str(), "code": decision.code.as_str(),
@@ -1484,37 +1820,26 @@ where
     let durable_next = decision.verdict == Verdict::Allow;
     record_as(sup, session, "permission_check", check, durable_next)
         .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
-    match decision.verdict {
-        Verdict::Deny => return Err(denial_of(&decision)),
-        Verdict::Ask => {
-            allowed_by = ask(
-                sup,
-                session,
-                call_id,
-                MCP_RULE_TOOL,
-                args,
-                &decision,
-                Duration::from_secs(sup.config.session.approval_timeout_s),
-                cancel,
-            )
-            .await?;
-        }
-        Verdict::Allow => {}
-    }
-    record(
-        sup,
-        session,
-        "tool_started",
-        json!({
-            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
-            "allowed_by": allowed_by, "target": decision.target,
-        }),
-    )
-    .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
+    Ok((decision, allowed_by))
+}
+
+/// Forwards the call and waits for the server's answer, bounded by the
+/// sandbox's longest run timeout and by the call's cancellation.
+async fn forward_mcp<F, Fut>(
+    sup: &Supervisor,
+    session: &Session,
+    server: &str,
+    cancel: &CancellationToken,
+    forward: F,
+) -> Result<McpAnswer, String>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<McpAnswer, String>>,
+{
     let limit = Duration::from_secs(sup.config.sandbox.max_run_timeout_s);
     // Biased: an answer (or the server's end) already there is reported as
     // such, even when the call is being cancelled at the same moment.
-    let outcome = tokio::select! {
+    tokio::select! {
         biased;
         r = tokio::time::timeout(limit, forward()) => match r {
             Ok(r) => r,
@@ -1528,9 +1853,20 @@ where
         } else {
             revoked(session).reason
         }),
-    };
-    let duration_ms = started.elapsed().as_millis() as u64;
-    let fields = match &outcome {
+    }
+}
+
+/// The MCP call's `tool_result`, riding on the next fsync.
+fn record_mcp_outcome(
+    sup: &Supervisor,
+    session: &Session,
+    call_id: &str,
+    call: &McpToolCall,
+    outcome: &Result<McpAnswer, String>,
+    duration_ms: u64,
+) {
+    let (server, tool) = (&call.server, &call.tool);
+    let fields = match outcome {
         Ok(a) => json!({
             "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
             "status": if a.is_error { "error" } else { "ok" }, "bytes": a.bytes,
@@ -1545,19 +1881,6 @@ where
     let _ = sup
         .recorder
         .to_file_deferred(&session.audit, &session.id, "tool_result", fields);
-    outcome.map_err(|reason| {
-        if session.is_active() {
-            pb::Denial {
-                code: pb::DenialCode::SandboxUnavailable as i32,
-                reason,
-                rule: "mcp-gateway".to_string(),
-                consequence: decision.consequence.clone(),
-                destructive: false,
-            }
-        } else {
-            revoked(session)
-        }
-    })
 }
 
 fn record(
@@ -1605,14 +1928,23 @@ fn approval_id() -> Result<String, crate::credentials::CredentialError> {
     ))
 }
 
-pub fn denial_of(d: &Decision) -> pb::Denial {
+/// The one constructor of a denial: its code, the sentence for the model,
+/// the rule, and `about` the decision it concerns (its consequence, and
+/// whether it was destructive).
+fn denial(code: Code, reason: String, rule: &str, about: Option<&Decision>) -> pb::Denial {
     pb::Denial {
-        code: code_of(d.code) as i32,
-        reason: d.reason.clone(),
-        rule: d.rule.clone().unwrap_or_default(),
-        consequence: d.consequence.clone(),
-        destructive: d.destructive,
+        code: code_of(code) as i32,
+        reason,
+        rule: rule.to_string(),
+        consequence: about.map(|d| d.consequence.clone()).unwrap_or_default(),
+        destructive: about.is_some_and(|d| d.destructive),
     }
+}
+
+/// The denial of an engine's (or the pipeline's) decision.
+pub fn denial_of(d: &Decision) -> pb::Denial {
+    let rule = d.rule.as_deref().unwrap_or_default();
+    denial(d.code, d.reason.clone(), rule, Some(d))
 }
 
 /// The proto code for an engine code.
@@ -1642,20 +1974,16 @@ fn denied(d: pb::Denial) -> pb::CallToolResponse {
 
 pub fn revoked(session: &Session) -> pb::Denial {
     let why = session.end_reason();
-    pb::Denial {
-        code: pb::DenialCode::SessionRevoked as i32,
-        reason: format!(
-            "the session was {} ({}). Stop.",
-            session.state().as_str(),
-            if why.is_empty() {
-                "no reason given"
-            } else {
-                &why
-            }
-        ),
-        rule: "session".to_string(),
-        ..Default::default()
-    }
+    let reason = format!(
+        "the session was {} ({}). Stop.",
+        session.state().as_str(),
+        if why.is_empty() {
+            "no reason given"
+        } else {
+            &why
+        }
+    );
+    denial(Code::SessionRevoked, reason, "session", None)
 }
 
 /// A call refused because its audit record could not be written: counted
@@ -1680,14 +2008,10 @@ fn audit_unavailable_msg(e: &dyn std::fmt::Display) -> pb::Denial {
 }
 
 fn audit_unavailable_denial(e: &dyn std::fmt::Display) -> pb::Denial {
-    pb::Denial {
-        code: pb::DenialCode::AuditUnavailable as i32,
-        reason: format!(
-            "the audit log cannot be written ({e}), so nothing may run. Tell the user; do not retry until it is fixed."
-        ),
-        rule: "floor:audit".to_string(),
-        ..Default::default()
-    }
+    let reason = format!(
+        "the audit log cannot be written ({e}), so nothing may run. Tell the user; do not retry until it is fixed."
+    );
+    denial(Code::AuditUnavailable, reason, "floor:audit", None)
 }
 
 #[cfg(test)]
@@ -1700,11 +2024,45 @@ mod tests {
     fn the_disk_floor_applies_to_the_tools_that_write() {
         let writing: Vec<&str> = tollgate_policy::registry()
             .iter()
+            .filter(|t| writes_to_disk(t.tool))
             .map(|t| t.name)
-            .filter(|t| writes_to_disk(t))
             .collect();
         assert_eq!(writing, ["write_file", "edit_file", "run_bash"]);
-        assert!(!writes_to_disk("no_such_tool"));
+        assert!(!writes_to_disk(ToolName::Mcp));
+    }
+
+    #[test]
+    fn only_the_tools_that_only_read_overlap_the_fsync() {
+        let reading: Vec<ToolName> = ToolName::ALL
+            .into_iter()
+            .filter(|t| read_only(*t))
+            .collect();
+        assert_eq!(
+            reading,
+            [ToolName::ReadFile, ToolName::GlobFiles, ToolName::Grep]
+        );
+        assert!(reading.iter().all(|t| !writes_to_disk(*t)));
+    }
+
+    #[test]
+    fn a_denial_carries_its_decision_or_nothing() {
+        let mut d = Decision::deny(Code::PolicyDenied, "no", Some("r"));
+        d.consequence = "run `x`".into();
+        d.destructive = true;
+        let got = denial(Code::UserDenied, "why".into(), "approval", Some(&d));
+        assert_eq!(
+            got,
+            pb::Denial {
+                code: pb::DenialCode::UserDenied as i32,
+                reason: "why".into(),
+                rule: "approval".into(),
+                consequence: "run `x`".into(),
+                destructive: true,
+            }
+        );
+        let bare = denial(Code::CapReached, "cap".into(), "cap:max_tool_calls", None);
+        assert_eq!((bare.consequence.as_str(), bare.destructive), ("", false));
+        assert_eq!(denial_of(&d).rule, "r");
     }
 
     #[tokio::test]

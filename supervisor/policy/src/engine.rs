@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
-use serde_json::Value;
+use tollgate_toolcall::{Tool, ToolCall, ToolName};
 
 use crate::decision::VettedFetch;
 use crate::display::{bytes, escape, shorten};
@@ -22,13 +22,6 @@ use crate::shell::{self, ShellCtx};
 use crate::{
     Code, Decision, FileKind, FsFacts, Mode, PolicyConfig, PolicyError, Resolver, Verdict,
 };
-
-/// A tool call as the model proposed it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
-    pub tool: String,
-    pub args: serde_json::Value,
-}
 
 /// What the engine knows about the session making the call.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,9 +131,9 @@ impl Engine {
             confirm_patterns.push((p.clone(), re));
         }
         let none = NameSet::default();
-        let example_subject = |tool: &str, ex: &str| -> Subject {
+        let example_subject = |tool: ToolName, ex: &str| -> Subject {
             match tool {
-                "run_bash" => {
+                ToolName::RunBash => {
                     let sc = ShellCtx {
                         workspace: Path::new(EXAMPLE_WORKSPACE),
                         home: Path::new(EXAMPLE_HOME),
@@ -156,14 +149,14 @@ impl Engine {
                         outer: r.outer,
                     }
                 }
-                "mcp" => {
+                ToolName::Mcp => {
                     let (server, tool) = ex.split_once('.').unwrap_or((ex, ""));
                     Subject::Mcp {
                         server: server.to_string(),
                         tool: tool.to_string(),
                     }
                 }
-                "webfetch" => match url::Url::parse(ex) {
+                ToolName::Webfetch => match url::Url::parse(ex) {
                     Ok(u) => Subject::Url {
                         host: u.host_str().unwrap_or("").to_string(),
                         url: u.to_string(),
@@ -173,7 +166,17 @@ impl Engine {
                         url: ex.to_string(),
                     },
                 },
-                _ => Subject::Path(
+                ToolName::ReadFile
+                | ToolName::GlobFiles
+                | ToolName::Grep
+                | ToolName::WriteFile
+                | ToolName::EditFile
+                | ToolName::TodoAppend
+                | ToolName::TodoList
+                | ToolName::TodoUpdate
+                | ToolName::ReadScratchpad
+                | ToolName::WriteScratchpad
+                | ToolName::AskQuestion => Subject::Path(
                     ex.trim_start_matches("./")
                         .trim_start_matches('/')
                         .to_string(),
@@ -232,13 +235,25 @@ impl Engine {
         fs: &dyn FsFacts,
         dns: &dyn Resolver,
     ) -> Decision {
+        match self.check(call, ctx) {
+            Ok(tool) => self.decide_checked(&tool, ctx, fs, dns),
+            Err(refused) => refused,
+        }
+    }
+
+    /// The first steps of [`Engine::decide`]: the tool exists, the session
+    /// may use it, and its arguments fit its schema (the sentence names the
+    /// field). Then the arguments are typed, once: everything after matches
+    /// on the [`Tool`].
+    #[allow(clippy::result_large_err)] // a refusal is a whole decision, to be recorded
+    pub fn check(&self, call: &ToolCall, ctx: &Context) -> Result<Tool, Decision> {
         let Some(spec) = registry::lookup(&call.tool) else {
             let names: Vec<&str> = self
                 .tools_for(ctx.tools.as_ref())
                 .iter()
                 .map(|t| t.name)
                 .collect();
-            return Decision::deny(
+            return Err(Decision::deny(
                 Code::UnknownTool,
                 format!(
                     "there is no tool named `{}`. The available tools are: {}.",
@@ -246,13 +261,13 @@ impl Engine {
                     names.join(", ")
                 ),
                 Some("registry"),
-            );
+            ));
         };
         if let Some(allowed) = &ctx.tools
             && !allowed.contains(spec.name)
         {
             let names: Vec<&str> = allowed.iter().map(String::as_str).collect();
-            return Decision::deny(
+            return Err(Decision::deny(
                 Code::NotInAllowlist,
                 format!(
                     "`{}` is not among this session's tools ({}); use one of those.",
@@ -260,96 +275,100 @@ impl Engine {
                     names.join(", ")
                 ),
                 Some("session-tools"),
-            );
+            ));
         }
         if let Err(e) = crate::validate::validate(spec, &call.args) {
-            return Decision::deny(Code::InvalidArgs, e, Some("schema"));
+            return Err(Decision::deny(Code::InvalidArgs, e, Some("schema")));
         }
-        let a = self.analyze(spec, &call.args, ctx, fs, dns);
+        Tool::from_json(spec.tool, call.args.clone()).map_err(|e| {
+            Decision::deny(
+                Code::InvalidArgs,
+                format!(
+                    "the arguments for {} do not fit ({e}); {} takes {}",
+                    spec.name,
+                    spec.name,
+                    crate::validate::signature(spec)
+                ),
+                Some("schema"),
+            )
+        })
+    }
+
+    /// The rest of [`Engine::decide`] for a checked call: the hard floor,
+    /// the rules, the always-confirm tier, secrets and the mode.
+    pub fn decide_checked(
+        &self,
+        tool: &Tool,
+        ctx: &Context,
+        fs: &dyn FsFacts,
+        dns: &dyn Resolver,
+    ) -> Decision {
+        let Some(spec) = registry::spec(tool.name()) else {
+            return Decision::deny(
+                Code::UnknownTool,
+                format!("the tool `{}` has no policy; it is refused.", tool.name()),
+                Some("registry"),
+            );
+        };
+        let a = self.analyze(tool, ctx, fs, dns);
         self.finish(spec, a, ctx.mode)
     }
 
     fn analyze(
         &self,
-        spec: &ToolSpec,
-        args: &Value,
+        tool: &Tool,
         ctx: &Context,
         fs: &dyn FsFacts,
         dns: &dyn Resolver,
     ) -> Analysis {
-        let s = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
-        match spec.name {
-            "read_file" => file_tool(s("path"), Access::Read, ctx, fs, |r| {
+        match tool {
+            Tool::ReadFile(a) => file_tool(&a.path, Access::Read, ctx, fs, |r| {
                 ["read ", &shown_rel(r)].concat()
             }),
-            "write_file" => self.write_file(s("path"), s("content"), ctx, fs),
-            "edit_file" => {
-                let all = args
-                    .get("replace_all")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                file_tool(s("path"), Access::Write, ctx, fs, |r| match r.facts {
+            Tool::WriteFile(a) => self.write_file(&a.path, &a.content, ctx, fs),
+            Tool::EditFile(a) => {
+                let all = a.replace_all.unwrap_or(false);
+                file_tool(&a.path, Access::Write, ctx, fs, |r| match r.facts {
                     None => format!("edit {} (the file does not exist)", shown_rel(r)),
                     Some(_) if all => format!("edit {} (replace every occurrence)", shown_rel(r)),
                     Some(_) => format!("edit {} (replace 1 occurrence)", shown_rel(r)),
                 })
             }
-            "glob_files" => search_tool(s("path"), &[s("pattern")], ctx, fs, |r| {
+            Tool::GlobFiles(a) => search_tool(a.path.as_deref(), &[&a.pattern], ctx, fs, |r| {
                 format!(
                     "list files matching `{}` in {}",
-                    shorten(s("pattern"), 120),
+                    shorten(&a.pattern, 120),
                     place_name(r)
                 )
             }),
-            "grep" => search_tool(s("path"), &[s("glob")], ctx, fs, |r| {
+            Tool::Grep(a) => search_tool(a.path.as_deref(), a.glob.as_slice(), ctx, fs, |r| {
                 format!(
                     "search for `{}` in {}",
-                    shorten(s("pattern"), 120),
+                    shorten(&a.pattern, 120),
                     place_name(r)
                 )
             }),
-            "run_bash" => self.run_bash(s("command"), ctx, fs),
-            "webfetch" => match crate::ssrf::vet(s("url"), dns) {
-                Ok(f) => {
-                    let mut a = Analysis::new(
-                        crate::ssrf::consequence(&f),
-                        Subject::Url {
-                            url: f.url.clone(),
-                            host: f.host.clone(),
-                        },
-                    );
-                    a.target = f.url.clone();
-                    a.fetch = Some(f);
-                    a
-                }
-                Err(r) => Analysis::refused(crate::ssrf::RULE, r.reason, r.consequence),
-            },
-            "mcp" => mcp_call(s("server"), s("tool")),
-            "todo_append" => Analysis::new(
-                format!("add a todo item: {}", shorten(s("text"), 120)),
+            Tool::RunBash(a) => self.run_bash(&a.command, ctx, fs),
+            Tool::Webfetch(a) => webfetch(&a.url, dns),
+            Tool::Mcp(a) => mcp_call(&a.server, &a.tool),
+            Tool::TodoAppend(a) => Analysis::new(
+                format!("add a todo item: {}", shorten(&a.text, 120)),
                 Subject::Nothing,
             ),
-            "todo_list" => Analysis::new("show the todo list".to_string(), Subject::Nothing),
-            "todo_update" => {
-                let id = args.get("id").and_then(Value::as_u64).unwrap_or(0);
-                Analysis::new(format!("update todo item {id}"), Subject::Nothing)
+            Tool::TodoList(_) => Analysis::new("show the todo list".to_string(), Subject::Nothing),
+            Tool::TodoUpdate(a) => {
+                Analysis::new(format!("update todo item {}", a.id), Subject::Nothing)
             }
-            "read_scratchpad" => Analysis::new("read the scratchpad".to_string(), Subject::Nothing),
-            "write_scratchpad" => Analysis::new(
-                format!(
-                    "replace the scratchpad ({})",
-                    bytes(s("content").len() as u64)
-                ),
+            Tool::ReadScratchpad(_) => {
+                Analysis::new("read the scratchpad".to_string(), Subject::Nothing)
+            }
+            Tool::WriteScratchpad(a) => Analysis::new(
+                format!("replace the scratchpad ({})", bytes(a.content.len() as u64)),
                 Subject::Nothing,
             ),
-            "ask_question" => Analysis::new(
-                format!("ask the user: {}", shorten(s("question"), 160)),
+            Tool::AskQuestion(a) => Analysis::new(
+                format!("ask the user: {}", shorten(&a.question, 160)),
                 Subject::Nothing,
-            ),
-            other => Analysis::refused(
-                "registry",
-                format!("the tool `{other}` has no policy; it is refused."),
-                String::new(),
             ),
         }
     }
@@ -409,7 +428,7 @@ impl Engine {
             extra_denied: &self.extra_denied,
             allowed: &self.allowed_binaries,
             fs,
-            collect: self.rules.has_tool("run_bash"),
+            collect: self.rules.has_tool(ToolName::RunBash),
         };
         let report = shell::analyze(command, &sc);
         let consequence = format!(
@@ -481,7 +500,7 @@ impl Engine {
         if let Some((rule, reason)) = a.floor {
             return deny(d, &rule, reason);
         }
-        let hit = self.rules.evaluate(spec.name, &a.subject);
+        let hit = self.rules.evaluate(spec.tool, &a.subject);
         if let Some((Verdict::Deny, label)) = hit {
             return deny(
                 d,
@@ -590,7 +609,9 @@ impl Engine {
             Verdict::Ask => {
                 let what = match spec.class {
                     ToolClass::Write => "writing files",
-                    ToolClass::Action if spec.name == "mcp" => "calling an MCP server's tool",
+                    ToolClass::Action if spec.tool == ToolName::Mcp => {
+                        "calling an MCP server's tool"
+                    }
                     ToolClass::Action => "running commands and fetching URLs",
                     ToolClass::Read | ToolClass::Planning | ToolClass::Interaction => "this call",
                 };
@@ -677,6 +698,25 @@ fn place_name(r: &Resolved) -> String {
     }
 }
 
+/// webfetch: the SSRF guard vets the URL and pins its addresses.
+fn webfetch(url: &str, dns: &dyn Resolver) -> Analysis {
+    match crate::ssrf::vet(url, dns) {
+        Ok(f) => {
+            let mut a = Analysis::new(
+                crate::ssrf::consequence(&f),
+                Subject::Url {
+                    url: f.url.clone(),
+                    host: f.host.clone(),
+                },
+            );
+            a.target = f.url.clone();
+            a.fetch = Some(f);
+            a
+        }
+        Err(r) => Analysis::refused(crate::ssrf::RULE, r.reason, r.consequence),
+    }
+}
+
 /// An MCP server's tool: the names must be what MCP allows (letters, digits,
 /// `_`, `-`; a tool name may also hold `.`), so a rule's `SERVER.TOOL` is
 /// never ambiguous and nothing odd reaches a reason or the audit log.
@@ -753,13 +793,14 @@ fn confirm_host_exec(a: &mut Analysis, r: &Resolved, hit: &crate::host_exec::Hos
 
 /// glob_files, grep: the search root and any glob arguments stay inside.
 fn search_tool(
-    raw: &str,
-    globs: &[&str],
+    raw: Option<&str>,
+    globs: &[impl AsRef<str>],
     ctx: &Context,
     fs: &dyn FsFacts,
     consequence: impl Fn(&Resolved) -> String,
 ) -> Analysis {
     for g in globs {
+        let g = g.as_ref();
         let escapes =
             g.starts_with('/') || g.starts_with('~') || g.split(['/', '\\']).any(|c| c == "..");
         if escapes {
@@ -773,7 +814,8 @@ fn search_tool(
             );
         }
     }
-    let raw = if raw.is_empty() { "." } else { raw };
+    // No path, or an empty one: the workspace.
+    let raw = raw.filter(|r| !r.is_empty()).unwrap_or(".");
     match paths::resolve(raw, Access::Search, ctx, fs) {
         Err(r) => Analysis::refused(r.rule, r.reason, format!("search {}", paths::show(raw))),
         Ok(r) => {

@@ -42,14 +42,16 @@ mod validate;
 pub use config::{PolicyConfig, RuleSpec};
 pub use decision::{Code, Decision, Verdict, VettedFetch};
 pub use display::escape_for_display;
-pub use engine::{Context, Engine, ToolCall};
+pub use engine::{Context, Engine};
 pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
 pub use host_addrs::{HostAddrs, HostAddrsError};
 pub use mcp::{MCP_RULE_TOOL, McpToolCall, check_server_name};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
-pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry};
+pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry, spec};
 pub use shell::parsing_untrusted_input;
+/// The tools as types (see the `tollgate-toolcall` crate).
+pub use tollgate_toolcall::{self as tool, Tool, ToolCall, ToolName};
 
 /// Errors building an [`Engine`] from configuration.
 #[derive(Debug, thiserror::Error)]

@@ -14,29 +14,15 @@ use crate::engine::mode_verdict;
 use crate::mode::Mode;
 use crate::registry::ToolClass;
 use crate::rules::{RuleSet, Subject};
+pub use tollgate_toolcall::McpToolCall;
+use tollgate_toolcall::ToolName;
 
 /// The rule specifier's tool name: `mcp(NAME.TOOL)`.
-pub const MCP_RULE_TOOL: &str = "mcp";
+pub const MCP_RULE_TOOL: &str = ToolName::Mcp.as_str();
 
 /// The longest server name and tool name accepted.
 const MAX_SERVER: usize = 64;
 const MAX_TOOL: usize = 128;
-
-/// One call of a wrapped server's tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpToolCall {
-    /// The gateway's `--name`.
-    pub server: String,
-    /// The tool the client called.
-    pub tool: String,
-}
-
-impl McpToolCall {
-    /// `NAME.TOOL`: what rules match and approvals show.
-    pub fn target(&self) -> String {
-        format!("{}.{}", self.server, self.tool)
-    }
-}
 
 /// Why a server name cannot be used (`None`: it can). Letters, digits, `_`
 /// and `-`: a name never contains the `.` that separates it from the tool.
@@ -92,7 +78,7 @@ pub(crate) fn decide(rules: &RuleSet, call: &McpToolCall, mode: Mode) -> Decisio
         return d;
     }
     let (verdict, rule, reason) = match rules.evaluate(
-        MCP_RULE_TOOL,
+        ToolName::Mcp,
         &Subject::Mcp {
             server: call.server.clone(),
             tool: call.tool.clone(),

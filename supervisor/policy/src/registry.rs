@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use tollgate_toolcall::ToolName;
 
 /// Risk class (docs/ARCHITECTURE.md "Reference: modes, tools, budgets").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -35,6 +36,9 @@ impl ToolClass {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {
+    /// The tool; `name` is its name (`ToolName::as_str`).
+    #[serde(skip)]
+    pub tool: ToolName,
     pub name: &'static str,
     pub class: ToolClass,
     pub description: &'static str,
@@ -87,7 +91,8 @@ pub const MAX_MCP_NAME_BYTES: usize = 128;
 
 fn gated() -> Vec<ToolSpec> {
     vec![ToolSpec {
-        name: "mcp",
+        name: ToolName::Mcp.as_str(),
+        tool: ToolName::Mcp,
         class: ToolClass::Action,
         description: "A tool of an MCP server, called by a client tollgate gates (Claude Code, \
             Codex, an MCP gateway). Decided by `mcp(SERVER.TOOL)` rules; without a rule, by the \
@@ -107,7 +112,8 @@ fn build() -> Vec<ToolSpec> {
     let path = |d: &str| string(d, MAX_PATH_BYTES);
     vec![
         ToolSpec {
-            name: "read_file",
+            name: ToolName::ReadFile.as_str(),
+            tool: ToolName::ReadFile,
             class: ToolClass::Read,
             description: "Read a text file inside the workspace. Returns numbered lines. \
                 Large files are cut off with a notice: use offset (first line, 1-based) and \
@@ -124,7 +130,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: false,
         },
         ToolSpec {
-            name: "glob_files",
+            name: ToolName::GlobFiles.as_str(),
+            tool: ToolName::GlobFiles,
             class: ToolClass::Read,
             description: "List files inside the workspace whose path matches a glob pattern \
                 (for example **/*.rs). Files ignored by .gitignore are skipped. Optionally \
@@ -139,7 +146,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: false,
         },
         ToolSpec {
-            name: "grep",
+            name: ToolName::Grep.as_str(),
+            tool: ToolName::Grep,
             class: ToolClass::Read,
             description: "Search file contents inside the workspace with a regular expression. \
                 Returns matching lines with file names and line numbers. Files ignored by \
@@ -156,7 +164,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: false,
         },
         ToolSpec {
-            name: "write_file",
+            name: ToolName::WriteFile.as_str(),
+            tool: ToolName::WriteFile,
             class: ToolClass::Write,
             description: "Create a file inside the workspace, or replace its whole content. \
                 Read a file before you overwrite it: overwriting a file you have not read, or \
@@ -172,7 +181,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: false,
         },
         ToolSpec {
-            name: "edit_file",
+            name: ToolName::EditFile.as_str(),
+            tool: ToolName::EditFile,
             class: ToolClass::Write,
             description: "Replace text in a file inside the workspace. old_string must match \
                 exactly once unless replace_all is true; include enough surrounding lines to \
@@ -189,7 +199,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: false,
         },
         ToolSpec {
-            name: "run_bash",
+            name: ToolName::RunBash.as_str(),
+            tool: ToolName::RunBash,
             class: ToolClass::Action,
             description: "Run a bash command in a sandbox whose working directory is the \
                 workspace. The sandbox has no network, no access to your home directory or \
@@ -206,7 +217,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: false,
         },
         ToolSpec {
-            name: "webfetch",
+            name: ToolName::Webfetch.as_str(),
+            tool: ToolName::Webfetch,
             class: ToolClass::Action,
             description: "Fetch an http or https URL and return its content as text (HTML is \
                 converted). Addresses on the local machine or private networks (localhost, \
@@ -221,7 +233,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: false,
         },
         ToolSpec {
-            name: "todo_append",
+            name: ToolName::TodoAppend.as_str(),
+            tool: ToolName::TodoAppend,
             class: ToolClass::Planning,
             description: "Add an item to your todo list for this task. Returns the item's id.",
             parameters: object(
@@ -231,14 +244,16 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: true,
         },
         ToolSpec {
-            name: "todo_list",
+            name: ToolName::TodoList.as_str(),
+            tool: ToolName::TodoList,
             class: ToolClass::Planning,
             description: "Show your todo list with each item's id and status.",
             parameters: object(json!({}), &[]),
             runs_in_agent: true,
         },
         ToolSpec {
-            name: "todo_update",
+            name: ToolName::TodoUpdate.as_str(),
+            tool: ToolName::TodoUpdate,
             class: ToolClass::Planning,
             description: "Change the status (pending, in_progress, done) or the text of a todo item.",
             parameters: object(
@@ -256,14 +271,16 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: true,
         },
         ToolSpec {
-            name: "read_scratchpad",
+            name: ToolName::ReadScratchpad.as_str(),
+            tool: ToolName::ReadScratchpad,
             class: ToolClass::Planning,
             description: "Read your scratchpad: notes you keep for yourself during this session.",
             parameters: object(json!({}), &[]),
             runs_in_agent: true,
         },
         ToolSpec {
-            name: "write_scratchpad",
+            name: ToolName::WriteScratchpad.as_str(),
+            tool: ToolName::WriteScratchpad,
             class: ToolClass::Planning,
             description: "Replace the content of your scratchpad with new notes.",
             parameters: object(
@@ -273,7 +290,8 @@ fn build() -> Vec<ToolSpec> {
             runs_in_agent: true,
         },
         ToolSpec {
-            name: "ask_question",
+            name: ToolName::AskQuestion.as_str(),
+            tool: ToolName::AskQuestion,
             class: ToolClass::Interaction,
             description: "Ask the user a question and wait for the answer. Use it when you \
                 need a decision or information only the user has.",
@@ -303,6 +321,14 @@ pub fn lookup(name: &str) -> Option<&'static ToolSpec> {
         .iter()
         .chain(gated_tools())
         .find(|t| t.name == name)
+}
+
+/// The spec of a tool: every [`ToolName`] has one (a test walks them).
+pub fn spec(tool: ToolName) -> Option<&'static ToolSpec> {
+    registry()
+        .iter()
+        .chain(gated_tools())
+        .find(|t| t.tool == tool)
 }
 
 /// Whether `name` is offered to tollgate's own model (ListTools, CallTool).
@@ -348,6 +374,8 @@ mod tests {
             assert!(!t.description.is_empty());
             let in_agent = matches!(t.class, ToolClass::Planning | ToolClass::Interaction);
             assert_eq!(t.runs_in_agent, in_agent, "{}", t.name);
+            assert_eq!(t.tool.runs_in_agent(), in_agent, "{}", t.name);
+            assert_eq!(t.name, t.tool.as_str());
         }
     }
 
@@ -358,6 +386,19 @@ mod tests {
         assert!(!offered("mcp"));
         assert!(registry().iter().all(|t| t.name != "mcp"));
         assert!(offered("read_file"));
+    }
+
+    #[test]
+    fn every_tool_name_has_one_spec() {
+        for t in ToolName::ALL {
+            let n = registry()
+                .iter()
+                .chain(gated_tools())
+                .filter(|s| s.tool == t)
+                .count();
+            assert_eq!(n, 1, "{t}");
+            assert_eq!(spec(t).map(|s| s.name), Some(t.as_str()));
+        }
     }
 
     #[test]

@@ -23,7 +23,9 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use crate::PolicyError;
 use crate::config::RuleSpec;
 use crate::decision::Verdict;
-use crate::registry::{ToolClass, gated_tools, lookup, registry};
+use tollgate_toolcall::ToolName;
+
+use crate::registry::{gated_tools, lookup, registry};
 
 /// What a call offers for rules to match.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +65,7 @@ enum Pattern {
 struct Rule {
     /// `deny: run_bash(curl*)`: what decisions and the audit log show.
     label: String,
-    tool: &'static str,
+    tool: ToolName,
     pattern: Pattern,
 }
 
@@ -83,7 +85,7 @@ impl RuleSet {
         allow: &[RuleSpec],
         ask: &[RuleSpec],
         deny: &[RuleSpec],
-        example_subject: &dyn Fn(&str, &str) -> Subject,
+        example_subject: &dyn Fn(ToolName, &str) -> Subject,
     ) -> Result<RuleSet, PolicyError> {
         let mut set = RuleSet::default();
         for (list, verdict, out) in [
@@ -101,7 +103,7 @@ impl RuleSet {
     }
 
     /// The strictest rule that matches: deny, then ask, then allow.
-    pub(crate) fn evaluate(&self, tool: &str, subject: &Subject) -> Option<(Verdict, &str)> {
+    pub(crate) fn evaluate(&self, tool: ToolName, subject: &Subject) -> Option<(Verdict, &str)> {
         for (rules, verdict) in [
             (&self.deny, Verdict::Deny),
             (&self.ask, Verdict::Ask),
@@ -118,7 +120,7 @@ impl RuleSet {
     }
 
     /// Whether any rule names this tool.
-    pub(crate) fn has_tool(&self, tool: &str) -> bool {
+    pub(crate) fn has_tool(&self, tool: ToolName) -> bool {
         [&self.deny, &self.ask, &self.allow]
             .iter()
             .any(|rules| rules.iter().any(|r| r.tool == tool))
@@ -173,10 +175,10 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
                 "the pattern is empty; write the bare tool name to match every call",
             ));
         }
-        Some(p) => match (t.name, t.class) {
-            ("run_bash", _) => Pattern::Command(p.trim().to_string()),
-            ("mcp", _) => mcp_pattern(spec, p.trim())?,
-            ("webfetch", _) => match p.trim().strip_prefix("domain:") {
+        Some(p) => match t.tool {
+            ToolName::RunBash => Pattern::Command(p.trim().to_string()),
+            ToolName::Mcp => mcp_pattern(spec, p.trim())?,
+            ToolName::Webfetch => match p.trim().strip_prefix("domain:") {
                 Some(d) => {
                     let d = d.trim().trim_end_matches('.').to_ascii_lowercase();
                     if d.is_empty() || d.contains(['/', ':', '@', ' ']) {
@@ -189,8 +191,17 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
                 }
                 None => Pattern::Url(p.trim().to_string()),
             },
-            (_, ToolClass::Read | ToolClass::Write) => Pattern::Path(path_globs(spec, p.trim())?),
-            (_, ToolClass::Action | ToolClass::Planning | ToolClass::Interaction) => {
+            ToolName::ReadFile
+            | ToolName::GlobFiles
+            | ToolName::Grep
+            | ToolName::WriteFile
+            | ToolName::EditFile => Pattern::Path(path_globs(spec, p.trim())?),
+            ToolName::TodoAppend
+            | ToolName::TodoList
+            | ToolName::TodoUpdate
+            | ToolName::ReadScratchpad
+            | ToolName::WriteScratchpad
+            | ToolName::AskQuestion => {
                 return Err(invalid(
                     spec,
                     format!("`{}` takes no pattern; write the bare tool name", t.name),
@@ -200,7 +211,7 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
     };
     Ok(Rule {
         label: format!("{}: {s}", list_name(verdict)),
-        tool: t.name,
+        tool: t.tool,
         pattern,
     })
 }
@@ -316,7 +327,7 @@ fn check_examples(
     rule: &Rule,
     spec: &RuleSpec,
     verdict: Verdict,
-    example_subject: &dyn Fn(&str, &str) -> Subject,
+    example_subject: &dyn Fn(ToolName, &str) -> Subject,
 ) -> Result<(), PolicyError> {
     let RuleSpec::WithExamples {
         matches, not_match, ..
@@ -384,18 +395,28 @@ mod tests {
         }
     }
 
-    fn simple_subject(tool: &str, ex: &str) -> Subject {
+    fn simple_subject(tool: ToolName, ex: &str) -> Subject {
         match tool {
-            "run_bash" => Subject::Command {
+            ToolName::RunBash => Subject::Command {
                 commands: ex.split(';').map(|s| s.trim().to_string()).collect(),
                 outer: vec![],
             },
-            "webfetch" => Subject::Url {
+            ToolName::Webfetch => Subject::Url {
                 url: ex.to_string(),
                 host: ex.to_string(),
             },
-            "mcp" => mcp_subject(ex),
-            _ => Subject::Path(ex.trim_start_matches("./").to_string()),
+            ToolName::Mcp => mcp_subject(ex),
+            ToolName::ReadFile
+            | ToolName::GlobFiles
+            | ToolName::Grep
+            | ToolName::WriteFile
+            | ToolName::EditFile
+            | ToolName::TodoAppend
+            | ToolName::TodoList
+            | ToolName::TodoUpdate
+            | ToolName::ReadScratchpad
+            | ToolName::WriteScratchpad
+            | ToolName::AskQuestion => Subject::Path(ex.trim_start_matches("./").to_string()),
         }
     }
 
@@ -437,7 +458,7 @@ mod tests {
             &["run_bash(git push --force*)"],
         );
         let v = |c: &str| {
-            s.evaluate("run_bash", &cmd(&[c]))
+            s.evaluate(ToolName::RunBash, &cmd(&[c]))
                 .map(|(v, l)| (v, l.to_string()))
         };
         assert_eq!(
@@ -453,28 +474,31 @@ mod tests {
             Some((Verdict::Deny, "deny: run_bash(git push --force*)".into()))
         );
         assert_eq!(v("ls"), None);
-        assert_eq!(s.evaluate("read_file", &Subject::Path("x".into())), None);
+        assert_eq!(
+            s.evaluate(ToolName::ReadFile, &Subject::Path("x".into())),
+            None
+        );
     }
 
     #[test]
     fn allow_needs_every_command_deny_needs_one() {
         let s = set(&["run_bash(cargo test*)"], &[], &["run_bash(curl*)"]);
         assert_eq!(
-            s.evaluate("run_bash", &cmd(&["cargo test", "ls"])),
+            s.evaluate(ToolName::RunBash, &cmd(&["cargo test", "ls"])),
             None,
             "allow must cover every command"
         );
         assert_eq!(
-            s.evaluate("run_bash", &cmd(&["cargo test", "curl x"]))
+            s.evaluate(ToolName::RunBash, &cmd(&["cargo test", "curl x"]))
                 .map(|x| x.0),
             Some(Verdict::Deny)
         );
         assert_eq!(
-            s.evaluate("run_bash", &cmd(&["cargo test", "cargo test -p y"]))
+            s.evaluate(ToolName::RunBash, &cmd(&["cargo test", "cargo test -p y"]))
                 .map(|x| x.0),
             Some(Verdict::Allow)
         );
-        assert_eq!(s.evaluate("run_bash", &cmd(&[])), None);
+        assert_eq!(s.evaluate(ToolName::RunBash, &cmd(&[])), None);
     }
 
     #[test]
@@ -488,7 +512,10 @@ mod tests {
             ],
             &[],
         );
-        let hit = |tool: &str, p: &str| s.evaluate(tool, &Subject::Path(p.into())).is_some();
+        let hit = |tool: &str, p: &str| {
+            let tool = ToolName::parse(tool).unwrap();
+            s.evaluate(tool, &Subject::Path(p.into())).is_some()
+        };
         assert!(hit("read_file", "secrets/a.txt"));
         assert!(hit("read_file", "secrets/x/y"));
         assert!(hit("read_file", "secrets"));
@@ -508,7 +535,7 @@ mod tests {
         );
         let hit = |h: &str| {
             s.evaluate(
-                "webfetch",
+                ToolName::Webfetch,
                 &Subject::Url {
                     url: format!("https://{h}/"),
                     host: h.into(),
@@ -531,7 +558,7 @@ mod tests {
             &["mcp(github.create_*)"],
             &["mcp(*.delete_*)"],
         );
-        let v = |ex: &str| s.evaluate("mcp", &mcp_subject(ex)).map(|(v, _)| v);
+        let v = |ex: &str| s.evaluate(ToolName::Mcp, &mcp_subject(ex)).map(|(v, _)| v);
         assert_eq!(v("github.get_issue"), Some(Verdict::Allow));
         assert_eq!(v("docs.search"), Some(Verdict::Allow));
         assert_eq!(v("github.create_issue"), Some(Verdict::Ask));
@@ -542,7 +569,8 @@ mod tests {
         // A bare `mcp` names every MCP call.
         let all = set(&[], &["mcp"], &[]);
         assert_eq!(
-            all.evaluate("mcp", &mcp_subject("any.thing")).map(|x| x.0),
+            all.evaluate(ToolName::Mcp, &mcp_subject("any.thing"))
+                .map(|x| x.0),
             Some(Verdict::Ask)
         );
     }

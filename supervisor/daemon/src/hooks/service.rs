@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tollgate_policy::clients::{self, Client, Mapped};
-use tollgate_policy::{Code, Decision};
+use tollgate_policy::{Code, Decision, ToolCall};
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::client_hooks_server::ClientHooks;
 use tonic::{Request, Response, Status};
@@ -340,7 +340,11 @@ async fn pre_tool_use(
             tool: t,
             calls,
             shell,
-        } => (t, Ok(calls), shell),
+        } => (
+            t,
+            Ok(calls.into_iter().map(ToolCall::from).collect()),
+            shell,
+        ),
     };
     let cleared = match pep::authorize(
         sup,

@@ -16,9 +16,9 @@ mod patch;
 
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+use tollgate_toolcall::{self as tool, Tool};
 
-use crate::ToolCall;
 use crate::display::shorten;
 
 pub use patch::{FileOp, PatchError, parse as parse_patch};
@@ -56,10 +56,11 @@ impl std::fmt::Display for Client {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mapped {
     /// Decided by the engine as these calls (one, or one per file of a
-    /// patch). `tool` is what the audit log names.
+    /// patch), checked against their schemas like every call. `tool` is
+    /// what the audit log names.
     Gated {
         tool: &'static str,
-        calls: Vec<ToolCall>,
+        calls: Vec<Tool>,
         /// For the client's shell tool: what a routed run executes.
         shell: Option<ShellCall>,
     },
@@ -173,19 +174,28 @@ pub fn map(tool_name: &str, input: &Value, cwd: &Path) -> Mapped {
         Kind::Shell => shell(obj),
         Kind::Read => read(obj),
         Kind::Write => file_field(obj, "file_path").and_then(|p| {
-            Ok(gated(
-                "write_file",
-                json!({ "path": p, "content": string(obj, "content")? }),
-            ))
+            Ok(gated(Tool::WriteFile(tool::WriteFile {
+                path: p.to_string(),
+                content: string(obj, "content")?.to_string(),
+            })))
         }),
         Kind::Edit => edit(obj),
-        Kind::Glob => search(obj, cwd, "glob_files", &["pattern"]),
-        Kind::Grep => search(obj, cwd, "grep", &["pattern", "glob"]),
-        Kind::WebFetch => {
-            string(obj, "url").map(|u| gated("webfetch", json!({ "url": u })))
-        }
+        Kind::Glob => glob(obj, cwd),
+        Kind::Grep => grep(obj, cwd),
+        Kind::WebFetch => string(obj, "url").map(|u| {
+            gated(Tool::Webfetch(tool::Webfetch {
+                url: u.to_string(),
+                max_bytes: None,
+            }))
+        }),
         Kind::Patch => patch(obj, cwd),
-        Kind::Image => file_field(obj, "path").map(|p| gated("read_file", json!({ "path": p }))),
+        Kind::Image => file_field(obj, "path").map(|p| {
+            gated(Tool::ReadFile(tool::ReadFile {
+                path: p.to_string(),
+                offset: None,
+                limit: None,
+            }))
+        }),
         Kind::Stdin => match obj.get("chars").and_then(Value::as_str) {
             None | Some("") => Ok(Mapped::Harmless),
             Some(_) => Err(
@@ -207,13 +217,11 @@ fn input_refused(tool: &str, why: &str) -> Mapped {
     }
 }
 
-fn gated(tool: &'static str, args: Value) -> Mapped {
+/// One tollgate call, named in the audit log by its own name.
+fn gated(call: Tool) -> Mapped {
     Mapped::Gated {
-        tool,
-        calls: vec![ToolCall {
-            tool: tool.to_string(),
-            args,
-        }],
+        tool: call.name().as_str(),
+        calls: vec![call],
         shell: None,
     }
 }
@@ -223,6 +231,36 @@ fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String>
         Some(Value::String(s)) => Ok(s),
         Some(_) => Err(format!("`{key}` is not a string")),
         None => Err(format!("`{key}` is missing")),
+    }
+}
+
+/// An optional string field (absent or null: `None`).
+fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => string(obj, key).map(|s| Some(s.to_string())),
+    }
+}
+
+/// An optional whole number (absent or null: `None`).
+fn opt_u64(obj: &Map<String, Value>, key: &str) -> Result<Option<u64>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` is not a whole number")),
+    }
+}
+
+/// An optional boolean (absent or null: `None`).
+fn opt_bool(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_bool()
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` is not true or false")),
     }
 }
 
@@ -253,16 +291,13 @@ fn shell(obj: &Map<String, Value>) -> Result<Mapped, String> {
             Some(ms.div_ceil(1000).max(1))
         }
     };
-    let mut args = json!({ "command": command });
-    if let Some(t) = timeout_s {
-        args["timeout_s"] = json!(t);
-    }
+    let call = Tool::RunBash(tool::RunBash {
+        command: command.to_string(),
+        timeout_s,
+    });
     Ok(Mapped::Gated {
-        tool: "run_bash",
-        calls: vec![ToolCall {
-            tool: "run_bash".to_string(),
-            args,
-        }],
+        tool: call.name().as_str(),
+        calls: vec![call],
         shell: Some(ShellCall {
             command: command.to_string(),
             timeout_s,
@@ -271,52 +306,47 @@ fn shell(obj: &Map<String, Value>) -> Result<Mapped, String> {
 }
 
 fn read(obj: &Map<String, Value>) -> Result<Mapped, String> {
-    let mut args = json!({ "path": file_field(obj, "file_path")? });
-    for key in ["offset", "limit"] {
-        match obj.get(key) {
-            None | Some(Value::Null) => {}
-            Some(v) => args[key] = v.clone(),
-        }
-    }
-    Ok(gated("read_file", args))
+    Ok(gated(Tool::ReadFile(tool::ReadFile {
+        path: file_field(obj, "file_path")?.to_string(),
+        offset: opt_u64(obj, "offset")?,
+        limit: opt_u64(obj, "limit")?,
+    })))
 }
 
 fn edit(obj: &Map<String, Value>) -> Result<Mapped, String> {
-    let mut args = json!({
-        "path": file_field(obj, "file_path")?,
-        "old_string": string(obj, "old_string")?,
-        "new_string": string(obj, "new_string")?,
-    });
-    if let Some(v) = obj.get("replace_all").filter(|v| !v.is_null()) {
-        args["replace_all"] = v.clone();
-    }
-    Ok(gated("edit_file", args))
+    Ok(gated(Tool::EditFile(tool::EditFile {
+        path: file_field(obj, "file_path")?.to_string(),
+        old_string: string(obj, "old_string")?.to_string(),
+        new_string: string(obj, "new_string")?.to_string(),
+        replace_all: opt_bool(obj, "replace_all")?,
+    })))
 }
 
-/// Glob and Grep: the pattern, an optional glob, the search path (the
-/// event's cwd when none is given).
-fn search(
-    obj: &Map<String, Value>,
-    cwd: &Path,
-    tool: &'static str,
-    strings: &[&str],
-) -> Result<Mapped, String> {
-    let mut args = json!({});
-    for (i, key) in strings.iter().enumerate() {
-        match obj.get(*key) {
-            None | Some(Value::Null) if i > 0 => {}
-            _ => args[*key] = json!(string(obj, key)?),
-        }
+/// The search path of Glob and Grep: the event's cwd when none is given.
+fn search_path(obj: &Map<String, Value>, cwd: &Path) -> Result<String, String> {
+    match obj.get("path") {
+        None | Some(Value::Null) => Ok(cwd.to_string_lossy().into_owned()),
+        Some(_) => Ok(file_field(obj, "path")?.to_string()),
     }
-    let path = match obj.get("path") {
-        None | Some(Value::Null) => cwd.to_string_lossy().into_owned(),
-        Some(_) => file_field(obj, "path")?.to_string(),
-    };
-    args["path"] = json!(path);
-    if tool == "grep" && obj.get("-i").and_then(Value::as_bool) == Some(true) {
-        args["ignore_case"] = json!(true);
-    }
-    Ok(gated(tool, args))
+}
+
+fn glob(obj: &Map<String, Value>, cwd: &Path) -> Result<Mapped, String> {
+    Ok(gated(Tool::GlobFiles(tool::GlobFiles {
+        pattern: string(obj, "pattern")?.to_string(),
+        path: Some(search_path(obj, cwd)?),
+    })))
+}
+
+/// Grep: the pattern, an optional glob, the search path, and `-i`.
+fn grep(obj: &Map<String, Value>, cwd: &Path) -> Result<Mapped, String> {
+    let pattern = string(obj, "pattern")?.to_string();
+    let glob = opt_string(obj, "glob")?;
+    Ok(gated(Tool::Grep(tool::Grep {
+        pattern,
+        path: Some(search_path(obj, cwd)?),
+        glob,
+        ignore_case: (obj.get("-i").and_then(Value::as_bool) == Some(true)).then_some(true),
+    })))
 }
 
 /// Codex's apply_patch: one engine call per file it touches.
@@ -327,23 +357,19 @@ fn patch(obj: &Map<String, Value>, cwd: &Path) -> Result<Mapped, String> {
     };
     let ops = parse_patch(text).map_err(|e| format!("tollgate cannot read the patch ({})", e.0))?;
     let abs = |p: &str| cwd.join(p).to_string_lossy().into_owned();
-    let call = |tool: &str, args: Value| ToolCall {
-        tool: tool.to_string(),
-        args,
+    let write = |path: &str, content: String| {
+        Tool::WriteFile(tool::WriteFile {
+            path: abs(path),
+            content,
+        })
     };
     let mut calls = Vec::new();
     for op in ops {
         match op {
-            FileOp::Add { path, content } => calls.push(call(
-                "write_file",
-                json!({ "path": abs(&path), "content": content }),
-            )),
+            FileOp::Add { path, content } => calls.push(write(&path, content)),
             // Deleting is writing nothing over the file: destructive when
             // the file has content.
-            FileOp::Delete { path } => calls.push(call(
-                "write_file",
-                json!({ "path": abs(&path), "content": "" }),
-            )),
+            FileOp::Delete { path } => calls.push(write(&path, String::new())),
             FileOp::Update {
                 path,
                 removed,
@@ -351,15 +377,14 @@ fn patch(obj: &Map<String, Value>, cwd: &Path) -> Result<Mapped, String> {
                 move_to,
             } => {
                 if let Some(to) = move_to {
-                    calls.push(call(
-                        "write_file",
-                        json!({ "path": abs(&to), "content": added.clone() }),
-                    ));
+                    calls.push(write(&to, added.clone()));
                 }
-                calls.push(call(
-                    "edit_file",
-                    json!({ "path": abs(&path), "old_string": removed, "new_string": added }),
-                ));
+                calls.push(Tool::EditFile(tool::EditFile {
+                    path: abs(&path),
+                    old_string: removed,
+                    new_string: added,
+                    replace_all: None,
+                }));
             }
         }
     }
@@ -390,18 +415,23 @@ fn mcp(rest: &str, input: &Value) -> Mapped {
             ),
         };
     };
-    gated("mcp", json!({ "server": server, "tool": tool }))
+    gated(Tool::Mcp(tool::McpToolCall {
+        server: server.to_string(),
+        tool: tool.to_string(),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn calls(m: &Mapped) -> Vec<(String, Value)> {
         match m {
             Mapped::Gated { calls, .. } => calls
                 .iter()
-                .map(|c| (c.tool.clone(), c.args.clone()))
+                .map(|c| (c.name().as_str().to_string(), c.args_json()))
                 .collect(),
             other => panic!("not gated: {other:?}"),
         }
@@ -479,10 +509,10 @@ mod tests {
             got,
             Mapped::Gated {
                 tool: "run_bash",
-                calls: vec![ToolCall {
-                    tool: "run_bash".into(),
-                    args: json!({"command": "cargo test", "timeout_s": 2}),
-                }],
+                calls: vec![Tool::RunBash(tool::RunBash {
+                    command: "cargo test".into(),
+                    timeout_s: Some(2),
+                })],
                 shell: Some(ShellCall {
                     command: "cargo test".into(),
                     timeout_s: Some(2),
@@ -590,6 +620,21 @@ mod tests {
                 "relative path",
             ),
             ("Read", json!("not an object"), "not a JSON object"),
+            (
+                "Read",
+                json!({"file_path": "/w/a", "offset": "3"}),
+                "`offset` is not a whole number",
+            ),
+            (
+                "Edit",
+                json!({"file_path": "/w/a", "old_string": "o", "new_string": "n", "replace_all": 1}),
+                "`replace_all` is not true or false",
+            ),
+            (
+                "Grep",
+                json!({"pattern": "x", "glob": 5}),
+                "`glob` is not a string",
+            ),
         ] {
             let Mapped::Refused { reason, rule } = m(tool, input) else {
                 panic!("{tool}: not refused")
