@@ -195,13 +195,13 @@ pub fn socket_path(flag: Option<PathBuf>, env_socket: Option<String>) -> PathBuf
 }
 
 /// The second stage: checks the raw flags against each other.
-pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, UsageError> {
-    let socket = socket_path(raw.socket, env_socket);
+pub fn validate(mut raw: RawCli, env_socket: Option<String>) -> Result<Action, UsageError> {
+    let socket = socket_path(raw.socket.take(), env_socket);
     let session_flags_used = raw.prompt.is_some()
         || !raw.tools.is_empty()
         || raw.output == OutputFormat::Json
         || raw.model.is_some();
-    match raw.command {
+    match raw.command.take() {
         Some(RawCommand::Hook {
             action,
             client,
@@ -233,28 +233,7 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
                     "`agent call` takes only --mode, --workspace and --socket".into(),
                 ));
             }
-            let mode = check_mode(mode.or(raw.mode))?;
-            if tool.trim().is_empty() {
-                return Err(UsageError("the tool name is empty".into()));
-            }
-            let value: serde_json::Value = serde_json::from_str(&args).map_err(|e| {
-                UsageError(format!(
-                    "the arguments for {tool} are not valid JSON: {e}, hint: quote them, e.g. '{{\"path\":\"README.md\"}}'"
-                ))
-            })?;
-            let serde_json::Value::Object(map) = value else {
-                return Err(UsageError(format!(
-                    "the arguments for {tool} must be a JSON object, e.g. '{{\"path\":\"README.md\"}}'"
-                )));
-            };
-            Ok(Action::Call(CallSettings {
-                socket,
-                tool,
-                args: map,
-                args_text: args,
-                mode,
-                workspace,
-            }))
+            call_action(tool, args, mode.or(raw.mode), workspace, socket)
         }
         Some(RawCommand::Mcp(args)) => {
             if raw.prompt.is_some() || raw.output == OutputFormat::Json || raw.model.is_some() {
@@ -272,65 +251,101 @@ pub fn validate(raw: RawCli, env_socket: Option<String>) -> Result<Action, Usage
             }
             crate::mcp_gateway::validate(args, socket, raw.mode).map(Action::McpGateway)
         }
-        None => {
-            let mode = check_mode(raw.mode)?;
-            if raw.max_turns == 0 {
-                return Err(UsageError("--max-turns must be at least 1".into()));
-            }
-            if raw.max_context_tokens < 1_000 {
-                return Err(UsageError(format!(
-                    "--max-context-tokens {} is too small, hint: use at least 1000",
-                    raw.max_context_tokens
-                )));
-            }
-            if let Some(c) = raw.max_cost_usd
-                && (!c.is_finite() || c < 0.0)
-            {
-                return Err(UsageError(format!(
-                    "--max-cost-usd {c} is not a non-negative amount"
-                )));
-            }
-            if raw.llm_timeout == Some(0) {
-                return Err(UsageError("--llm-timeout must be at least 1 second".into()));
-            }
-            if raw.max_tool_calls == Some(0) {
-                return Err(UsageError("--max-tool-calls must be at least 1".into()));
-            }
-            let mut tools: Vec<String> = Vec::new();
-            for t in raw.tools {
-                let t = t.trim().to_string();
-                if t.is_empty() {
-                    continue;
-                }
-                if !tools.contains(&t) {
-                    tools.push(t);
-                }
-            }
-            if let Some(p) = &raw.prompt
-                && p.trim().is_empty()
-            {
-                return Err(UsageError("-p needs a non-empty prompt".into()));
-            }
-            if raw.output == OutputFormat::Json && raw.prompt.is_none() {
-                return Err(UsageError(
-                    "--output json needs -p PROMPT (an interactive session prints text)".into(),
-                ));
-            }
-            Ok(Action::Session(SessionSettings {
-                socket,
-                mode,
-                tools,
-                max_turns: raw.max_turns,
-                max_tool_calls: raw.max_tool_calls,
-                max_context_tokens: raw.max_context_tokens,
-                max_cost_usd: raw.max_cost_usd,
-                llm_timeout_s: raw.llm_timeout,
-                model: raw.model.filter(|m| !m.is_empty()),
-                prompt: raw.prompt,
-                output: raw.output,
-            }))
+        None => session_action(raw, socket),
+    }
+}
+
+/// `agent call TOOL ARGS`: the tool named and its arguments a JSON object.
+fn call_action(
+    tool: String,
+    args: String,
+    mode: Option<String>,
+    workspace: Option<PathBuf>,
+    socket: PathBuf,
+) -> Result<Action, UsageError> {
+    let mode = check_mode(mode)?;
+    if tool.trim().is_empty() {
+        return Err(UsageError("the tool name is empty".into()));
+    }
+    let value: serde_json::Value = serde_json::from_str(&args).map_err(|e| {
+        UsageError(format!(
+            "the arguments for {tool} are not valid JSON: {e}, hint: quote them, e.g. '{{\"path\":\"README.md\"}}'"
+        ))
+    })?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(UsageError(format!(
+            "the arguments for {tool} must be a JSON object, e.g. '{{\"path\":\"README.md\"}}'"
+        )));
+    };
+    Ok(Action::Call(CallSettings {
+        socket,
+        tool,
+        args: map,
+        args_text: args,
+        mode,
+        workspace,
+    }))
+}
+
+/// A session (interactive, or one prompt with -p): the limits checked, the
+/// tools deduplicated.
+fn session_action(raw: RawCli, socket: PathBuf) -> Result<Action, UsageError> {
+    let mode = check_mode(raw.mode)?;
+    if raw.max_turns == 0 {
+        return Err(UsageError("--max-turns must be at least 1".into()));
+    }
+    if raw.max_context_tokens < 1_000 {
+        return Err(UsageError(format!(
+            "--max-context-tokens {} is too small, hint: use at least 1000",
+            raw.max_context_tokens
+        )));
+    }
+    if let Some(c) = raw.max_cost_usd
+        && (!c.is_finite() || c < 0.0)
+    {
+        return Err(UsageError(format!(
+            "--max-cost-usd {c} is not a non-negative amount"
+        )));
+    }
+    if raw.llm_timeout == Some(0) {
+        return Err(UsageError("--llm-timeout must be at least 1 second".into()));
+    }
+    if raw.max_tool_calls == Some(0) {
+        return Err(UsageError("--max-tool-calls must be at least 1".into()));
+    }
+    let mut tools: Vec<String> = Vec::new();
+    for t in raw.tools {
+        let t = t.trim().to_string();
+        if t.is_empty() {
+            continue;
+        }
+        if !tools.contains(&t) {
+            tools.push(t);
         }
     }
+    if let Some(p) = &raw.prompt
+        && p.trim().is_empty()
+    {
+        return Err(UsageError("-p needs a non-empty prompt".into()));
+    }
+    if raw.output == OutputFormat::Json && raw.prompt.is_none() {
+        return Err(UsageError(
+            "--output json needs -p PROMPT (an interactive session prints text)".into(),
+        ));
+    }
+    Ok(Action::Session(SessionSettings {
+        socket,
+        mode,
+        tools,
+        max_turns: raw.max_turns,
+        max_tool_calls: raw.max_tool_calls,
+        max_context_tokens: raw.max_context_tokens,
+        max_cost_usd: raw.max_cost_usd,
+        llm_timeout_s: raw.llm_timeout,
+        model: raw.model.filter(|m| !m.is_empty()),
+        prompt: raw.prompt,
+        output: raw.output,
+    }))
 }
 
 /// `agent hook`'s values, checked (clap's reader and the fast one both use it).

@@ -80,7 +80,44 @@ async fn run_inner(s: SessionSettings) -> Result<i32, AgentError> {
     let ctrlc = CtrlC::install();
     let workspace = current_workspace()?;
     let interactive = s.prompt.is_none();
-    let req = OpenSessionRequest {
+    let req = open_request(&s, &workspace, interactive);
+    let (session, control, tools) = open(&s.socket, req).await?;
+    let sink = if interactive {
+        Sink::Stdout
+    } else {
+        Sink::Stderr
+    };
+    announce(sink, &session, &workspace, tools.len(), interactive);
+    let stdin = Stdin::spawn();
+    let opts = Options {
+        max_turns: s.max_turns,
+        max_context_tokens: s.max_context_tokens,
+        approver: Approver::Prompt,
+        transcript: sink,
+        print_final: interactive,
+        full_results: false,
+    };
+    let mut agent = Agent::new(session, tools, stdin, ctrlc, control, opts);
+    let result = match &s.prompt {
+        Some(p) => one_shot(&mut agent, p, s.output).await,
+        None => repl(&mut agent).await,
+    };
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => return Ok(failed(&mut agent, e, s.output)),
+    };
+    let info = agent.session.close().await;
+    term::diag(&summary_line(
+        &agent.session.id,
+        &agent.stats,
+        info.as_ref(),
+    ));
+    Ok(code)
+}
+
+/// The session asked for: the workspace, mode, tools and caps of the flags.
+fn open_request(s: &SessionSettings, workspace: &Path, interactive: bool) -> OpenSessionRequest {
+    OpenSessionRequest {
         workspace: workspace.to_string_lossy().into_owned(),
         mode: s.mode.clone().unwrap_or_default(),
         tools: s.tools.clone(),
@@ -92,13 +129,12 @@ async fn run_inner(s: SessionSettings) -> Result<i32, AgentError> {
         system_prompt: SYSTEM_PROMPT.to_string(),
         model: s.model.clone().unwrap_or_default(),
         client: if interactive { "agent" } else { "agent -p" }.to_string(),
-    };
-    let (session, control, tools) = open(&s.socket, req).await?;
-    let sink = if interactive {
-        Sink::Stdout
-    } else {
-        Sink::Stderr
-    };
+    }
+}
+
+/// The session's first lines: its mode, workspace and id, then its sandbox,
+/// tools and who approves.
+fn announce(sink: Sink, session: &Session, workspace: &Path, tools: usize, interactive: bool) {
     let mode = if session.mode.is_empty() {
         "default".to_string()
     } else {
@@ -119,63 +155,41 @@ async fn run_inner(s: SessionSettings) -> Result<i32, AgentError> {
         "decided by operators (supervisorctl approvals)"
     };
     term::diag(&format!(
-        "sandbox {}, {} tools, approvals {approvals}; Ctrl-C aborts a turn{}",
+        "sandbox {}, {tools} tools, approvals {approvals}; Ctrl-C aborts a turn{}",
         if session.sandbox.is_empty() {
             "?"
         } else {
             &session.sandbox
         },
-        tools.len(),
         if interactive {
             ", /exit or Ctrl-D quits"
         } else {
             ""
         }
     ));
-    let stdin = Stdin::spawn();
-    let opts = Options {
-        max_turns: s.max_turns,
-        max_context_tokens: s.max_context_tokens,
-        approver: Approver::Prompt,
-        transcript: sink,
-        print_final: interactive,
-        full_results: false,
-    };
-    let mut agent = Agent::new(session, tools, stdin, ctrlc, control, opts);
-    let result = match &s.prompt {
-        Some(p) => one_shot(&mut agent, p, s.output).await,
-        None => repl(&mut agent).await,
-    };
-    let code = match result {
-        Ok(code) => code,
-        Err(e) => {
-            if matches!(e, AgentError::Revoked(_)) {
-                agent.session.abandon();
-            }
-            if s.output == OutputFormat::Json {
-                let out = json!({
-                    "session": agent.session.id,
-                    "ok": false,
-                    "error": e.to_string(),
-                    "stop_reason": if e.exit_code() == 3 { "revoked" } else { "error" },
-                    "final_text": "",
-                    "tool_calls": agent.stats.records,
-                    "usage": usage_json(&agent),
-                });
-                term::line(Sink::Stdout, &out.to_string());
-            }
-            term::error(&e);
-            term::diag(&summary_line(&agent.session.id, &agent.stats, None));
-            return Ok(e.exit_code());
-        }
-    };
-    let info = agent.session.close().await;
-    term::diag(&summary_line(
-        &agent.session.id,
-        &agent.stats,
-        info.as_ref(),
-    ));
-    Ok(code)
+}
+
+/// A session that ended in an error: said (as JSON too with --output json),
+/// with the summary; returns the exit code.
+fn failed(agent: &mut Agent, e: AgentError, output: OutputFormat) -> i32 {
+    if matches!(e, AgentError::Revoked(_)) {
+        agent.session.abandon();
+    }
+    if output == OutputFormat::Json {
+        let out = json!({
+            "session": agent.session.id,
+            "ok": false,
+            "error": e.to_string(),
+            "stop_reason": if e.exit_code() == 3 { "revoked" } else { "error" },
+            "final_text": "",
+            "tool_calls": agent.stats.records,
+            "usage": usage_json(agent),
+        });
+        term::line(Sink::Stdout, &out.to_string());
+    }
+    term::error(&e);
+    term::diag(&summary_line(&agent.session.id, &agent.stats, None));
+    e.exit_code()
 }
 
 fn usage_json(agent: &Agent) -> serde_json::Value {

@@ -116,107 +116,12 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
     // then one run_bash through the supervisor, and again, so both see the
     // same engine and the same machine (the engine's exec latency drifts by
     // tens of percent between minutes).
-    let name = format!("tollgate-bench-{}", std::process::id());
-    let (d, image, nm) = (docker.clone(), plan.image.to_string(), name.clone());
-    let container = blocking(move || {
-        run_checked(Command::new(&d).args([
-            "run",
-            "-d",
-            "--rm",
-            "--network",
-            "none",
-            "--name",
-            nm.as_str(),
-            image.as_str(),
-        ]))?;
-        Ok(Container {
-            docker: d,
-            name: nm,
-        })
-    })
-    .await;
+    let container = start_container(&docker, plan).await;
     let sup = start_supervisor(root, plan).await;
     let native = start_native(root, plan).await;
     let mut sessions = Vec::new();
-    let (exec_row, ours_row, native_mib_row, mib_row) = match (&container, &sup) {
-        (Ok(ctr), Ok((sup, ws))) => {
-            // Without a native supervisor the docker rows are still measured.
-            let nat = native.as_ref().ok().map(|(p, w)| (p, w.as_path()));
-            match exec_rounds(ctr, sup, ws, nat, plan.samples, &mut sessions).await {
-                Ok(r) => {
-                    let mut paused = r
-                        .after_pause
-                        .iter()
-                        .map(|d| d.as_nanos() as f64)
-                        .collect::<Vec<_>>();
-                    paused.sort_by(f64::total_cmp);
-                    let paused = super::stats::percentile(&paused, 0.5).unwrap_or(f64::NAN);
-                    (
-                        Row::latency(DOCKER_EXEC, EXEC_NAME, &r.cli).with_note(INTERLEAVED),
-                        Row::latency(RUN_BASH, RUN_BASH_NAME, &r.back_to_back).with_note(format!(
-                            "warm container; policy decision, 3 audit records, the command through the container's resident exec agent (no engine call); {INTERLEAVED}; the call right after another (the figure); a call after the CLI's exec took {} (median)",
-                            fmt_nanos(paused)
-                        )),
-                        match &native {
-                            Ok(_) => Row::latency(NATIVE_MIB, NATIVE_MIB_NAME, &r.native_mib).with_note(
-                                format!("warm native sandbox; all 1 MiB crosses the sandbox's wall, the output cap keeps 32 KiB for the model; {MIB_ROUNDS}"),
-                            ),
-                            Err(e) => Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, format!("{e:#}")),
-                        },
-                        Row::latency(RUN_BASH_MIB, RUN_BASH_MIB_NAME, &r.mib).with_note(
-                            format!("warm container; all 1 MiB crosses the agent's connection, the output cap keeps 32 KiB for the model; {MIB_ROUNDS}"),
-                        ),
-                    )
-                }
-                Err(e) => (
-                    Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}")),
-                    Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, format!("{e:#}")),
-                    Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, format!("{e:#}")),
-                    Row::failed(
-                        RUN_BASH_MIB,
-                        RUN_BASH_MIB_NAME,
-                        Unit::Nanos,
-                        format!("{e:#}"),
-                    ),
-                ),
-            }
-        }
-        (container, sup) => {
-            // Whatever failed, the baseline that can still run is measured.
-            let exec_row = match container {
-                Ok(ctr) => {
-                    let (d, nm, n) = (ctr.docker.clone(), ctr.name.clone(), plan.samples);
-                    match blocking(move || {
-                        time_blocking(warmup_for(n), n, |_| {
-                            run_quiet(Command::new(&d).args(["exec", nm.as_str(), "true"]))
-                        })
-                    })
-                    .await
-                    {
-                        Ok(s) => Row::latency(DOCKER_EXEC, EXEC_NAME, &s),
-                        Err(e) => {
-                            Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}"))
-                        }
-                    }
-                }
-                Err(e) => Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}")),
-            };
-            let why = match sup {
-                Err(e) => format!("{e:#}"),
-                Ok(_) => "the CLI baseline's container did not start".to_string(),
-            };
-            let native_why = match &native {
-                Err(e) => format!("{e:#}"),
-                Ok(_) => why.clone(),
-            };
-            (
-                exec_row,
-                Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, why.clone()),
-                Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, native_why),
-                Row::failed(RUN_BASH_MIB, RUN_BASH_MIB_NAME, Unit::Nanos, why),
-            )
-        }
-    };
+    let (exec_row, ours_row, native_mib_row, mib_row) =
+        exec_rows(&container, &sup, &native, plan, &mut sessions).await;
     drop(container);
     rows.push(exec_row);
     rows.push(
@@ -248,25 +153,7 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
             return rows;
         }
     };
-    let n = plan.container_samples;
-    let (run_row, create_row) =
-        match create_rounds(&docker, plan.image, &sup, &ws, n, &mut sessions).await {
-            Ok(r) => (
-                Row::latency(DOCKER_RUN, RUN_NAME, &r.docker_run).with_note(format!(
-                    "{} samples, each most of a second; {ROUNDS}",
-                    r.docker_run.len()
-                )),
-                Row::latency_ns(CREATE, CREATE_NAME, &r.diffs).with_note(format!(
-                    "{} samples; first run_bash `true` of a fresh session minus its second (the first's median alone: {}); removal happens at close, outside the figure; {ROUNDS}",
-                    r.diffs.len(),
-                    fmt_nanos(r.cold)
-                )),
-            ),
-            Err(e) => (
-                docker_run_alone(&docker, plan).await,
-                Row::failed(CREATE, CREATE_NAME, Unit::Nanos, format!("{e:#}")),
-            ),
-        };
+    let (run_row, create_row) = create_rows(&docker, plan, &sup, &ws, &mut sessions).await;
     rows.push(run_row);
     rows.push(
         create_row
@@ -274,10 +161,174 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
             .with_target(create_target()),
     );
     let log = sup.stderr();
+    stop_and_sweep(sup, docker, sessions).await;
+    if rows
+        .iter()
+        .any(|r| matches!(r.status, super::stats::Status::Failed(_)))
+        && !log.trim().is_empty()
+    {
+        eprintln!(
+            "supervisorctl: bench: the docker supervisor's stderr:\n{}",
+            log.trim_end()
+        );
+    }
+    rows
+}
+
+/// The CLI baseline's container: `docker run -d --rm --network none`.
+async fn start_container(docker: &Path, plan: &Plan<'_>) -> anyhow::Result<Container> {
+    let name = format!("tollgate-bench-{}", std::process::id());
+    let (d, image, nm) = (docker.to_path_buf(), plan.image.to_string(), name);
+    blocking(move || {
+        run_checked(Command::new(&d).args([
+            "run",
+            "-d",
+            "--rm",
+            "--network",
+            "none",
+            "--name",
+            nm.as_str(),
+            image.as_str(),
+        ]))?;
+        Ok(Container {
+            docker: d,
+            name: nm,
+        })
+    })
+    .await
+}
+
+/// A supervisor and its workspace, as started.
+type Started = anyhow::Result<(SupervisorProc, PathBuf)>;
+
+/// The four exec rows: `docker exec`, run_bash, and 1 MiB through each
+/// backend; what cannot be measured is said in its row.
+async fn exec_rows(
+    container: &anyhow::Result<Container>,
+    sup: &Started,
+    native: &Started,
+    plan: &Plan<'_>,
+    sessions: &mut Vec<String>,
+) -> (Row, Row, Row, Row) {
+    let (Ok(ctr), Ok((sup, ws))) = (container, sup) else {
+        return exec_rows_without(container, sup, native, plan).await;
+    };
+    // Without a native supervisor the docker rows are still measured.
+    let nat = native.as_ref().ok().map(|(p, w)| (p, w.as_path()));
+    match exec_rounds(ctr, sup, ws, nat, plan.samples, sessions).await {
+        Ok(r) => {
+            let mut paused = r
+                .after_pause
+                .iter()
+                .map(|d| d.as_nanos() as f64)
+                .collect::<Vec<_>>();
+            paused.sort_by(f64::total_cmp);
+            let paused = super::stats::percentile(&paused, 0.5).unwrap_or(f64::NAN);
+            (
+                Row::latency(DOCKER_EXEC, EXEC_NAME, &r.cli).with_note(INTERLEAVED),
+                Row::latency(RUN_BASH, RUN_BASH_NAME, &r.back_to_back).with_note(format!(
+                    "warm container; policy decision, 3 audit records, the command through the container's resident exec agent (no engine call); {INTERLEAVED}; the call right after another (the figure); a call after the CLI's exec took {} (median)",
+                    fmt_nanos(paused)
+                )),
+                match native {
+                    Ok(_) => Row::latency(NATIVE_MIB, NATIVE_MIB_NAME, &r.native_mib).with_note(
+                        format!("warm native sandbox; all 1 MiB crosses the sandbox's wall, the output cap keeps 32 KiB for the model; {MIB_ROUNDS}"),
+                    ),
+                    Err(e) => Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, format!("{e:#}")),
+                },
+                Row::latency(RUN_BASH_MIB, RUN_BASH_MIB_NAME, &r.mib).with_note(
+                    format!("warm container; all 1 MiB crosses the agent's connection, the output cap keeps 32 KiB for the model; {MIB_ROUNDS}"),
+                ),
+            )
+        }
+        Err(e) => (
+            Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}")),
+            Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, format!("{e:#}")),
+            Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, format!("{e:#}")),
+            Row::failed(
+                RUN_BASH_MIB,
+                RUN_BASH_MIB_NAME,
+                Unit::Nanos,
+                format!("{e:#}"),
+            ),
+        ),
+    }
+}
+
+/// The exec rows when the container or the supervisor did not start:
+/// whatever failed, the baseline that can still run is measured.
+async fn exec_rows_without(
+    container: &anyhow::Result<Container>,
+    sup: &Started,
+    native: &Started,
+    plan: &Plan<'_>,
+) -> (Row, Row, Row, Row) {
+    let exec_row = match container {
+        Ok(ctr) => {
+            let (d, nm, n) = (ctr.docker.clone(), ctr.name.clone(), plan.samples);
+            match blocking(move || {
+                time_blocking(warmup_for(n), n, |_| {
+                    run_quiet(Command::new(&d).args(["exec", nm.as_str(), "true"]))
+                })
+            })
+            .await
+            {
+                Ok(s) => Row::latency(DOCKER_EXEC, EXEC_NAME, &s),
+                Err(e) => Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}")),
+            }
+        }
+        Err(e) => Row::failed(DOCKER_EXEC, EXEC_NAME, Unit::Nanos, format!("{e:#}")),
+    };
+    let why = match sup {
+        Err(e) => format!("{e:#}"),
+        Ok(_) => "the CLI baseline's container did not start".to_string(),
+    };
+    let native_why = match native {
+        Err(e) => format!("{e:#}"),
+        Ok(_) => why.clone(),
+    };
+    (
+        exec_row,
+        Row::failed(RUN_BASH, RUN_BASH_NAME, Unit::Nanos, why.clone()),
+        Row::failed(NATIVE_MIB, NATIVE_MIB_NAME, Unit::Nanos, native_why),
+        Row::failed(RUN_BASH_MIB, RUN_BASH_MIB_NAME, Unit::Nanos, why),
+    )
+}
+
+/// `docker run --rm … true` and a fresh session's container, in rounds.
+async fn create_rows(
+    docker: &Path,
+    plan: &Plan<'_>,
+    sup: &SupervisorProc,
+    ws: &Path,
+    sessions: &mut Vec<String>,
+) -> (Row, Row) {
+    let n = plan.container_samples;
+    match create_rounds(docker, plan.image, sup, ws, n, sessions).await {
+        Ok(r) => (
+            Row::latency(DOCKER_RUN, RUN_NAME, &r.docker_run).with_note(format!(
+                "{} samples, each most of a second; {ROUNDS}",
+                r.docker_run.len()
+            )),
+            Row::latency_ns(CREATE, CREATE_NAME, &r.diffs).with_note(format!(
+                "{} samples; first run_bash `true` of a fresh session minus its second (the first's median alone: {}); removal happens at close, outside the figure; {ROUNDS}",
+                r.diffs.len(),
+                fmt_nanos(r.cold)
+            )),
+        ),
+        Err(e) => (
+            docker_run_alone(docker, plan).await,
+            Row::failed(CREATE, CREATE_NAME, Unit::Nanos, format!("{e:#}")),
+        ),
+    }
+}
+
+/// Stops the docker supervisor; it removes its containers on SIGTERM, and
+/// any it left are swept.
+async fn stop_and_sweep(sup: SupervisorProc, docker: PathBuf, sessions: Vec<String>) {
     let _ = blocking(move || {
         let mut sup = sup;
         sup.stop();
-        // The supervisor removes its containers on SIGTERM; sweep any it left.
         for id in sessions {
             let filter = format!("label=tollgate.session={id}");
             if let Ok(out) = run_checked(Command::new(&docker).args(["ps", "-aq", "--filter", filter.as_str()])) {
@@ -290,17 +341,6 @@ pub async fn run(root: &TempRoot, plan: &Plan<'_>) -> Vec<Row> {
         Ok(())
     })
     .await;
-    if rows
-        .iter()
-        .any(|r| matches!(r.status, super::stats::Status::Failed(_)))
-        && !log.trim().is_empty()
-    {
-        eprintln!(
-            "supervisorctl: bench: the docker supervisor's stderr:\n{}",
-            log.trim_end()
-        );
-    }
-    rows
 }
 
 const INTERLEAVED: &str = "sampled in rounds with the other (a CLI exec, then two run_bash calls), so both see the same engine";

@@ -47,8 +47,33 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
     let t = Instant::now();
     let engine = Engine::new(&PolicyConfig::default()).map_err(|e| anyhow!("policy: {e}"))?;
     let first_load = t.elapsed();
+    let samples = policy_samples(dir, &ws, &engine, n)?;
+    Ok(policy_rows(&samples, first_load))
+}
+
+/// The samples of each policy row.
+struct PolicySamples {
+    typical: Vec<Duration>,
+    read: Vec<Duration>,
+    read_mem: Vec<Duration>,
+    lstats: Vec<Duration>,
+    fetch: Vec<Duration>,
+    script: Vec<Duration>,
+    parse_only: Vec<Duration>,
+    load: Vec<Duration>,
+    load_repr: Vec<Duration>,
+}
+
+/// Times each decision (and its baselines) `n` times, or ten times that
+/// for the fast ones.
+fn policy_samples(
+    dir: &Path,
+    ws: &Path,
+    engine: &Engine,
+    n: usize,
+) -> anyhow::Result<PolicySamples> {
     let cx = Context {
-        workspace: ws.clone(),
+        workspace: ws.to_path_buf(),
         mode: Mode::Default,
         tools: None,
         home: std::env::var_os("HOME").map(PathBuf::from),
@@ -76,7 +101,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
     let read = decide(read_call.clone())?;
     // The engine alone: the same call with the two facts it asks for
     // answered from memory (the criterion bench's setting).
-    let mem = MemFs::for_read(&ws);
+    let mem = MemFs::for_read(ws);
     let read_mem = time_blocking(warmup_for(many), many, |_| {
         black_box(engine.decide(black_box(&read_call), &cx, &mem, &dns));
         Ok(())
@@ -120,12 +145,27 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         black_box(Engine::new(&cfg).map_err(|e| anyhow!("{e}"))?);
         Ok(())
     })?;
+    Ok(PolicySamples {
+        typical,
+        read,
+        read_mem,
+        lstats,
+        fetch,
+        script,
+        parse_only,
+        load,
+        load_repr,
+    })
+}
+
+/// The policy rows, with their targets and notes.
+fn policy_rows(s: &PolicySamples, first_load: Duration) -> Vec<Row> {
     let real = "real fs (lstat per path component), default policy, default mode";
-    Ok(vec![
+    vec![
         Row::latency(
             "policy.decide_run_bash",
             "policy decision: run_bash `cargo test … | tail`",
-            &typical,
+            &s.typical,
         )
         .with_target(Target::MedianAtMostNanos {
             value: 20_000.0,
@@ -135,7 +175,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         Row::latency(
             "policy.decide_read_file_mem",
             "policy decision: read_file src/main.rs, facts from memory",
-            &read_mem,
+            &s.read_mem,
         )
         .with_target(Target::MedianAtMostNanos {
             value: 3_000.0,
@@ -145,32 +185,32 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         Row::latency(
             LSTATS,
             "lstat src + lstat src/main.rs (baseline)",
-            &lstats,
+            &s.lstats,
         )
         .with_note("the two syscalls the real-fs decision makes"),
         Row::latency(
             "policy.decide_read_file",
             "policy decision: read_file src/main.rs, real fs",
-            &read,
+            &s.read,
         )
         .with_baseline(LSTATS)
         .with_note(real),
         Row::latency(
             "policy.decide_webfetch",
             "policy decision: webfetch http://93.184.216.34/",
-            &fetch,
+            &s.fetch,
         )
         .with_note("a literal public address: scheme, host, address classes, the host's own addresses (no DNS)"),
         Row::latency(
             BRUSH,
             "brush-parser alone, the 4 KiB script (baseline)",
-            &parse_only,
+            &s.parse_only,
         )
         .with_note("Parser::parse_program only: the floor of any decision that parses the script"),
         Row::latency(
             "policy.decide_script_4k",
             "policy decision: 4 KiB pipeline script",
-            &script,
+            &s.script,
         )
         .with_baseline(BRUSH)
         .with_target(Target::MedianAtMostNanos {
@@ -178,7 +218,7 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
             issue: 3,
         })
         .with_note(real),
-        Row::latency("policy.load_default", "load the default policy", &load)
+        Row::latency("policy.load_default", "load the default policy", &s.load)
             .with_target(Target::MedianAtMostNanos {
                 value: 5_000_000.0,
                 issue: 3,
@@ -190,10 +230,10 @@ fn policy_inner(dir: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
         Row::latency(
             "policy.load_representative",
             "load a representative policy (TOML, rules, examples)",
-            &load_repr,
+            &s.load_repr,
         )
         .with_note("the workstation example's shape: 7 allow, 2 ask, 2 deny rules with match/not_match examples; no target of its own (#3's is for the default policy)"),
-    ])
+    ]
 }
 
 const LSTATS: &str = "host.lstat_2";

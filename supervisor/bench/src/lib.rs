@@ -305,74 +305,7 @@ async fn measure(
     let script = root.path().join("script.json");
     std::fs::write(&script, agent::script(agent::turns_for(n)))
         .with_context(|| format!("cannot write {}", script.display()))?;
-    let native_dir = root.subdir("sup-native")?;
-    let config = config_toml(&script, None, args.audit_sync);
-    let exe = supervisor_exe.to_path_buf();
-    let nd = native_dir.clone();
-    match blocking(move || SupervisorProc::start(&exe, &nd, &config, "native")).await {
-        Ok(sup) => {
-            let plan = native::Plan {
-                samples: n,
-                throughput_for: if args.quick {
-                    Duration::from_millis(500)
-                } else {
-                    Duration::from_secs(2)
-                },
-                kill_samples: if args.quick { 10 } else { 30 },
-            };
-            let native_rows = native::run(&sup, root, &plan).await;
-            let failed = native_rows
-                .iter()
-                .any(|r| matches!(r.status, Status::Failed(_)));
-            rows.extend(native_rows);
-            progress.step("agent per-turn overhead and memory");
-            let ws = root.subdir("ws-agent")?;
-            rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
-            progress.step("clients: agent hook, the routed shell, a Claude Code scenario");
-            let scenarios = if args.quick { 3 } else { 10 };
-            rows.extend(clients::run(Some(bin_dir.join("agent")), &sup, root, n, scenarios).await);
-            progress.step("agent mcp over stdio, beside gRPC");
-            rows.extend(mcp::run(&bin_dir.join("agent"), &sup, root, n).await);
-            progress.step("agent mcp-gateway beside the server's own stdio");
-            rows.extend(mcp_gateway::run(&bin_dir.join("agent"), &sup, root, n).await);
-            if failed {
-                eprintln!(
-                    "supervisorctl: bench: the native supervisor's stderr:\n{}",
-                    sup.stderr().trim_end()
-                );
-            }
-            blocking(move || {
-                let mut sup = sup;
-                sup.stop();
-                Ok(())
-            })
-            .await?;
-        }
-        Err(e) => {
-            let why = format!("{e:#}");
-            for (id, name, unit) in [
-                (
-                    "native.session_open_close",
-                    "OpenSession + CloseSession",
-                    Unit::Nanos,
-                ),
-                ("native.list_tools", "ListTools, authenticated", Unit::Nanos),
-                (
-                    "native.run_bash_true",
-                    "run_bash true (native)",
-                    Unit::Nanos,
-                ),
-                ("native.read_file_4k", "read_file 4 KiB", Unit::Nanos),
-                ("native.write_file_4k", "write_file 4 KiB", Unit::Nanos),
-                ("agent.turn_overhead", "agent turn overhead", Unit::Nanos),
-            ] {
-                rows.push(Row::failed(id, name, unit, why.clone()));
-            }
-            rows.extend(clients::failed(&why));
-            rows.extend(mcp::failed(&why));
-            rows.extend(mcp_gateway::failed(&why));
-        }
-    }
+    rows.extend(measure_native(args, root, supervisor_exe, bin_dir, &script, progress).await?);
 
     progress.step("telemetry: read_file with a collector that never answers");
     rows.push(
@@ -384,12 +317,113 @@ async fn measure(
         )
         .await,
     );
+    rows.extend(measure_docker(args, root, supervisor_exe, &script, progress).await);
+    progress.finish();
+    Ok(rows)
+}
 
+/// The native supervisor over gRPC, then the agent, the clients, `agent
+/// mcp` and `agent mcp-gateway` against it; every row failed (saying why)
+/// when it does not start.
+async fn measure_native(
+    args: &Args,
+    root: &TempRoot,
+    supervisor_exe: &Path,
+    bin_dir: &Path,
+    script: &Path,
+    progress: &mut Progress,
+) -> anyhow::Result<Vec<Row>> {
+    let n = args.samples;
+    let mut rows = Vec::new();
+    let native_dir = root.subdir("sup-native")?;
+    let config = config_toml(script, None, args.audit_sync);
+    let exe = supervisor_exe.to_path_buf();
+    let nd = native_dir.clone();
+    let sup = match blocking(move || SupervisorProc::start(&exe, &nd, &config, "native")).await {
+        Ok(sup) => sup,
+        Err(e) => return Ok(native_failed(&format!("{e:#}"))),
+    };
+    let plan = native::Plan {
+        samples: n,
+        throughput_for: if args.quick {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(2)
+        },
+        kill_samples: if args.quick { 10 } else { 30 },
+    };
+    let native_rows = native::run(&sup, root, &plan).await;
+    let failed = native_rows
+        .iter()
+        .any(|r| matches!(r.status, Status::Failed(_)));
+    rows.extend(native_rows);
+    progress.step("agent per-turn overhead and memory");
+    let ws = root.subdir("ws-agent")?;
+    rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
+    progress.step("clients: agent hook, the routed shell, a Claude Code scenario");
+    let scenarios = if args.quick { 3 } else { 10 };
+    rows.extend(clients::run(Some(bin_dir.join("agent")), &sup, root, n, scenarios).await);
+    progress.step("agent mcp over stdio, beside gRPC");
+    rows.extend(mcp::run(&bin_dir.join("agent"), &sup, root, n).await);
+    progress.step("agent mcp-gateway beside the server's own stdio");
+    rows.extend(mcp_gateway::run(&bin_dir.join("agent"), &sup, root, n).await);
+    if failed {
+        eprintln!(
+            "supervisorctl: bench: the native supervisor's stderr:\n{}",
+            sup.stderr().trim_end()
+        );
+    }
+    blocking(move || {
+        let mut sup = sup;
+        sup.stop();
+        Ok(())
+    })
+    .await?;
+    Ok(rows)
+}
+
+/// The rows the native supervisor would have given, failed for `why`.
+fn native_failed(why: &str) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (id, name, unit) in [
+        (
+            "native.session_open_close",
+            "OpenSession + CloseSession",
+            Unit::Nanos,
+        ),
+        ("native.list_tools", "ListTools, authenticated", Unit::Nanos),
+        (
+            "native.run_bash_true",
+            "run_bash true (native)",
+            Unit::Nanos,
+        ),
+        ("native.read_file_4k", "read_file 4 KiB", Unit::Nanos),
+        ("native.write_file_4k", "write_file 4 KiB", Unit::Nanos),
+        ("agent.turn_overhead", "agent turn overhead", Unit::Nanos),
+    ] {
+        rows.push(Row::failed(id, name, unit, why.to_string()));
+    }
+    rows.extend(clients::failed(why));
+    rows.extend(mcp::failed(why));
+    rows.extend(mcp_gateway::failed(why));
+    rows
+}
+
+/// The docker CLI's baselines and the docker backend (left out with
+/// `--no-docker`).
+async fn measure_docker(
+    args: &Args,
+    root: &TempRoot,
+    supervisor_exe: &Path,
+    script: &Path,
+    progress: &mut Progress,
+) -> Vec<Row> {
     let image = args
         .image
         .clone()
         .unwrap_or_else(tollgate_sandbox::docker::minimal_image);
     if args.no_docker {
+        let mut rows = Vec::new();
         for (id, name) in [
             (docker::DOCKER_RUN, "docker run --rm … true"),
             (docker::DOCKER_EXEC, "docker exec CTR true"),
@@ -411,21 +445,19 @@ async fn measure(
                 "left out (--no-docker)",
             ));
         }
-    } else {
-        progress.step(&format!(
-            "docker: CLI baselines and the docker backend on {image}"
-        ));
-        let plan = docker::Plan {
-            samples: n,
-            container_samples: args.container_samples,
-            image: &image,
-            supervisor_exe,
-            config: config_toml(&script, Some(&image), args.audit_sync),
-        };
-        rows.extend(docker::run(root, &plan).await);
+        return rows;
     }
-    progress.finish();
-    Ok(rows)
+    progress.step(&format!(
+        "docker: CLI baselines and the docker backend on {image}"
+    ));
+    let plan = docker::Plan {
+        samples: args.samples,
+        container_samples: args.container_samples,
+        image: &image,
+        supervisor_exe,
+        config: config_toml(script, Some(&image), args.audit_sync),
+    };
+    docker::run(root, &plan).await
 }
 
 /// The bench supervisor's config.
@@ -490,6 +522,32 @@ fn print_report(r: &Report, out: Printer) {
         r.audit_sync,
         if r.root { "" } else { ", NOT root" }
     );
+    let (table, notes) = report_table(r);
+    outln!(out);
+    (out.table)(
+        &[
+            "measurement",
+            "samples",
+            "median",
+            "p99",
+            "baseline",
+            "ratio",
+            "target",
+            "met",
+        ],
+        &table,
+    );
+    if !notes.is_empty() {
+        outln!(out);
+        for n in notes {
+            outln!(out, "- {}", (out.escape)(&n));
+        }
+    }
+    print_summary(r, out);
+}
+
+/// One table line per row, and the notes (missing, failed, remarks).
+fn report_table(r: &Report) -> (Vec<Vec<String>>, Vec<String>) {
     let name_of = |id: &str| {
         r.rows
             .iter()
@@ -535,26 +593,11 @@ fn print_report(r: &Report, out: Printer) {
             met.to_string(),
         ]);
     }
-    outln!(out);
-    (out.table)(
-        &[
-            "measurement",
-            "samples",
-            "median",
-            "p99",
-            "baseline",
-            "ratio",
-            "target",
-            "met",
-        ],
-        &table,
-    );
-    if !notes.is_empty() {
-        outln!(out);
-        for n in notes {
-            outln!(out, "- {}", (out.escape)(&n));
-        }
-    }
+    (table, notes)
+}
+
+/// The closing lines: targets met and missed, time per group.
+fn print_summary(r: &Report, out: Printer) {
     let missed: Vec<&Row> = r.rows.iter().filter(|x| x.met == Some(false)).collect();
     let open: Vec<&Row> = r
         .rows

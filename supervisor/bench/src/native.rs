@@ -509,58 +509,23 @@ async fn approval(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<R
                 .map(tonic::Response::into_inner)
                 .map_err(|e| anyhow!("CallTool: {}", e.message()))
         });
-        let approval_id = tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                let ev = watch
-                    .message()
-                    .await
-                    .map_err(|e| anyhow!("WatchEvents: {}", e.message()))?
-                    .ok_or_else(|| anyhow!("WatchEvents ended"))?;
-                if ev.event == "approval_requested" {
-                    let v: serde_json::Value = serde_json::from_str(&ev.json)?;
-                    return v
-                        .get("approval_id")
-                        .and_then(|a| a.as_str())
-                        .map(str::to_string)
-                        .ok_or_else(|| anyhow!("approval_requested without approval_id"));
-                }
-            }
-        })
+        let requested = tokio::time::timeout(
+            Duration::from_secs(10),
+            next_event(&mut watch, "approval_requested"),
+        )
         .await
         .map_err(|_| {
             anyhow!(
                 "run_bash `true` in default mode did not ask within 10 s (is it allowed by a rule?)"
             )
         })??;
-        let t = Instant::now();
-        let decided = op
-            .decide_approval(pb::DecideApprovalRequest {
-                approval_id: approval_id.clone(),
-                approve: true,
-                scope: "once".to_string(),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| anyhow!("DecideApproval {approval_id}: {}", e.message()))?
-            .into_inner();
-        if decided.outcome != "approved" {
-            bail!("approval {approval_id} ended {}", decided.outcome);
-        }
-        tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                let ev = watch
-                    .message()
-                    .await
-                    .map_err(|e| anyhow!("WatchEvents: {}", e.message()))?
-                    .ok_or_else(|| anyhow!("WatchEvents ended"))?;
-                if ev.event == "tool_started" {
-                    return Ok::<(), anyhow::Error>(());
-                }
-            }
-        })
-        .await
-        .map_err(|_| anyhow!("no tool_started within 10 s of approval {approval_id}"))??;
-        let elapsed = t.elapsed();
+        let v: serde_json::Value = serde_json::from_str(&requested.json)?;
+        let approval_id = v
+            .get("approval_id")
+            .and_then(|a| a.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| anyhow!("approval_requested without approval_id"))?;
+        let elapsed = approve_and_wait(&mut op, &mut watch, &approval_id).await?;
         let resp = call
             .await
             .map_err(|e| anyhow!("the CallTool task failed: {e}"))??;
@@ -581,6 +546,50 @@ async fn approval(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<R
         issue: 6,
     })
     .with_note("DecideApproval sent → the session's tool_started event received on WatchEvents (upper bound: includes that record's fsync)"))
+}
+
+/// The next event named `name` on `watch` (others are skipped).
+async fn next_event(
+    watch: &mut tonic::Streaming<pb::Event>,
+    name: &str,
+) -> anyhow::Result<pb::Event> {
+    loop {
+        let ev = watch
+            .message()
+            .await
+            .map_err(|e| anyhow!("WatchEvents: {}", e.message()))?
+            .ok_or_else(|| anyhow!("WatchEvents ended"))?;
+        if ev.event == name {
+            return Ok(ev);
+        }
+    }
+}
+
+/// Approves `approval_id` as an operator; returns the time until the
+/// session's `tool_started` arrives.
+async fn approve_and_wait(
+    op: &mut pb::operator_service_client::OperatorServiceClient<tonic::transport::Channel>,
+    watch: &mut tonic::Streaming<pb::Event>,
+    approval_id: &str,
+) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    let decided = op
+        .decide_approval(pb::DecideApprovalRequest {
+            approval_id: approval_id.to_string(),
+            approve: true,
+            scope: "once".to_string(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| anyhow!("DecideApproval {approval_id}: {}", e.message()))?
+        .into_inner();
+    if decided.outcome != "approved" {
+        bail!("approval {approval_id} ended {}", decided.outcome);
+    }
+    tokio::time::timeout(Duration::from_secs(10), next_event(watch, "tool_started"))
+        .await
+        .map_err(|_| anyhow!("no tool_started within 10 s of approval {approval_id}"))??;
+    Ok(t.elapsed())
 }
 
 /// read_file calls per second: one session alone (the baseline), then 32

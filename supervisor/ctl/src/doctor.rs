@@ -4,6 +4,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use tollgate_config::{BackendChoice, Config, DEFAULT_CONFIG};
+use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{CheckStatus, DoctorCheck};
 
 fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) -> DoctorCheck {
@@ -18,12 +19,32 @@ fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) ->
 /// Returns the exit code: 1 when any check fails.
 pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
     let mut checks: Vec<DoctorCheck> = Vec::new();
+    let running = ask_running(operator_socket, &mut checks).await;
+    let status = running.as_ref().and_then(|r| r.as_ref().ok());
+    let config = config_check(status, &mut checks);
 
-    // The running supervisor, if one answers: its config file and engine
-    // socket are the ones to check, and its sandbox line is as of now.
-    let running = match crate::client::connect(operator_socket).await {
+    // The native sandbox's kernel features.
+    checks.extend(tollgate_sandbox::native::doctor_checks());
+    checks.extend(docker_checks(status, &config).await);
+    kernel_link_checks(&mut checks);
+    checks.push(credential_paths_check());
+    socket_checks(operator_socket, &mut checks);
+    if let Some(c) = supervisor_check(running.as_ref()) {
+        checks.push(c);
+    }
+    disk_checks(operator_socket, status, &config, &mut checks).await;
+    Ok(print_checks(&checks))
+}
+
+/// The running supervisor, if one answers: its config file and engine
+/// socket are the ones to check, and its sandbox line is as of now.
+async fn ask_running(
+    operator_socket: &Path,
+    checks: &mut Vec<DoctorCheck>,
+) -> Option<Result<pb::StatusResponse, tonic::Status>> {
+    match crate::client::connect(operator_socket).await {
         Ok(mut c) => Some(
-            c.status(tollgate_proto::v1::StatusRequest {})
+            c.status(pb::StatusRequest {})
                 .await
                 .map(tonic::Response::into_inner),
         ),
@@ -37,11 +58,13 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
             ));
             None
         }
-    };
-    let status = running.as_ref().and_then(|r| r.as_ref().ok());
+    }
+}
 
-    // The config this host would use: the running supervisor's, else
-    // $TOLLGATE_CONFIG, else the default path.
+/// The config this host would use: the running supervisor's, else
+/// $TOLLGATE_CONFIG, else the default path; the defaults when it does not
+/// parse.
+fn config_check(status: Option<&pb::StatusResponse>, checks: &mut Vec<DoctorCheck>) -> Config {
     let (config_path, explicit) = match status.filter(|s| !s.config_file.is_empty()) {
         Some(s) => (PathBuf::from(&s.config_file), true),
         None => (
@@ -51,7 +74,7 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
             false,
         ),
     };
-    let config = match Config::load(&config_path, explicit) {
+    match Config::load(&config_path, explicit) {
         Ok(c) => {
             let detail = if config_path.exists() {
                 format!("{} parses", config_path.display())
@@ -70,13 +93,12 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
             ));
             Config::default()
         }
-    };
+    }
+}
 
-    // The native sandbox's kernel features.
-    checks.extend(tollgate_sandbox::native::doctor_checks());
-
-    // Docker engine and image, at the socket the config names (the
-    // running supervisor's, when one answers), checked now.
+/// Docker engine and image, at the socket the config names (the running
+/// supervisor's, when one answers), checked now.
+async fn docker_checks(status: Option<&pb::StatusResponse>, config: &Config) -> Vec<DoctorCheck> {
     let mut dcfg = tollgate_sandbox::docker::DockerConfig::new(
         config.supervisor.state_dir.clone(),
         config.audit.dir.clone(),
@@ -96,10 +118,12 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         Some(s) => s.sandbox == BackendChoice::Docker.as_str(),
         None => config.sandbox.backend == BackendChoice::Docker,
     };
-    checks.extend(tollgate_sandbox::docker::doctor_checks_for(&dcfg, docker_needed).await);
+    tollgate_sandbox::docker::doctor_checks_for(&dcfg, docker_needed).await
+}
 
-    // Hard links to files outside a workspace are invisible to path checks;
-    // the kernel's protections keep a sandbox from making them.
+/// Hard links to files outside a workspace are invisible to path checks;
+/// the kernel's protections keep a sandbox from making them.
+fn kernel_link_checks(checks: &mut Vec<DoctorCheck>) {
     for knob in ["protected_hardlinks", "protected_symlinks"] {
         let path = format!("/proc/sys/fs/{knob}");
         let value = std::fs::read_to_string(&path).unwrap_or_default();
@@ -114,15 +138,17 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
             )
         });
     }
+}
 
-    // Credential paths present on this host: never mounted, never a workspace.
+/// Credential paths present on this host: never mounted, never a workspace.
+fn credential_paths_check() -> DoctorCheck {
     let users = tollgate_policy::host::passwd();
     let present: Vec<String> = tollgate_policy::host::credential_paths(&users)
         .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .map(|p| p.display().to_string())
         .collect();
-    checks.push(check(
+    check(
         "credential paths",
         CheckStatus::Ok,
         if present.is_empty() {
@@ -134,9 +160,11 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
             )
         },
         None,
-    ));
+    )
+}
 
-    // Sockets.
+/// The operator socket, and the agent socket beside it.
+fn socket_checks(operator_socket: &Path, checks: &mut Vec<DoctorCheck>) {
     let agent_socket = operator_socket
         .parent()
         .map(|d| d.join("agent.sock"))
@@ -147,7 +175,14 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         &[0o600, 0o660],
     ));
     checks.push(socket_check("agent socket", &agent_socket, &[0o666, 0o660]));
-    match &running {
+}
+
+/// The running supervisor and how strong its sandbox is (`None` when none
+/// answers: [`ask_running`] said so).
+fn supervisor_check(
+    running: Option<&Result<pb::StatusResponse, tonic::Status>>,
+) -> Option<DoctorCheck> {
+    match running {
         Some(Ok(s)) => {
             let bad = s.sandbox_strength.contains("MISSING");
             // The supervisor names its backend; one this supervisorctl does
@@ -161,7 +196,7 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
                     "this supervisorctl does not know that backend: use the supervisorctl of the same release"
                 }
             };
-            checks.push(check(
+            Some(check(
                 "supervisor",
                 if bad {
                     CheckStatus::Fail
@@ -173,20 +208,27 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
                     s.pid, s.sandbox, s.sandbox_strength
                 ),
                 bad.then_some(hint),
-            ));
+            ))
         }
-        Some(Err(e)) => checks.push(check(
+        Some(Err(e)) => Some(check(
             "supervisor",
             CheckStatus::Fail,
             e.message().to_string(),
             None,
         )),
         // Said above.
-        None => {}
+        None => None,
     }
+}
 
-    // The audit disk: the running supervisor's audit dir, floor, reserve
-    // and workspaces when it answers, else this host's config.
+/// The audit disk: the running supervisor's audit dir, floor, reserve
+/// and workspaces when it answers, else this host's config.
+async fn disk_checks(
+    operator_socket: &Path,
+    status: Option<&pb::StatusResponse>,
+    config: &Config,
+    checks: &mut Vec<DoctorCheck>,
+) {
     let mut audit_dir = config.audit.dir.clone();
     let mut floor_mb = config.sandbox.min_free_mb;
     let mut reserve_mb = config.audit.reserve_mb;
@@ -204,9 +246,12 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         floor_mb,
         reserve_mb,
     ));
+}
 
+/// Prints one line per check; returns the exit code, 1 when any failed.
+fn print_checks(checks: &[DoctorCheck]) -> u8 {
     let mut failed = false;
-    for c in &checks {
+    for c in checks {
         failed |= c.status == CheckStatus::Fail;
         let mut line = format!(
             "{:<4} {}: {}",
@@ -221,7 +266,7 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         }
         outln!("{line}");
     }
-    Ok(if failed { 1 } else { 0 })
+    if failed { 1 } else { 0 }
 }
 
 /// The workspaces of the running supervisor's active sessions (none when

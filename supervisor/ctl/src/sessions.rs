@@ -25,46 +25,59 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         .await
         .map_err(status_error)?
         .into_inner();
+    if json_out {
+        print_status_json(&s);
+    } else {
+        print_status_table(s);
+    }
+    Ok(())
+}
+
+/// `status --json`: every field, connections and telemetry nested.
+fn print_status_json(s: &pb::StatusResponse) {
     let fds = s.fds.unwrap_or_default();
     let conns = s.connections.clone().unwrap_or_default();
-    if json_out {
-        outln!(
-            "{}",
-            json!({
-                "version": s.version, "pid": s.pid, "uptime_s": s.uptime_s, "sandbox": s.sandbox,
-                "sandbox_strength": s.sandbox_strength, "sessions_active": s.sessions_active,
-                "approvals_pending": s.approvals_pending, "audit_dir": s.audit_dir,
-                "audit_sync": s.audit_sync, "agent_socket": s.agent_socket,
-                "operator_socket": s.operator_socket, "state_dir": s.state_dir,
-                "docker_socket": s.docker_socket, "config_file": s.config_file,
-                "fds": {
-                    "in_use": fds.in_use, "limit": fds.limit, "reserve": fds.reserve,
-                    "limit_at_start": fds.limit_at_start,
+    outln!(
+        "{}",
+        json!({
+            "version": s.version, "pid": s.pid, "uptime_s": s.uptime_s, "sandbox": s.sandbox,
+            "sandbox_strength": s.sandbox_strength, "sessions_active": s.sessions_active,
+            "approvals_pending": s.approvals_pending, "audit_dir": s.audit_dir,
+            "audit_sync": s.audit_sync, "agent_socket": s.agent_socket,
+            "operator_socket": s.operator_socket, "state_dir": s.state_dir,
+            "docker_socket": s.docker_socket, "config_file": s.config_file,
+            "fds": {
+                "in_use": fds.in_use, "limit": fds.limit, "reserve": fds.reserve,
+                "limit_at_start": fds.limit_at_start,
+            },
+            "connections": {
+                "agent": {
+                    "open": conns.agent_open, "max_per_uid": conns.max_per_uid,
+                    "idle_timeout_s": conns.idle_timeout_s,
+                    "refused_over_uid_cap": conns.refused_over_uid_cap,
+                    "refused_over_fd_reserve": conns.refused_over_fd_reserve,
+                    "refused_unidentified": conns.refused_unidentified,
+                    "closed_idle": conns.closed_idle,
+                    "top_uids": conns.top_uids.iter()
+                        .map(|u| json!({"uid": u.uid, "open": u.open}))
+                        .collect::<Vec<_>>(),
                 },
-                "connections": {
-                    "agent": {
-                        "open": conns.agent_open, "max_per_uid": conns.max_per_uid,
-                        "idle_timeout_s": conns.idle_timeout_s,
-                        "refused_over_uid_cap": conns.refused_over_uid_cap,
-                        "refused_over_fd_reserve": conns.refused_over_fd_reserve,
-                        "refused_unidentified": conns.refused_unidentified,
-                        "closed_idle": conns.closed_idle,
-                        "top_uids": conns.top_uids.iter()
-                            .map(|u| json!({"uid": u.uid, "open": u.open}))
-                            .collect::<Vec<_>>(),
-                    },
-                    "operator": { "open": conns.operator_open },
-                },
-                "audit_refusals": s.audit_refusals, "audit_unanchored": s.audit_unanchored,
-                "audit_reserve_bytes": s.audit_reserve_bytes,
-                "audit_reserve_target_bytes": s.audit_reserve_target_bytes,
-                "audit_reserve_drawing": s.audit_reserve_drawing,
-                "disk_min_free_mb": s.disk_min_free_mb,
-                "telemetry": telemetry_json(s.telemetry.as_ref()),
-            })
-        );
-        return Ok(());
-    }
+                "operator": { "open": conns.operator_open },
+            },
+            "audit_refusals": s.audit_refusals, "audit_unanchored": s.audit_unanchored,
+            "audit_reserve_bytes": s.audit_reserve_bytes,
+            "audit_reserve_target_bytes": s.audit_reserve_target_bytes,
+            "audit_reserve_drawing": s.audit_reserve_drawing,
+            "disk_min_free_mb": s.disk_min_free_mb,
+            "telemetry": telemetry_json(s.telemetry.as_ref()),
+        })
+    );
+}
+
+/// `status`: one line per row.
+fn print_status_table(s: pb::StatusResponse) {
+    let fds = s.fds.unwrap_or_default();
+    let conns = s.connections.clone().unwrap_or_default();
     let config = if s.config_file.is_empty() {
         "built-in defaults".to_string()
     } else {
@@ -121,7 +134,6 @@ pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
     for (k, v) in rows {
         outln!("{:<16} {}", format!("{k}:"), table::escape(&v));
     }
-    Ok(())
 }
 
 fn descriptors_line(f: &pb::FdStatus) -> String {

@@ -35,6 +35,58 @@ pub async fn chat(
         return Ok(cost_cap_hit(sup, session, spent, cap));
     }
     let turn = session.script_turn.fetch_add(1, Ordering::SeqCst);
+    record_request(sup, session, &req, turn)?;
+    let call = Call {
+        turn,
+        called: std::time::Instant::now(),
+    };
+    let result = tokio::select! {
+        r = sup.llm.complete(&req, &session.model, session.caps.llm_timeout, turn) => r,
+        _ = session.cancel.cancelled() => {
+            return Err(Status::permission_denied(format!(
+                "SESSION_REVOKED: the session was {}: {}", session.state().as_str(), session.end_reason()
+            )));
+        }
+    };
+    let completion = match result {
+        Ok(c) => c,
+        Err(e) => return Err(llm_failed(sup, session, e, &call)),
+    };
+    let cost = llm::cost(
+        completion.usage,
+        sup.config.llm.price_in_per_1k,
+        sup.config.llm.price_out_per_1k,
+    );
+    let (pin, pout) = completion.usage.unwrap_or((0, 0));
+    let total = session.add_usage(pin, pout, cost);
+    record_response(sup, session, &req, &completion, &call, cost, total.cost_usd)?;
+    Ok(pb::ChatResponse {
+        message: Some(completion.message),
+        usage: Some(pb::Usage {
+            reported: completion.usage.is_some(),
+            prompt_tokens: pin,
+            completion_tokens: pout,
+        }),
+        cost_usd: cost,
+        session_cost_usd: total.cost_usd,
+        finish_reason: completion.finish_reason,
+        denied: None,
+    })
+}
+
+/// One model call: its turn, and when it was made.
+struct Call {
+    turn: u32,
+    called: std::time::Instant,
+}
+
+/// The `llm_request` record: what is about to be asked.
+fn record_request(
+    sup: &Supervisor,
+    session: &Session,
+    req: &pb::ChatRequest,
+    turn: u32,
+) -> Result<(), Status> {
     let last = req.messages.last();
     record(
         sup,
@@ -49,58 +101,58 @@ pub async fn chat(
             "last_role": last.map(|m| m.role.clone()).unwrap_or_default(),
             "last_content": excerpt(sup, last.and_then(|m| m.content.as_deref()).unwrap_or("")),
         }),
-    )?;
-    let called = std::time::Instant::now();
-    let result = tokio::select! {
-        r = sup.llm.complete(&req, &session.model, session.caps.llm_timeout, turn) => r,
-        _ = session.cancel.cancelled() => {
-            return Err(Status::permission_denied(format!(
-                "SESSION_REVOKED: the session was {}: {}", session.state().as_str(), session.end_reason()
-            )));
-        }
+    )
+}
+
+/// A failed model call: the `llm_call_error` record, and the status the
+/// agent gets (redacted).
+fn llm_failed(sup: &Supervisor, session: &Session, e: LlmError, call: &Call) -> Status {
+    let (turn, called) = (call.turn, call.called);
+    let kind = match &e {
+        LlmError::Timeout(_) => "timeout",
+        LlmError::Connect { .. } => "connect",
+        LlmError::Status { .. } => "http_status",
+        LlmError::Malformed { .. } => "malformed",
+        LlmError::TooLarge(_) => "too_large",
+        LlmError::Other(_) => "other",
     };
-    let completion = match result {
-        Ok(c) => c,
-        Err(e) => {
-            let kind = match &e {
-                LlmError::Timeout(_) => "timeout",
-                LlmError::Connect { .. } => "connect",
-                LlmError::Status { .. } => "http_status",
-                LlmError::Malformed { .. } => "malformed",
-                LlmError::TooLarge(_) => "too_large",
-                LlmError::Other(_) => "other",
-            };
-            let message = sup.redactor.redact(&e.to_string());
-            let mut fields = json!({
-                "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
-                "model": session.model, "duration_ms": called.elapsed().as_millis() as u64,
-            });
-            // What the model sent, when it could not be used (a tool call
-            // without a name, say): on record, redacted and capped.
-            if let LlmError::Malformed {
-                body: Some(body), ..
-            } = &e
-            {
-                fields["response"] = json!(capped(sup, body, CALL_ARGS_EXCERPT));
-            }
-            record(sup, session, "llm_call_error", fields)?;
-            return Err(match e {
-                LlmError::Timeout(_) => Status::deadline_exceeded(message),
-                LlmError::Connect { .. }
-                | LlmError::Status { .. }
-                | LlmError::Malformed { .. }
-                | LlmError::TooLarge(_)
-                | LlmError::Other(_) => Status::unavailable(message),
-            });
-        }
-    };
-    let cost = llm::cost(
-        completion.usage,
-        sup.config.llm.price_in_per_1k,
-        sup.config.llm.price_out_per_1k,
-    );
-    let (pin, pout) = completion.usage.unwrap_or((0, 0));
-    let total = session.add_usage(pin, pout, cost);
+    let message = sup.redactor.redact(&e.to_string());
+    let mut fields = json!({
+        "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
+        "model": session.model, "duration_ms": called.elapsed().as_millis() as u64,
+    });
+    // What the model sent, when it could not be used (a tool call
+    // without a name, say): on record, redacted and capped.
+    if let LlmError::Malformed {
+        body: Some(body), ..
+    } = &e
+    {
+        fields["response"] = json!(capped(sup, body, CALL_ARGS_EXCERPT));
+    }
+    if let Err(status) = record(sup, session, "llm_call_error", fields) {
+        return status;
+    }
+    match e {
+        LlmError::Timeout(_) => Status::deadline_exceeded(message),
+        LlmError::Connect { .. }
+        | LlmError::Status { .. }
+        | LlmError::Malformed { .. }
+        | LlmError::TooLarge(_)
+        | LlmError::Other(_) => Status::unavailable(message),
+    }
+}
+
+/// The `llm_response` record: usage, cost and the tool calls asked for.
+fn record_response(
+    sup: &Supervisor,
+    session: &Session,
+    req: &pb::ChatRequest,
+    completion: &llm::Completion,
+    call: &Call,
+    cost: f64,
+    session_cost: f64,
+) -> Result<(), Status> {
+    let (turn, called) = (call.turn, call.called);
     let tool_names: Vec<&str> = completion
         .message
         .tool_calls
@@ -123,26 +175,14 @@ pub async fn chat(
                 None => Value::Null,
             },
             "cost_usd": cost,
-            "session_cost_usd": total.cost_usd,
+            "session_cost_usd": session_cost,
             "finish_reason": completion.finish_reason,
             "content": excerpt(sup, completion.message.content.as_deref().unwrap_or("")),
             "tool_calls": tool_names,
             "calls": calls,
             "calls_total": completion.message.tool_calls.len(),
         }),
-    )?;
-    Ok(pb::ChatResponse {
-        message: Some(completion.message),
-        usage: Some(pb::Usage {
-            reported: completion.usage.is_some(),
-            prompt_tokens: pin,
-            completion_tokens: pout,
-        }),
-        cost_usd: cost,
-        session_cost_usd: total.cost_usd,
-        finish_reason: completion.finish_reason,
-        denied: None,
-    })
+    )
 }
 
 fn cost_cap_hit(sup: &Supervisor, session: &Session, spent: f64, cap: f64) -> pb::ChatResponse {

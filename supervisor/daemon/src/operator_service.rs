@@ -268,34 +268,7 @@ impl OperatorService for OperatorSvc {
         } else {
             BackendChoice::parse(&r.backend).map_err(Status::invalid_argument)?
         };
-        let canonical = std::fs::canonicalize(&r.workspace)
-            .map_err(|e| Status::invalid_argument(format!("workspace {:?}: {e}", r.workspace)))?;
-        let owner =
-            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&canonical).map_err(|e| {
-                Status::invalid_argument(format!("workspace {}: {e}", canonical.display()))
-            })?);
-        let uid = r.uid.unwrap_or(owner);
-        if sup.rootless() && uid != sup.own_uid {
-            return Err(Status::permission_denied(format!(
-                "this supervisor runs rootless as uid {}; it can only sandbox that uid",
-                sup.own_uid
-            )));
-        }
-        // Read once, as at OpenSession.
-        let users = tollgate_policy::host::passwd();
-        let credentials = tollgate_policy::host::credential_paths(&users);
-        let protected = sup.protected_paths();
-        let ws = workspace::check(
-            &canonical.display().to_string(),
-            &WorkspaceRules {
-                peer_uid: owner,
-                users: &users,
-                credentials: &credentials,
-                protected: &protected,
-            },
-        )
-        .map_err(Status::invalid_argument)?;
-        let sandbox_owner = SandboxOwner::of(&users, uid, uid);
+        let target = exec_target(&sup, &r)?;
         let id = format!(
             "x{}",
             &crate::credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?
@@ -315,10 +288,10 @@ impl OperatorService for OperatorSvc {
             &sup,
             SpecFor {
                 session_id: &id,
-                workspace: &ws.path,
-                workspace_id: ws.id,
-                owner: &sandbox_owner,
-                credentials: &credentials,
+                workspace: &target.ws.path,
+                workspace_id: target.ws.id,
+                owner: &target.owner,
+                credentials: &target.credentials,
                 sandbox_token: None,
             },
         );
@@ -331,8 +304,8 @@ impl OperatorService for OperatorSvc {
             &id,
             "sandbox_exec",
             json!({
-                "by": by(peer), "backend": choice.as_str(), "workspace": ws.path.display().to_string(),
-                "uid": uid, "argv": r.argv, "timeout_s": timeout_s,
+                "by": by(peer), "backend": choice.as_str(), "workspace": target.ws.path.display().to_string(),
+                "uid": target.uid, "argv": r.argv, "timeout_s": timeout_s,
             }),
         );
         let sandbox = backend
@@ -340,51 +313,105 @@ impl OperatorService for OperatorSvc {
             .await
             .map_err(|e| sandbox_status(&e))?;
         let (tx, out) = mpsc::channel::<Result<pb::SandboxExecOutput, Status>>(64);
-        let argv = r.argv.clone();
-        tokio::spawn(async move {
-            let (otx, mut orx) = mpsc::channel::<Output>(64);
-            let cancel = CancellationToken::new();
-            let req = ExecRequest {
-                argv,
-                cwd: Some(ws.path),
-                timeout: Duration::from_secs(timeout_s),
-                merge_stderr: false,
-            };
-            let forward_tx = tx.clone();
-            let forward_cancel = cancel.clone();
-            let forward = tokio::spawn(async move {
-                while let Some(o) = orx.recv().await {
-                    let msg = match o {
-                        Output::Stdout(b) => pb::sandbox_exec_output::Out::Stdout(b.to_vec()),
-                        Output::Stderr(b) => pb::sandbox_exec_output::Out::Stderr(b.to_vec()),
-                    };
-                    if forward_tx
-                        .send(Ok(pb::SandboxExecOutput { out: Some(msg) }))
-                        .await
-                        .is_err()
-                    {
-                        // The operator went away: stop the command.
-                        forward_cancel.cancel();
-                    }
-                }
-            });
-            let result = sandbox.exec(req, otx, cancel).await;
-            let _ = forward.await;
-            let _ = sandbox.destroy().await;
-            let msg = match result {
-                Ok(o) => Ok(pb::SandboxExecOutput {
-                    out: Some(pb::sandbox_exec_output::Out::Exit(pb::ExitStatus {
-                        code: o.exit_code.unwrap_or(-1),
-                        signal: o.signal.unwrap_or(0),
-                        timed_out: o.timed_out,
-                    })),
-                }),
-                Err(e) => Err(sandbox_status(&e)),
-            };
-            let _ = tx.send(msg).await;
-        });
+        let req = ExecRequest {
+            argv: r.argv.clone(),
+            cwd: Some(target.ws.path),
+            timeout: Duration::from_secs(timeout_s),
+            merge_stderr: false,
+        };
+        tokio::spawn(exec_streamed(sandbox, req, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
     }
+}
+
+/// Where and as whom `sandbox exec` runs: the workspace checked as at
+/// OpenSession (for its owner), the uid asked for (its owner by default).
+struct ExecTarget {
+    ws: workspace::Checked,
+    uid: u32,
+    owner: SandboxOwner,
+    credentials: Vec<std::path::PathBuf>,
+}
+
+fn exec_target(sup: &Supervisor, r: &pb::SandboxExecRequest) -> Result<ExecTarget, Status> {
+    let canonical = std::fs::canonicalize(&r.workspace)
+        .map_err(|e| Status::invalid_argument(format!("workspace {:?}: {e}", r.workspace)))?;
+    let owner =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&canonical).map_err(|e| {
+            Status::invalid_argument(format!("workspace {}: {e}", canonical.display()))
+        })?);
+    let uid = r.uid.unwrap_or(owner);
+    if sup.rootless() && uid != sup.own_uid {
+        return Err(Status::permission_denied(format!(
+            "this supervisor runs rootless as uid {}; it can only sandbox that uid",
+            sup.own_uid
+        )));
+    }
+    // Read once, as at OpenSession.
+    let users = tollgate_policy::host::passwd();
+    let credentials = tollgate_policy::host::credential_paths(&users);
+    let protected = sup.protected_paths();
+    let ws = workspace::check(
+        &canonical.display().to_string(),
+        &WorkspaceRules {
+            peer_uid: owner,
+            users: &users,
+            credentials: &credentials,
+            protected: &protected,
+        },
+    )
+    .map_err(Status::invalid_argument)?;
+    let sandbox_owner = SandboxOwner::of(&users, uid, uid);
+    Ok(ExecTarget {
+        ws,
+        uid,
+        owner: sandbox_owner,
+        credentials,
+    })
+}
+
+/// Runs `req` in `sandbox`, streams its output to `tx` (an operator that
+/// went away stops the command), destroys the sandbox and sends how the
+/// command ended.
+async fn exec_streamed(
+    sandbox: Arc<dyn tollgate_sandbox::Sandbox>,
+    req: ExecRequest,
+    tx: mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
+) {
+    let (otx, mut orx) = mpsc::channel::<Output>(64);
+    let cancel = CancellationToken::new();
+    let forward_tx = tx.clone();
+    let forward_cancel = cancel.clone();
+    let forward = tokio::spawn(async move {
+        while let Some(o) = orx.recv().await {
+            let msg = match o {
+                Output::Stdout(b) => pb::sandbox_exec_output::Out::Stdout(b.to_vec()),
+                Output::Stderr(b) => pb::sandbox_exec_output::Out::Stderr(b.to_vec()),
+            };
+            if forward_tx
+                .send(Ok(pb::SandboxExecOutput { out: Some(msg) }))
+                .await
+                .is_err()
+            {
+                // The operator went away: stop the command.
+                forward_cancel.cancel();
+            }
+        }
+    });
+    let result = sandbox.exec(req, otx, cancel).await;
+    let _ = forward.await;
+    let _ = sandbox.destroy().await;
+    let msg = match result {
+        Ok(o) => Ok(pb::SandboxExecOutput {
+            out: Some(pb::sandbox_exec_output::Out::Exit(pb::ExitStatus {
+                code: o.exit_code.unwrap_or(-1),
+                signal: o.signal.unwrap_or(0),
+                timed_out: o.timed_out,
+            })),
+        }),
+        Err(e) => Err(sandbox_status(&e)),
+    };
+    let _ = tx.send(msg).await;
 }
 
 fn fd_status(sup: &Supervisor) -> pb::FdStatus {

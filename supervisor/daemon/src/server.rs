@@ -58,105 +58,30 @@ pub struct Options {
     pub passed: Option<activation::Passed>,
 }
 
-/// Runs the supervisor until a signal.
+/// Runs the supervisor until a signal: the privileged steps of the module
+/// documentation, in their order.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
-    let mut config = Config::load(&opts.config, opts.config_explicit)?;
-    if let Some(d) = &opts.state_dir {
-        config.supervisor.state_dir = d.clone();
-    }
-    if let Some(d) = &opts.audit_dir {
-        config.audit.dir = d.clone();
-    }
-    if let Some(b) = opts.sandbox {
-        config.sandbox.backend = b;
-    }
-    let fds = conn::fds::raise().context("cannot raise the file descriptor limit")?;
-    conn::fds::check_reserve(fds, config.supervisor.fd_reserve).map_err(anyhow::Error::msg)?;
-    let conns = conn::Connections::new(conn::Bounds {
-        max_per_uid: config.supervisor.max_connections_per_uid,
-        idle: Duration::from_secs(config.supervisor.idle_connection_timeout_s),
-        fds,
-        fd_reserve: config.supervisor.fd_reserve,
-    });
+    // 1. The config, and the file descriptor budget.
+    let config = load_config(&opts)?;
+    let conns = connection_bounds(&config)?;
     let passed = opts.passed;
     let own_uid = nix::unistd::getuid().as_raw();
-    let operator_gid = match &config.supervisor.operator_group {
-        Some(name) => Some(auth::group_gid(name).with_context(|| {
-            format!("operator group {name:?} does not exist; create it (groupadd {name}) or remove operator_group")
-        })?),
-        None => None,
-    };
+    let operator_gid = operator_gid(&config)?;
+    // 2. The state dir, the audit dir and the supervisor's log.
     let state_dir = prepare_state_dir(&config.supervisor.state_dir, own_uid)?;
-    let audit = Arc::new(Audit::open(
-        &config.audit.dir,
-        config.audit.sync,
-        operator_gid,
-    )?);
+    let audit = open_audit(&config, operator_gid)?;
     let audit_dir = audit.dir().to_path_buf();
-    // The reserve first, so even this run's first records can draw on it.
-    reserve_audit_space(&audit, config.audit.reserve_mb);
-    // Opens (or rotates to) this run's supervisor log now, so a broken one
-    // is found at start.
-    audit.supervisor_log()?;
     let recorder = Recorder::new(Arc::clone(&audit));
-
-    let host_secrets = tollgate_audit::scan_env();
-    let mut secret_values = host_secrets.values().to_vec();
-    let api_key = if config.llm.api_key_env.is_empty() {
-        None
-    } else {
-        std::env::var(&config.llm.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty())
-    };
-    if let Some(k) = &api_key {
-        secret_values.push(k.clone());
-    }
-    let redactor = Redactor::new(secret_values);
-    // The audit log redacts the same values in every record it writes.
-    audit.set_redactor(redactor.clone());
-    // OpenTelemetry (off unless [telemetry] endpoint is set): a bounded
-    // queue the recorder offers events to, and a worker that exports them.
-    let (telemetry_sink, telemetry_worker) =
-        match crate::telemetry::start(&config.telemetry, redactor.clone())? {
-            Some((sink, worker)) => (Some(sink), Some(worker)),
-            None => (None, None),
-        };
+    // 3. The secrets in the environment, redacted everywhere from now on.
+    let secrets = scan_secrets(&config, &audit);
+    let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
+    // 4. The policy engine.
     let engine = Engine::new(&config.policy).map_err(|e| anyhow::anyhow!("policy: {e}"))?;
-
-    let helper_exe =
-        std::env::current_exe().context("cannot find the supervisor's own executable")?;
-    let backends = Backends::new(
-        config.sandbox.backend,
-        BackendSettings {
-            helper_exe,
-            state_dir: state_dir.clone(),
-            audit_dir: audit_dir.clone(),
-            docker_socket: config.sandbox.docker_socket.clone(),
-            image: config.sandbox.image.clone(),
-            on_reaped: record_reaped(recorder.clone()),
-            docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
-        },
-    )
-    .await;
-    let llm: Arc<dyn Provider> = match config.llm.provider {
-        ProviderChoice::Script => Arc::new(match &config.llm.script {
-            Some(p) => Script::load(p).map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
-            None => Script::empty(),
-        }),
-        ProviderChoice::Openai => Arc::new(
-            OpenAi::new(&config.llm.base_url, api_key, config.llm.max_response_bytes)
-                .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
-        ),
-    };
-    let (agent_socket, operator_socket) = match &passed {
-        Some(p) => (p.agent.path.clone(), p.operator.path.clone()),
-        None => (
-            state_dir.join("agent.sock"),
-            state_dir.join("operator.sock"),
-        ),
-    };
+    // 5. The sandbox backend (orphans are reaped below, once recorded).
+    let backends = build_backends(&config, &state_dir, &audit_dir, &recorder).await?;
+    let llm = build_llm(&config, secrets.api_key)?;
+    let (agent_socket, operator_socket) = socket_paths(passed.as_ref(), &state_dir);
     let config_file = opts
         .config
         .exists()
@@ -176,8 +101,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         engine,
         audit,
         recorder,
-        redactor,
-        secrets: host_secrets,
+        redactor: secrets.redactor,
+        secrets: secrets.host,
         sessions: Sessions::default(),
         approvals: Approvals::default(),
         backends,
@@ -194,6 +119,196 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         config,
     });
 
+    record_config(&sup, own_uid, &state_dir, &audit_dir)?;
+    record_host_addresses(&sup);
+    reap_orphans(&sup).await;
+
+    // 6. The two sockets.
+    let owns_sockets = passed.is_none();
+    let (agent_listener, operator_listener) =
+        listeners(passed, &agent_socket, &operator_socket, operator_gid)?;
+    let stop_serving = CancellationToken::new();
+    let servers = serve(&sup, agent_listener, operator_listener, &stop_serving).await?;
+    spawn_maintenance(&sup);
+
+    // 7. The ready line, then serve until a signal.
+    // Caught from before the ready line on: a service manager (or a test)
+    // may stop us the moment we say we are ready.
+    let mut signals = Signals::install()?;
+    announce_ready(&sup, &agent_socket, &operator_socket);
+    let signal = signals.wait().await;
+    shut_down(&sup, signal, stop_serving, servers, telemetry_worker).await?;
+    // Passed sockets belong to the service manager, which keeps listening
+    // on them to start us again.
+    if owns_sockets {
+        for p in [&agent_socket, &operator_socket] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    Ok(())
+}
+
+/// The config file with the command line's overrides.
+fn load_config(opts: &Options) -> anyhow::Result<Config> {
+    let mut config = Config::load(&opts.config, opts.config_explicit)?;
+    if let Some(d) = &opts.state_dir {
+        config.supervisor.state_dir = d.clone();
+    }
+    if let Some(d) = &opts.audit_dir {
+        config.audit.dir = d.clone();
+    }
+    if let Some(b) = opts.sandbox {
+        config.sandbox.backend = b;
+    }
+    Ok(config)
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit, checks `fd_reserve` fits
+/// in it, and sets the connection bounds.
+fn connection_bounds(config: &Config) -> anyhow::Result<conn::Connections> {
+    let fds = conn::fds::raise().context("cannot raise the file descriptor limit")?;
+    conn::fds::check_reserve(fds, config.supervisor.fd_reserve).map_err(anyhow::Error::msg)?;
+    Ok(conn::Connections::new(conn::Bounds {
+        max_per_uid: config.supervisor.max_connections_per_uid,
+        idle: Duration::from_secs(config.supervisor.idle_connection_timeout_s),
+        fds,
+        fd_reserve: config.supervisor.fd_reserve,
+    }))
+}
+
+/// The gid of `[supervisor] operator_group`, when one is set.
+fn operator_gid(config: &Config) -> anyhow::Result<Option<u32>> {
+    match &config.supervisor.operator_group {
+        Some(name) => Ok(Some(auth::group_gid(name).with_context(|| {
+            format!("operator group {name:?} does not exist; create it (groupadd {name}) or remove operator_group")
+        })?)),
+        None => Ok(None),
+    }
+}
+
+/// Opens the audit dir (wrong permissions stop the start), holds back its
+/// reserve and opens the supervisor's log.
+fn open_audit(config: &Config, operator_gid: Option<u32>) -> anyhow::Result<Arc<Audit>> {
+    let audit = Arc::new(Audit::open(
+        &config.audit.dir,
+        config.audit.sync,
+        operator_gid,
+    )?);
+    // The reserve first, so even this run's first records can draw on it.
+    reserve_audit_space(&audit, config.audit.reserve_mb);
+    // Opens (or rotates to) this run's supervisor log now, so a broken one
+    // is found at start.
+    audit.supervisor_log()?;
+    Ok(audit)
+}
+
+/// What [`scan_secrets`] found.
+struct Secrets {
+    host: tollgate_audit::EnvScan,
+    api_key: Option<String>,
+    redactor: Redactor,
+}
+
+/// Scans the environment for secrets, reads the LLM's API key, and gives the
+/// audit log the redactor of them all.
+fn scan_secrets(config: &Config, audit: &Audit) -> Secrets {
+    let host_secrets = tollgate_audit::scan_env();
+    let mut secret_values = host_secrets.values().to_vec();
+    let api_key = if config.llm.api_key_env.is_empty() {
+        None
+    } else {
+        std::env::var(&config.llm.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty())
+    };
+    if let Some(k) = &api_key {
+        secret_values.push(k.clone());
+    }
+    let redactor = Redactor::new(secret_values);
+    // The audit log redacts the same values in every record it writes.
+    audit.set_redactor(redactor.clone());
+    Secrets {
+        host: host_secrets,
+        api_key,
+        redactor,
+    }
+}
+
+/// OpenTelemetry (off unless [telemetry] endpoint is set): a bounded queue
+/// the recorder offers events to, and a worker that exports them.
+fn start_telemetry(
+    config: &Config,
+    redactor: &Redactor,
+) -> anyhow::Result<(
+    Option<crate::telemetry::Sink>,
+    Option<crate::telemetry::Worker>,
+)> {
+    Ok(
+        match crate::telemetry::start(&config.telemetry, redactor.clone())? {
+            Some((sink, worker)) => (Some(sink), Some(worker)),
+            None => (None, None),
+        },
+    )
+}
+
+/// The sandbox backend the config chose (an unavailable one is recorded as
+/// such, see [`Backends::new`]).
+async fn build_backends(
+    config: &Config,
+    state_dir: &Path,
+    audit_dir: &Path,
+    recorder: &Recorder,
+) -> anyhow::Result<Backends> {
+    let helper_exe =
+        std::env::current_exe().context("cannot find the supervisor's own executable")?;
+    Ok(Backends::new(
+        config.sandbox.backend,
+        BackendSettings {
+            helper_exe,
+            state_dir: state_dir.to_path_buf(),
+            audit_dir: audit_dir.to_path_buf(),
+            docker_socket: config.sandbox.docker_socket.clone(),
+            image: config.sandbox.image.clone(),
+            on_reaped: record_reaped(recorder.clone()),
+            docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
+        },
+    )
+    .await)
+}
+
+/// The LLM provider of `[llm]`.
+fn build_llm(config: &Config, api_key: Option<String>) -> anyhow::Result<Arc<dyn Provider>> {
+    Ok(match config.llm.provider {
+        ProviderChoice::Script => Arc::new(match &config.llm.script {
+            Some(p) => Script::load(p).map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+            None => Script::empty(),
+        }),
+        ProviderChoice::Openai => Arc::new(
+            OpenAi::new(&config.llm.base_url, api_key, config.llm.max_response_bytes)
+                .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+        ),
+    })
+}
+
+/// Where agent.sock and operator.sock are: the passed sockets' paths, or in
+/// the state dir.
+fn socket_paths(passed: Option<&activation::Passed>, state_dir: &Path) -> (PathBuf, PathBuf) {
+    match passed {
+        Some(p) => (p.agent.path.clone(), p.operator.path.clone()),
+        None => (
+            state_dir.join("agent.sock"),
+            state_dir.join("operator.sock"),
+        ),
+    }
+}
+
+/// The `config` event: what this run is, as configured.
+fn record_config(
+    sup: &Supervisor,
+    own_uid: u32,
+    state_dir: &Path,
+    audit_dir: &Path,
+) -> anyhow::Result<()> {
     let strength = sup.backends.primary().strength();
     sup.recorder.supervisor(
         "",
@@ -223,18 +338,25 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             "disk_min_free_mb": sup.disk.floor_mb(),
         }),
     )?;
+    Ok(())
+}
 
-    record_host_addresses(&sup);
-
+/// Reaps the sandboxes a crashed predecessor left, and records them.
+async fn reap_orphans(sup: &Supervisor) {
     match sup.backends.primary().reap_orphans().await {
         Ok(reaped) => (record_reaped(sup.recorder.clone()))(reaped),
         Err(e) => tracing::warn!(error = %e, "reaping orphaned sandboxes failed"),
     }
+}
 
-    let owns_sockets = passed.is_none();
-    let (agent_listener, operator_listener) =
-        listeners(passed, &agent_socket, &operator_socket, operator_gid)?;
-
+/// The two gRPC servers (each with health and reflection) on their
+/// listeners, until `stop_serving`.
+async fn serve(
+    sup: &Arc<Supervisor>,
+    agent_listener: UnixListener,
+    operator_listener: UnixListener,
+    stop_serving: &CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<(ServeResult, ServeResult)>> {
     let (health_a, health_svc_a) = tonic_health::server::health_reporter();
     health_a
         .set_serving::<pb::agent_service_server::AgentServiceServer<AgentSvc>>()
@@ -251,7 +373,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let reflection_a = reflection().context("building the reflection service")?;
     let reflection_o = reflection().context("building the reflection service")?;
 
-    let stop_serving = CancellationToken::new();
     let agent_incoming = sup.conns.incoming(agent_listener, conn::Socket::Agent);
     let operator_incoming = sup
         .conns
@@ -260,16 +381,16 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .layer(conn::ActivityLayer)
         .add_service(Guard::agent(
             pb::agent_service_server::AgentServiceServer::new(AgentSvc {
-                sup: Arc::clone(&sup),
+                sup: Arc::clone(sup),
             }),
-            Arc::clone(&sup),
+            Arc::clone(sup),
         ))
         .add_service(Guard::agent(
             pb::client_hooks_server::ClientHooksServer::new(crate::hooks::HookSvc {
-                sup: Arc::clone(&sup),
+                sup: Arc::clone(sup),
             })
             .max_decoding_message_size(crate::hooks::MAX_EVENT_BYTES + 64 * 1024),
-            Arc::clone(&sup),
+            Arc::clone(sup),
         ))
         .add_service(health_svc_a)
         .add_service(reflection_a)
@@ -278,16 +399,25 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         .layer(conn::ActivityLayer)
         .add_service(Guard::operator(
             pb::operator_service_server::OperatorServiceServer::new(OperatorSvc {
-                sup: Arc::clone(&sup),
+                sup: Arc::clone(sup),
             }),
-            Arc::clone(&sup),
+            Arc::clone(sup),
         ))
         .add_service(health_svc_o)
         .add_service(reflection_o)
         .serve_with_incoming_shutdown(operator_incoming, stop_serving.clone().cancelled_owned());
-    let servers = tokio::spawn(async move { tokio::join!(agent_server, operator_server) });
+    Ok(tokio::spawn(async move {
+        tokio::join!(agent_server, operator_server)
+    }))
+}
 
-    let reaper_sup = Arc::clone(&sup);
+/// What one gRPC server ends with.
+type ServeResult = Result<(), tonic::transport::Error>;
+
+/// The background work until shutdown: expired sessions reaped every five
+/// seconds, the disk watched, the audit dir looked after.
+fn spawn_maintenance(sup: &Arc<Supervisor>) {
+    let reaper_sup = Arc::clone(sup);
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -296,8 +426,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
         }
     });
-    tokio::spawn(crate::disk::watch(Arc::clone(&sup)));
-    let audit_sup = Arc::clone(&sup);
+    tokio::spawn(crate::disk::watch(Arc::clone(sup)));
+    let audit_sup = Arc::clone(sup);
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -306,11 +436,11 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             }
         }
     });
+}
 
-    // Caught from before the ready line on: a service manager (or a test)
-    // may stop us the moment we say we are ready.
-    let mut signals = Signals::install()?;
-    activation::notify_ready(&agent_socket, &operator_socket);
+/// Tells the service manager, and prints the ready line on stderr.
+fn announce_ready(sup: &Supervisor, agent_socket: &Path, operator_socket: &Path) {
+    activation::notify_ready(agent_socket, operator_socket);
     // A reader of stderr that went away must not stop the supervisor.
     let _ = writeln!(
         std::io::stderr(),
@@ -319,8 +449,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         operator_socket.display(),
         sup.backends.primary().kind().as_str()
     );
+}
 
-    let signal = signals.wait().await;
+/// On SIGTERM/SIGINT: revoke every session, kill sandboxes, record the
+/// shutdown, stop serving and flush the audit log and the telemetry.
+async fn shut_down(
+    sup: &Supervisor,
+    signal: &'static str,
+    stop_serving: CancellationToken,
+    servers: tokio::task::JoinHandle<(ServeResult, ServeResult)>,
+    telemetry_worker: Option<crate::telemetry::Worker>,
+) -> anyhow::Result<()> {
     tracing::info!(signal, "shutting down");
     activation::notify_stopping();
     let ended = sup
@@ -334,7 +473,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     sup.backends.shutdown().await;
     // Anchors still owed (the disk was full when their sessions closed):
     // their last chance in this run.
-    audit_maintenance(&sup).await;
+    audit_maintenance(sup).await;
     let unanchored = sup.audit.unanchored();
     let _ = sup.recorder.supervisor_essential(
         "",
@@ -353,13 +492,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     sup.audit.flush()?;
     if let Some(worker) = telemetry_worker {
         worker.finish(Duration::from_secs(2)).await;
-    }
-    // Passed sockets belong to the service manager, which keeps listening
-    // on them to start us again.
-    if owns_sockets {
-        for p in [&agent_socket, &operator_socket] {
-            let _ = std::fs::remove_file(p);
-        }
     }
     Ok(())
 }

@@ -126,73 +126,21 @@ impl Supervisor {
         req: pb::OpenSessionRequest,
         client_session_id: &str,
     ) -> Result<(Arc<Session>, Token), Status> {
-        if self.rootless() && peer.uid != self.own_uid {
-            return Err(Status::permission_denied(format!(
-                "this supervisor runs rootless as uid {}; it serves only that uid (caller is uid {})",
-                self.own_uid, peer.uid
-            )));
-        }
-        let mode = if req.mode.is_empty() {
-            self.config.session.default_mode
-        } else {
-            Mode::parse(&req.mode).map_err(|e| Status::invalid_argument(e.to_string()))?
-        };
-        self.config
-            .mode_permitted(mode)
-            .map_err(Status::permission_denied)?;
-        let tools = if req.tools.is_empty() {
-            None
-        } else {
-            let known: BTreeSet<&str> =
-                tollgate_policy::registry().iter().map(|t| t.name).collect();
-            for t in &req.tools {
-                if !known.contains(t.as_str()) {
-                    return Err(Status::invalid_argument(format!(
-                        "unknown tool {t:?} in --tools (known: {})",
-                        known.iter().copied().collect::<Vec<_>>().join(", ")
-                    )));
-                }
-            }
-            Some(req.tools.iter().cloned().collect::<BTreeSet<String>>())
-        };
-        let max = self.config.supervisor.max_sessions_per_uid as usize;
-        if self.sessions.count_for_uid(peer.uid) >= max {
-            return Err(Status::resource_exhausted(format!(
-                "uid {} already has {max} sessions open (max_sessions_per_uid); close one first",
-                peer.uid
-            )));
-        }
+        self.check_caller(peer)?;
+        let mode = self.requested_mode(&req.mode)?;
+        let tools = requested_tools(&req.tools)?;
+        self.check_session_count(peer.uid)?;
         // Read once: the workspace check, the owner and the paths the
         // session's sandbox hides all come from this one reading.
         let users = tollgate_policy::host::passwd();
         let credentials = tollgate_policy::host::credential_paths(&users);
-        let protected = self.protected_paths();
-        let ws = workspace::check(
-            &req.workspace,
-            &WorkspaceRules {
-                peer_uid: peer.uid,
-                users: &users,
-                credentials: &credentials,
-                protected: &protected,
-            },
-        )
-        .map_err(Status::invalid_argument)?;
+        let ws = self.check_workspace(&req.workspace, peer.uid, &users, &credentials)?;
         tollgate_audit::audit_system_prompt(&req.system_prompt, &self.secrets)
             .map_err(|e| Status::permission_denied(e.to_string()))?;
         let caps = self.clamp_caps(req.caps.as_ref());
         let owner = SandboxOwner::of(&users, peer.uid, peer.gid);
         let (gid, home) = (owner.gid, owner.home.clone());
-        let files = tollgate_tools::Workspace::open(&ws.path, peer.uid, gid).map_err(|e| {
-            Status::invalid_argument(format!("workspace {}: {e}", ws.path.display()))
-        })?;
-        // The directory held open must be the one just checked (a rename in
-        // between would hand the session another directory).
-        if tollgate_sandbox::WorkspaceId::from_pair(files.id()) != ws.id {
-            return Err(Status::invalid_argument(format!(
-                "workspace {} changed while the session was being opened (moved or replaced); try again",
-                ws.path.display()
-            )));
-        }
+        let files = open_checked_workspace(&ws, peer.uid, gid)?;
         let ws = ws.path;
         // What the repository's own config makes host-executed: the file
         // tools guard it like the fixed names; a layout that cannot be
@@ -241,15 +189,89 @@ impl Supervisor {
             token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
         })
         .map_err(|e| discard(Status::internal(e.to_string())))?;
+        self.record_opened(&session, &req, client_session_id, peer)
+            .map_err(discard)?;
+        self.sessions.insert(Arc::clone(&session));
+        Ok((session, token))
+    }
+
+    /// A rootless supervisor serves only its own uid.
+    fn check_caller(&self, peer: Peer) -> Result<(), Status> {
+        if self.rootless() && peer.uid != self.own_uid {
+            return Err(Status::permission_denied(format!(
+                "this supervisor runs rootless as uid {}; it serves only that uid (caller is uid {})",
+                self.own_uid, peer.uid
+            )));
+        }
+        Ok(())
+    }
+
+    /// The mode asked for (the default when none), if the config permits it.
+    fn requested_mode(&self, asked: &str) -> Result<Mode, Status> {
+        let mode = if asked.is_empty() {
+            self.config.session.default_mode
+        } else {
+            Mode::parse(asked).map_err(|e| Status::invalid_argument(e.to_string()))?
+        };
+        self.config
+            .mode_permitted(mode)
+            .map_err(Status::permission_denied)?;
+        Ok(mode)
+    }
+
+    /// At most `max_sessions_per_uid` sessions per uid.
+    fn check_session_count(&self, uid: u32) -> Result<(), Status> {
+        let max = self.config.supervisor.max_sessions_per_uid as usize;
+        if self.sessions.count_for_uid(uid) >= max {
+            return Err(Status::resource_exhausted(format!(
+                "uid {uid} already has {max} sessions open (max_sessions_per_uid); close one first"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The workspace asked for, checked against the caller, the users'
+    /// credential paths and the supervisor's own paths.
+    fn check_workspace(
+        &self,
+        requested: &str,
+        peer_uid: u32,
+        users: &[workspace::PasswdEntry],
+        credentials: &[PathBuf],
+    ) -> Result<workspace::Checked, Status> {
+        let protected = self.protected_paths();
+        workspace::check(
+            requested,
+            &WorkspaceRules {
+                peer_uid,
+                users,
+                credentials,
+                protected: &protected,
+            },
+        )
+        .map_err(Status::invalid_argument)
+    }
+
+    /// The `session_opened` records, in the session's file and in the
+    /// supervisor log. Both ride on the next fsync of their file: nothing
+    /// has acted yet, and the session's first decision is made durable
+    /// before its tool runs (with everything written before it).
+    fn record_opened(
+        &self,
+        session: &Session,
+        req: &pb::OpenSessionRequest,
+        client_session_id: &str,
+        peer: Peer,
+    ) -> Result<(), Status> {
         let mut opened = json!({
             "uid": peer.uid,
-            "gid": gid,
+            "gid": session.gid,
             "pid": peer.pid,
             "workspace": session.workspace.display().to_string(),
-            "mode": mode.as_str(),
+            "mode": session.mode.as_str(),
             "tools": req.tools,
-            "max_tool_calls": caps.max_tool_calls,
-            "max_cost_usd": caps.max_cost_usd,
+            "max_tool_calls": session.caps.max_tool_calls,
+            "max_cost_usd": session.caps.max_cost_usd,
             "client": session.client,
             "sandbox": self.backends.primary().kind().as_str(),
             "system_prompt_chars": req.system_prompt.chars().count(),
@@ -257,25 +279,24 @@ impl Supervisor {
         if !client_session_id.is_empty() {
             opened["client_session_id"] = json!(client_session_id);
         }
-        // Both ride on the next fsync of their file: nothing has acted yet,
-        // and the session's first decision is made durable before its tool
-        // runs (with everything written before it).
         self.recorder
-            .to_file_deferred(&session.audit, &id, "session_opened", opened.clone())
+            .to_file_deferred(
+                &session.audit,
+                &session.id,
+                "session_opened",
+                opened.clone(),
+            )
             .and_then(|_| {
                 let mut sup = opened;
                 sup["audit_file"] = json!(session.audit.path().display().to_string());
                 self.recorder
-                    .supervisor_deferred(&id, "session_opened", sup)
+                    .supervisor_deferred(&session.id, "session_opened", sup)
             })
             .map_err(|e| {
                 self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
-                discard(Status::unavailable(format!(
-                    "AUDIT_UNAVAILABLE: cannot record the session: {e}"
-                )))
+                Status::unavailable(format!("AUDIT_UNAVAILABLE: cannot record the session: {e}"))
             })?;
-        self.sessions.insert(Arc::clone(&session));
-        Ok((session, token))
+        Ok(())
     }
 
     fn clamp_caps(&self, asked: Option<&pb::SessionCaps>) -> Caps {
@@ -554,4 +575,40 @@ impl Supervisor {
         let pending = self.approvals.pending_for(&s.id).len() as u32;
         s.info(pending, s.backend.kind().as_str())
     }
+}
+
+/// The tools asked for (`None`: all), each one the registry knows.
+fn requested_tools(asked: &[String]) -> Result<Option<BTreeSet<String>>, Status> {
+    if asked.is_empty() {
+        return Ok(None);
+    }
+    let known: BTreeSet<&str> = tollgate_policy::registry().iter().map(|t| t.name).collect();
+    for t in asked {
+        if !known.contains(t.as_str()) {
+            return Err(Status::invalid_argument(format!(
+                "unknown tool {t:?} in --tools (known: {})",
+                known.iter().copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    Ok(Some(asked.iter().cloned().collect::<BTreeSet<String>>()))
+}
+
+/// Opens the checked workspace for the file tools; the directory held open
+/// must be the one just checked (a rename in between would hand the session
+/// another directory).
+fn open_checked_workspace(
+    ws: &workspace::Checked,
+    uid: u32,
+    gid: u32,
+) -> Result<tollgate_tools::Workspace, Status> {
+    let files = tollgate_tools::Workspace::open(&ws.path, uid, gid)
+        .map_err(|e| Status::invalid_argument(format!("workspace {}: {e}", ws.path.display())))?;
+    if tollgate_sandbox::WorkspaceId::from_pair(files.id()) != ws.id {
+        return Err(Status::invalid_argument(format!(
+            "workspace {} changed while the session was being opened (moved or replaced); try again",
+            ws.path.display()
+        )));
+    }
+    Ok(files)
 }

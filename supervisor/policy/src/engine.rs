@@ -470,7 +470,7 @@ impl Engine {
 
     /// Rules, the always-confirm tier, secrets and the mode, in that order.
     fn finish(&self, spec: &ToolSpec, a: Analysis, mode: Mode) -> Decision {
-        let mut d = Decision {
+        let d = Decision {
             verdict: Verdict::Deny,
             code: Code::PolicyDenied,
             reason: String::new(),
@@ -482,27 +482,12 @@ impl Engine {
             fetch: a.fetch,
             secret: a.secret.is_some(),
         };
-        let deny = |mut d: Decision, rule: &str, reason: String| {
-            d.verdict = Verdict::Deny;
-            d.code = Code::PolicyDenied;
-            d.rule = Some(rule.to_string());
-            d.reason = reason;
-            d.fetch = None;
-            d
-        };
-        let ask = |mut d: Decision, rule: &str, reason: String| {
-            d.verdict = Verdict::Ask;
-            d.code = Code::ApprovalRequired;
-            d.rule = Some(rule.to_string());
-            d.reason = reason;
-            d
-        };
         if let Some((rule, reason)) = a.floor {
-            return deny(d, &rule, reason);
+            return denied(d, &rule, reason);
         }
         let hit = self.rules.evaluate(spec.tool, &a.subject);
         if let Some((Verdict::Deny, label)) = hit {
-            return deny(
+            return denied(
                 d,
                 label,
                 format!(
@@ -512,7 +497,7 @@ impl Engine {
         }
         let changes = matches!(spec.class, ToolClass::Write | ToolClass::Action);
         if mode == Mode::Plan && changes {
-            return deny(
+            return denied(
                 d,
                 "mode:plan",
                 format!(
@@ -521,67 +506,16 @@ impl Engine {
                 ),
             );
         }
-        if let Some((rule, reason, target)) = a.destructive {
-            d.destructive = true;
-            if let Some(t) = target {
-                // A literal from the command (a branch name): shown to the
-                // operator and typed back, so escaped like every target.
-                d.target = escape(&t);
-            }
-            return match mode {
-                Mode::DangerouslySkipPermissions => deny(
-                    d,
-                    &rule,
-                    format!(
-                        "{reason} In dangerouslySkipPermissions mode destructive calls are refused, not run; ask the user to do it or to change mode."
-                    ),
-                ),
-                Mode::DontAsk => deny(
-                    d,
-                    &rule,
-                    format!("{reason} Nobody can confirm it in dontAsk mode, so it is refused."),
-                ),
-                Mode::Default | Mode::AcceptEdits | Mode::Plan => ask(d, &rule, reason),
-            };
+        if let Some(destructive) = a.destructive {
+            return confirm_destructive(d, destructive, mode);
         }
         if let Some(what) = &a.secret {
-            let reason = format!(
-                "{what} looks like a secret file (keys, passwords, tokens); its content would reach the model, so it needs the user's approval."
-            );
-            return match mode {
-                Mode::DangerouslySkipPermissions | Mode::DontAsk => deny(
-                    d,
-                    "floor:secret-file",
-                    format!("{reason} Nobody approves calls in {mode} mode, so it is refused."),
-                ),
-                Mode::Default | Mode::AcceptEdits | Mode::Plan => {
-                    ask(d, "floor:secret-file", reason)
-                }
-            };
+            return approve_secret(d, what, mode);
         }
         match hit {
-            Some((Verdict::Ask, label)) => {
-                return match mode {
-                    Mode::DontAsk => deny(
-                        d,
-                        label,
-                        format!(
-                            "this supervisor's policy asks for approval (rule `{label}`), and nobody can approve in dontAsk mode."
-                        ),
-                    ),
-                    Mode::Default
-                    | Mode::AcceptEdits
-                    | Mode::Plan
-                    | Mode::DangerouslySkipPermissions => ask(
-                        d,
-                        label,
-                        format!(
-                            "this supervisor's policy asks for the user's approval (rule `{label}`)."
-                        ),
-                    ),
-                };
-            }
+            Some((Verdict::Ask, label)) => return rule_asks(d, label, mode),
             Some((Verdict::Allow, label)) => {
+                let mut d = d;
                 d.verdict = Verdict::Allow;
                 d.code = Code::Ok;
                 d.rule = Some(label.to_string());
@@ -590,45 +524,131 @@ impl Engine {
             }
             Some((Verdict::Deny, _)) | None => {}
         }
-        // Most calls end here: built by concatenation, not `format!`.
-        let rule = ["mode:", mode.as_str()].concat();
-        match mode_verdict(mode, spec.class) {
-            Verdict::Allow => {
-                d.verdict = Verdict::Allow;
-                d.code = Code::Ok;
-                d.rule = Some(rule);
-                d.reason = [
-                    spec.class.as_str(),
-                    " calls run without approval in ",
-                    mode.as_str(),
-                    " mode.",
-                ]
-                .concat();
-                d
-            }
-            Verdict::Ask => {
-                let what = match spec.class {
-                    ToolClass::Write => "writing files",
-                    ToolClass::Action if spec.tool == ToolName::Mcp => {
-                        "calling an MCP server's tool"
-                    }
-                    ToolClass::Action => "running commands and fetching URLs",
-                    ToolClass::Read | ToolClass::Planning | ToolClass::Interaction => "this call",
-                };
-                ask(
-                    d,
-                    &rule,
-                    format!("{what} needs the user's approval in {mode} mode."),
-                )
-            }
-            Verdict::Deny => deny(
+        by_mode(d, spec, mode)
+    }
+}
+
+/// `d` refused by `rule`.
+fn denied(mut d: Decision, rule: &str, reason: String) -> Decision {
+    d.verdict = Verdict::Deny;
+    d.code = Code::PolicyDenied;
+    d.rule = Some(rule.to_string());
+    d.reason = reason;
+    d.fetch = None;
+    d
+}
+
+/// `d` asked for by `rule`.
+fn asked(mut d: Decision, rule: &str, reason: String) -> Decision {
+    d.verdict = Verdict::Ask;
+    d.code = Code::ApprovalRequired;
+    d.rule = Some(rule.to_string());
+    d.reason = reason;
+    d
+}
+
+/// A destructive call (the always-confirm tier): asked for where somebody
+/// can confirm it, refused where nobody can.
+fn confirm_destructive(
+    mut d: Decision,
+    (rule, reason, target): (String, String, Option<String>),
+    mode: Mode,
+) -> Decision {
+    d.destructive = true;
+    if let Some(t) = target {
+        // A literal from the command (a branch name): shown to the
+        // operator and typed back, so escaped like every target.
+        d.target = escape(&t);
+    }
+    match mode {
+        Mode::DangerouslySkipPermissions => denied(
+            d,
+            &rule,
+            format!(
+                "{reason} In dangerouslySkipPermissions mode destructive calls are refused, not run; ask the user to do it or to change mode."
+            ),
+        ),
+        Mode::DontAsk => denied(
+            d,
+            &rule,
+            format!("{reason} Nobody can confirm it in dontAsk mode, so it is refused."),
+        ),
+        Mode::Default | Mode::AcceptEdits | Mode::Plan => asked(d, &rule, reason),
+    }
+}
+
+/// A secret file's content would reach the model: asked for where somebody
+/// approves, refused where nobody does.
+fn approve_secret(d: Decision, what: &str, mode: Mode) -> Decision {
+    let reason = format!(
+        "{what} looks like a secret file (keys, passwords, tokens); its content would reach the model, so it needs the user's approval."
+    );
+    match mode {
+        Mode::DangerouslySkipPermissions | Mode::DontAsk => denied(
+            d,
+            "floor:secret-file",
+            format!("{reason} Nobody approves calls in {mode} mode, so it is refused."),
+        ),
+        Mode::Default | Mode::AcceptEdits | Mode::Plan => asked(d, "floor:secret-file", reason),
+    }
+}
+
+/// An ask rule matched: asked for, except in dontAsk mode.
+fn rule_asks(d: Decision, label: &str, mode: Mode) -> Decision {
+    match mode {
+        Mode::DontAsk => denied(
+            d,
+            label,
+            format!(
+                "this supervisor's policy asks for approval (rule `{label}`), and nobody can approve in dontAsk mode."
+            ),
+        ),
+        Mode::Default | Mode::AcceptEdits | Mode::Plan | Mode::DangerouslySkipPermissions => asked(
+            d,
+            label,
+            format!("this supervisor's policy asks for the user's approval (rule `{label}`)."),
+        ),
+    }
+}
+
+/// No rule matched: the mode decides by the tool's class.
+fn by_mode(mut d: Decision, spec: &ToolSpec, mode: Mode) -> Decision {
+    // Most calls end here: built by concatenation, not `format!`.
+    let rule = ["mode:", mode.as_str()].concat();
+    match mode_verdict(mode, spec.class) {
+        Verdict::Allow => {
+            d.verdict = Verdict::Allow;
+            d.code = Code::Ok;
+            d.rule = Some(rule);
+            d.reason = [
+                spec.class.as_str(),
+                " calls run without approval in ",
+                mode.as_str(),
+                " mode.",
+            ]
+            .concat();
+            d
+        }
+        Verdict::Ask => {
+            let what = match spec.class {
+                ToolClass::Write => "writing files",
+                ToolClass::Action if spec.tool == ToolName::Mcp => "calling an MCP server's tool",
+                ToolClass::Action => "running commands and fetching URLs",
+                ToolClass::Read | ToolClass::Planning | ToolClass::Interaction => "this call",
+            };
+            asked(
                 d,
                 &rule,
-                format!(
-                    "the session runs in {mode} mode and no rule of this supervisor allows this call, so it is refused. Do without it, or ask the operator for an allow rule."
-                ),
-            ),
+                format!("{what} needs the user's approval in {mode} mode."),
+            )
         }
+        Verdict::Deny => denied(
+            d,
+            &rule,
+            format!(
+                "the session runs in {mode} mode and no rule of this supervisor allows this call, so it is refused. Do without it, or ask the operator for an allow rule."
+            ),
+        ),
     }
 }
 

@@ -84,23 +84,7 @@ pub(crate) fn resolve(
     precheck(raw)?;
     let abs = walk(raw, ctx, fs)?;
     let lexical = lexical_join(&ctx.workspace, raw);
-
-    for p in [&abs.path, &lexical] {
-        if let Some(hit) = ctx
-            .protected
-            .iter()
-            .find(|prot| rest_within(p, prot).is_some())
-        {
-            return Err(refuse(
-                "floor:protected",
-                format!(
-                    "`{}` is one of the supervisor's own files ({}); the agent can never read or write it.",
-                    show(raw),
-                    show_path(hit)
-                ),
-            ));
-        }
-    }
+    refuse_protected(raw, [&abs.path, &lexical], ctx)?;
     if let Some(what) = credential_kind(&abs.path, ctx.home.as_deref()) {
         return Err(refuse(
             "floor:credential-path",
@@ -110,72 +94,13 @@ pub(crate) fn resolve(
             ),
         ));
     }
-    let Some(rest) = rest_within(&abs.path, &ctx.workspace) else {
-        let shown = show_path(&abs.path);
-        let via = if shown == show(raw) {
-            String::new()
-        } else {
-            format!(" resolves to {shown}, which")
-        };
-        return Err(refuse(
-            "floor:path-scope",
-            format!(
-                "`{}`{via} is outside the workspace; file tools only reach files inside the workspace. Use a path relative to the workspace.",
-                show(raw)
-            ),
-        ));
-    };
+    let rest = within_workspace(raw, &abs.path, ctx)?;
     let rel = if rest.as_os_str().is_empty() {
         ".".to_string()
     } else {
         rest.to_string_lossy().into_owned()
     };
-
-    let kind = abs.facts.map(|f| f.kind);
-    match (access, kind) {
-        (Access::Read | Access::Write, _) if rel == "." => {
-            return Err(refuse(
-                "floor:not-a-file",
-                format!(
-                    "`{}` is the workspace directory itself, not a file.",
-                    show(raw)
-                ),
-            ));
-        }
-        (Access::Read | Access::Write, Some(FileKind::Dir)) => {
-            return Err(refuse(
-                "floor:not-a-file",
-                format!(
-                    "`{}` is a directory, not a file. Use glob_files to list a directory.",
-                    show(raw)
-                ),
-            ));
-        }
-        (_, Some(FileKind::Other)) => {
-            return Err(refuse(
-                "floor:special-file",
-                format!(
-                    "`{}` is not a regular file (a FIFO, socket or device); file tools only open regular files.",
-                    show(raw)
-                ),
-            ));
-        }
-        (Access::Write, Some(FileKind::File)) => {
-            if let Some(f) = abs.facts
-                && f.nlink > 1
-            {
-                return Err(refuse(
-                    "floor:hardlink",
-                    format!(
-                        "`{}` has {} hard links, so writing it may change a file outside the workspace. Write a new file instead.",
-                        show(raw),
-                        f.nlink
-                    ),
-                ));
-            }
-        }
-        (Access::Read | Access::Write | Access::Search, _) => {}
-    }
+    refuse_kind(raw, access, &rel, abs.facts)?;
     let host_exec = if access == Access::Write {
         // The name it was given differs from where it lands only through a
         // symlink: then both are judged.
@@ -214,6 +139,98 @@ pub(crate) fn resolve(
         secret,
         host_exec,
     })
+}
+
+/// The supervisor's own files, reached by either path (where it lands, or
+/// the name as given), are never touched.
+fn refuse_protected(raw: &str, paths: [&Path; 2], ctx: &Context) -> Result<(), Refusal> {
+    for p in paths {
+        if let Some(hit) = ctx
+            .protected
+            .iter()
+            .find(|prot| rest_within(p, prot).is_some())
+        {
+            return Err(refuse(
+                "floor:protected",
+                format!(
+                    "`{}` is one of the supervisor's own files ({}); the agent can never read or write it.",
+                    show(raw),
+                    show_path(hit)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where `abs` lies beneath the workspace; refused outside it.
+fn within_workspace<'a>(raw: &str, abs: &'a Path, ctx: &Context) -> Result<&'a Path, Refusal> {
+    let Some(rest) = rest_within(abs, &ctx.workspace) else {
+        let shown = show_path(abs);
+        let via = if shown == show(raw) {
+            String::new()
+        } else {
+            format!(" resolves to {shown}, which")
+        };
+        return Err(refuse(
+            "floor:path-scope",
+            format!(
+                "`{}`{via} is outside the workspace; file tools only reach files inside the workspace. Use a path relative to the workspace.",
+                show(raw)
+            ),
+        ));
+    };
+    Ok(rest)
+}
+
+/// File tools open regular files only (not the workspace, a directory or
+/// a special file), and never write one with other hard links.
+fn refuse_kind(
+    raw: &str,
+    access: Access,
+    rel: &str,
+    facts: Option<FileFacts>,
+) -> Result<(), Refusal> {
+    let kind = facts.map(|f| f.kind);
+    match (access, kind) {
+        (Access::Read | Access::Write, _) if rel == "." => Err(refuse(
+            "floor:not-a-file",
+            format!(
+                "`{}` is the workspace directory itself, not a file.",
+                show(raw)
+            ),
+        )),
+        (Access::Read | Access::Write, Some(FileKind::Dir)) => Err(refuse(
+            "floor:not-a-file",
+            format!(
+                "`{}` is a directory, not a file. Use glob_files to list a directory.",
+                show(raw)
+            ),
+        )),
+        (_, Some(FileKind::Other)) => Err(refuse(
+            "floor:special-file",
+            format!(
+                "`{}` is not a regular file (a FIFO, socket or device); file tools only open regular files.",
+                show(raw)
+            ),
+        )),
+        (Access::Write, Some(FileKind::File)) => {
+            if let Some(f) = facts
+                && f.nlink > 1
+            {
+                return Err(refuse(
+                    "floor:hardlink",
+                    format!(
+                        "`{}` has {} hard links, so writing it may change a file outside the workspace. Write a new file instead.",
+                        show(raw),
+                        f.nlink
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        (Access::Read | Access::Write | Access::Search, _) => Ok(()),
+    }
 }
 
 /// A write target's place in the host-executed table, judged on where the

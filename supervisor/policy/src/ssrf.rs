@@ -51,117 +51,13 @@ pub(crate) fn vet(raw: &str, dns: &dyn Resolver) -> Result<VettedFetch, UrlRefus
             "fetch a very long URL".to_string(),
         ));
     }
-    // Scheme first, on the raw text, exactly as the URL parser will read it
-    // (it skips leading spaces and controls, and drops tabs and newlines).
-    let trimmed = raw.trim_start_matches(|c: char| c <= ' ');
-    let Some(colon) = trimmed.find(':') else {
-        return Err(refuse(
-            format!(
-                "`{}` is not an absolute URL; give a full http:// or https:// URL.",
-                show(raw)
-            ),
-            what,
-        ));
-    };
-    let scheme: String = trimmed[..colon]
-        .chars()
-        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
-        .collect::<String>()
-        .to_ascii_lowercase();
-    if scheme != "http" && scheme != "https" {
-        return Err(refuse(
-            format!(
-                "only http and https URLs can be fetched, not `{}:`; files and other services are out of reach by design.",
-                show(&scheme)
-            ),
-            what,
-        ));
-    }
-    let url = match Url::parse(raw) {
-        Ok(u) => u,
-        Err(e) => {
-            return Err(refuse(
-                format!("`{}` is not a valid URL ({e}).", show(raw)),
-                what,
-            ));
-        }
-    };
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(refuse(
-            format!(
-                "only http and https URLs can be fetched, not `{}:`.",
-                url.scheme()
-            ),
-            what,
-        ));
-    }
+    check_raw_scheme(raw, &what)?;
+    let url = parse_http(raw, &what)?;
     let what = format!("fetch {}", show(url.as_str()));
-    let Some(port) = url.port_or_known_default() else {
-        return Err(refuse(
-            format!("`{}` has no port.", show(url.as_str())),
-            what,
-        ));
-    };
-    if port == 0 {
-        return Err(refuse(
-            format!(
-                "`{}` uses port 0, which cannot be connected to.",
-                show(url.as_str())
-            ),
-            what,
-        ));
-    }
+    let port = port_of(&url, &what)?;
     let host = url.host_str().unwrap_or("").to_string();
     let literal = matches!(url.host(), Some(Host::Ipv4(_) | Host::Ipv6(_)));
-    let ips: Vec<IpAddr> = match url.host() {
-        None => {
-            return Err(refuse(
-                format!("`{}` has no host.", show(url.as_str())),
-                what,
-            ));
-        }
-        Some(Host::Ipv4(v4)) => vec![IpAddr::V4(v4)],
-        Some(Host::Ipv6(v6)) => vec![IpAddr::V6(v6)],
-        Some(Host::Domain(d)) => {
-            let name = d.trim_end_matches('.').to_ascii_lowercase();
-            if name.is_empty() {
-                return Err(refuse(
-                    format!("`{}` has an empty host name.", show(url.as_str())),
-                    what,
-                ));
-            }
-            if let Some(why) = blocked_name(&name) {
-                return Err(refuse(
-                    format!(
-                        "`{}` is {why}; the fetch could reach services on the supervisor's own machine or network. Only public addresses can be fetched.",
-                        show(&name)
-                    ),
-                    what,
-                ));
-            }
-            match dns.resolve(&name) {
-                Ok(ips) if !ips.is_empty() => ips,
-                Ok(_) => {
-                    return Err(refuse(
-                        format!(
-                            "`{}` resolves to no address; the fetch is refused (names that do not resolve are never fetched).",
-                            show(&name)
-                        ),
-                        what,
-                    ));
-                }
-                Err(e) => {
-                    return Err(refuse(
-                        format!(
-                            "{}; names that do not resolve are never fetched. Check the host name.",
-                            shorten(&e.to_string(), 200)
-                        ),
-                        what,
-                    ));
-                }
-            }
-        }
-    };
+    let ips = host_ips(&url, dns, &what)?;
     let own = dns
         .host_addrs()
         .map_err(|e| refuse(unknown_host_addrs(&e), what.clone()))?;
@@ -188,6 +84,128 @@ pub(crate) fn vet(raw: &str, dns: &dyn Resolver) -> Result<VettedFetch, UrlRefus
         host,
         addrs,
     })
+}
+
+/// Scheme first, on the raw text, exactly as the URL parser will read it
+/// (it skips leading spaces and controls, and drops tabs and newlines).
+fn check_raw_scheme(raw: &str, what: &str) -> Result<(), UrlRefusal> {
+    let trimmed = raw.trim_start_matches(|c: char| c <= ' ');
+    let Some(colon) = trimmed.find(':') else {
+        return Err(refuse(
+            format!(
+                "`{}` is not an absolute URL; give a full http:// or https:// URL.",
+                show(raw)
+            ),
+            what.to_string(),
+        ));
+    };
+    let scheme: String = trimmed[..colon]
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(refuse(
+            format!(
+                "only http and https URLs can be fetched, not `{}:`; files and other services are out of reach by design.",
+                show(&scheme)
+            ),
+            what.to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// The parsed URL, http or https.
+fn parse_http(raw: &str, what: &str) -> Result<Url, UrlRefusal> {
+    let url = match Url::parse(raw) {
+        Ok(u) => u,
+        Err(e) => {
+            return Err(refuse(
+                format!("`{}` is not a valid URL ({e}).", show(raw)),
+                what.to_string(),
+            ));
+        }
+    };
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(refuse(
+            format!(
+                "only http and https URLs can be fetched, not `{}:`.",
+                url.scheme()
+            ),
+            what.to_string(),
+        ));
+    }
+    Ok(url)
+}
+
+/// The port to connect to (never 0).
+fn port_of(url: &Url, what: &str) -> Result<u16, UrlRefusal> {
+    let Some(port) = url.port_or_known_default() else {
+        return Err(refuse(
+            format!("`{}` has no port.", show(url.as_str())),
+            what.to_string(),
+        ));
+    };
+    if port == 0 {
+        return Err(refuse(
+            format!(
+                "`{}` uses port 0, which cannot be connected to.",
+                show(url.as_str())
+            ),
+            what.to_string(),
+        ));
+    }
+    Ok(port)
+}
+
+/// The host's addresses: the literal one, or what the name resolves to
+/// (names that are the supervisor's own, or do not resolve, are refused).
+fn host_ips(url: &Url, dns: &dyn Resolver, what: &str) -> Result<Vec<IpAddr>, UrlRefusal> {
+    let what = || what.to_string();
+    match url.host() {
+        None => Err(refuse(
+            format!("`{}` has no host.", show(url.as_str())),
+            what(),
+        )),
+        Some(Host::Ipv4(v4)) => Ok(vec![IpAddr::V4(v4)]),
+        Some(Host::Ipv6(v6)) => Ok(vec![IpAddr::V6(v6)]),
+        Some(Host::Domain(d)) => {
+            let name = d.trim_end_matches('.').to_ascii_lowercase();
+            if name.is_empty() {
+                return Err(refuse(
+                    format!("`{}` has an empty host name.", show(url.as_str())),
+                    what(),
+                ));
+            }
+            if let Some(why) = blocked_name(&name) {
+                return Err(refuse(
+                    format!(
+                        "`{}` is {why}; the fetch could reach services on the supervisor's own machine or network. Only public addresses can be fetched.",
+                        show(&name)
+                    ),
+                    what(),
+                ));
+            }
+            match dns.resolve(&name) {
+                Ok(ips) if !ips.is_empty() => Ok(ips),
+                Ok(_) => Err(refuse(
+                    format!(
+                        "`{}` resolves to no address; the fetch is refused (names that do not resolve are never fetched).",
+                        show(&name)
+                    ),
+                    what(),
+                )),
+                Err(e) => Err(refuse(
+                    format!(
+                        "{}; names that do not resolve are never fetched. Check the host name.",
+                        shorten(&e.to_string(), 200)
+                    ),
+                    what(),
+                )),
+            }
+        }
+    }
 }
 
 /// Why `ip` may not be connected to, if it may not: its class, or that it is

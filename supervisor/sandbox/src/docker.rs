@@ -323,6 +323,67 @@ impl DockerBackend {
     /// Creates and starts the container and waits for its exec agent; the
     /// typed form of [`Backend::create`].
     pub async fn create_sandbox(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
+        let plan = self.plan_sandbox(spec)?;
+        let mut socket =
+            agent::AgentSocket::bind(&self.cfg.state_dir, &spec.session_id, spec.uid, spec.gid)?;
+        let files = AgentFiles {
+            binary: plan.agent.path.clone(),
+            socket: socket.path().to_path_buf(),
+        };
+        let body = create_body(
+            spec,
+            &plan.mounts,
+            &files,
+            &self.cfg.image,
+            &self.cfg.state_dir,
+            &self.seccomp,
+        )?;
+        let name = container_name(&spec.session_id);
+        let (id, link, posture) = self.start_container(&name, body, &mut socket, spec).await?;
+        drop(socket);
+        let mut sandbox = DockerSandbox {
+            docker: self.docker.clone(),
+            id: id.clone(),
+            name,
+            session_id: spec.session_id.clone(),
+            workspace: plan.workspace,
+            env: spec.env.clone(),
+            socket: self.cfg.socket.clone(),
+            alive: Arc::new(AtomicBool::new(true)),
+            engine_gone: Arc::new(AtomicBool::new(false)),
+            destroyed: AtomicBool::new(false),
+            watcher: std::sync::Mutex::new(None),
+            backstop_grace: self.cfg.backstop_grace,
+            kill_grace: self.cfg.kill_grace,
+            link: Arc::new(link),
+            posture,
+            init: None,
+            reservation: std::sync::Mutex::new(Some(plan.reservation)),
+        };
+        // Docker resolved the sources itself: make sure it mounted what was
+        // checked, and that pid 1 runs the agent binary that was checked.
+        let init_pid = match verify::verify(&self.docker, &id, &plan.mounts).await {
+            Ok(pid) => pid,
+            Err(e) => {
+                let _ = sandbox.destroy_now().await;
+                return Err(e);
+            }
+        };
+        if let Some(pid) = init_pid
+            && let Err(e) = verify::verify_init_exe(pid, &plan.agent, sandbox.container_name())
+        {
+            let _ = sandbox.destroy_now().await;
+            return Err(e);
+        }
+        sandbox.init = init_pid.and_then(|pid| pidfd::open_for_container(pid, &id));
+        sandbox.watch();
+        Ok(sandbox)
+    }
+
+    /// The refusals made before anything exists on the engine, then the
+    /// workspace's protected paths reserved on the host and the mounts
+    /// planned.
+    fn plan_sandbox(&self, spec: &SandboxSpec) -> Result<SandboxPlan, SandboxError> {
         if !self.strength.missing.is_empty() {
             return Err(SandboxError::Unavailable(self.strength.missing.join("; ")));
         }
@@ -349,25 +410,28 @@ impl DockerBackend {
             &spec.session_id,
         )?;
         let mounts = verify::plan(&workspace, &protect.binds)?;
-        let mut socket =
-            agent::AgentSocket::bind(&self.cfg.state_dir, &spec.session_id, spec.uid, spec.gid)?;
-        let files = AgentFiles {
-            binary: agent.path.clone(),
-            socket: socket.path().to_path_buf(),
-        };
-        let body = create_body(
-            spec,
-            &mounts,
-            &files,
-            &self.cfg.image,
-            &self.cfg.state_dir,
-            &self.seccomp,
-        )?;
-        let name = container_name(&spec.session_id);
-        let opts = CreateContainerOptionsBuilder::new().name(&name).build();
+        Ok(SandboxPlan {
+            agent,
+            workspace,
+            reservation,
+            mounts,
+        })
+    }
+
+    /// Creates the container (refused when the engine would weaken it),
+    /// starts it and meets its agent; a failure after the create removes
+    /// the container. Returns its id, the agent link and its posture.
+    async fn start_container(
+        &self,
+        name: &str,
+        body: bollard::models::ContainerCreateBody,
+        socket: &mut agent::AgentSocket,
+        spec: &SandboxSpec,
+    ) -> Result<(String, agent::AgentLink, String), SandboxError> {
+        let opts = CreateContainerOptionsBuilder::new().name(name).build();
         let created = match self.docker.create_container(Some(opts), body).await {
             Ok(c) => c,
-            Err(e) => return Err(self.create_error(&name, e)),
+            Err(e) => return Err(self.create_error(name, e)),
         };
         // From here on, a failure removes the container.
         let fail = |e: SandboxError| async {
@@ -389,48 +453,11 @@ impl DockerBackend {
             };
             return Err(fail(err).await);
         }
-        let (link, posture) = match self.meet_agent(&mut socket, &created.id, &name, spec).await {
+        let (link, posture) = match self.meet_agent(socket, &created.id, name, spec).await {
             Ok(v) => v,
             Err(e) => return Err(fail(e).await),
         };
-        drop(socket);
-        let mut sandbox = DockerSandbox {
-            docker: self.docker.clone(),
-            id: created.id.clone(),
-            name,
-            session_id: spec.session_id.clone(),
-            workspace,
-            env: spec.env.clone(),
-            socket: self.cfg.socket.clone(),
-            alive: Arc::new(AtomicBool::new(true)),
-            engine_gone: Arc::new(AtomicBool::new(false)),
-            destroyed: AtomicBool::new(false),
-            watcher: std::sync::Mutex::new(None),
-            backstop_grace: self.cfg.backstop_grace,
-            kill_grace: self.cfg.kill_grace,
-            link: Arc::new(link),
-            posture,
-            init: None,
-            reservation: std::sync::Mutex::new(Some(reservation)),
-        };
-        // Docker resolved the sources itself: make sure it mounted what was
-        // checked, and that pid 1 runs the agent binary that was checked.
-        let init_pid = match verify::verify(&self.docker, &created.id, &mounts).await {
-            Ok(pid) => pid,
-            Err(e) => {
-                let _ = sandbox.destroy_now().await;
-                return Err(e);
-            }
-        };
-        if let Some(pid) = init_pid
-            && let Err(e) = verify::verify_init_exe(pid, &agent, sandbox.container_name())
-        {
-            let _ = sandbox.destroy_now().await;
-            return Err(e);
-        }
-        sandbox.init = init_pid.and_then(|pid| pidfd::open_for_container(pid, &created.id));
-        sandbox.watch();
-        Ok(sandbox)
+        Ok((created.id, link, posture))
     }
 
     /// Waits for the container's agent to connect (or the container to stop),
@@ -699,4 +726,13 @@ pub async fn doctor_checks_for(cfg: &DockerConfig, required: bool) -> Vec<Doctor
     }
     checks.extend(probe::agent_checks(cfg, bad, image_ok).await);
     checks
+}
+
+/// What [`DockerBackend::create_sandbox`] checked and reserved before the
+/// engine is asked for anything.
+struct SandboxPlan {
+    agent: AgentBinary,
+    workspace: PathBuf,
+    reservation: crate::host_exec::reserve::Reservation,
+    mounts: Vec<verify::PlannedMount>,
 }

@@ -35,8 +35,6 @@ pub(crate) fn read_file(
     }
     let (file, md) = open_regular_read(dir, rel, &shown)?;
     let size = md.len();
-    let first = offset.unwrap_or(1).max(1);
-    let limit = limit.unwrap_or(DEFAULT_LIMIT);
     let buffer = usize::try_from(size)
         .unwrap_or(usize::MAX)
         .clamp(8 * 1024, 64 * 1024);
@@ -54,42 +52,92 @@ pub(crate) fn read_file(
     if head[..head.len().min(SNIFF_BYTES)].contains(&0) {
         return Ok(binary(size));
     }
+    let mut window = Window {
+        first: offset.unwrap_or(1).max(1),
+        limit: limit.unwrap_or(DEFAULT_LIMIT),
+        cap,
+        size,
+        shown,
+        out: String::with_capacity(
+            usize::try_from(size)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1024)
+                .min(cap.saturating_add(256)),
+        ),
+        lineno: 0,
+        consumed: 0,
+        last_shown: None,
+        stopped_early: false,
+        cut_by_cap: false,
+    };
+    if let Some(early) = window.read_lines(&mut reader)? {
+        return Ok(early);
+    }
+    Ok(window.finish())
+}
 
-    let mut out = String::with_capacity(
-        usize::try_from(size)
-            .unwrap_or(usize::MAX)
-            .saturating_add(1024)
-            .min(cap.saturating_add(256)),
-    );
-    let mut line = Vec::with_capacity(256);
-    let mut lineno: u64 = 0;
-    let mut consumed: u64 = 0;
-    let mut last_shown: Option<u64> = None;
-    let mut stopped_early = false;
-    let mut cut_by_cap = false;
-    loop {
-        let keep = lineno + 1 >= first;
-        let Some(read) = read_line(&mut reader, &mut line, keep, &shown)? else {
-            break;
-        };
-        lineno += 1;
-        if !keep {
-            consumed += read.total;
-            continue;
+/// The window of lines being shown, as it is read.
+struct Window {
+    /// The first line to show (1-based) and how many.
+    first: u64,
+    limit: u64,
+    cap: usize,
+    size: u64,
+    shown: String,
+    out: String,
+    lineno: u64,
+    /// Bytes of the file read up to the last line shown.
+    consumed: u64,
+    last_shown: Option<u64>,
+    /// Stopped at `limit` lines.
+    stopped_early: bool,
+    /// Stopped at `cap` bytes of output.
+    cut_by_cap: bool,
+}
+
+impl Window {
+    /// Reads lines until the window is full or the file ends. Returns the
+    /// whole answer when a line ends it early (not UTF-8, or not even the
+    /// first line fits in `cap`).
+    fn read_lines<R: Read>(
+        &mut self,
+        reader: &mut BufReader<R>,
+    ) -> Result<Option<ToolOutput>, ToolError> {
+        let mut line = Vec::with_capacity(256);
+        loop {
+            let keep = self.lineno + 1 >= self.first;
+            let Some(read) = read_line(reader, &mut line, keep, &self.shown)? else {
+                return Ok(None);
+            };
+            self.lineno += 1;
+            if !keep {
+                self.consumed += read.total;
+                continue;
+            }
+            if self.lineno >= self.first.saturating_add(self.limit) {
+                self.stopped_early = true;
+                return Ok(None);
+            }
+            let was_cut = read.content_len > line.len() as u64;
+            let Some(text) = line_text(&line, was_cut) else {
+                let mut text = binary(self.size).text;
+                text.push_str(&format!(": line {} is not valid UTF-8", self.lineno));
+                return Ok(Some(ToolOutput {
+                    text,
+                    truncated: false,
+                }));
+            };
+            match self.show(text, &read) {
+                Shown::Added => {}
+                Shown::Full => return Ok(None),
+                Shown::Alone(capped) => return Ok(Some(capped)),
+            }
         }
-        if lineno >= first.saturating_add(limit) {
-            stopped_early = true;
-            break;
-        }
-        let was_cut = read.content_len > line.len() as u64;
-        let Some(text) = line_text(&line, was_cut) else {
-            let mut text = binary(size).text;
-            text.push_str(&format!(": line {lineno} is not valid UTF-8"));
-            return Ok(ToolOutput {
-                text,
-                truncated: false,
-            });
-        };
+    }
+
+    /// Adds one line (cut to [`MAX_LINE_CHARS`], with a marker) if it fits.
+    fn show(&mut self, text: &str, read: &LineRead) -> Shown {
+        let lineno = self.lineno;
         let kept = capped_line(text);
         let dropped = read.content_len - kept.len() as u64;
         let marker = if dropped > 0 {
@@ -99,52 +147,69 @@ pub(crate) fn read_file(
         };
         // `{lineno:>6}\t{kept}{marker}\n`, sized before it is written.
         let entry_len = decimal_len(lineno).max(6) + 1 + kept.len() + marker.len() + 1;
-        if out.len() + entry_len > cap {
-            if out.is_empty() {
+        if self.out.len() + entry_len > self.cap {
+            if self.out.is_empty() {
                 // Not even one line fits: cap the line itself.
                 let entry = format!("{lineno:>6}\t{kept}{marker}\n");
-                let mut capped = cap_text(&entry, cap, "");
+                let mut capped = cap_text(&entry, self.cap, "");
                 capped.truncated = true;
-                return Ok(capped);
+                return Shown::Alone(capped);
             }
-            cut_by_cap = true;
-            break;
+            self.cut_by_cap = true;
+            return Shown::Full;
         }
-        push_line_number(&mut out, lineno);
-        out.push('\t');
-        out.push_str(kept);
-        out.push_str(&marker);
-        out.push('\n');
-        consumed += read.total;
-        last_shown = Some(lineno);
+        push_line_number(&mut self.out, lineno);
+        self.out.push('\t');
+        self.out.push_str(kept);
+        self.out.push_str(&marker);
+        self.out.push('\n');
+        self.consumed += read.total;
+        self.last_shown = Some(lineno);
+        Shown::Added
     }
 
-    let Some(last) = last_shown else {
-        return Ok(ToolOutput {
-            text: format!("(no lines to show: {shown} has {lineno} lines and offset was {first})"),
-            truncated: false,
-        });
-    };
-    let remaining = size.saturating_sub(consumed);
-    if (stopped_early || cut_by_cap) && remaining > 0 {
-        let why = if cut_by_cap {
-            format!("output truncated at {cap} bytes")
-        } else {
-            format!("showing lines {first}-{last}")
+    /// The lines shown, and where to read on when some were not.
+    fn finish(mut self) -> ToolOutput {
+        let (first, cap, shown) = (self.first, self.cap, &self.shown);
+        let Some(last) = self.last_shown else {
+            return ToolOutput {
+                text: format!(
+                    "(no lines to show: {shown} has {} lines and offset was {first})",
+                    self.lineno
+                ),
+                truncated: false,
+            };
         };
-        out.push_str(&format!(
-            "[{why}: {remaining} more bytes of {shown} after line {last} not shown; use offset={} to read more]",
-            last + 1
-        ));
-        return Ok(ToolOutput {
-            text: out,
-            truncated: true,
-        });
+        let remaining = self.size.saturating_sub(self.consumed);
+        if (self.stopped_early || self.cut_by_cap) && remaining > 0 {
+            let why = if self.cut_by_cap {
+                format!("output truncated at {cap} bytes")
+            } else {
+                format!("showing lines {first}-{last}")
+            };
+            self.out.push_str(&format!(
+                "[{why}: {remaining} more bytes of {shown} after line {last} not shown; use offset={} to read more]",
+                last + 1
+            ));
+            return ToolOutput {
+                text: self.out,
+                truncated: true,
+            };
+        }
+        ToolOutput {
+            text: self.out,
+            truncated: false,
+        }
     }
-    Ok(ToolOutput {
-        text: out,
-        truncated: false,
-    })
+}
+
+/// What [`Window::show`] did with a line.
+enum Shown {
+    Added,
+    /// It did not fit: the window is full.
+    Full,
+    /// Not even the first line fits: this is the whole answer.
+    Alone(ToolOutput),
 }
 
 fn binary(size: u64) -> ToolOutput {

@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 
 use cap_std::fs::Dir;
 use globset::{GlobBuilder, GlobMatcher};
-use grep_regex::RegexMatcherBuilder;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::sinks::Lossy;
-use grep_searcher::{BinaryDetection, SearcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
 use ignore::WalkBuilder;
 
 use crate::fsops::open_regular_read;
@@ -225,6 +225,33 @@ pub(crate) fn grep(dir: &Dir, root: &Path, args: GrepArgs<'_>) -> Result<ToolOut
         cap,
     } = args;
     let shown_base = show_rel(base_rel);
+    let matcher = grep_matcher(pattern, ignore_case)?;
+    let glob = glob.map(|g| PathGlob::new(g, "glob")).transpose()?;
+    let mut run = GrepRun {
+        dir,
+        matcher,
+        searcher: SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(0))
+            .build(),
+        cap,
+        out: String::new(),
+        full: false,
+        secret_skipped: 0,
+        unreadable: 0,
+        walk_capped: false,
+    };
+    if base_is_dir(dir, base_rel, &shown_base)? {
+        run.walk(root, base_rel, glob.as_ref());
+    } else if !run.search(base_rel) {
+        // A single file named as path: searched whatever the glob says.
+        run.full = true;
+    }
+    Ok(run.report(pattern, &shown_base))
+}
+
+/// The pattern as a line-oriented regex (refused when empty or too long).
+fn grep_matcher(pattern: &str, ignore_case: bool) -> Result<RegexMatcher, ToolError> {
     let invalid = |reason: String| ToolError::InvalidPattern {
         what: "regex",
         pattern: pattern.to_string(),
@@ -236,32 +263,73 @@ pub(crate) fn grep(dir: &Dir, root: &Path, args: GrepArgs<'_>) -> Result<ToolOut
     if pattern.len() > MAX_PATTERN_BYTES {
         return Err(invalid("it is too long".into()));
     }
-    let matcher = RegexMatcherBuilder::new()
+    RegexMatcherBuilder::new()
         .case_insensitive(ignore_case)
         .line_terminator(Some(b'\n'))
         .build(pattern)
-        .map_err(|e| invalid(e.to_string()))?;
-    let glob = glob.map(|g| PathGlob::new(g, "glob")).transpose()?;
-    let mut searcher = SearcherBuilder::new()
-        .line_number(true)
-        .binary_detection(BinaryDetection::quit(0))
-        .build();
+        .map_err(|e| invalid(e.to_string()))
+}
 
-    let mut out = String::new();
-    let mut full = false;
-    let mut secret_skipped = 0usize;
-    let mut unreadable = 0usize;
-    let mut search = |rel: &Path, out: &mut String| -> bool {
+/// One grep as it runs: the matches so far and what was skipped.
+struct GrepRun<'d> {
+    dir: &'d Dir,
+    matcher: RegexMatcher,
+    searcher: Searcher,
+    cap: usize,
+    out: String,
+    /// The output reached `cap`.
+    full: bool,
+    secret_skipped: usize,
+    unreadable: usize,
+    /// The walk stopped at [`MAX_WALK_ENTRIES`].
+    walk_capped: bool,
+}
+
+impl GrepRun<'_> {
+    /// Searches the files beneath `base_rel` that match the glob.
+    fn walk(&mut self, root: &Path, base_rel: &Path, glob: Option<&PathGlob>) {
+        let target = root.join(base_rel);
+        let mut visited = 0usize;
+        for entry in walker(root, &target, Some(MAX_GREP_FILE_BYTES)) {
+            let Ok(entry) = entry else { continue };
+            visited += 1;
+            if visited > MAX_WALK_ENTRIES {
+                self.walk_capped = true;
+                break;
+            }
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let (Ok(rel_base), Ok(rel)) = (
+                entry.path().strip_prefix(&target),
+                entry.path().strip_prefix(root),
+            ) else {
+                continue;
+            };
+            if glob.is_some_and(|g| !g.is_match(rel_base)) {
+                continue;
+            }
+            if !self.search(rel) {
+                self.full = true;
+                break;
+            }
+        }
+    }
+
+    /// Searches one file (secret names skipped); false when the output is
+    /// full.
+    fn search(&mut self, rel: &Path) -> bool {
         if rel.file_name().is_some_and(is_secret_name) {
-            secret_skipped += 1;
+            self.secret_skipped += 1;
             return true;
         }
         let shown = display_path(rel);
-        let Ok((file, _)) = open_regular_read(dir, rel, &shown) else {
-            unreadable += 1;
+        let Ok((file, _)) = open_regular_read(self.dir, rel, &shown) else {
+            self.unreadable += 1;
             return true;
         };
         let mut keep_going = true;
+        let (out, cap) = (&mut self.out, self.cap);
         let sink = Lossy(|lnum, line| {
             let line = line.trim_end_matches(['\n', '\r']);
             let shown_line = match line.char_indices().nth(MAX_GREP_LINE_CHARS) {
@@ -276,76 +344,54 @@ pub(crate) fn grep(dir: &Dir, root: &Path, args: GrepArgs<'_>) -> Result<ToolOut
             out.push_str(&entry);
             Ok(true)
         });
-        if searcher.search_file(&matcher, &file, sink).is_err() {
-            unreadable += 1;
+        if self
+            .searcher
+            .search_file(&self.matcher, &file, sink)
+            .is_err()
+        {
+            self.unreadable += 1;
         }
         keep_going
-    };
+    }
 
-    let mut walk_capped = false;
-    if base_is_dir(dir, base_rel, &shown_base)? {
-        let target = root.join(base_rel);
-        let mut visited = 0usize;
-        for entry in walker(root, &target, Some(MAX_GREP_FILE_BYTES)) {
-            let Ok(entry) = entry else { continue };
-            visited += 1;
-            if visited > MAX_WALK_ENTRIES {
-                walk_capped = true;
-                break;
-            }
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let (Ok(rel_base), Ok(rel)) = (
-                entry.path().strip_prefix(&target),
-                entry.path().strip_prefix(root),
-            ) else {
-                continue;
-            };
-            if glob.as_ref().is_some_and(|g| !g.is_match(rel_base)) {
-                continue;
-            }
-            if !search(rel, &mut out) {
-                full = true;
-                break;
-            }
+    /// The matches, or a line saying there were none, then a note for each
+    /// limit reached and each file skipped.
+    fn report(self, pattern: &str, shown_base: &str) -> ToolOutput {
+        let cap = self.cap;
+        let mut text = self.out;
+        if text.is_empty() {
+            text = format!(
+                "no matches for {} in {shown_base}\n",
+                escape_bytes(pattern.as_bytes(), 200)
+            );
         }
-    } else if !search(base_rel, &mut out) {
-        // A single file named as path: searched whatever the glob says.
-        full = true;
+        if self.full {
+            text.push_str(&format!(
+                "[output truncated at {cap} bytes; narrow the pattern, path or glob]\n"
+            ));
+        }
+        if self.walk_capped {
+            text.push_str(&format!(
+                "[walk stopped after {MAX_WALK_ENTRIES} entries; pass a subdirectory as path]\n"
+            ));
+        }
+        if self.secret_skipped > 0 {
+            text.push_str(&format!(
+                "[{} secret file(s) (.env, keys, credentials, ...) not searched; read them with read_file, which asks for approval]\n",
+                self.secret_skipped
+            ));
+        }
+        if self.unreadable > 0 {
+            text.push_str(&format!(
+                "[{} file(s) could not be opened as the session owner and were skipped]\n",
+                self.unreadable
+            ));
+        }
+        ToolOutput {
+            text,
+            truncated: self.full || self.walk_capped,
+        }
     }
-
-    let mut text = out;
-    if text.is_empty() {
-        text = format!(
-            "no matches for {} in {shown_base}\n",
-            escape_bytes(pattern.as_bytes(), 200)
-        );
-    }
-    if full {
-        text.push_str(&format!(
-            "[output truncated at {cap} bytes; narrow the pattern, path or glob]\n"
-        ));
-    }
-    if walk_capped {
-        text.push_str(&format!(
-            "[walk stopped after {MAX_WALK_ENTRIES} entries; pass a subdirectory as path]\n"
-        ));
-    }
-    if secret_skipped > 0 {
-        text.push_str(&format!(
-            "[{secret_skipped} secret file(s) (.env, keys, credentials, ...) not searched; read them with read_file, which asks for approval]\n"
-        ));
-    }
-    if unreadable > 0 {
-        text.push_str(&format!(
-            "[{unreadable} file(s) could not be opened as the session owner and were skipped]\n"
-        ));
-    }
-    Ok(ToolOutput {
-        text,
-        truncated: full || walk_capped,
-    })
 }
 
 #[cfg(test)]

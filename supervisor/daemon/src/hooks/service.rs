@@ -296,41 +296,9 @@ async fn pre_tool_use(
 ) -> pb::HookEventResponse {
     let session = &binding.session;
     let raw = tool.input.to_string();
-    let note = |tool_name: &str, d: Option<&Decision>, delegated: Option<String>, routed: bool| {
-        binding.note(
-            &tool.use_id,
-            CallNote {
-                tool: tool_name.to_string(),
-                decided_at: std::time::Instant::now(),
-                secret: d.is_some_and(|d| d.secret),
-                delegated,
-                routed,
-            },
-        );
-    };
-    let gate = Gate {
-        durable_now: true,
-        approval_wait: wait.min(Duration::from_secs(sup.config.session.approval_timeout_s)),
-        // Codex has no answer that asks its user (it fails open on `ask`):
-        // its asks go to operators.
-        delegate_ask: sup.config.session.session_can_approve
-            && binding.client == Client::ClaudeCode,
-        client_tool: Some(tool.name.clone()),
-    };
+    let gate = hook_gate(sup, binding, tool, wait);
     let (audit_tool, calls, shell) = match clients::map(&tool.name, &tool.input, &ev.cwd) {
-        Mapped::Harmless => {
-            return match pep::record_harmless(sup, session, &tool.use_id, &tool.name) {
-                Ok(reason) => {
-                    note(&tool.name, None, None, false);
-                    pb::HookEventResponse {
-                        decision: "allow".to_string(),
-                        reason,
-                        ..Default::default()
-                    }
-                }
-                Err(d) => deny(d.reason),
-            };
-        }
+        Mapped::Harmless => return harmless(sup, binding, tool),
         Mapped::Refused { rule, reason } => (
             tool.name.as_str(),
             Err(Decision::deny(Code::PolicyDenied, reason, Some(rule))),
@@ -365,24 +333,10 @@ async fn pre_tool_use(
     let d = &cleared.decision;
     let routed = match shell.filter(|_| sup.config.clients.route_shell) {
         None => None,
-        Some(sh) => {
-            let route = Route::new(
-                Arc::clone(session),
-                binding.uid,
-                sh.command,
-                sh.timeout_s,
-                tool.use_id.clone(),
-                d.target.clone(),
-            );
-            match sup.hooks.routes.insert(route) {
-                Ok(id) => Some(id),
-                Err(e) => {
-                    return deny(format!(
-                        "tollgate could not keep the command to run it ({e}); nothing ran."
-                    ));
-                }
-            }
-        }
+        Some(sh) => match keep_route(sup, binding, tool, sh, d) {
+            Ok(id) => Some(id),
+            Err(reason) => return deny(reason),
+        },
     };
     let decision = if cleared.delegated.is_some() {
         "ask"
@@ -397,7 +351,9 @@ async fn pre_tool_use(
         ),
         (None, None) => d.reason.clone(),
     };
-    note(
+    note_call(
+        binding,
+        tool,
         audit_tool,
         Some(d),
         cleared.delegated.clone(),
@@ -409,6 +365,79 @@ async fn pre_tool_use(
         route_id: routed.unwrap_or_default(),
         ..Default::default()
     }
+}
+
+/// Remembers how a call was decided, for its PostToolUse.
+fn note_call(
+    binding: &Binding,
+    tool: &ToolEvent,
+    tool_name: &str,
+    d: Option<&Decision>,
+    delegated: Option<String>,
+    routed: bool,
+) {
+    binding.note(
+        &tool.use_id,
+        CallNote {
+            tool: tool_name.to_string(),
+            decided_at: std::time::Instant::now(),
+            secret: d.is_some_and(|d| d.secret),
+            delegated,
+            routed,
+        },
+    );
+}
+
+/// How a client's call is gated: durable at once, the approval wait capped
+/// by the config, asks handed back to Claude Code's own prompt when allowed.
+fn hook_gate(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, wait: Duration) -> Gate {
+    Gate {
+        durable_now: true,
+        approval_wait: wait.min(Duration::from_secs(sup.config.session.approval_timeout_s)),
+        // Codex has no answer that asks its user (it fails open on `ask`):
+        // its asks go to operators.
+        delegate_ask: sup.config.session.session_can_approve
+            && binding.client == Client::ClaudeCode,
+        client_tool: Some(tool.name.clone()),
+    }
+}
+
+/// The client's own bookkeeping: recorded, then allowed.
+fn harmless(sup: &Arc<Supervisor>, binding: &Binding, tool: &ToolEvent) -> pb::HookEventResponse {
+    match pep::record_harmless(sup, &binding.session, &tool.use_id, &tool.name) {
+        Ok(reason) => {
+            note_call(binding, tool, &tool.name, None, None, false);
+            pb::HookEventResponse {
+                decision: "allow".to_string(),
+                reason,
+                ..Default::default()
+            }
+        }
+        Err(d) => deny(d.reason),
+    }
+}
+
+/// Keeps an allowed shell command for `agent hook` to run in the sandbox;
+/// returns its route id, or why it cannot be kept.
+fn keep_route(
+    sup: &Supervisor,
+    binding: &Binding,
+    tool: &ToolEvent,
+    sh: clients::ShellCall,
+    d: &Decision,
+) -> Result<String, String> {
+    let route = Route::new(
+        Arc::clone(&binding.session),
+        binding.uid,
+        sh.command,
+        sh.timeout_s,
+        tool.use_id.clone(),
+        d.target.clone(),
+    );
+    sup.hooks
+        .routes
+        .insert(route)
+        .map_err(|e| format!("tollgate could not keep the command to run it ({e}); nothing ran."))
 }
 
 /// PostToolUse (and PostToolUseFailure): what the client says the call did,

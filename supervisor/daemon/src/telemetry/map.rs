@@ -154,162 +154,251 @@ pub fn signal(
     redactor: &Redactor,
 ) -> Option<Signal> {
     let name = item.kind.signal_name()?;
-    let f = &item.fields;
-    let mut attrs = vec![KeyValue::new("session.id", item.session.clone())];
+    let mut m = Mapping::new(item, details, redactor);
     if let Some(c) = clients.get(&item.session) {
-        attrs.push(KeyValue::new("client.uid", c.uid as i64));
+        m.attrs.push(KeyValue::new("client.uid", c.uid as i64));
         if !c.name.is_empty() {
-            attrs.push(KeyValue::new("client.name", c.name.clone()));
+            m.attrs.push(KeyValue::new("client.name", c.name.clone()));
         }
     }
-    let detail = |attrs: &mut Vec<KeyValue>, key: &'static str, field: &str| {
-        if details && let Some(v) = f.get(field).filter(|v| !v.is_null()) {
+    let body = match item.kind {
+        Kind::Decision => m.decision(),
+        Kind::Approval => m.approval(),
+        Kind::ToolResult => m.tool_result(),
+        Kind::Revocation => m.revocation(),
+        Kind::LlmResponse => m.llm_response(),
+        Kind::LlmError => m.llm_error(),
+        Kind::SessionOpened | Kind::SessionClosed => return None,
+    };
+    Some(Signal {
+        name,
+        session: item.session.clone(),
+        start: m.start,
+        end: item.ts,
+        severity: m.severity,
+        body,
+        attributes: m.attrs,
+        error: m.error,
+    })
+}
+
+/// One event's signal as it is built: each kind's step adds its attributes
+/// and returns the body line.
+struct Mapping<'a> {
+    item: &'a Item,
+    f: &'a Value,
+    details: bool,
+    redactor: &'a Redactor,
+    duration: Duration,
+    attrs: Vec<KeyValue>,
+    start: SystemTime,
+    severity: Severity,
+    error: Option<String>,
+}
+
+impl<'a> Mapping<'a> {
+    fn new(item: &'a Item, details: bool, redactor: &'a Redactor) -> Mapping<'a> {
+        let f = &item.fields;
+        Mapping {
+            item,
+            f,
+            details,
+            redactor,
+            duration: Duration::from_millis(
+                f.get("duration_ms").and_then(Value::as_u64).unwrap_or(0),
+            ),
+            attrs: vec![KeyValue::new("session.id", item.session.clone())],
+            start: item.ts,
+            severity: Severity::Info,
+            error: None,
+        }
+    }
+
+    /// Adds `field` as `key`, redacted, only with `log_tool_details`.
+    fn detail(&mut self, key: &'static str, field: &str) {
+        if self.details
+            && let Some(v) = self.f.get(field).filter(|v| !v.is_null())
+        {
             let s = v
                 .as_str()
                 .map(str::to_string)
                 .unwrap_or_else(|| v.to_string());
-            attrs.push(KeyValue::new(key, redactor.redact(&s)));
+            self.attrs
+                .push(KeyValue::new(key, self.redactor.redact(&s)));
         }
-    };
-    let duration = Duration::from_millis(f.get("duration_ms").and_then(Value::as_u64).unwrap_or(0));
-    let mut start = item.ts;
-    let mut severity = Severity::Info;
-    let mut error = None;
-    let body;
-    match item.kind {
-        Kind::Decision => {
-            let decision = text(f, "decision");
-            attrs.push(KeyValue::new("tool_name", text(f, "tool").to_string()));
-            attrs.push(KeyValue::new("decision", decision.to_string()));
-            attrs.push(KeyValue::new("source", decision_source(f).to_string()));
-            attrs.push(KeyValue::new("code", text(f, "code").to_string()));
-            push_rule(&mut attrs, f);
-            attrs.push(KeyValue::new(
-                "destructive",
-                f.get("destructive")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            ));
-            detail(&mut attrs, "tool_parameters", "args");
-            detail(&mut attrs, "target", "target");
-            detail(&mut attrs, "consequence", "consequence");
-            detail(&mut attrs, "reason", "reason");
-            if decision == "deny" {
-                severity = Severity::Warn;
-            }
-            body = format!("{} {decision} ({})", text(f, "tool"), text(f, "code"));
-        }
-        Kind::Approval => {
-            let outcome = text(f, "outcome");
-            attrs.push(KeyValue::new("tool_name", text(f, "tool").to_string()));
-            attrs.push(KeyValue::new("decision", outcome.to_string()));
-            attrs.push(KeyValue::new("source", text(f, "by").to_string()));
-            attrs.push(KeyValue::new(
-                "approval.id",
-                text(f, "approval_id").to_string(),
-            ));
-            if !text(f, "scope").is_empty() {
-                attrs.push(KeyValue::new("scope", text(f, "scope").to_string()));
-            }
-            push_rule(&mut attrs, f);
-            detail(&mut attrs, "target", "target");
-            detail(&mut attrs, "reason", "reason");
-            if outcome != "approved" {
-                severity = Severity::Warn;
-            }
-            body = format!("approval for {} {outcome}", text(f, "tool"));
-        }
-        Kind::ToolResult => {
-            let status = text(f, "status");
-            attrs.push(KeyValue::new("tool_name", text(f, "tool").to_string()));
-            attrs.push(KeyValue::new("success", status == "ok"));
-            attrs.push(KeyValue::new("status", status.to_string()));
-            attrs.push(KeyValue::new("duration_ms", duration.as_millis() as i64));
-            if let Some(code) = f.get("exit_code").and_then(Value::as_i64) {
-                attrs.push(KeyValue::new("exit_code", code));
-            }
-            attrs.push(KeyValue::new(
-                "output_bytes",
-                f.get("bytes").and_then(Value::as_i64).unwrap_or(0),
-            ));
-            attrs.push(KeyValue::new(
-                "truncated",
-                f.get("truncated").and_then(Value::as_bool).unwrap_or(false),
-            ));
-            detail(&mut attrs, "output", "output");
-            start = item.ts.checked_sub(duration).unwrap_or(item.ts);
-            if status != "ok" {
-                severity = Severity::Warn;
-                error = Some(format!("{} {status}", text(f, "tool")));
-            }
-            body = format!(
-                "{} finished: {status} in {} ms",
-                text(f, "tool"),
-                duration.as_millis()
-            );
-        }
-        Kind::Revocation => {
-            attrs.push(KeyValue::new("state", text(f, "state").to_string()));
-            attrs.push(KeyValue::new("source", text(f, "by").to_string()));
-            attrs.push(KeyValue::new("reason", redactor.redact(text(f, "reason"))));
-            attrs.push(KeyValue::new(
-                "tool_calls",
-                f.get("tool_calls").and_then(Value::as_i64).unwrap_or(0),
-            ));
-            attrs.push(KeyValue::new(
-                "cost_usd",
-                f.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
-            ));
-            severity = Severity::Warn;
-            body = format!("session {}", text(f, "state"));
-        }
-        Kind::LlmResponse => {
-            attrs.push(KeyValue::new("model", text(f, "model").to_string()));
-            attrs.push(KeyValue::new("provider", text(f, "provider").to_string()));
-            attrs.push(KeyValue::new("duration_ms", duration.as_millis() as i64));
-            let usage = f.get("usage");
-            let tokens = |k: &str| {
-                usage
-                    .and_then(|u| u.get(k))
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-            };
-            attrs.push(KeyValue::new("input_tokens", tokens("prompt_tokens")));
-            attrs.push(KeyValue::new("output_tokens", tokens("completion_tokens")));
-            attrs.push(KeyValue::new(
-                "cost_usd",
-                f.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
-            ));
-            attrs.push(KeyValue::new(
-                "finish_reason",
-                text(f, "finish_reason").to_string(),
-            ));
-            start = item.ts.checked_sub(duration).unwrap_or(item.ts);
-            body = format!("llm call: {} ms", duration.as_millis());
-        }
-        Kind::LlmError => {
-            attrs.push(KeyValue::new("model", text(f, "model").to_string()));
-            attrs.push(KeyValue::new("provider", text(f, "provider").to_string()));
-            attrs.push(KeyValue::new("duration_ms", duration.as_millis() as i64));
-            attrs.push(KeyValue::new("error", text(f, "kind").to_string()));
-            detail(&mut attrs, "reason", "reason");
-            start = item.ts.checked_sub(duration).unwrap_or(item.ts);
-            severity = Severity::Error;
-            error = Some(format!("llm call failed: {}", text(f, "kind")));
-            body = format!("llm call failed: {}", text(f, "kind"));
-        }
-        Kind::SessionOpened | Kind::SessionClosed => return None,
     }
-    Some(Signal {
-        name,
-        session: item.session.clone(),
-        start,
-        end: item.ts,
-        severity,
-        body,
-        attributes: attrs,
-        error,
-    })
+
+    /// The span of a timed event starts `duration` before its record.
+    fn started_before(&mut self) {
+        self.start = self
+            .item
+            .ts
+            .checked_sub(self.duration)
+            .unwrap_or(self.item.ts);
+    }
+
+    fn decision(&mut self) -> String {
+        let f = self.f;
+        let decision = text(f, "decision");
+        self.attrs
+            .push(KeyValue::new("tool_name", text(f, "tool").to_string()));
+        self.attrs
+            .push(KeyValue::new("decision", decision.to_string()));
+        self.attrs
+            .push(KeyValue::new("source", decision_source(f).to_string()));
+        self.attrs
+            .push(KeyValue::new("code", text(f, "code").to_string()));
+        push_rule(&mut self.attrs, f);
+        self.attrs.push(KeyValue::new(
+            "destructive",
+            f.get("destructive")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        ));
+        self.detail("tool_parameters", "args");
+        self.detail("target", "target");
+        self.detail("consequence", "consequence");
+        self.detail("reason", "reason");
+        if decision == "deny" {
+            self.severity = Severity::Warn;
+        }
+        format!("{} {decision} ({})", text(f, "tool"), text(f, "code"))
+    }
+
+    fn approval(&mut self) -> String {
+        let f = self.f;
+        let outcome = text(f, "outcome");
+        self.attrs
+            .push(KeyValue::new("tool_name", text(f, "tool").to_string()));
+        self.attrs
+            .push(KeyValue::new("decision", outcome.to_string()));
+        self.attrs
+            .push(KeyValue::new("source", text(f, "by").to_string()));
+        self.attrs.push(KeyValue::new(
+            "approval.id",
+            text(f, "approval_id").to_string(),
+        ));
+        if !text(f, "scope").is_empty() {
+            self.attrs
+                .push(KeyValue::new("scope", text(f, "scope").to_string()));
+        }
+        push_rule(&mut self.attrs, f);
+        self.detail("target", "target");
+        self.detail("reason", "reason");
+        if outcome != "approved" {
+            self.severity = Severity::Warn;
+        }
+        format!("approval for {} {outcome}", text(f, "tool"))
+    }
+
+    fn tool_result(&mut self) -> String {
+        let f = self.f;
+        let status = text(f, "status");
+        self.attrs
+            .push(KeyValue::new("tool_name", text(f, "tool").to_string()));
+        self.attrs.push(KeyValue::new("success", status == "ok"));
+        self.attrs.push(KeyValue::new("status", status.to_string()));
+        self.attrs.push(KeyValue::new(
+            "duration_ms",
+            self.duration.as_millis() as i64,
+        ));
+        if let Some(code) = f.get("exit_code").and_then(Value::as_i64) {
+            self.attrs.push(KeyValue::new("exit_code", code));
+        }
+        self.attrs.push(KeyValue::new(
+            "output_bytes",
+            f.get("bytes").and_then(Value::as_i64).unwrap_or(0),
+        ));
+        self.attrs.push(KeyValue::new(
+            "truncated",
+            f.get("truncated").and_then(Value::as_bool).unwrap_or(false),
+        ));
+        self.detail("output", "output");
+        self.started_before();
+        if status != "ok" {
+            self.severity = Severity::Warn;
+            self.error = Some(format!("{} {status}", text(f, "tool")));
+        }
+        format!(
+            "{} finished: {status} in {} ms",
+            text(f, "tool"),
+            self.duration.as_millis()
+        )
+    }
+
+    fn revocation(&mut self) -> String {
+        let f = self.f;
+        self.attrs
+            .push(KeyValue::new("state", text(f, "state").to_string()));
+        self.attrs
+            .push(KeyValue::new("source", text(f, "by").to_string()));
+        self.attrs.push(KeyValue::new(
+            "reason",
+            self.redactor.redact(text(f, "reason")),
+        ));
+        self.attrs.push(KeyValue::new(
+            "tool_calls",
+            f.get("tool_calls").and_then(Value::as_i64).unwrap_or(0),
+        ));
+        self.attrs.push(KeyValue::new(
+            "cost_usd",
+            f.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
+        ));
+        self.severity = Severity::Warn;
+        format!("session {}", text(f, "state"))
+    }
+
+    fn llm_response(&mut self) -> String {
+        let f = self.f;
+        self.attrs
+            .push(KeyValue::new("model", text(f, "model").to_string()));
+        self.attrs
+            .push(KeyValue::new("provider", text(f, "provider").to_string()));
+        self.attrs.push(KeyValue::new(
+            "duration_ms",
+            self.duration.as_millis() as i64,
+        ));
+        let usage = f.get("usage");
+        let tokens = |k: &str| {
+            usage
+                .and_then(|u| u.get(k))
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        };
+        self.attrs
+            .push(KeyValue::new("input_tokens", tokens("prompt_tokens")));
+        self.attrs
+            .push(KeyValue::new("output_tokens", tokens("completion_tokens")));
+        self.attrs.push(KeyValue::new(
+            "cost_usd",
+            f.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
+        ));
+        self.attrs.push(KeyValue::new(
+            "finish_reason",
+            text(f, "finish_reason").to_string(),
+        ));
+        self.started_before();
+        format!("llm call: {} ms", self.duration.as_millis())
+    }
+
+    fn llm_error(&mut self) -> String {
+        let f = self.f;
+        self.attrs
+            .push(KeyValue::new("model", text(f, "model").to_string()));
+        self.attrs
+            .push(KeyValue::new("provider", text(f, "provider").to_string()));
+        self.attrs.push(KeyValue::new(
+            "duration_ms",
+            self.duration.as_millis() as i64,
+        ));
+        self.attrs
+            .push(KeyValue::new("error", text(f, "kind").to_string()));
+        self.detail("reason", "reason");
+        self.started_before();
+        self.severity = Severity::Error;
+        self.error = Some(format!("llm call failed: {}", text(f, "kind")));
+        format!("llm call failed: {}", text(f, "kind"))
+    }
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> &'a str {

@@ -106,28 +106,9 @@ impl Walker<'_> {
     }
 
     fn command_words(&mut self, words: &[Word], stdin: &Stdin) {
-        let cmd = &words[0];
-        if cmd.tree != Tree::No {
-            self.deny(
-                "floor:hidden-command",
-                "the command name is `{}`, a file name `find` passes, so what runs cannot be checked. Name the program literally.".to_string(),
-            );
+        let Some(name) = self.command_name(&words[0]) else {
             return;
-        }
-        if cmd.dynamic || cmd.glob {
-            self.deny(
-                "floor:hidden-command",
-                format!(
-                    "the command name `{}` is only known when the command runs (a variable, substitution or glob), so it cannot be checked. Write the command name literally.",
-                    show(cmd.raw())
-                ),
-            );
-            return;
-        }
-        if cmd.text.is_empty() {
-            return;
-        }
-        let name = basename(&cmd.text);
+        };
         if self.concurrent > 0 && self.functions.iter().any(|f| f == name) {
             self.deny(
                 "floor:dangerous-pattern",
@@ -163,13 +144,54 @@ impl Walker<'_> {
             Some(Known::Options(t)) => self.command_options(name, t, words),
             Some(Known::Launcher(..)) | None => {}
         }
+        if self.by_name(name, words, stdin) {
+            return;
+        }
+        if self.stopped() {
+            return;
+        }
+        self.record(words);
+        if !matches!(name, "echo" | "printf") {
+            self.scan_args(&words[1..]);
+        }
+    }
+
+    /// The command's base name, when it is written literally (refused when
+    /// it is only known at run time); `None` for an empty one too.
+    fn command_name<'w>(&mut self, cmd: &'w Word) -> Option<&'w str> {
+        if cmd.tree != Tree::No {
+            self.deny(
+                "floor:hidden-command",
+                "the command name is `{}`, a file name `find` passes, so what runs cannot be checked. Name the program literally.".to_string(),
+            );
+            return None;
+        }
+        if cmd.dynamic || cmd.glob {
+            self.deny(
+                "floor:hidden-command",
+                format!(
+                    "the command name `{}` is only known when the command runs (a variable, substitution or glob), so it cannot be checked. Write the command name literally.",
+                    show(cmd.raw())
+                ),
+            );
+            return None;
+        }
+        if cmd.text.is_empty() {
+            return None;
+        }
+        Some(basename(&cmd.text))
+    }
+
+    /// What the named command does, by name (`git`, `rm`, `find`, ...);
+    /// true when an inline shell program was analysed in its place.
+    fn by_name(&mut self, name: &str, words: &[Word], stdin: &Stdin) -> bool {
         match name {
             "eval" => self.deny(
                 "floor:hidden-command",
                 "`eval` builds the command when it runs, so it cannot be checked. Write the command directly.".to_string(),
             ),
             // A program given inline was analysed command by command.
-            n if SHELLS.contains(&n) && self.shell(name, words, stdin) => return,
+            n if SHELLS.contains(&n) && self.shell(name, words, stdin) => return true,
             n if SHELLS.contains(&n) => {}
             n if lists::is_interpreter(n) => self.interpreter(name, words, stdin),
             "source" | "." => self.source(words, stdin),
@@ -207,13 +229,7 @@ impl Walker<'_> {
             "set" => self.set(words),
             _ => {}
         }
-        if self.stopped() {
-            return;
-        }
-        self.record(words);
-        if !matches!(name, "echo" | "printf") {
-            self.scan_args(&words[1..]);
-        }
+        false
     }
 
     /// Notes a command that runs, for rules to match.

@@ -74,6 +74,32 @@ const SUB_OPTIONS: &[(&str, &str)] = &[
 
 impl Walker<'_> {
     pub(super) fn git(&mut self, words: &[Word]) {
+        let Some(i) = self.git_global_options(words) else {
+            return;
+        };
+        if let Some(ext) = words.iter().find(|w| w.text.starts_with("ext::")) {
+            self.deny(
+                "floor:hidden-command",
+                format!(
+                    "`{}` uses git's ext:: transport, which runs a command. Use an ordinary remote.",
+                    show(ext.raw())
+                ),
+            );
+            return;
+        }
+        let Some(sub) = words.get(i) else { return };
+        let rest = &words[i + 1..];
+        self.git_sub_options(sub, rest);
+        if self.stopped() {
+            return;
+        }
+        self.git_subcommand(sub, rest);
+    }
+
+    /// git's own options before the subcommand (`-c`, `--config-env`,
+    /// `--exec-path`, ...); returns the subcommand's index, `None` when the
+    /// walk stopped.
+    fn git_global_options(&mut self, words: &[Word]) -> Option<usize> {
         let mut i = 1;
         while let Some(w) = words.get(i) {
             let t = w.text.as_str();
@@ -82,7 +108,7 @@ impl Walker<'_> {
                     if let Some(kv) = words.get(i + 1) {
                         self.git_transient_config(kv);
                         if self.stopped() {
-                            return;
+                            return None;
                         }
                     }
                     i += 2;
@@ -102,7 +128,7 @@ impl Walker<'_> {
                             show(w.raw())
                         ),
                     );
-                    return;
+                    return None;
                 }
                 _ if t.starts_with("--config-env=") => {
                     let rest = Word {
@@ -116,25 +142,15 @@ impl Walker<'_> {
                 _ => break,
             }
             if self.stopped() {
-                return;
+                return None;
             }
         }
-        if let Some(ext) = words.iter().find(|w| w.text.starts_with("ext::")) {
-            self.deny(
-                "floor:hidden-command",
-                format!(
-                    "`{}` uses git's ext:: transport, which runs a command. Use an ordinary remote.",
-                    show(ext.raw())
-                ),
-            );
-            return;
-        }
-        let Some(sub) = words.get(i) else { return };
-        let rest = &words[i + 1..];
-        self.git_sub_options(sub, rest);
-        if self.stopped() {
-            return;
-        }
+        Some(i)
+    }
+
+    /// What the subcommand does: its config or push analysed, the ones that
+    /// lose work confirmed.
+    fn git_subcommand(&mut self, sub: &Word, rest: &[Word]) {
         let has = |f: &str| rest.iter().any(|w| w.text == f);
         let short_has = |c: char| {
             rest.iter()

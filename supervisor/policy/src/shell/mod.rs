@@ -703,98 +703,9 @@ impl<'a> Walker<'a> {
         match r {
             ast::IoRedirect::File(fd, kind, target) => {
                 let to_stdin = fd.is_none_or(|f| f == 0);
-                match target {
-                    ast::IoFileRedirectTarget::Filename(w) => {
-                        let Some(word) = self.word(&w.value) else {
-                            return stdin;
-                        };
-                        match kind {
-                            ast::IoFileRedirectKind::Read => {
-                                self.read_target(&word);
-                                if to_stdin {
-                                    return Stdin::File;
-                                }
-                            }
-                            ast::IoFileRedirectKind::Write
-                            | ast::IoFileRedirectKind::Append
-                            | ast::IoFileRedirectKind::Clobber
-                            | ast::IoFileRedirectKind::ReadAndWrite => {
-                                self.write_target(&word, "the redirect");
-                            }
-                            ast::IoFileRedirectKind::DuplicateInput
-                            | ast::IoFileRedirectKind::DuplicateOutput => {
-                                let t = word.text.as_str();
-                                let is_fd = t == "-"
-                                    || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()));
-                                if !is_fd && !word.dynamic {
-                                    if matches!(kind, ast::IoFileRedirectKind::DuplicateOutput) {
-                                        self.write_target(&word, "the redirect");
-                                    } else {
-                                        self.read_target(&word);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    ast::IoFileRedirectTarget::Duplicate(w) => {
-                        // `>&word`: a descriptor, `-`, or (after expansion) a file.
-                        let Some(word) = self.word(&w.value) else {
-                            return stdin;
-                        };
-                        let t = word.text.as_str();
-                        let is_fd =
-                            t == "-" || t.trim_end_matches('-').bytes().all(|b| b.is_ascii_digit());
-                        if !is_fd && !word.dynamic {
-                            match kind {
-                                ast::IoFileRedirectKind::Read
-                                | ast::IoFileRedirectKind::DuplicateInput => {
-                                    self.read_target(&word)
-                                }
-                                ast::IoFileRedirectKind::Write
-                                | ast::IoFileRedirectKind::Append
-                                | ast::IoFileRedirectKind::Clobber
-                                | ast::IoFileRedirectKind::ReadAndWrite
-                                | ast::IoFileRedirectKind::DuplicateOutput => {
-                                    self.write_target(&word, "the redirect");
-                                }
-                            }
-                        }
-                    }
-                    ast::IoFileRedirectTarget::Fd(_) => {}
-                    ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
-                        self.subshell(&sub.list);
-                        if to_stdin && matches!(kind, ast::IoFileRedirectKind::Read) {
-                            return Stdin::Pipe;
-                        }
-                    }
-                }
+                self.file_redirect(kind, target, to_stdin).unwrap_or(stdin)
             }
-            ast::IoRedirect::HereDocument(fd, doc) => {
-                if doc.requires_expansion {
-                    let mut subs = Vec::new();
-                    let env = Env {
-                        home: &self.home_str,
-                        cwd: &self.cwd_str,
-                        positional: self.positional.as_ref(),
-                    };
-                    if let Err(e) = words::heredoc_subs(&doc.doc.value, &env, &mut subs) {
-                        self.deny(
-                            "floor:unparseable",
-                            format!(
-                                "the here-document could not be parsed ({}), so the command cannot be checked.",
-                                shorten(&e.0, 120)
-                            ),
-                        );
-                        return stdin;
-                    }
-                    for s in subs {
-                        self.subprogram(&s);
-                    }
-                }
-                if fd.is_none_or(|f| f == 0) {
-                    return Stdin::Doc(doc.doc.value.clone());
-                }
-            }
+            ast::IoRedirect::HereDocument(fd, doc) => self.here_document(*fd, doc, stdin),
             ast::IoRedirect::HereString(fd, w) => {
                 let Some(word) = self.word(&w.value) else {
                     return stdin;
@@ -806,12 +717,125 @@ impl<'a> Walker<'a> {
                         Stdin::Doc(word.text)
                     };
                 }
+                stdin
             }
             ast::IoRedirect::OutputAndError(w, _) => {
                 if let Some(word) = self.word(&w.value) {
                     self.write_target(&word, "the redirect");
                 }
+                stdin
             }
+        }
+    }
+
+    /// `<file`, `>file`, `>&word`, `<(cmd)`: the file read or written is
+    /// checked. Returns the new stdin when this redirect replaces it.
+    fn file_redirect(
+        &mut self,
+        kind: &ast::IoFileRedirectKind,
+        target: &ast::IoFileRedirectTarget,
+        to_stdin: bool,
+    ) -> Option<Stdin> {
+        match target {
+            ast::IoFileRedirectTarget::Filename(w) => {
+                let word = self.word(&w.value)?;
+                self.filename_redirect(kind, &word, to_stdin)
+            }
+            ast::IoFileRedirectTarget::Duplicate(w) => {
+                // `>&word`: a descriptor, `-`, or (after expansion) a file.
+                let word = self.word(&w.value)?;
+                let t = word.text.as_str();
+                let is_fd = t == "-" || t.trim_end_matches('-').bytes().all(|b| b.is_ascii_digit());
+                if !is_fd && !word.dynamic {
+                    match kind {
+                        ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::DuplicateInput => {
+                            self.read_target(&word)
+                        }
+                        ast::IoFileRedirectKind::Write
+                        | ast::IoFileRedirectKind::Append
+                        | ast::IoFileRedirectKind::Clobber
+                        | ast::IoFileRedirectKind::ReadAndWrite
+                        | ast::IoFileRedirectKind::DuplicateOutput => {
+                            self.write_target(&word, "the redirect");
+                        }
+                    }
+                }
+                None
+            }
+            ast::IoFileRedirectTarget::Fd(_) => None,
+            ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                self.subshell(&sub.list);
+                (to_stdin && matches!(kind, ast::IoFileRedirectKind::Read)).then_some(Stdin::Pipe)
+            }
+        }
+    }
+
+    /// A redirect to a named file: read, written, or (`<&file`, `>&file`)
+    /// duplicated.
+    fn filename_redirect(
+        &mut self,
+        kind: &ast::IoFileRedirectKind,
+        word: &Word,
+        to_stdin: bool,
+    ) -> Option<Stdin> {
+        match kind {
+            ast::IoFileRedirectKind::Read => {
+                self.read_target(word);
+                if to_stdin {
+                    return Some(Stdin::File);
+                }
+            }
+            ast::IoFileRedirectKind::Write
+            | ast::IoFileRedirectKind::Append
+            | ast::IoFileRedirectKind::Clobber
+            | ast::IoFileRedirectKind::ReadAndWrite => {
+                self.write_target(word, "the redirect");
+            }
+            ast::IoFileRedirectKind::DuplicateInput | ast::IoFileRedirectKind::DuplicateOutput => {
+                let t = word.text.as_str();
+                let is_fd = t == "-" || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()));
+                if !is_fd && !word.dynamic {
+                    if matches!(kind, ast::IoFileRedirectKind::DuplicateOutput) {
+                        self.write_target(word, "the redirect");
+                    } else {
+                        self.read_target(word);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// A here-document: what it substitutes runs; it becomes stdin.
+    fn here_document(
+        &mut self,
+        fd: Option<ast::IoFd>,
+        doc: &ast::IoHereDocument,
+        stdin: Stdin,
+    ) -> Stdin {
+        if doc.requires_expansion {
+            let mut subs = Vec::new();
+            let env = Env {
+                home: &self.home_str,
+                cwd: &self.cwd_str,
+                positional: self.positional.as_ref(),
+            };
+            if let Err(e) = words::heredoc_subs(&doc.doc.value, &env, &mut subs) {
+                self.deny(
+                    "floor:unparseable",
+                    format!(
+                        "the here-document could not be parsed ({}), so the command cannot be checked.",
+                        shorten(&e.0, 120)
+                    ),
+                );
+                return stdin;
+            }
+            for s in subs {
+                self.subprogram(&s);
+            }
+        }
+        if fd.is_none_or(|f| f == 0) {
+            return Stdin::Doc(doc.doc.value.clone());
         }
         stdin
     }

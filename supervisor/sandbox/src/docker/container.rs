@@ -114,6 +114,38 @@ pub fn create_body(
             .ok_or_else(|| SandboxError::Refused("no workspace to mount".to_string()))?
             .path,
     )?;
+    let binds = bind_mounts(mounts, agent)?;
+    let owner = owner.to_string_lossy().into_owned();
+    let env = container_env(spec)?;
+    let host_config = host_config(spec, binds, seccomp)?;
+    let labels = HashMap::from([
+        (LABEL_SESSION.to_string(), spec.session_id.clone()),
+        (LABEL_MANAGED.to_string(), "1".to_string()),
+        (LABEL_OWNER.to_string(), owner),
+    ]);
+    Ok(ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(Vec::new()),
+        entrypoint: Some(agent_cmd()),
+        user: Some(format!("{}:{}", spec.uid, spec.gid)),
+        working_dir: Some(ws.to_string()),
+        env: Some(env),
+        labels: Some(labels),
+        hostname: Some("sandbox".to_string()),
+        attach_stdin: Some(false),
+        attach_stdout: Some(false),
+        attach_stderr: Some(false),
+        open_stdin: Some(false),
+        tty: Some(false),
+        stop_signal: Some("SIGKILL".to_string()),
+        host_config: Some(host_config),
+        ..Default::default()
+    })
+}
+
+/// The planned mounts, each at its own path, then the exec agent's binary
+/// and socket.
+fn bind_mounts(mounts: &[PlannedMount], agent: &AgentFiles) -> Result<Vec<Mount>, SandboxError> {
     let mut binds = Vec::with_capacity(mounts.len());
     for m in mounts {
         let p = utf8(&m.path)?;
@@ -134,7 +166,11 @@ pub fn create_body(
     }
     binds.push(file_bind(&agent.binary, CONTAINER_BINARY)?);
     binds.push(file_bind(&agent.socket, CONTAINER_SOCKET)?);
-    let owner = owner.to_string_lossy().into_owned();
+    Ok(binds)
+}
+
+/// The spec's environment as `K=V`, refusing what Docker cannot carry.
+fn container_env(spec: &SandboxSpec) -> Result<Vec<String>, SandboxError> {
     let mut env = Vec::with_capacity(spec.env.len());
     for (k, v) in &spec.env {
         if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
@@ -144,6 +180,17 @@ pub fn create_body(
         }
         env.push(format!("{k}={v}"));
     }
+    Ok(env)
+}
+
+/// The walls: no network, read-only rootfs, a private /tmp, every
+/// capability dropped, no-new-privileges and the seccomp profile, the
+/// limits (all of which must be set), the mounts.
+fn host_config(
+    spec: &SandboxSpec,
+    binds: Vec<Mount>,
+    seccomp: &str,
+) -> Result<HostConfig, SandboxError> {
     let l = &spec.limits;
     if l.memory_mb == 0 || l.pids == 0 || l.cpus_millis == 0 || l.tmp_mb == 0 {
         return Err(SandboxError::Refused(format!(
@@ -159,12 +206,6 @@ pub fn create_body(
         soft: Some(v),
         hard: Some(v),
     };
-
-    let labels = HashMap::from([
-        (LABEL_SESSION.to_string(), spec.session_id.clone()),
-        (LABEL_MANAGED.to_string(), "1".to_string()),
-        (LABEL_OWNER.to_string(), owner),
-    ]);
     // /tmp: private, sized, counted against the memory limit. Not noexec: the
     // workspace is writable and executable anyway, and build tools and test
     // runners execute from /tmp.
@@ -172,7 +213,7 @@ pub fn create_body(
         "/tmp".to_string(),
         format!("rw,nosuid,nodev,size={}m,mode=1777", l.tmp_mb),
     )]);
-    let host_config = HostConfig {
+    Ok(HostConfig {
         network_mode: Some("none".to_string()),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
@@ -212,24 +253,6 @@ pub fn create_body(
             typ: Some("none".to_string()),
             config: None,
         }),
-        ..Default::default()
-    };
-    Ok(ContainerCreateBody {
-        image: Some(image.to_string()),
-        cmd: Some(Vec::new()),
-        entrypoint: Some(agent_cmd()),
-        user: Some(format!("{}:{}", spec.uid, spec.gid)),
-        working_dir: Some(ws.to_string()),
-        env: Some(env),
-        labels: Some(labels),
-        hostname: Some("sandbox".to_string()),
-        attach_stdin: Some(false),
-        attach_stdout: Some(false),
-        attach_stderr: Some(false),
-        open_stdin: Some(false),
-        tty: Some(false),
-        stop_signal: Some("SIGKILL".to_string()),
-        host_config: Some(host_config),
         ..Default::default()
     })
 }

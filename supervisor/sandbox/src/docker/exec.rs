@@ -287,6 +287,49 @@ impl DockerSandbox {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
         let start = Instant::now();
+        self.check_runnable(&req)?;
+        if cancel.is_cancelled() {
+            return Ok(ExecOutcome {
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                cancelled: true,
+                duration: start.elapsed(),
+            });
+        }
+        let cwd = self.checked_cwd(&req, &stdin)?;
+        let (id, mut events, in_flight) = self.link.open();
+        let mut guard = RouteGuard {
+            link: Arc::clone(&self.link),
+            id,
+            done: false,
+        };
+        let start_frame = self.start_frame(id, &req, &stdin, cwd)?;
+        if self.link.send(&start_frame).await.is_err() {
+            guard.done = true;
+            return Err(self.gone_error("exec").await);
+        }
+        // Ended (aborted) with this call: a stream is fed while it runs.
+        let _feeder = self.feed_stdin(id, stdin).await;
+
+        let host_deadline =
+            tokio::time::Instant::from_std(start) + req.timeout + self.backstop_grace;
+        let mut run = CommandRun::new(id, in_flight);
+        let ended = self
+            .pump(&mut run, &mut events, &out, &cancel, host_deadline)
+            .await;
+        guard.done = !matches!(ended, Ended::Escalated | Ended::Lost);
+        drop(guard);
+        flush(&out, &mut run.pending).await;
+        if run.pending.dropped > 0 {
+            tracing::warn!(container = %self.name, dropped = run.pending.dropped, "output reader too slow; output dropped");
+        }
+        self.outcome(ended, run.cancelled, run.backstop, &req, start)
+            .await
+    }
+
+    /// The container must be running and the command must have an argv.
+    fn check_runnable(&self, req: &ExecRequest) -> Result<(), SandboxError> {
         if !self.is_alive() {
             return Err(SandboxError::Gone(format!(
                 "container {} is not running (destroyed, or stopped from outside)",
@@ -298,15 +341,12 @@ impl DockerSandbox {
                 "exec needs a command (argv is empty)".to_string(),
             ));
         }
-        if cancel.is_cancelled() {
-            return Ok(ExecOutcome {
-                exit_code: None,
-                signal: None,
-                timed_out: false,
-                cancelled: true,
-                duration: start.elapsed(),
-            });
-        }
+        Ok(())
+    }
+
+    /// The command's working directory (the workspace by default), UTF-8 and
+    /// like the argv without NUL bytes; and stdin within [`MAX_STDIN`].
+    fn checked_cwd(&self, req: &ExecRequest, stdin: &Stdin) -> Result<String, SandboxError> {
         let cwd = req.cwd.clone().unwrap_or_else(|| self.workspace.clone());
         let cwd = cwd
             .to_str()
@@ -317,19 +357,25 @@ impl DockerSandbox {
                 "exec argv and cwd cannot contain NUL bytes".to_string(),
             ));
         }
-        if let Stdin::Bytes(s) = &stdin
+        if let Stdin::Bytes(s) = stdin
             && s.len() > MAX_STDIN
         {
             return Err(SandboxError::Refused(format!(
                 "stdin of more than {MAX_STDIN} bytes cannot be given to a command"
             )));
         }
-        let (id, mut events, in_flight) = self.link.open();
-        let mut guard = RouteGuard {
-            link: Arc::clone(&self.link),
-            id,
-            done: false,
-        };
+        Ok(cwd)
+    }
+
+    /// The `Start` frame of command `id`, refused when it would exceed
+    /// [`MAX_FRAME`].
+    fn start_frame(
+        &self,
+        id: u64,
+        req: &ExecRequest,
+        stdin: &Stdin,
+        cwd: String,
+    ) -> Result<ToAgent, SandboxError> {
         let start_frame = ToAgent::Start(Start {
             id,
             deadline_ms: deadline_ms(req.timeout),
@@ -348,93 +394,112 @@ impl DockerSandbox {
                 "the command and its environment take more than {MAX_FRAME} bytes"
             )));
         }
-        if self.link.send(&start_frame).await.is_err() {
-            guard.done = true;
-            return Err(self.gone_error("exec").await);
-        }
-        // Ended (aborted) with this call: a stream is fed while it runs.
-        let _feeder = self.feed_stdin(id, stdin).await;
+        Ok(start_frame)
+    }
 
-        let mut pending = Pending::new();
-        let mut credit = Credit {
-            id,
-            owed: 0,
-            in_flight,
-        };
-        let (mut cancelled, mut backstop) = (false, false);
-        let mut kill_sent: Option<tokio::time::Instant> = None;
-        let host_deadline =
-            tokio::time::Instant::from_std(start) + req.timeout + self.backstop_grace;
+    /// The event loop of one command: cancel and the backstop send `Kill`, a
+    /// command that outlives its kill escalates, output goes to `out` as the
+    /// reader takes it (credit returned as it does), until the command ends
+    /// or the link is lost.
+    async fn pump(
+        &self,
+        run: &mut CommandRun,
+        events: &mut mpsc::UnboundedReceiver<Event>,
+        out: &mpsc::Sender<Output>,
+        cancel: &CancellationToken,
+        host_deadline: tokio::time::Instant,
+    ) -> Ended {
         let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
-        let mut last_progress = tokio::time::Instant::now();
-        let mut dropping = false;
-
-        let ended = loop {
-            let kill_deadline = kill_sent.map(|t| t + self.kill_grace).unwrap_or(far);
-            let waiting = !pending.queue.is_empty() && !pending.closed;
+        loop {
+            let kill_deadline = run.kill_sent.map(|t| t + self.kill_grace).unwrap_or(far);
+            let waiting = !run.pending.queue.is_empty() && !run.pending.closed;
             tokio::select! {
                 biased;
-                _ = cancel.cancelled(), if !cancelled && kill_sent.is_none() => {
-                    cancelled = true;
-                    let _ = self.link.send(&ToAgent::Kill { id }).await;
-                    kill_sent = Some(tokio::time::Instant::now());
+                _ = cancel.cancelled(), if !run.cancelled && run.kill_sent.is_none() => {
+                    run.cancelled = true;
+                    self.send_kill(run).await;
                 }
-                _ = tokio::time::sleep_until(host_deadline), if kill_sent.is_none() => {
-                    backstop = true;
-                    let _ = self.link.send(&ToAgent::Kill { id }).await;
-                    kill_sent = Some(tokio::time::Instant::now());
+                _ = tokio::time::sleep_until(host_deadline), if run.kill_sent.is_none() => {
+                    run.backstop = true;
+                    self.send_kill(run).await;
                 }
-                _ = tokio::time::sleep_until(kill_deadline), if kill_sent.is_some() => {
-                    break Ended::Escalated;
+                _ = tokio::time::sleep_until(kill_deadline), if run.kill_sent.is_some() => {
+                    return Ended::Escalated;
                 }
                 permit = out.reserve(), if waiting => match permit {
-                    Ok(p) => {
-                        if let Some((o, owed)) = pending.pop() {
-                            p.send(o);
-                            credit.give(owed, &self.link, false).await;
-                        }
-                        last_progress = tokio::time::Instant::now();
-                        dropping = false;
-                    }
-                    Err(_) => {
-                        pending.closed = true;
-                        let owed = pending.credit_all();
-                        pending.queue.clear();
-                        pending.bytes = 0;
-                        credit.give(owed, &self.link, true).await;
-                    }
+                    Ok(p) => self.reader_took(run, p).await,
+                    Err(_) => self.reader_gone(run).await,
                 },
-                _ = tokio::time::sleep_until(last_progress + READER_STALL), if waiting && !dropping => {
-                    tracing::warn!(container = %self.name, "output reader stalled for {READER_STALL:?}; dropping output");
-                    dropping = true;
-                    let owed = pending.credit_all();
-                    credit.give(owed, &self.link, true).await;
+                _ = tokio::time::sleep_until(run.last_progress + READER_STALL), if waiting && !run.dropping => {
+                    self.reader_stalled(run).await;
                 }
                 ev = events.recv() => match ev {
-                    Some(Event::Output(o)) => {
-                        let n = len_of(&o);
-                        if pending.queue.is_empty() {
-                            last_progress = tokio::time::Instant::now();
-                        }
-                        // A stalled or gone reader never holds the command up.
-                        let settle_now = dropping || pending.closed;
-                        let kept = pending.push(o, settle_now);
-                        if settle_now || !kept {
-                            credit.give(n, &self.link, false).await;
-                        }
-                    }
-                    Some(Event::Exited(x)) => break Ended::Exited(x),
-                    Some(Event::SpawnFailed(m)) => break Ended::SpawnFailed(m),
-                    None => break Ended::Lost,
+                    Some(Event::Output(o)) => self.output_arrived(run, o).await,
+                    Some(Event::Exited(x)) => return Ended::Exited(x),
+                    Some(Event::SpawnFailed(m)) => return Ended::SpawnFailed(m),
+                    None => return Ended::Lost,
                 },
             }
-        };
-        guard.done = !matches!(ended, Ended::Escalated | Ended::Lost);
-        drop(guard);
-        flush(&out, &mut pending).await;
-        if pending.dropped > 0 {
-            tracing::warn!(container = %self.name, dropped = pending.dropped, "output reader too slow; output dropped");
         }
+    }
+
+    /// Cancel or the backstop: the agent is told to kill the command.
+    async fn send_kill(&self, run: &mut CommandRun) {
+        let _ = self.link.send(&ToAgent::Kill { id: run.id }).await;
+        run.kill_sent = Some(tokio::time::Instant::now());
+    }
+
+    /// The reader has room: it gets the next piece, the agent its credit.
+    async fn reader_took(&self, run: &mut CommandRun, p: mpsc::Permit<'_, Output>) {
+        if let Some((o, owed)) = run.pending.pop() {
+            p.send(o);
+            run.credit.give(owed, &self.link, false).await;
+        }
+        run.last_progress = tokio::time::Instant::now();
+        run.dropping = false;
+    }
+
+    /// The reader is gone: what is queued is dropped, its credit returned.
+    async fn reader_gone(&self, run: &mut CommandRun) {
+        run.pending.closed = true;
+        let owed = run.pending.credit_all();
+        run.pending.queue.clear();
+        run.pending.bytes = 0;
+        run.credit.give(owed, &self.link, true).await;
+    }
+
+    /// The reader took nothing for [`READER_STALL`]: it no longer holds the
+    /// command up.
+    async fn reader_stalled(&self, run: &mut CommandRun) {
+        tracing::warn!(container = %self.name, "output reader stalled for {READER_STALL:?}; dropping output");
+        run.dropping = true;
+        let owed = run.pending.credit_all();
+        run.credit.give(owed, &self.link, true).await;
+    }
+
+    /// A piece of output from the agent: queued for the reader.
+    async fn output_arrived(&self, run: &mut CommandRun, o: Output) {
+        let n = len_of(&o);
+        if run.pending.queue.is_empty() {
+            run.last_progress = tokio::time::Instant::now();
+        }
+        // A stalled or gone reader never holds the command up.
+        let settle_now = run.dropping || run.pending.closed;
+        let kept = run.pending.push(o, settle_now);
+        if settle_now || !kept {
+            run.credit.give(n, &self.link, false).await;
+        }
+    }
+
+    /// What the caller is told about a command that ended as `ended`.
+    async fn outcome(
+        &self,
+        ended: Ended,
+        cancelled: bool,
+        backstop: bool,
+        req: &ExecRequest,
+        start: Instant,
+    ) -> Result<ExecOutcome, SandboxError> {
         let killed = |timed_out: bool| ExecOutcome {
             exit_code: None,
             signal: Some(9),
@@ -475,6 +540,41 @@ impl DockerSandbox {
                     duration: start.elapsed(),
                 }
             }),
+        }
+    }
+}
+
+/// The state of one command's event loop.
+struct CommandRun {
+    id: u64,
+    pending: Pending,
+    credit: Credit,
+    /// Cancelled by the caller.
+    cancelled: bool,
+    /// Killed by the supervisor's backstop (the agent's deadline did not fire).
+    backstop: bool,
+    kill_sent: Option<tokio::time::Instant>,
+    /// When the reader last took output (or output arrived for an idle one).
+    last_progress: tokio::time::Instant,
+    /// The reader stalled: output is credited as it arrives.
+    dropping: bool,
+}
+
+impl CommandRun {
+    fn new(id: u64, in_flight: Arc<AtomicU64>) -> CommandRun {
+        CommandRun {
+            id,
+            pending: Pending::new(),
+            credit: Credit {
+                id,
+                owed: 0,
+                in_flight,
+            },
+            cancelled: false,
+            backstop: false,
+            kill_sent: None,
+            last_progress: tokio::time::Instant::now(),
+            dropping: false,
         }
     }
 }

@@ -86,15 +86,7 @@ impl NativeSandbox {
         out: mpsc::Sender<Output>,
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
-        if !self.shared.alive.load(Ordering::SeqCst) {
-            return Err(SandboxError::Gone(format!(
-                "sandbox of session {} is not running",
-                self.session_id
-            )));
-        }
-        if req.argv.is_empty() {
-            return Err(SandboxError::Refused("empty argv".to_string()));
-        }
+        self.check_runnable(&req)?;
         let cwd: PathBuf = match &req.cwd {
             Some(c) if c.is_absolute() => c.clone(),
             Some(c) => self.workspace.join(c),
@@ -107,6 +99,50 @@ impl NativeSandbox {
                 .map(OwnedFd::from)
                 .map_err(io("open /dev/null"))?,
         };
+        let sent = self.send_command(&req, cwd, stdin).await?;
+        let stdout = Some(pipe::Receiver::from_owned_fd(sent.out_r).map_err(io("stdout pipe"))?);
+        let stderr = match sent.err_r {
+            Some(r) => Some(pipe::Receiver::from_owned_fd(r).map_err(io("stderr pipe"))?),
+            None => None,
+        };
+        let streams = Streams {
+            id: sent.id,
+            exit: sent.exit,
+            stdout,
+            stderr,
+        };
+        let mut run = CommandRun::default();
+        self.pump(&mut run, &req, streams, &out, &cancel).await?;
+        if let Some(chunk) = run.held.take()
+            && !run.out_closed
+        {
+            let _ = out.try_send(chunk);
+        }
+        self.outcome(run, &req, sent.oom_before, &out, start)
+    }
+
+    /// The sandbox must be running and the command must have an argv.
+    fn check_runnable(&self, req: &ExecRequest) -> Result<(), SandboxError> {
+        if !self.shared.alive.load(Ordering::SeqCst) {
+            return Err(SandboxError::Gone(format!(
+                "sandbox of session {} is not running",
+                self.session_id
+            )));
+        }
+        if req.argv.is_empty() {
+            return Err(SandboxError::Refused("empty argv".to_string()));
+        }
+        Ok(())
+    }
+
+    /// Makes the output pipes and sends pid 1 the command with its stdin
+    /// and the pipes' write ends.
+    async fn send_command(
+        &self,
+        req: &ExecRequest,
+        cwd: PathBuf,
+        stdin: OwnedFd,
+    ) -> Result<SentCommand, SandboxError> {
         let (out_r, out_w) = pipe_pair()?;
         let (err_r, err_w) = if req.merge_stderr {
             (None, None)
@@ -116,7 +152,7 @@ impl NativeSandbox {
         };
         let oom_before = self.oom_kills();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, mut rx) = oneshot::channel::<Exit>();
+        let (tx, rx) = oneshot::channel::<Exit>();
         if let Ok(mut p) = self.shared.pending.lock() {
             p.insert(id, tx);
         }
@@ -138,46 +174,61 @@ impl NativeSandbox {
                 source: e,
             });
         }
+        Ok(SentCommand {
+            id,
+            exit: rx,
+            out_r,
+            err_r,
+            oom_before,
+        })
+    }
 
-        let mut stdout = Some(pipe::Receiver::from_owned_fd(out_r).map_err(io("stdout pipe"))?);
-        let mut stderr = match err_r {
-            Some(r) => Some(pipe::Receiver::from_owned_fd(r).map_err(io("stderr pipe"))?),
-            None => None,
-        };
+    /// Reads the command's output into `out` until it exited and its pipes
+    /// are drained (or `drain_grace` after it exited); timeout and cancel
+    /// ask pid 1 to kill it.
+    async fn pump(
+        &self,
+        run: &mut CommandRun,
+        req: &ExecRequest,
+        streams: Streams,
+        out: &mpsc::Sender<Output>,
+        cancel: &CancellationToken,
+    ) -> Result<(), SandboxError> {
+        let Streams {
+            id,
+            exit: mut rx,
+            mut stdout,
+            mut stderr,
+        } = streams;
         let mut buf_o = vec![0u8; CHUNK];
         let mut buf_e = vec![0u8; CHUNK];
         let deadline = tokio::time::Instant::now() + req.timeout;
         let mut drain_until: Option<tokio::time::Instant> = None;
-        let mut exit: Option<Exit> = None;
-        let mut held: Option<Output> = None;
-        let (mut kill_sent, mut timed_out, mut cancelled, mut out_closed) =
-            (false, false, false, false);
-
         loop {
-            let settled = exit.is_some() || kill_sent;
-            if let Some(chunk) = held.take_if(|_| settled || out_closed)
-                && !out_closed
+            let settled = run.exit.is_some() || run.kill_sent;
+            if let Some(chunk) = run.held.take_if(|_| settled || run.out_closed)
+                && !run.out_closed
             {
                 let _ = out.try_send(chunk);
             }
-            if exit.is_some() && stdout.is_none() && stderr.is_none() {
-                break;
+            if run.exit.is_some() && stdout.is_none() && stderr.is_none() {
+                return Ok(());
             }
             tokio::select! {
                 biased;
-                _ = cancel.cancelled(), if !kill_sent && exit.is_none() => {
-                    cancelled = true;
-                    kill_sent = true;
+                _ = cancel.cancelled(), if !run.kill_sent && run.exit.is_none() => {
+                    run.cancelled = true;
+                    run.kill_sent = true;
                     let _ = self.ctrl.send(&ToInit::Kill { id }, &[]).await;
                 }
-                _ = tokio::time::sleep_until(deadline), if !kill_sent && exit.is_none() => {
-                    timed_out = true;
-                    kill_sent = true;
+                _ = tokio::time::sleep_until(deadline), if !run.kill_sent && run.exit.is_none() => {
+                    run.timed_out = true;
+                    run.kill_sent = true;
                     let _ = self.ctrl.send(&ToInit::Kill { id }, &[]).await;
                 }
-                r = &mut rx, if exit.is_none() => {
+                r = &mut rx, if run.exit.is_none() => {
                     match r {
-                        Ok(e) => exit = Some(e),
+                        Ok(e) => run.exit = Some(e),
                         Err(_) => {
                             return Err(SandboxError::Gone(format!(
                                 "sandbox of session {} died while running {:?}",
@@ -187,40 +238,47 @@ impl NativeSandbox {
                     }
                     drain_until = Some(tokio::time::Instant::now() + self.drain_grace);
                 }
-                _ = sleep_opt(drain_until) => break,
-                permit = out.reserve(), if held.is_some() && !out_closed && !settled => {
+                _ = sleep_opt(drain_until) => return Ok(()),
+                permit = out.reserve(), if run.held.is_some() && !run.out_closed && !settled => {
                     match permit {
                         Ok(p) => {
-                            if let Some(chunk) = held.take() {
+                            if let Some(chunk) = run.held.take() {
                                 p.send(chunk);
                             }
                         }
                         Err(_) => {
-                            out_closed = true;
-                            held = None;
+                            run.out_closed = true;
+                            run.held = None;
                         }
                     }
                 }
-                n = read_opt(&mut stdout, &mut buf_o), if held.is_none() => {
+                n = read_opt(&mut stdout, &mut buf_o), if run.held.is_none() => {
                     match n {
                         Ok(0) | Err(_) => stdout = None,
-                        Ok(n) => held = Some(Output::Stdout(Bytes::copy_from_slice(&buf_o[..n]))),
+                        Ok(n) => run.held = Some(Output::Stdout(Bytes::copy_from_slice(&buf_o[..n]))),
                     }
                 }
-                n = read_opt(&mut stderr, &mut buf_e), if held.is_none() => {
+                n = read_opt(&mut stderr, &mut buf_e), if run.held.is_none() => {
                     match n {
                         Ok(0) | Err(_) => stderr = None,
-                        Ok(n) => held = Some(Output::Stderr(Bytes::copy_from_slice(&buf_e[..n]))),
+                        Ok(n) => run.held = Some(Output::Stderr(Bytes::copy_from_slice(&buf_e[..n]))),
                     }
                 }
             }
         }
-        if let Some(chunk) = held.take()
-            && !out_closed
-        {
-            let _ = out.try_send(chunk);
-        }
-        let (exit_code, signal) = match exit {
+    }
+
+    /// How the command ended; a SIGKILL the OOM killer dealt (its count went
+    /// up) is said on the command's stderr.
+    fn outcome(
+        &self,
+        run: CommandRun,
+        req: &ExecRequest,
+        oom_before: Option<u64>,
+        out: &mpsc::Sender<Output>,
+        start: Instant,
+    ) -> Result<ExecOutcome, SandboxError> {
+        let (exit_code, signal) = match run.exit {
             Some(Exit::Exited { code, signal }) => (code, signal),
             Some(Exit::SpawnFailed(e)) => {
                 return Err(SandboxError::Other(format!(
@@ -232,8 +290,8 @@ impl NativeSandbox {
             None => (None, None),
         };
         if signal == Some(libc::SIGKILL)
-            && !timed_out
-            && !cancelled
+            && !run.timed_out
+            && !run.cancelled
             && let (Some(before), Some(after)) = (oom_before, self.oom_kills())
             && after > before
         {
@@ -248,9 +306,40 @@ impl NativeSandbox {
         Ok(ExecOutcome {
             exit_code,
             signal,
-            timed_out,
-            cancelled,
+            timed_out: run.timed_out,
+            cancelled: run.cancelled,
             duration: start.elapsed(),
         })
     }
+}
+
+/// A command pid 1 was sent.
+struct SentCommand {
+    id: u64,
+    /// How it ended, from pid 1.
+    exit: oneshot::Receiver<Exit>,
+    out_r: OwnedFd,
+    err_r: Option<OwnedFd>,
+    /// The sandbox's OOM kill count before it started.
+    oom_before: Option<u64>,
+}
+
+/// What the output loop of command `id` reads: how it ended, and its pipes.
+struct Streams {
+    id: u64,
+    exit: oneshot::Receiver<Exit>,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
+}
+
+/// The state of one command's output loop.
+#[derive(Default)]
+struct CommandRun {
+    exit: Option<Exit>,
+    /// A chunk read and not yet taken by `out`.
+    held: Option<Output>,
+    kill_sent: bool,
+    timed_out: bool,
+    cancelled: bool,
+    out_closed: bool,
 }

@@ -159,47 +159,8 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
         }
     };
     clock.mark("seccomp-build");
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNET
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
-    let (outer_uid, outer_gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-    if cfg.rootless {
-        flags |= CloneFlags::CLONE_NEWUSER;
-    }
-    if let Err(e) = nix::sched::unshare(flags) {
-        return fail(SetupError {
-            step: "namespaces",
-            detail: format!("unshare({flags:?}): {e}"),
-        });
-    }
-    if cfg.rootless {
-        for (path, data) in [
-            ("/proc/self/setgroups", "deny".to_string()),
-            ("/proc/self/uid_map", format!("{outer_uid} {outer_uid} 1\n")),
-            ("/proc/self/gid_map", format!("{outer_gid} {outer_gid} 1\n")),
-        ] {
-            if let Err(e) = write_file(path, &data) {
-                return fail(e);
-            }
-        }
-    }
-    // Nothing mounted or unmounted in this namespace may propagate to the
-    // host's, from here on (pid 1 repeats it; the helper's own unmount at
-    // the end relies on it).
-    if let Err(e) = nix::mount::mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
-        None::<&str>,
-    ) {
-        return fail(SetupError {
-            step: "namespaces",
-            detail: format!("make / private in the new mount namespace: {e}"),
-        });
+    if let Err(e) = enter_namespaces(cfg) {
+        return fail(e);
     }
     clock.mark("unshare");
     // Pid 1 watches this to notice the helper dying before PDEATHSIG is armed.
@@ -229,44 +190,90 @@ fn run_helper(ctrl_fd: OwnedFd, cfg: &InitConfig, mut clock: Clock) -> ExitCode 
         }
         Ok(ForkResult::Parent { child }) => {
             drop(me);
-            let reported = sys::pidfd_open(child.as_raw())
-                .map_err(|e| format!("pidfd_open({child}): {e}"))
-                .and_then(|pidfd| {
-                    protocol::send(
-                        ctrl,
-                        &FromInit::Helper {
-                            init_pid: child.as_raw(),
-                        },
-                        &[pidfd.as_raw_fd()],
-                        false,
-                    )
-                    .map_err(|e| e.to_string())
-                });
-            if let Err(e) = reported {
-                // Without its pidfd the supervisor cannot manage pid 1: end it.
-                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
-                let _ = nix::sys::wait::waitpid(child, None);
-                return fail(SetupError {
-                    step: "report",
-                    detail: e,
-                });
-            }
-            drop(ctrl_fd);
-            while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(child, None) {}
-            // Every process of the sandbox is gone. Detach the workspace and
-            // everything mounted on it in one go: the supervisor then removes
-            // the placeholders beneath it without the kernel detaching each
-            // one's mount from this namespace first (a grace period apiece).
-            // Pid 1's pivot_root made its new root ours too; if it died
-            // before that, the path names no mount of ours and this fails.
-            let _ = nix::mount::umount2(cfg.workspace.as_path(), nix::mount::MntFlags::MNT_DETACH);
-            ExitCode::SUCCESS
+            wait_for_pid1(ctrl_fd, child, cfg)
         }
         Err(e) => fail(SetupError {
             step: "namespaces",
             detail: format!("fork pid 1: {e}"),
         }),
     }
+}
+
+/// Unshares the new namespaces (a user namespace too when rootless, mapping
+/// only our own uid and gid), then makes every mount private.
+fn enter_namespaces(cfg: &InitConfig) -> Result<(), SetupError> {
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
+    let (outer_uid, outer_gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    if cfg.rootless {
+        flags |= CloneFlags::CLONE_NEWUSER;
+    }
+    nix::sched::unshare(flags).map_err(|e| SetupError {
+        step: "namespaces",
+        detail: format!("unshare({flags:?}): {e}"),
+    })?;
+    if cfg.rootless {
+        for (path, data) in [
+            ("/proc/self/setgroups", "deny".to_string()),
+            ("/proc/self/uid_map", format!("{outer_uid} {outer_uid} 1\n")),
+            ("/proc/self/gid_map", format!("{outer_gid} {outer_gid} 1\n")),
+        ] {
+            write_file(path, &data)?;
+        }
+    }
+    // Nothing mounted or unmounted in this namespace may propagate to the
+    // host's, from here on (pid 1 repeats it; the helper's own unmount at
+    // the end relies on it).
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| SetupError {
+        step: "namespaces",
+        detail: format!("make / private in the new mount namespace: {e}"),
+    })
+}
+
+/// The helper after the fork: reports pid 1 (with its pidfd) to the
+/// supervisor, gives the control socket up, and waits for pid 1 to end.
+fn wait_for_pid1(ctrl_fd: OwnedFd, child: nix::unistd::Pid, cfg: &InitConfig) -> ExitCode {
+    let reported = sys::pidfd_open(child.as_raw())
+        .map_err(|e| format!("pidfd_open({child}): {e}"))
+        .and_then(|pidfd| {
+            protocol::send(
+                ctrl_fd.as_raw_fd(),
+                &FromInit::Helper {
+                    init_pid: child.as_raw(),
+                },
+                &[pidfd.as_raw_fd()],
+                false,
+            )
+            .map_err(|e| e.to_string())
+        });
+    if let Err(e) = reported {
+        // Without its pidfd the supervisor cannot manage pid 1: end it.
+        let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(child, None);
+        report_failure(ctrl_fd.as_raw_fd(), "report", &e);
+        return ExitCode::from(1);
+    }
+    drop(ctrl_fd);
+    while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(child, None) {}
+    // Every process of the sandbox is gone. Detach the workspace and
+    // everything mounted on it in one go: the supervisor then removes
+    // the placeholders beneath it without the kernel detaching each
+    // one's mount from this namespace first (a grace period apiece).
+    // Pid 1's pivot_root made its new root ours too; if it died
+    // before that, the path names no mount of ours and this fails.
+    let _ = nix::mount::umount2(cfg.workspace.as_path(), nix::mount::MntFlags::MNT_DETACH);
+    ExitCode::SUCCESS
 }
 
 /// Pid 1: every restriction, in order, then the init loop. On failure, the

@@ -226,52 +226,15 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
         .and_then(|r| r.create())
         .map_err(|e| err("create ruleset", e))?;
 
-    let etc = Path::new("/etc");
-    let mut withheld: Vec<String> = Vec::new();
-    let mut denied: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut candidates: Vec<(PathBuf, Option<fs::FileType>)> = Vec::new();
-    let entries = fs::read_dir(etc).map_err(|e| err("read /etc", e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| err("read /etc", e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = entry.path();
-        if denied_name(&name) {
-            denied.insert(path);
-            withheld.push(format!("/etc/{name}"));
-        } else if NESTED.contains(&name.as_str()) && path.is_dir() {
-            for sub in fs::read_dir(&path).map_err(|e| err(path.display(), e))? {
-                let sub = sub.map_err(|e| err(path.display(), e))?;
-                let sub_name = sub.file_name().to_string_lossy().into_owned();
-                let sub_path = sub.path();
-                if nested_denied(&name, &sub_name) || denied_name(&sub_name) {
-                    denied.insert(sub_path);
-                    withheld.push(format!("/etc/{name}/{sub_name}"));
-                } else if name == "pki" && sub_path.is_dir() {
-                    for leaf in fs::read_dir(&sub_path).map_err(|e| err(sub_path.display(), e))? {
-                        let leaf = leaf.map_err(|e| err(sub_path.display(), e))?;
-                        let leaf_name = leaf.file_name().to_string_lossy().into_owned();
-                        if leaf_name == "private" || denied_name(&leaf_name) {
-                            denied.insert(leaf.path());
-                            withheld.push(leaf.path().display().to_string());
-                        } else {
-                            candidates.push((leaf.path(), leaf.file_type().ok()));
-                        }
-                    }
-                } else {
-                    candidates.push((sub_path, sub.file_type().ok()));
-                }
-            }
-        } else {
-            candidates.push((path, entry.file_type().ok()));
-        }
-    }
+    let mut etc = scan_etc()?;
     for h in hidden {
-        denied.insert(h.clone());
+        etc.denied.insert(h.clone());
     }
     // A hidden path is masked (mounts.rs): no rule for what covers it.
-    candidates.retain(|(c, _)| !hidden.iter().any(|h| c.starts_with(h)));
+    etc.candidates
+        .retain(|(c, _)| !hidden.iter().any(|h| c.starts_with(h)));
     let mut denied_canon: Vec<PathBuf> = Vec::new();
-    for d in &denied {
+    for d in &etc.denied {
         denied_canon.push(d.clone());
         if let Ok(c) = fs::canonicalize(d) {
             denied_canon.push(c);
@@ -283,11 +246,91 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
     };
 
     let mut etc_granted = 0;
-    for (c, ft) in &candidates {
+    for (c, ft) in &etc.candidates {
         if b.grant_entry(c, *ft, ro_dir(), ro_file())? {
             etc_granted += 1;
         }
     }
+    grant_system(&mut b)?;
+    for p in [Path::new("/tmp"), Path::new("/dev/shm"), workspace] {
+        if !b.grant(p, rw_all(), rw_all() & AccessFs::from_file(TARGET_ABI))? {
+            return Err(err(p.display(), "missing in the sandbox view"));
+        }
+    }
+    let mut withheld = etc.withheld;
+    withheld.sort();
+    let ruleset = b
+        .ruleset
+        .take()
+        .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+    Ok(Prepared {
+        ruleset,
+        etc_granted,
+        etc_withheld: withheld,
+    })
+}
+
+/// /etc entry by entry: what is denied (and said to be withheld), and what
+/// may be granted read-only.
+#[derive(Default)]
+struct EtcScan {
+    withheld: Vec<String>,
+    denied: BTreeSet<PathBuf>,
+    candidates: Vec<(PathBuf, Option<fs::FileType>)>,
+}
+
+fn scan_etc() -> Result<EtcScan, SetupError> {
+    let mut scan = EtcScan::default();
+    let entries = fs::read_dir(Path::new("/etc")).map_err(|e| err("read /etc", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| err("read /etc", e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if denied_name(&name) {
+            scan.denied.insert(path);
+            scan.withheld.push(format!("/etc/{name}"));
+        } else if NESTED.contains(&name.as_str()) && path.is_dir() {
+            scan.nested(&name, &path)?;
+        } else {
+            scan.candidates.push((path, entry.file_type().ok()));
+        }
+    }
+    Ok(scan)
+}
+
+impl EtcScan {
+    /// A [`NESTED`] directory of /etc, entry by entry (and /etc/pki one
+    /// level further).
+    fn nested(&mut self, name: &str, path: &Path) -> Result<(), SetupError> {
+        for sub in fs::read_dir(path).map_err(|e| err(path.display(), e))? {
+            let sub = sub.map_err(|e| err(path.display(), e))?;
+            let sub_name = sub.file_name().to_string_lossy().into_owned();
+            let sub_path = sub.path();
+            if nested_denied(name, &sub_name) || denied_name(&sub_name) {
+                self.denied.insert(sub_path);
+                self.withheld.push(format!("/etc/{name}/{sub_name}"));
+            } else if name == "pki" && sub_path.is_dir() {
+                for leaf in fs::read_dir(&sub_path).map_err(|e| err(sub_path.display(), e))? {
+                    let leaf = leaf.map_err(|e| err(sub_path.display(), e))?;
+                    let leaf_name = leaf.file_name().to_string_lossy().into_owned();
+                    if leaf_name == "private" || denied_name(&leaf_name) {
+                        self.denied.insert(leaf.path());
+                        self.withheld.push(leaf.path().display().to_string());
+                    } else {
+                        self.candidates.push((leaf.path(), leaf.file_type().ok()));
+                    }
+                }
+            } else {
+                self.candidates.push((sub_path, sub.file_type().ok()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The system directories (read and execute), /proc and the CPU counts
+/// (read), and /dev: its listing, the device nodes and a private devpts.
+fn grant_system(b: &mut Builder) -> Result<(), SetupError> {
     for name in super::mounts::SYSTEM_DIRS {
         if *name != "etc" {
             b.grant(
@@ -313,21 +356,7 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
         dev_rw() | AccessFs::ReadDir | AccessFs::IoctlDev,
         dev_rw() | AccessFs::IoctlDev,
     )?;
-    for p in [Path::new("/tmp"), Path::new("/dev/shm"), workspace] {
-        if !b.grant(p, rw_all(), rw_all() & AccessFs::from_file(TARGET_ABI))? {
-            return Err(err(p.display(), "missing in the sandbox view"));
-        }
-    }
-    withheld.sort();
-    let ruleset = b
-        .ruleset
-        .take()
-        .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
-    Ok(Prepared {
-        ruleset,
-        etc_granted,
-        etc_withheld: withheld,
-    })
+    Ok(())
 }
 
 /// Restricts the calling thread (and every later child) for good.

@@ -336,17 +336,63 @@ impl NativeBackend {
         cgroups: Option<cgroup::CgroupSet>,
         reservation: crate::host_exec::reserve::Reservation,
     ) -> Result<Arc<NativeSandbox>, SandboxError> {
-        let io_err = |context: &str| {
-            let context = context.to_string();
-            move |source: std::io::Error| SandboxError::Io { context, source }
+        let (ours, mut child, launched) = self.spawn_helper()?;
+        let helper_pid = child.id();
+        let helper_pidfd = match sys::pidfd_open(helper_pid as i32) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io_error("pidfd of the sandbox helper")(e));
+            }
         };
+        let mut teardown = Teardown {
+            init: None,
+            helper: Some((child, helper_pidfd)),
+            cgroups,
+            record: None,
+            reservation: Some(reservation),
+        };
+        match self.handshake(ours, init_cfg, &mut teardown).await {
+            Ok((ctrl, init_pid, posture, mut timings)) => {
+                timings.push((
+                    "ready (supervisor side)".to_string(),
+                    u64::try_from(launched.elapsed().as_micros()).unwrap_or(u64::MAX),
+                ));
+                tracing::debug!(session = %init_cfg.session_id, ?timings, "native sandbox ready");
+                match self.write_record(init_cfg, init_pid, helper_pid, &teardown) {
+                    Ok(path) => teardown.record = Some(path),
+                    Err(e) => {
+                        teardown.run().await;
+                        return Err(e);
+                    }
+                }
+                let ready = Ready {
+                    ctrl,
+                    init_pid,
+                    posture,
+                    timings,
+                };
+                Ok(self.sandbox(init_cfg, ready, teardown))
+            }
+            Err(e) => {
+                teardown.run().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts the helper (`__sandbox-init`) with an empty environment and
+    /// the child end of a control socketpair as fd 3. Returns our end, the
+    /// helper and when it was started.
+    fn spawn_helper(&self) -> Result<(OwnedFd, Child, std::time::Instant), SandboxError> {
         let (ours, theirs) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
             nix::sys::socket::SockType::SeqPacket,
             None,
             nix::sys::socket::SockFlag::SOCK_CLOEXEC,
         )
-        .map_err(|e| io_err("control socketpair")(e.into()))?;
+        .map_err(|e| io_error("control socketpair")(e.into()))?;
         let theirs_raw = theirs.as_raw_fd();
         let mut cmd = Command::new(&self.cfg.helper_exe);
         cmd.arg(INIT_ARG)
@@ -372,80 +418,66 @@ impl NativeBackend {
             });
         }
         let launched = std::time::Instant::now();
-        let mut child = cmd.spawn().map_err(|e| SandboxError::Io {
+        let child = cmd.spawn().map_err(|e| SandboxError::Io {
             context: format!("start sandbox helper {}", self.cfg.helper_exe.display()),
             source: e,
         })?;
         drop(theirs);
-        let helper_pid = child.id();
-        let helper_pidfd = match sys::pidfd_open(helper_pid as i32) {
-            Ok(fd) => fd,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(io_err("pidfd of the sandbox helper")(e));
-            }
+        Ok((ours, child, launched))
+    }
+
+    /// Writes the sandbox's record to the state dir (what a successor reaps
+    /// should the supervisor crash); returns its path.
+    fn write_record(
+        &self,
+        init_cfg: &InitConfig,
+        init_pid: i32,
+        helper_pid: u32,
+        teardown: &Teardown,
+    ) -> Result<PathBuf, SandboxError> {
+        let init_start = record::start_time(init_pid).unwrap_or(0);
+        let helper_start = record::start_time(helper_pid as i32).unwrap_or(0);
+        let rec = record::Record {
+            session: init_cfg.session_id.clone(),
+            init_pid,
+            init_start,
+            helper_pid: helper_pid as i32,
+            helper_start,
+            cgroups: teardown
+                .cgroups
+                .as_ref()
+                .map(|c| c.dirs.clone())
+                .unwrap_or_default(),
         };
-        let mut teardown = Teardown {
-            init: None,
-            helper: Some((child, helper_pidfd)),
-            cgroups,
-            record: None,
-            reservation: Some(reservation),
-        };
-        match self.handshake(ours, init_cfg, &mut teardown).await {
-            Ok((ctrl, init_pid, posture, mut timings)) => {
-                timings.push((
-                    "ready (supervisor side)".to_string(),
-                    u64::try_from(launched.elapsed().as_micros()).unwrap_or(u64::MAX),
-                ));
-                tracing::debug!(session = %init_cfg.session_id, ?timings, "native sandbox ready");
-                let init_start = record::start_time(init_pid).unwrap_or(0);
-                let helper_start = record::start_time(helper_pid as i32).unwrap_or(0);
-                let rec = record::Record {
-                    session: init_cfg.session_id.clone(),
-                    init_pid,
-                    init_start,
-                    helper_pid: helper_pid as i32,
-                    helper_start,
-                    cgroups: teardown
-                        .cgroups
-                        .as_ref()
-                        .map(|c| c.dirs.clone())
-                        .unwrap_or_default(),
-                };
-                match record::write(&self.cfg.state_dir, &rec) {
-                    Ok(path) => teardown.record = Some(path),
-                    Err(e) => {
-                        teardown.run().await;
-                        return Err(io_err("write sandbox record")(e));
-                    }
-                }
-                let ctrl = Arc::new(ctrl);
-                let shared = Arc::new(Shared {
-                    alive: AtomicBool::new(true),
-                    pending: Mutex::new(HashMap::new()),
-                });
-                tokio::spawn(reader(Arc::clone(&ctrl), Arc::clone(&shared)));
-                Ok(Arc::new(NativeSandbox {
-                    session_id: init_cfg.session_id.clone(),
-                    workspace: init_cfg.workspace.clone(),
-                    init_pid,
-                    posture,
-                    timings,
-                    ctrl,
-                    shared,
-                    next_id: AtomicU64::new(1),
-                    teardown: Mutex::new(Some(teardown)),
-                    destroy_lock: tokio::sync::Mutex::new(()),
-                    drain_grace: self.opts.drain_grace,
-                }))
-            }
-            Err(e) => {
-                teardown.run().await;
-                Err(e)
-            }
-        }
+        record::write(&self.cfg.state_dir, &rec).map_err(io_error("write sandbox record"))
+    }
+
+    /// The ready sandbox, with the task that reads pid 1's reports.
+    fn sandbox(
+        &self,
+        init_cfg: &InitConfig,
+        ready: Ready,
+        teardown: Teardown,
+    ) -> Arc<NativeSandbox> {
+        let ctrl = Arc::new(ready.ctrl);
+        let shared = Arc::new(Shared {
+            alive: AtomicBool::new(true),
+            pending: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(reader(Arc::clone(&ctrl), Arc::clone(&shared)));
+        Arc::new(NativeSandbox {
+            session_id: init_cfg.session_id.clone(),
+            workspace: init_cfg.workspace.clone(),
+            init_pid: ready.init_pid,
+            posture: ready.posture,
+            timings: ready.timings,
+            ctrl,
+            shared,
+            next_id: AtomicU64::new(1),
+            teardown: Mutex::new(Some(teardown)),
+            destroy_lock: tokio::sync::Mutex::new(()),
+            drain_grace: self.opts.drain_grace,
+        })
     }
 
     /// Sends the config and waits for pid 1's `Ready`.
@@ -466,111 +498,7 @@ impl NativeBackend {
                 source: e,
             })?;
         let session = &init_cfg.session_id;
-        let wait = async {
-            let mut buf = vec![0u8; protocol::MAX_PACKET];
-            let mut init_pid = None;
-            // Pid 1 is moved into the session's cgroups while it sets itself
-            // up (a cgroup v1 migration waits for RCU grace periods: ms). It
-            // forks no command before `Ready` has been answered, so every
-            // command starts inside them.
-            let mut joining: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
-            // Pid 1 already gone when its pid arrived: its failure report,
-            // sent before it exited, is the next packet.
-            let mut init_died: Option<std::io::Error> = None;
-            let mut ready = None;
-            loop {
-                let pkt = match ctrl.recv(&mut buf).await {
-                    Ok(Some(p)) => p,
-                    Ok(None) => {
-                        return Err(SandboxError::Unavailable(match init_died.take() {
-                            Some(e) => format!(
-                                "sandbox pid 1 of session {session} died during setup without a report: {e}"
-                            ),
-                            None => format!(
-                                "sandbox helper for session {session} exited during setup without a report"
-                            ),
-                        }));
-                    }
-                    Err(e) => {
-                        return Err(SandboxError::Io {
-                            context: "sandbox setup report".to_string(),
-                            source: e,
-                        });
-                    }
-                };
-                let msg: FromInit = protocol::parse(&pkt.body).map_err(|e| SandboxError::Io {
-                    context: "sandbox setup report".to_string(),
-                    source: e,
-                })?;
-                match msg {
-                    FromInit::Helper { init_pid: pid } => {
-                        let fd = pkt.fds.into_iter().next().ok_or_else(|| {
-                            SandboxError::Other("sandbox helper sent no pidfd".to_string())
-                        })?;
-                        teardown.init = Some((
-                            pid,
-                            sys::async_fd(fd, tokio::io::Interest::READABLE).map_err(|e| {
-                                SandboxError::Io {
-                                    context: "pidfd of sandbox pid 1".to_string(),
-                                    source: e,
-                                }
-                            })?,
-                        ));
-                        init_pid = Some(pid);
-                        if let (Some(cg), Some((_, pidfd))) = (&teardown.cgroups, &teardown.init) {
-                            // Still pid 1 (its helper has not reaped it), so
-                            // the number names the right process.
-                            match sys::pidfd_send_signal(pidfd.get_ref().as_fd(), 0) {
-                                Ok(()) => {
-                                    let dirs = cg.dirs.clone();
-                                    joining = Some(tokio::task::spawn_blocking(move || {
-                                        cgroup::join_dirs(&dirs, pid)
-                                    }));
-                                }
-                                Err(e) => init_died = Some(e),
-                            }
-                        }
-                    }
-                    // Pid 1 and its helper write to the socket from two
-                    // processes: `Ready` may come before the helper's
-                    // report of the pid. Kept until both are in.
-                    FromInit::Ready { posture, timings } => ready = Some((posture, timings)),
-                    FromInit::SetupFailed { step, error } => {
-                        return Err(SandboxError::Unavailable(format!(
-                            "native sandbox setup failed at {step}: {error}"
-                        )));
-                    }
-                    FromInit::Exited { .. } | FromInit::SpawnFailed { .. } => {
-                        return Err(SandboxError::Other(
-                            "unexpected message from the sandbox during setup".to_string(),
-                        ));
-                    }
-                }
-                // Both are needed; until then, read on.
-                let Some(pid) = init_pid else { continue };
-                let Some((posture, timings)) = ready.take() else {
-                    continue;
-                };
-                if let Some(e) = init_died.take() {
-                    return Err(SandboxError::Unavailable(format!(
-                        "sandbox pid 1 of session {session} died during setup: {e}"
-                    )));
-                }
-                if let Some(j) = joining.take() {
-                    j.await
-                        .map_err(|e| SandboxError::Other(format!("cgroup join task: {e}")))?
-                        .map_err(|e| SandboxError::Io {
-                            context: "move the sandbox into its cgroups".to_string(),
-                            source: e,
-                        })?;
-                } else if teardown.cgroups.is_some() {
-                    return Err(SandboxError::Other(
-                        "sandbox ready before it could join its cgroups".to_string(),
-                    ));
-                }
-                return Ok((pid, posture, timings));
-            }
-        };
+        let wait = wait_ready(&ctrl, session, teardown);
         let (pid, posture, timings) = tokio::time::timeout(self.opts.setup_timeout, wait)
             .await
             .map_err(|_| {
@@ -684,6 +612,156 @@ async fn reader(ctrl: Arc<AsyncControl>, shared: Arc<Shared>) {
     shared.alive.store(false, Ordering::SeqCst);
     if let Ok(mut p) = shared.pending.lock() {
         p.clear();
+    }
+}
+
+fn io_error(context: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
+    let context = context.to_string();
+    move |source: std::io::Error| SandboxError::Io { context, source }
+}
+
+/// What pid 1's `Ready` (with the helper's report of its pid) brings.
+struct Ready {
+    ctrl: AsyncControl,
+    init_pid: i32,
+    posture: String,
+    timings: Vec<(String, u64)>,
+}
+
+/// What the setup reports said so far: pid 1 and its helper write to the
+/// socket from two processes, so `Ready` may come before the helper's
+/// report of the pid. Kept until both are in.
+#[derive(Default)]
+struct SetupReports {
+    init_pid: Option<i32>,
+    /// Pid 1 is moved into the session's cgroups while it sets itself up (a
+    /// cgroup v1 migration waits for RCU grace periods: ms). It forks no
+    /// command before `Ready` has been answered, so every command starts
+    /// inside them.
+    joining: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    /// Pid 1 already gone when its pid arrived: its failure report, sent
+    /// before it exited, is the next packet.
+    init_died: Option<std::io::Error>,
+    ready: Option<(String, Vec<(String, u64)>)>,
+}
+
+/// Reads setup reports until pid 1 is ready and in its cgroups.
+async fn wait_ready(
+    ctrl: &AsyncControl,
+    session: &str,
+    teardown: &mut Teardown,
+) -> Result<(i32, String, Vec<(String, u64)>), SandboxError> {
+    let mut buf = vec![0u8; protocol::MAX_PACKET];
+    let mut reports = SetupReports::default();
+    loop {
+        let pkt = match ctrl.recv(&mut buf).await {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                return Err(SandboxError::Unavailable(match reports.init_died.take() {
+                    Some(e) => format!(
+                        "sandbox pid 1 of session {session} died during setup without a report: {e}"
+                    ),
+                    None => format!(
+                        "sandbox helper for session {session} exited during setup without a report"
+                    ),
+                }));
+            }
+            Err(e) => {
+                return Err(SandboxError::Io {
+                    context: "sandbox setup report".to_string(),
+                    source: e,
+                });
+            }
+        };
+        let msg: FromInit = protocol::parse(&pkt.body).map_err(|e| SandboxError::Io {
+            context: "sandbox setup report".to_string(),
+            source: e,
+        })?;
+        match msg {
+            FromInit::Helper { init_pid: pid } => {
+                reports.helper_reported(pid, pkt.fds, teardown)?;
+            }
+            FromInit::Ready { posture, timings } => reports.ready = Some((posture, timings)),
+            FromInit::SetupFailed { step, error } => {
+                return Err(SandboxError::Unavailable(format!(
+                    "native sandbox setup failed at {step}: {error}"
+                )));
+            }
+            FromInit::Exited { .. } | FromInit::SpawnFailed { .. } => {
+                return Err(SandboxError::Other(
+                    "unexpected message from the sandbox during setup".to_string(),
+                ));
+            }
+        }
+        // Both are needed; until then, read on.
+        let Some(pid) = reports.init_pid else {
+            continue;
+        };
+        let Some((posture, timings)) = reports.ready.take() else {
+            continue;
+        };
+        reports.joined(session, teardown).await?;
+        return Ok((pid, posture, timings));
+    }
+}
+
+impl SetupReports {
+    /// The helper's report of pid 1: its pidfd goes to the teardown, and pid
+    /// 1 starts joining the session's cgroups.
+    fn helper_reported(
+        &mut self,
+        pid: i32,
+        fds: Vec<OwnedFd>,
+        teardown: &mut Teardown,
+    ) -> Result<(), SandboxError> {
+        let fd = fds
+            .into_iter()
+            .next()
+            .ok_or_else(|| SandboxError::Other("sandbox helper sent no pidfd".to_string()))?;
+        teardown.init = Some((
+            pid,
+            sys::async_fd(fd, tokio::io::Interest::READABLE).map_err(|e| SandboxError::Io {
+                context: "pidfd of sandbox pid 1".to_string(),
+                source: e,
+            })?,
+        ));
+        self.init_pid = Some(pid);
+        if let (Some(cg), Some((_, pidfd))) = (&teardown.cgroups, &teardown.init) {
+            // Still pid 1 (its helper has not reaped it), so
+            // the number names the right process.
+            match sys::pidfd_send_signal(pidfd.get_ref().as_fd(), 0) {
+                Ok(()) => {
+                    let dirs = cg.dirs.clone();
+                    self.joining = Some(tokio::task::spawn_blocking(move || {
+                        cgroup::join_dirs(&dirs, pid)
+                    }));
+                }
+                Err(e) => self.init_died = Some(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Pid 1 is alive and in its cgroups (when there are cgroups).
+    async fn joined(&mut self, session: &str, teardown: &Teardown) -> Result<(), SandboxError> {
+        if let Some(e) = self.init_died.take() {
+            return Err(SandboxError::Unavailable(format!(
+                "sandbox pid 1 of session {session} died during setup: {e}"
+            )));
+        }
+        if let Some(j) = self.joining.take() {
+            j.await
+                .map_err(|e| SandboxError::Other(format!("cgroup join task: {e}")))?
+                .map_err(|e| SandboxError::Io {
+                    context: "move the sandbox into its cgroups".to_string(),
+                    source: e,
+                })?;
+        } else if teardown.cgroups.is_some() {
+            return Err(SandboxError::Other(
+                "sandbox ready before it could join its cgroups".to_string(),
+            ));
+        }
+        Ok(())
     }
 }
 

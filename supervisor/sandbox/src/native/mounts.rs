@@ -217,9 +217,34 @@ fn rel_of(p: &Path) -> &Path {
 }
 
 /// Builds the new root and pivots into it. Runs as (namespace) root in the
-/// new mount namespace, before any privilege is dropped.
+/// new mount namespace, before any privilege is dropped. The steps run in
+/// this order, and the order matters: the workspace is taken by fd before
+/// /tmp is covered, everything is mounted beneath the new root before the
+/// hidden paths are masked, and / and /dev turn read-only only after the
+/// pivot.
 pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
-    // Nothing we do may propagate back to the host.
+    make_mounts_private()?;
+    let taken = take_workspace(plan)?;
+    let new = Path::new(NEW_ROOT);
+    tmpfs(
+        new,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=0755,size=1m",
+    )?;
+    bind_system_dirs(new)?;
+    build_dev(new, plan)?;
+    mount_proc(new)?;
+    make_tmp_and_run(new, plan)?;
+    let new_root_fd = attach_workspace(new, plan, taken.tree, taken.binds)?;
+    mask_hidden_paths(new, &new_root_fd, plan)?;
+    pivot_into(new)?;
+    // The host fds stay open until the pivot is done, as they always did.
+    drop(taken.held);
+    Ok(())
+}
+
+/// Nothing we do may propagate back to the host.
+fn make_mounts_private() -> Result<(), SetupError> {
     mount(
         None::<&str>,
         "/",
@@ -227,15 +252,28 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| err("mounts", "make / private", e))?;
+    .map_err(|e| err("mounts", "make / private", e))
+}
 
-    // Take the workspace by fd before /tmp is covered (it may live there).
+/// What [`take_workspace`] took from the host, before anything covered it.
+struct TakenWorkspace {
+    /// The host's / and the workspace, by fd (held until the pivot).
+    held: [OwnedFd; 2],
+    /// The workspace's detached mount tree, nosuid and nodev.
+    tree: OwnedFd,
+    /// The protected paths' detached trees, in the order of `plan.binds`.
+    binds: Vec<OwnedFd>,
+}
+
+/// Takes the workspace by fd before /tmp is covered (it may live there),
+/// checks it is the directory the session was opened on, and clones it and
+/// the paths to protect in it as detached mount trees.
+fn take_workspace(plan: &MountPlan<'_>) -> Result<TakenWorkspace, SetupError> {
     let host_root = sys::openat2_path(libc::AT_FDCWD, c"/", libc::O_DIRECTORY, 0)
         .map_err(|e| err("mounts", "open /", e))?;
-    let ws_rel = rel_of(plan.workspace);
     let ws_src = open_dir_nofollow(
         host_root.as_raw_fd(),
-        ws_rel,
+        rel_of(plan.workspace),
         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
     )
     .map_err(|e| {
@@ -245,8 +283,28 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
             format!("{e} (it must be a directory reached without symlinks)"),
         )
     })?;
-    // O_PATH|O_NOFOLLOW hands back a trailing symlink itself: refuse it.
-    let st = nix::sys::stat::fstat(&ws_src).map_err(|e| {
+    check_workspace_fd(&ws_src, plan)?;
+    let ws_tree = sys::open_tree_clone(ws_src.as_fd(), true)
+        .map_err(|e| err("mounts", "clone workspace", e))?;
+    sys::mount_setattr_fd(
+        ws_tree.as_fd(),
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        0,
+        true,
+    )
+    .map_err(|e| err("mounts", "workspace nosuid,nodev", e))?;
+    let binds = clone_binds(&ws_src, plan)?;
+    Ok(TakenWorkspace {
+        held: [host_root, ws_src],
+        tree: ws_tree,
+        binds,
+    })
+}
+
+/// O_PATH|O_NOFOLLOW hands back a trailing symlink itself: refuse it; and
+/// when the session pinned the workspace's identity, refuse a replaced one.
+fn check_workspace_fd(ws_src: &OwnedFd, plan: &MountPlan<'_>) -> Result<(), SetupError> {
+    let st = nix::sys::stat::fstat(ws_src).map_err(|e| {
         err(
             "mounts",
             format!("workspace {}", plan.workspace.display()),
@@ -261,7 +319,7 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         ));
     }
     if let Some(want) = plan.workspace_id {
-        let st = nix::sys::stat::fstat(&ws_src).map_err(|e| {
+        let st = nix::sys::stat::fstat(ws_src).map_err(|e| {
             err(
                 "mounts",
                 format!("workspace {}", plan.workspace.display()),
@@ -275,25 +333,12 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
             });
         }
     }
-    let ws_tree = sys::open_tree_clone(ws_src.as_fd(), true)
-        .map_err(|e| err("mounts", "clone workspace", e))?;
-    sys::mount_setattr_fd(
-        ws_tree.as_fd(),
-        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-        0,
-        true,
-    )
-    .map_err(|e| err("mounts", "workspace nosuid,nodev", e))?;
-    let bind_trees = clone_binds(&ws_src, plan)?;
+    Ok(())
+}
 
-    let new = Path::new(NEW_ROOT);
-    tmpfs(
-        new,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        "mode=0755,size=1m",
-    )?;
-
-    // System directories.
+/// System directories, read-only (symlinks copied as symlinks, missing ones
+/// skipped), and /sys/devices/system/cpu read-only (CPU counts).
+fn bind_system_dirs(new: &Path) -> Result<(), SetupError> {
     for name in SYSTEM_DIRS {
         let host = Path::new("/").join(name);
         let dst = new.join(name);
@@ -324,8 +369,12 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
             .map_err(|e| err("mounts", format!("mkdir {}", dst.display()), e))?;
         bind_ro(cpu, &dst)?;
     }
+    Ok(())
+}
 
-    // /dev
+/// A minimal /dev: a small tmpfs, the device nodes, the usual links, a
+/// private devpts and /dev/shm.
+fn build_dev(new: &Path, plan: &MountPlan<'_>) -> Result<(), SetupError> {
     let dev = new.join("dev");
     mkdir(&dev, 0o755)?;
     tmpfs(
@@ -333,6 +382,28 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         "mode=0755,size=64k",
     )?;
+    bind_dev_nodes(&dev)?;
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        symlink(target, &dev.join(name))?;
+    }
+    mount_devpts(&dev, plan.rootless)?;
+    let shm = dev.join("shm");
+    mkdir(&shm, 0o755)?;
+    tmpfs(
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
+    )
+}
+
+/// [`DEV_NODES`] bound from the host's /dev.
+fn bind_dev_nodes(dev: &Path) -> Result<(), SetupError> {
     for node in DEV_NODES {
         let host = Path::new("/dev").join(node);
         if !host.exists() {
@@ -359,18 +430,14 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         )
         .map_err(|e| err("mounts", format!("flags of {}", dst.display()), e))?;
     }
-    for (name, target) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-        ("ptmx", "pts/ptmx"),
-    ] {
-        symlink(target, &dev.join(name))?;
-    }
+    Ok(())
+}
+
+/// A private devpts instance (owned by gid 5, tty, unless rootless).
+fn mount_devpts(dev: &Path, rootless: bool) -> Result<(), SetupError> {
     let pts = dev.join("pts");
     mkdir(&pts, 0o755)?;
-    let pts_opts = if plan.rootless {
+    let pts_opts = if rootless {
         "newinstance,ptmxmode=0666,mode=0620"
     } else {
         "newinstance,ptmxmode=0666,mode=0620,gid=5"
@@ -382,16 +449,12 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some(pts_opts),
     )
-    .map_err(|e| err("mounts", "mount devpts", e))?;
-    let shm = dev.join("shm");
-    mkdir(&shm, 0o755)?;
-    tmpfs(
-        &shm,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        &format!("mode=1777,size={}m", plan.tmp_mb.max(1)),
-    )?;
+    .map_err(|e| err("mounts", "mount devpts", e))
+}
 
-    // /proc of the new pid namespace.
+/// /proc of the new pid namespace, [`PROC_READONLY`] read-only and
+/// [`PROC_MASKED`] covered with /dev/null.
+fn mount_proc(new: &Path) -> Result<(), SetupError> {
     let proc_dir = new.join("proc");
     mkdir(&proc_dir, 0o555)?;
     mount(
@@ -408,15 +471,18 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
             bind_ro(&p, &p)?;
         }
     }
-    let null = dev.join("null");
+    let null = new.join("dev").join("null");
     for name in PROC_MASKED {
         let p = proc_dir.join(name);
         if p.exists() {
             bind_ro(&null, &p)?;
         }
     }
+    Ok(())
+}
 
-    // Private /tmp, /var/tmp, empty /run.
+/// Private /tmp, /var/tmp, empty /run.
+fn make_tmp_and_run(new: &Path, plan: &MountPlan<'_>) -> Result<(), SetupError> {
     let tmp = new.join("tmp");
     mkdir(&tmp, 0o1777)?;
     tmpfs(
@@ -445,11 +511,20 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     } else {
         symlink("/run", &new.join("var/run"))?;
     }
+    Ok(())
+}
 
-    // The workspace, at its own path.
+/// The workspace, at its own path, then the protected paths in it. Returns
+/// the new root's fd, through which the hidden paths are looked up.
+fn attach_workspace(
+    new: &Path,
+    plan: &MountPlan<'_>,
+    ws_tree: OwnedFd,
+    bind_trees: Vec<OwnedFd>,
+) -> Result<OwnedFd, SetupError> {
     let new_root_fd = sys::openat2_path(libc::AT_FDCWD, &cpath(new)?, libc::O_DIRECTORY, 0)
         .map_err(|e| err("mounts", "open new root", e))?;
-    let ws_target = ensure_dirs(&new_root_fd, ws_rel)?;
+    let ws_target = ensure_dirs(&new_root_fd, rel_of(plan.workspace))?;
     sys::move_mount_fd(ws_tree.as_fd(), ws_target.as_fd()).map_err(|e| {
         err(
             "mounts",
@@ -459,17 +534,27 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     })?;
     drop(ws_target);
     attach_binds(&new_root_fd, plan, bind_trees)?;
+    Ok(new_root_fd)
+}
 
-    // Mask hidden paths that would otherwise be visible (say, a config file
-    // under /etc, a credential file in a home beneath /opt). Looked up as
-    // the sandbox will see them.
+/// Mask hidden paths that would otherwise be visible (say, a config file
+/// under /etc, a credential file in a home beneath /opt). Looked up as
+/// the sandbox will see them.
+fn mask_hidden_paths(
+    new: &Path,
+    new_root_fd: &OwnedFd,
+    plan: &MountPlan<'_>,
+) -> Result<(), SetupError> {
     let mask = MaskFile::create(new)?;
     for h in plan.hidden {
-        mask_hidden(&new_root_fd, h, &mask)?;
+        mask_hidden(new_root_fd, h, &mask)?;
     }
-    mask.remove()?;
+    mask.remove()
+}
 
-    // Pivot: the old root is stacked on top of the new one, then detached.
+/// Pivot: the old root is stacked on top of the new one, then detached;
+/// then / and /dev become read-only.
+fn pivot_into(new: &Path) -> Result<(), SetupError> {
     nix::unistd::chdir(new).map_err(|e| err("pivot_root", "chdir new root", e))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| err("pivot_root", "pivot_root(., .)", e))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(|e| err("pivot_root", "detach old root", e))?;
