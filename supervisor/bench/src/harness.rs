@@ -372,13 +372,18 @@ impl AgentSession {
     }
 
     pub async fn list_tools(&mut self) -> anyhow::Result<usize> {
+        Ok(self.list_tools_reply().await?.len())
+    }
+
+    /// The tools ListTools answers with, whole.
+    pub async fn list_tools_reply(&mut self) -> anyhow::Result<Vec<pb::ToolSpec>> {
         let req = authed(pb::ListToolsRequest {}, &self.token)?;
         let resp = self
             .client
             .list_tools(req)
             .await
             .map_err(|s| anyhow!("ListTools failed: {}", s.message()))?;
-        Ok(resp.into_inner().tools.len())
+        Ok(resp.into_inner().tools)
     }
 
     pub async fn close(mut self) -> anyhow::Result<()> {

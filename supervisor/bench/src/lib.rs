@@ -21,6 +21,8 @@
 //! our docker backend); `floor` is the bare gRPC
 //! server ListTools is compared with.
 
+#![forbid(unsafe_code)]
+
 mod agent;
 mod baselines;
 mod clients;

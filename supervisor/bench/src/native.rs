@@ -232,6 +232,7 @@ async fn list_tools(
     ws: &Path,
     n: usize,
 ) -> anyhow::Result<Vec<Row>> {
+    let floor_reply;
     let bare = {
         let server = blocking({
             let dir = root.path().to_path_buf();
@@ -239,6 +240,13 @@ async fn list_tools(
         })
         .await?;
         let client = AgentServiceClient::new(channel(&server.socket).await?);
+        floor_reply = client
+            .clone()
+            .list_tools(pb::ListToolsRequest {})
+            .await
+            .map_err(|s| anyhow!("ListTools on the floor server: {}", s.message()))?
+            .into_inner()
+            .tools;
         time_async(warmup_for(n), n, |_| {
             let mut c = client.clone();
             async move {
@@ -265,7 +273,14 @@ async fn list_tools(
     })
     .await?;
     let echo = blocking(move || socket_echo(n)).await?;
-    let s = AgentSession::open(ch, ws, "default").await?;
+    let mut s = AgentSession::open(ch, ws, "default").await?;
+    // The floor renders the registry itself (the bench does not link the
+    // daemon): its reply must be the supervisor's, or the baseline is not one.
+    if s.list_tools_reply().await? != floor_reply {
+        bail!(
+            "the floor server's ListTools reply differs from the supervisor's (tollgate-bench's floor.rs renders the registry as the daemon's agent_service::tool_specs does; make them agree)"
+        );
+    }
     let before = sup.sched();
     let samples = time_async(warmup_for(n), n, |_| {
         let mut s = s.clone();

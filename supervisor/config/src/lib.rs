@@ -4,7 +4,9 @@
 //!
 //! Every section uses `deny_unknown_fields`, so a typo is an error that names
 //! the line, never a silently ignored setting. Defaults apply where the file
-//! (or a key) is absent.
+//! (or a key) is absent. It reads the one file it is given and nothing else:
+//! it must never start, bind or probe anything (that is the daemon's job),
+//! so supervisorctl can load the same config without side effects.
 
 #![forbid(unsafe_code)]
 
