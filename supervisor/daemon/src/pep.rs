@@ -1335,27 +1335,14 @@ async fn run_bash(
             .clamp(1, cfg.max_run_timeout_s),
     );
     let cap = sup.config.session.output_cap_bytes;
-    let (tx, mut rx) = mpsc::channel::<Output>(64);
+    let (tx, rx) = mpsc::channel::<Output>(64);
     let req = ExecRequest {
         argv: vec!["sh".to_string(), "-c".to_string(), command.to_string()],
         cwd: Some(session.workspace.clone()),
         timeout,
         merge_stderr: true,
     };
-    let collector = tokio::spawn(async move {
-        // Keep at most a little over the cap; count the rest.
-        let mut kept: Vec<u8> = Vec::new();
-        let mut total: u64 = 0;
-        while let Some(chunk) = rx.recv().await {
-            let bytes = match &chunk {
-                Output::Stdout(b) | Output::Stderr(b) => b,
-            };
-            total += bytes.len() as u64;
-            let room = (cap + 4).saturating_sub(kept.len());
-            kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        }
-        (kept, total)
-    });
+    let collector = tokio::spawn(collect_output(rx, cap));
     let outcome = {
         // The disk watcher looks often while this runs (see disk.rs).
         let _running = sup.disk.command();
@@ -1372,7 +1359,35 @@ async fn run_bash(
     if outcome.cancelled {
         return Err(ExecError::Cancelled);
     }
-    let mut text = String::from_utf8_lossy(&kept).into_owned();
+    Ok(command_output(&kept, total, cap, &outcome, timeout))
+}
+
+/// A command's merged output: at most a little over the cap is kept, the
+/// rest counted.
+async fn collect_output(mut rx: mpsc::Receiver<Output>, cap: usize) -> (Vec<u8>, u64) {
+    let mut kept: Vec<u8> = Vec::new();
+    let mut total: u64 = 0;
+    while let Some(chunk) = rx.recv().await {
+        let bytes = match &chunk {
+            Output::Stdout(b) | Output::Stderr(b) => b,
+        };
+        total += bytes.len() as u64;
+        let room = (cap + 4).saturating_sub(kept.len());
+        kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+    (kept, total)
+}
+
+/// What the model sees of a finished command: its output capped (with how
+/// much was cut), then whether it timed out or was killed, and its exit code.
+fn command_output(
+    kept: &[u8],
+    total: u64,
+    cap: usize,
+    outcome: &tollgate_sandbox::ExecOutcome,
+    timeout: Duration,
+) -> Done {
+    let text = String::from_utf8_lossy(kept).into_owned();
     let mut capped = tollgate_tools::cap_text(
         &text,
         cap,
@@ -1385,7 +1400,7 @@ async fn run_bash(
             total as usize - kept.len()
         ));
     }
-    text = capped.text;
+    let mut text = capped.text;
     if outcome.timed_out {
         text.push_str(&format!(
             "\n[command timed out after {}s and was killed]",
@@ -1394,13 +1409,13 @@ async fn run_bash(
     } else if let Some(sig) = outcome.signal {
         text.push_str(&format!("\n[command killed by signal {sig}]"));
     }
-    Ok(Done {
+    Done {
         output: ToolOutput {
             text,
             truncated: capped.truncated,
         },
         exit_code: Some(outcome.exit_code.unwrap_or(-1)),
-    })
+    }
 }
 
 /// A client's own bookkeeping tool (planning, todos, tool search): allowed

@@ -130,59 +130,8 @@ impl Engine {
             })?;
             confirm_patterns.push((p.clone(), re));
         }
-        let none = NameSet::default();
-        let example_subject = |tool: ToolName, ex: &str| -> Subject {
-            match tool {
-                ToolName::RunBash => {
-                    let sc = ShellCtx {
-                        workspace: Path::new(EXAMPLE_WORKSPACE),
-                        home: Path::new(EXAMPLE_HOME),
-                        protected: &[],
-                        extra_denied: &none,
-                        allowed: &allowed_binaries,
-                        fs: &NoFiles,
-                        collect: true,
-                    };
-                    let r = shell::analyze(ex, &sc);
-                    Subject::Command {
-                        commands: r.commands,
-                        outer: r.outer,
-                    }
-                }
-                ToolName::Mcp => {
-                    let (server, tool) = ex.split_once('.').unwrap_or((ex, ""));
-                    Subject::Mcp {
-                        server: server.to_string(),
-                        tool: tool.to_string(),
-                    }
-                }
-                ToolName::Webfetch => match url::Url::parse(ex) {
-                    Ok(u) => Subject::Url {
-                        host: u.host_str().unwrap_or("").to_string(),
-                        url: u.to_string(),
-                    },
-                    Err(_) => Subject::Url {
-                        host: ex.to_string(),
-                        url: ex.to_string(),
-                    },
-                },
-                ToolName::ReadFile
-                | ToolName::GlobFiles
-                | ToolName::Grep
-                | ToolName::WriteFile
-                | ToolName::EditFile
-                | ToolName::TodoAppend
-                | ToolName::TodoList
-                | ToolName::TodoUpdate
-                | ToolName::ReadScratchpad
-                | ToolName::WriteScratchpad
-                | ToolName::AskQuestion => Subject::Path(
-                    ex.trim_start_matches("./")
-                        .trim_start_matches('/')
-                        .to_string(),
-                ),
-            }
-        };
+        let example_subject =
+            |tool: ToolName, ex: &str| example_subject(tool, ex, &allowed_binaries);
         let rules = RuleSet::compile(&config.allow, &config.ask, &config.deny, &example_subject)?;
         Ok(Engine {
             rules,
@@ -648,6 +597,62 @@ fn by_mode(mut d: Decision, spec: &ToolSpec, mode: Mode) -> Decision {
             format!(
                 "the session runs in {mode} mode and no rule of this supervisor allows this call, so it is refused. Do without it, or ask the operator for an allow rule."
             ),
+        ),
+    }
+}
+
+/// What a rule's example offers rules to match, as a call of `tool` would
+/// (run_bash examples are analysed like real commands, against no files).
+fn example_subject(tool: ToolName, ex: &str, allowed_binaries: &[String]) -> Subject {
+    let none = NameSet::default();
+    match tool {
+        ToolName::RunBash => {
+            let sc = ShellCtx {
+                workspace: Path::new(EXAMPLE_WORKSPACE),
+                home: Path::new(EXAMPLE_HOME),
+                protected: &[],
+                extra_denied: &none,
+                allowed: allowed_binaries,
+                fs: &NoFiles,
+                collect: true,
+            };
+            let r = shell::analyze(ex, &sc);
+            Subject::Command {
+                commands: r.commands,
+                outer: r.outer,
+            }
+        }
+        ToolName::Mcp => {
+            let (server, tool) = ex.split_once('.').unwrap_or((ex, ""));
+            Subject::Mcp {
+                server: server.to_string(),
+                tool: tool.to_string(),
+            }
+        }
+        ToolName::Webfetch => match url::Url::parse(ex) {
+            Ok(u) => Subject::Url {
+                host: u.host_str().unwrap_or("").to_string(),
+                url: u.to_string(),
+            },
+            Err(_) => Subject::Url {
+                host: ex.to_string(),
+                url: ex.to_string(),
+            },
+        },
+        ToolName::ReadFile
+        | ToolName::GlobFiles
+        | ToolName::Grep
+        | ToolName::WriteFile
+        | ToolName::EditFile
+        | ToolName::TodoAppend
+        | ToolName::TodoList
+        | ToolName::TodoUpdate
+        | ToolName::ReadScratchpad
+        | ToolName::WriteScratchpad
+        | ToolName::AskQuestion => Subject::Path(
+            ex.trim_start_matches("./")
+                .trim_start_matches('/')
+                .to_string(),
         ),
     }
 }

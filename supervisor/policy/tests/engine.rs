@@ -165,6 +165,73 @@ fn unknown_tools_are_denied_and_the_session_allowlist_applies() {
     assert_eq!(engine.tools_for(None).len(), registry().len());
 }
 
+#[test]
+fn check_types_the_call_once_and_decide_is_check_then_decide_checked() {
+    use tollgate_policy::{Tool, tool};
+    let engine = Engine::new(&PolicyConfig::default()).unwrap();
+    let cx = ctx(Mode::Default);
+    let call = ToolCall {
+        tool: "grep".into(),
+        args: json!({"pattern": "fn", "glob": "*.rs", "ignore_case": true}),
+    };
+    let checked = engine.check(&call, &cx).unwrap();
+    assert_eq!(
+        checked,
+        Tool::Grep(tool::Grep {
+            pattern: "fn".into(),
+            path: None,
+            glob: Some("*.rs".into()),
+            ignore_case: Some(true),
+        })
+    );
+    assert_eq!(
+        engine.decide_checked(&checked, &cx, &MemFs::new(), &Dns),
+        engine.decide(&call, &cx, &MemFs::new(), &Dns)
+    );
+    // Every registry tool's call checks to its own variant, and its
+    // arguments come back as they went in.
+    for (name, args) in [
+        ("read_file", json!({"path": "README.md", "limit": 3})),
+        ("write_file", json!({"path": "a", "content": ""})),
+        (
+            "edit_file",
+            json!({"path": "a", "old_string": "x", "new_string": "y"}),
+        ),
+        ("glob_files", json!({"pattern": "**/*.rs"})),
+        ("run_bash", json!({"command": "ls", "timeout_s": 5})),
+        ("webfetch", json!({"url": "https://docs.rs/"})),
+        ("todo_update", json!({"id": 2, "status": "done"})),
+        ("read_scratchpad", Value::Null),
+    ] {
+        let t = engine
+            .check(
+                &ToolCall {
+                    tool: name.into(),
+                    args: args.clone(),
+                },
+                &cx,
+            )
+            .unwrap();
+        assert_eq!(t.name().as_str(), name);
+        let want = if args.is_null() { json!({}) } else { args };
+        assert_eq!(t.args_json(), want, "{name}");
+    }
+    // The session's tools are checked before the schema.
+    let mut narrow = ctx(Mode::Default);
+    narrow.tools = Some(["read_file".to_string()].into());
+    let bad = ToolCall {
+        tool: "run_bash".into(),
+        args: json!({"command": 7}),
+    };
+    let refused = engine.check(&bad, &narrow).unwrap_err();
+    assert_eq!(refused.code, Code::NotInAllowlist);
+    let refused = engine.check(&bad, &cx).unwrap_err();
+    assert_eq!(
+        (refused.code, refused.rule.as_deref()),
+        (Code::InvalidArgs, Some("schema"))
+    );
+}
+
 // ---- 2. validation before policy -------------------------------------------
 
 #[test]
