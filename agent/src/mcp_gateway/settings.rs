@@ -10,8 +10,8 @@ pub struct McpGatewayArgs {
     /// The server's name in `mcp(NAME.TOOL)` rules and the audit log
     #[arg(long, value_name = "NAME")]
     pub name: String,
-    /// Hosts the server may reach (refused for now: the server has no network)
-    #[arg(long = "allow-net", value_name = "HOST")]
+    /// HOST[:PORT] the server may reach, forwarded and vetted by the supervisor (default ports 443 and 80; repeatable)
+    #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
     pub allow_net: Vec<String>,
     /// Workspace directory (default: the current directory)
     #[arg(long, value_name = "DIR")]

@@ -320,6 +320,7 @@ impl OperatorService for OperatorSvc {
                 owner: &sandbox_owner,
                 credentials: &credentials,
                 sandbox_token: None,
+                egress: None,
             },
         );
         let timeout_s = if r.timeout_s == 0 {

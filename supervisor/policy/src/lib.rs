@@ -20,6 +20,7 @@ mod config;
 pub mod credentials;
 mod decision;
 mod display;
+pub mod egress;
 mod engine;
 mod facts;
 mod host_addrs;
