@@ -18,7 +18,10 @@
 //!   /etc/hosts of the test's own, so a name resolves for it without
 //!   touching the host's /etc; the sandbox's /etc/hosts points the name at
 //!   the listener; when the name later resolves inward, the connection is
-//!   refused and recorded.
+//!   refused and recorded;
+//! - natively, Landlock refuses connect to other ports and every bind, and
+//!   the posture (seccomp, no_new_privs, no capabilities) is unchanged;
+//! - revoke ends an open forwarded connection (recorded) with the session.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -260,16 +263,21 @@ impl Gateway {
 
     /// `run_shell` with a Python fetch of `url`: (output, is_error).
     async fn fetch(&self, url: &str) -> (String, bool) {
-        let command = format!(
+        self.shell(&format!(
             "python3 -c 'import sys, urllib.request; print(\"GOT\", urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' {url}"
-        );
+        ))
+        .await
+    }
+
+    /// `run_shell COMMAND`: (output, is_error).
+    async fn shell(&self, command: &str) -> (String, bool) {
         let mut p = CallToolRequestParams::new("run_shell".to_string());
         p.arguments = json!({ "command": command }).as_object().cloned();
         let client = self.client.as_ref().unwrap();
         let r = tokio::time::timeout(Duration::from_secs(90), client.call_tool(p))
             .await
-            .unwrap_or_else(|_| panic!("fetch {url} hung; stderr:\n{}", self.stderr()))
-            .unwrap_or_else(|e| panic!("fetch {url}: {e}; stderr:\n{}", self.stderr()));
+            .unwrap_or_else(|_| panic!("`{command}` hung; stderr:\n{}", self.stderr()))
+            .unwrap_or_else(|e| panic!("`{command}`: {e}; stderr:\n{}", self.stderr()));
         text_of(&serde_json::to_value(&r).unwrap())
     }
 
@@ -366,6 +374,24 @@ async fn only_the_allowed_host(backend: &str, extra: &str, test: u32) {
             is_error && !text.contains(PAGE),
             "{url} was fetched: {text}"
         );
+    }
+    if backend == "native" {
+        // Landlock: connect to the forwarded port only (another port is
+        // refused by the kernel before any route is looked at), bind never;
+        // the posture of every command is unchanged.
+        let (text, _) = gw.fetch(&format!("http://{}:8080/page.txt", a.a)).await;
+        assert!(text.contains("Errno 13"), "connect to port 8080: {text}");
+        let (text, is_error) = gw
+            .shell(
+                "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; \
+                 python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 8081)); print(\"BOUND\")'",
+            )
+            .await;
+        assert!(is_error && !text.contains("BOUND"), "bind: {text}");
+        assert!(text.contains("Errno 13"), "bind: {text}");
+        assert!(text.contains("Seccomp:\t2"), "{text}");
+        assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+        assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
     }
     let session = gw.session.clone();
     let records = wait_egress_records(&sup, &session, 1).await;
@@ -548,4 +574,70 @@ fn full_image_or_skip(test: &str) -> Option<String> {
     }
     eprintln!("{test}: skipped: {why}");
     None
+}
+
+/// Revoke while a forwarded connection is open: the connection ends with the
+/// session (recorded, with the reason), and the gateway exits 3.
+async fn revoke_ends_the_forwarded_connections(backend: &str, extra: &str, test: u32) {
+    let a = addrs(test);
+    let root = docroot();
+    let _host = NetHost::start(&a, root.path());
+    let (sup, ws) = start_sup(backend, extra, &[]);
+    let allow = format!("{}:80", a.a);
+    let gw = Gateway::start(&sup, &ws, &["--allow-net", &allow]).await;
+    let peer = gw.client.as_ref().unwrap().peer().clone();
+    let cmd = format!(
+        "python3 -c 'import socket, sys, time; s = socket.create_connection((sys.argv[1], 80)); open(\"connected\", \"w\").close(); time.sleep(600)' {}",
+        a.a
+    );
+    let call = tokio::spawn(async move {
+        let mut p = CallToolRequestParams::new("run_shell");
+        p.arguments = json!({ "command": cmd }).as_object().cloned();
+        peer.call_tool(p).await
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ws.join("connected").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the connection never opened; stderr:\n{}",
+            gw.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let session = gw.session.clone();
+    let sup_ref = &sup;
+    let (code, out, err) = tokio::task::block_in_place(|| {
+        agent_support::ctl(
+            sup_ref,
+            &["revoke", &session, "--reason", "egress test revoke"],
+        )
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    let r = serde_json::to_value(call.await.unwrap().unwrap()).unwrap();
+    assert!(text_of(&r).1, "{r}");
+    let mut gw = gw;
+    let status = wait_exit(&mut gw.child, &gw.stderr).await;
+    assert_eq!(status.code(), Some(3), "{}", gw.stderr());
+    let records = wait_egress_records(&sup, &session, 1).await;
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["address"], allow.as_str(), "{}", records[0]);
+    assert_eq!(records[0]["end"], "the gateway ended", "{}", records[0]);
+    verify_audit(&sup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_revoke_ends_the_forwarded_connections() {
+    if !ready("mcp_gateway_net_native_revoke") {
+        return;
+    }
+    revoke_ends_the_forwarded_connections("native", "", 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_revoke_ends_the_forwarded_connections() {
+    let Some(image) = full_image_or_skip("mcp_gateway_net_docker_revoke") else {
+        return;
+    };
+    let extra = format!("[sandbox]\nimage = \"{image}\"\n");
+    revoke_ends_the_forwarded_connections("docker", &extra, 5).await;
 }
