@@ -85,18 +85,24 @@ fn ip(args: &[&str]) {
     );
 }
 
-/// The test's "public" web server (copied from webfetch.rs, unique names).
+/// The test's "public" web server (after webfetch.rs, unique names). What
+/// it set up is undone on drop, a failed start included.
 struct NetHost {
     ns: String,
     host_if: String,
     routes: Vec<String>,
-    server: std::process::Child,
+    server: Option<std::process::Child>,
 }
 
 impl NetHost {
     fn start(a: &Addrs, docroot: &Path) -> NetHost {
-        let ns = format!("tg-egress-{}", a.tag);
-        let host_if = format!("tge{}", a.tag);
+        let mut host = NetHost {
+            ns: format!("tg-egress-{}", a.tag),
+            host_if: format!("tge{}", a.tag),
+            routes: Vec::new(),
+            server: None,
+        };
+        let (ns, host_if) = (host.ns.clone(), host.host_if.clone());
         let peer_if = format!("tgq{}", a.tag);
         let _ = StdCommand::new("ip")
             .args(["netns", "del", &ns])
@@ -138,23 +144,25 @@ impl NetHost {
         ip(&["-n", &ns, "link", "set", &peer_if, "up"]);
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
         ip(&["-n", &ns, "route", "add", "default", "via", &a.host_side]);
-        let mut routes = Vec::new();
         for public in [&a.a, &a.b] {
             let r = format!("{public}/32");
             ip(&["route", "add", &r, "via", &a.peer_side]);
-            routes.push(r);
+            host.routes.push(r);
         }
-        let server = StdCommand::new("ip")
-            .args(["netns", "exec", &ns, "python3", "-c", SERVER])
-            .current_dir(docroot)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("web server");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        host.server = Some(
+            StdCommand::new("ip")
+                .args(["netns", "exec", &ns, "python3", "-c", SERVER])
+                .current_dir(docroot)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("web server"),
+        );
+        // Generous: Python starts slowly on a loaded 2-core machine.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect_timeout(
             &format!("{}:80", a.a).parse().unwrap(),
-            Duration::from_millis(200),
+            Duration::from_millis(500),
         )
         .is_err()
         {
@@ -162,26 +170,24 @@ impl NetHost {
                 Instant::now() < deadline,
                 "the test web server did not come up"
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(100));
         }
-        NetHost {
-            ns,
-            host_if,
-            routes,
-            server,
-        }
+        host
     }
 }
 
 impl Drop for NetHost {
     fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
+        if let Some(server) = &mut self.server {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
         for r in &self.routes {
             let _ = StdCommand::new("ip").args(["route", "del", r]).status();
         }
         let _ = StdCommand::new("ip")
             .args(["link", "del", &self.host_if])
+            .stderr(Stdio::null())
             .status();
         let _ = StdCommand::new("ip")
             .args(["netns", "del", &self.ns])

@@ -201,6 +201,13 @@ impl Running {
     }
 }
 
+/// However the gateway ends (its task dropped too), its forwards end.
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.ctx.stop.cancel();
+    }
+}
+
 async fn accept(ctx: Arc<Ctx>, f: Forward, listener: TcpListener) {
     loop {
         let conn = tokio::select! {
