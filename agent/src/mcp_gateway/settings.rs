@@ -96,6 +96,23 @@ mod tests {
         };
         assert_eq!(s.name, "fs");
         assert_eq!(s.command, vec!["npx", "server", "/"]);
+        assert!(s.allow_net.is_empty());
+        let Ok(Action::McpGateway(s)) = parse(&[
+            "mcp-gateway",
+            "--name",
+            "web",
+            "--allow-net",
+            "api.example.com",
+            "--allow-net",
+            "93.184.216.34:80",
+            "--",
+            "python3",
+            "server.py",
+        ]) else {
+            panic!()
+        };
+        // Passed on as given: the supervisor parses and vets them.
+        assert_eq!(s.allow_net, vec!["api.example.com", "93.184.216.34:80"]);
         assert!(parse(&["mcp-gateway", "--name", "fs"]).is_err());
         assert!(parse(&["mcp-gateway", "--name", "fs", "--mode", "yolo", "--", "x"]).is_err());
     }
