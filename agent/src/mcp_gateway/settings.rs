@@ -10,8 +10,8 @@ pub struct McpGatewayArgs {
     /// The server's name in `mcp(NAME.TOOL)` rules and the audit log
     #[arg(long, value_name = "NAME")]
     pub name: String,
-    /// Hosts the server may reach (refused for now: the server has no network)
-    #[arg(long = "allow-net", value_name = "HOST")]
+    /// HOST[:PORT] the server may reach, forwarded and vetted by the supervisor (default ports 443 and 80; repeatable)
+    #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
     pub allow_net: Vec<String>,
     /// Workspace directory (default: the current directory)
     #[arg(long, value_name = "DIR")]
@@ -96,6 +96,23 @@ mod tests {
         };
         assert_eq!(s.name, "fs");
         assert_eq!(s.command, vec!["npx", "server", "/"]);
+        assert!(s.allow_net.is_empty());
+        let Ok(Action::McpGateway(s)) = parse(&[
+            "mcp-gateway",
+            "--name",
+            "web",
+            "--allow-net",
+            "api.example.com",
+            "--allow-net",
+            "93.184.216.34:80",
+            "--",
+            "python3",
+            "server.py",
+        ]) else {
+            panic!()
+        };
+        // Passed on as given: the supervisor parses and vets them.
+        assert_eq!(s.allow_net, vec!["api.example.com", "93.184.216.34:80"]);
         assert!(parse(&["mcp-gateway", "--name", "fs"]).is_err());
         assert!(parse(&["mcp-gateway", "--name", "fs", "--mode", "yolo", "--", "x"]).is_err());
     }

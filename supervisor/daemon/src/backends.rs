@@ -299,6 +299,9 @@ pub struct SpecFor<'a> {
     pub credentials: &'a [PathBuf],
     /// The sandbox-scoped token (a session's; `sandbox exec` has none).
     pub sandbox_token: Option<&'a str>,
+    /// `agent mcp-gateway --allow-net`'s forwarding (the gateway's session
+    /// only); `None` everywhere else.
+    pub egress: Option<tollgate_sandbox::Egress>,
 }
 
 /// The one place a [`SandboxSpec`] is built. The policy's tables go in as
@@ -328,6 +331,7 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         ),
         host_exec: tollgate_policy::host_exec::names(),
         home: s.owner.home.clone(),
+        egress: s.egress,
     }
 }
 
@@ -362,6 +366,7 @@ mod tests {
             hidden: Vec::new(),
             host_exec: tollgate_policy::host_exec::names(),
             home: None,
+            egress: None,
         }
     }
 

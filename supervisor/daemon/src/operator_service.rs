@@ -293,6 +293,7 @@ impl OperatorService for OperatorSvc {
                 owner: &target.owner,
                 credentials: &target.credentials,
                 sandbox_token: None,
+                egress: None,
             },
         );
         let timeout_s = if r.timeout_s == 0 {

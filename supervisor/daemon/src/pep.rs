@@ -1295,6 +1295,7 @@ async fn sandbox_of(sup: &Supervisor, session: &Session) -> Result<Arc<dyn Sandb
                     owner: &owner,
                     credentials: &session.credentials,
                     sandbox_token: token.as_deref(),
+                    egress: session.egress.get().cloned(),
                 },
             );
             session.backend.create(&spec).await

@@ -110,6 +110,10 @@ pub struct Session {
     /// Created lazily on the first run_bash (again after the disk floor
     /// stopped it).
     pub sandbox: SandboxSlot,
+    /// `agent mcp-gateway --allow-net`'s forwarding, set once before the
+    /// session's sandbox is built (mcp_gateway::egress); empty for every
+    /// other session.
+    pub egress: std::sync::OnceLock<tollgate_sandbox::Egress>,
     /// Why the disk floor stopped the session's sandbox, for the command
     /// that was running (taken by it).
     pub disk_stop: Mutex<Option<String>>,
@@ -257,6 +261,7 @@ impl Session {
             cancel: CancellationToken::new(),
             backend: n.backend,
             sandbox: SandboxSlot::default(),
+            egress: std::sync::OnceLock::new(),
             disk_stop: Mutex::new(None),
             files: n.files,
             tool_calls: AtomicU32::new(0),

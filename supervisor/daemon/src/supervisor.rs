@@ -236,7 +236,7 @@ impl Supervisor {
         &self,
         requested: &str,
         peer_uid: u32,
-        users: &[workspace::PasswdEntry],
+        users: &[tollgate_policy::host::PasswdEntry],
         credentials: &[PathBuf],
     ) -> Result<workspace::Checked, Status> {
         let protected = self.protected_paths();

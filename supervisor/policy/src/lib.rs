@@ -23,6 +23,7 @@ mod config;
 pub mod credentials;
 mod decision;
 mod display;
+pub mod egress;
 mod engine;
 mod facts;
 #[cfg(feature = "host")]

@@ -108,6 +108,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         hidden: vec![state.clone()],
         host_exec,
         home: None,
+        egress: None,
     };
     let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(

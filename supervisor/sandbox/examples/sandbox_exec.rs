@@ -196,6 +196,7 @@ async fn run(args: Args) -> Result<u8, String> {
         hidden: vec![state_dir.clone()],
         host_exec: tollgate_policy::host_exec::names(),
         home: None,
+        egress: None,
     };
     let result = async {
         let sandbox = backend

@@ -10,6 +10,7 @@
 //! policy decisions: the daemon's `pep.rs` decides, then calls a backend.
 
 pub mod docker;
+pub mod egress;
 pub mod host_exec;
 pub mod native;
 mod setid;
@@ -21,6 +22,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+pub use egress::Egress;
 
 /// Which backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -99,6 +102,10 @@ pub struct SandboxSpec {
     /// The session owner's home directory: their global git config (it may
     /// set `core.hooksPath` or include files in the workspace) and `~`.
     pub home: Option<PathBuf>,
+    /// Egress by forwarding (`agent mcp-gateway --allow-net`): the ports the
+    /// sandbox may connect to and its `/etc/hosts` names. `None`: no network
+    /// at all (every run_bash session, and a gateway without --allow-net).
+    pub egress: Option<Egress>,
 }
 
 /// A directory's identity: device and inode.
@@ -290,6 +297,20 @@ pub trait Sandbox: Send + Sync {
         Err(SandboxError::Refused(
             "this sandbox backend cannot run a long-lived process with its stdin connected"
                 .to_string(),
+        ))
+    }
+
+    /// Opens a TCP listener on `addr` inside the sandbox's network namespace
+    /// ([`egress`]): the supervisor's end of one forwarded host and port.
+    /// A backend that cannot reach into its sandbox's namespace refuses,
+    /// naming why.
+    fn egress_listener(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> Result<std::net::TcpListener, SandboxError> {
+        let _ = addr;
+        Err(SandboxError::Refused(
+            "this sandbox backend cannot forward connections into its sandbox".to_string(),
         ))
     }
 

@@ -5,8 +5,9 @@
 //! The agent relays the client's stdio over the `McpGateway` stream and
 //! decides nothing. Here:
 //! - the server is started in the session's sandbox (workspace writable,
-//!   the backend's read-only root, no network) with its stdin and stdout
-//!   connected ([`tollgate_sandbox::Sandbox::exec_interactive`]);
+//!   the backend's read-only root, no network but the hosts `--allow-net`
+//!   names, forwarded by [`egress`]) with its stdin and stdout connected
+//!   ([`tollgate_sandbox::Sandbox::exec_interactive`]);
 //! - each `tools/call` goes through [`pep::mcp_tool_call`]: the
 //!   `mcp(NAME.TOOL)` decision and its record before anything is forwarded,
 //!   an approval when asked, the answer capped and redacted, the outcome
@@ -20,6 +21,7 @@
 //!   kill destroy the sandbox), calls in flight are answered, and the
 //!   stream ends with the reason.
 
+mod egress;
 mod lines;
 mod result;
 mod route;
@@ -68,11 +70,24 @@ pub async fn serve(
         end(&down, pb::DenialCode::InvalidArgs, &why).await;
         return;
     }
+    let egress = match egress::plan(&sup, &start.allow_net).await {
+        Ok(p) => p,
+        Err(why) => {
+            end(&down, pb::DenialCode::InvalidArgs, &why).await;
+            return;
+        }
+    };
     let Some(_work) = session.begin() else {
         let d = crate::pep::revoked(&session);
         end(&down, pb::DenialCode::SessionRevoked, &d.reason).await;
         return;
     };
+    if let Some(plan) = &egress
+        && let Err(why) = give_egress(&session, plan).await
+    {
+        end(&down, pb::DenialCode::InvalidArgs, &why).await;
+        return;
+    }
     let sandbox = match crate::pep::session_sandbox(&sup, &session).await {
         Ok(s) => s,
         Err(why) => {
@@ -86,7 +101,7 @@ pub async fn serve(
         &session.audit,
         &session.id,
         "mcp_server_started",
-        json!({"server": start.name, "argv": argv_shown, "backend": sandbox_kind(&session)}),
+        json!({"server": start.name, "argv": argv_shown, "backend": sandbox_kind(&session), "allow_net": start.allow_net}),
     ) {
         let why = format!(
             "the audit log cannot be written ({e}), so the MCP server `{}` does not start",
@@ -95,6 +110,16 @@ pub async fn serve(
         end(&down, pb::DenialCode::AuditUnavailable, &why).await;
         return;
     }
+    let forwards = match &egress {
+        Some(plan) => match egress::start(&sup, &session, sandbox.as_ref(), &start.name, plan) {
+            Ok(r) => Some(r),
+            Err(why) => {
+                end(&down, pb::DenialCode::SandboxUnavailable, &why).await;
+                return;
+            }
+        },
+        None => None,
+    };
     let (stdin_tx, stdin_rx) = mpsc::channel::<bytes::Bytes>(64);
     let (out_tx, out_rx) = mpsc::channel::<Output>(64);
     let stop = session.cancel.child_token();
@@ -117,6 +142,9 @@ pub async fn serve(
     );
     let why = pump(&router, &mut inbound, out_rx, &session, exec, &stop).await;
     router.finish().await;
+    if let Some(f) = forwards {
+        f.finish().await;
+    }
     let _ = sup.recorder.to_file(
         &session.audit,
         &session.id,
@@ -134,13 +162,30 @@ fn refusal(start: &pb::McpGatewayStart) -> Option<String> {
     if start.argv.is_empty() || start.argv[0].is_empty() {
         return Some("no command to run: give the MCP server's command after `--`".to_string());
     }
-    if !start.allow_net.is_empty() {
-        return Some(format!(
-            "--allow-net {} is refused: this supervisor cannot yet give a wrapped MCP server network access to named hosts, and will not give it more; run the server without --allow-net (it has no network)",
-            start.allow_net.join(",")
-        ));
-    }
     None
+}
+
+/// Gives the session's sandbox the forwarded egress, before it is built:
+/// a sandbox built already (without it) is never widened.
+async fn give_egress(session: &Session, plan: &egress::Plan) -> Result<(), String> {
+    let _no_build = session.sandbox.hold().await;
+    let refused = || {
+        format!(
+            "--allow-net is refused: session {} has a sandbox already, built without network; start `agent mcp-gateway` in a session of its own",
+            session.id
+        )
+    };
+    if session.sandbox.get().is_some() {
+        return Err(refused());
+    }
+    match session.egress.get() {
+        Some(e) if *e == plan.sandbox => Ok(()),
+        Some(_) => Err(refused()),
+        None => session
+            .egress
+            .set(plan.sandbox.clone())
+            .map_err(|_| refused()),
+    }
 }
 
 fn sandbox_kind(session: &Session) -> &'static str {

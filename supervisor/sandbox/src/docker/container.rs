@@ -215,6 +215,14 @@ fn host_config(
     )]);
     Ok(HostConfig {
         network_mode: Some("none".to_string()),
+        // Forwarded egress: the allowed names point at the listeners the
+        // supervisor opens in the container's own namespace (egress.rs).
+        extra_hosts: spec.egress.as_ref().map(|e| {
+            e.hosts
+                .iter()
+                .map(|(name, ip)| format!("{name}:{ip}"))
+                .collect()
+        }),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
         cap_drop: Some(vec!["ALL".to_string()]),
@@ -309,6 +317,7 @@ mod tests {
             hidden: vec![],
             host_exec: Vec::new(),
             home: None,
+            egress: None,
         }
     }
 

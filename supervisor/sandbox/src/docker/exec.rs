@@ -601,6 +601,24 @@ impl Sandbox for DockerSandbox {
             .await
     }
 
+    fn egress_listener(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> Result<std::net::TcpListener, SandboxError> {
+        // The pidfd taken at start, checked to be the container's init.
+        let Some(init) = &self.init else {
+            return Err(SandboxError::Refused(format!(
+                "container {} cannot get forwarded connections: the supervisor holds no pidfd of its init (the docker engine runs on another host, or the supervisor may not signal it)",
+                self.name
+            )));
+        };
+        let pidfd = init.try_clone().map_err(|e| SandboxError::Io {
+            context: format!("pidfd of container {}", self.name),
+            source: e,
+        })?;
+        crate::egress::listen_in(pidfd, addr)
+    }
+
     async fn destroy(&self) -> Result<(), SandboxError> {
         self.destroy_now().await
     }

@@ -121,6 +121,7 @@ async fn probe_in(
         // A throwaway workspace: nothing in it is run by the host.
         host_exec: Vec::new(),
         home: None,
+        egress: None,
     };
     let t0 = Instant::now();
     let sb = backend

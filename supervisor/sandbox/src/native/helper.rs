@@ -321,10 +321,18 @@ fn restrict(
         tmp_mb: cfg.tmp_mb,
         binds: &cfg.binds,
         rootless: cfg.rootless,
+        hosts: cfg.egress.as_ref().map(crate::Egress::hosts_file),
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;
-    let prepared = landlock::prepare(&cfg.workspace, &cfg.hidden)?;
+    let prepared = landlock::prepare(
+        &cfg.workspace,
+        &cfg.hidden,
+        cfg.egress
+            .as_ref()
+            .map(|e| e.ports.as_slice())
+            .unwrap_or(&[]),
+    )?;
     clock.mark("landlock-prepare");
     let envp: Vec<CString> = cfg
         .env

@@ -13,7 +13,7 @@
 //! | /dev/{null,zero,full,random,urandom,tty} | read, write (+ ioctl for tty) |
 //! | /dev/pts | read, write, list, ioctl |
 //! | the workspace, /tmp, /dev/shm | everything except making char/block devices |
-//! | network | nothing: every TCP bind and connect is denied |
+//! | network | nothing: every TCP bind and connect is denied; with forwarded egress (`agent mcp-gateway --allow-net`), TCP connect to exactly the forwarded ports (the only things listening on them are the supervisor's listeners in the sandbox's own network namespace); bind stays denied |
 //!
 //! Landlock does not cover chmod/chown/utime/setxattr, UDP, or connect() to
 //! pathname sockets below ABI 9; the mount namespace (what is not mounted is
@@ -28,8 +28,8 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::SetupError;
@@ -217,7 +217,13 @@ impl Builder {
 
 /// Builds the ruleset in the sandbox's own view (call after pivot_root,
 /// before dropping privileges: listing /etc needs no rights afterwards).
-pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, SetupError> {
+/// `egress_ports`: the TCP ports a command may connect to (forwarded egress;
+/// empty: none).
+pub(crate) fn prepare(
+    workspace: &Path,
+    hidden: &[PathBuf],
+    egress_ports: &[u16],
+) -> Result<Prepared, SetupError> {
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(TARGET_ABI))
@@ -259,10 +265,15 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
     }
     let mut withheld = etc.withheld;
     withheld.sort();
-    let ruleset = b
+    let mut ruleset = b
         .ruleset
         .take()
         .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+    for port in egress_ports {
+        ruleset = ruleset
+            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+            .map_err(|e| err(format!("connect rule for TCP port {port}"), e))?;
+    }
     Ok(Prepared {
         ruleset,
         etc_granted,

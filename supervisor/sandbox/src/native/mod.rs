@@ -225,6 +225,7 @@ impl NativeBackend {
             rlimit_cpu_s: self.opts.rlimit_cpu_s,
             rlimit_nproc: self.opts.rlimit_nproc,
             binds: plan.binds,
+            egress: spec.egress.clone(),
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -937,6 +938,28 @@ impl Sandbox for NativeSandbox {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
         self.exec_fed(req, stdin, out, cancel).await
+    }
+
+    fn egress_listener(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> Result<std::net::TcpListener, SandboxError> {
+        let pidfd = self
+            .teardown
+            .lock()
+            .ok()
+            .and_then(|t| {
+                t.as_ref()
+                    .and_then(|t| t.init.as_ref().map(|(_, fd)| fd.get_ref().try_clone()))
+            })
+            .ok_or_else(|| {
+                SandboxError::Gone(format!("sandbox of session {} is gone", self.session_id))
+            })?
+            .map_err(|e| SandboxError::Io {
+                context: "pidfd of sandbox pid 1".to_string(),
+                source: e,
+            })?;
+        crate::egress::listen_in(pidfd, addr)
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {

@@ -84,6 +84,9 @@ pub(crate) struct MountPlan<'a> {
     /// Workspace paths to attach read-only or pin, parents first.
     pub binds: &'a [Bind],
     pub rootless: bool,
+    /// The whole `/etc/hosts` the sandbox sees, when it has forwarded
+    /// egress (names → the listeners' addresses); the host's otherwise.
+    pub hosts: Option<String>,
 }
 
 fn err(step: &'static str, what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
@@ -126,6 +129,25 @@ fn bind_ro(src: &Path, dst: &Path) -> Result<(), SetupError> {
         true,
     )
     .map_err(|e| err("mounts", format!("make {} read-only", dst.display()), e))
+}
+
+/// Binds a file holding `text` read-only over the new root's /etc/hosts
+/// (the egress names), then removes the file from the root (the mount
+/// keeps it).
+fn hosts_file(new: &Path, text: &str) -> Result<(), SetupError> {
+    let dst = new.join("etc/hosts");
+    // A symlink would be followed in the host's view: not stood in for.
+    if !fs::symlink_metadata(&dst).is_ok_and(|m| m.file_type().is_file()) {
+        return Err(err(
+            "mounts",
+            "/etc/hosts",
+            "the host has no plain file there for the egress names to stand in for",
+        ));
+    }
+    let src = new.join(".tollgate-hosts");
+    fs::write(&src, text).map_err(|e| err("mounts", format!("write {}", src.display()), e))?;
+    bind_ro(&src, &dst)?;
+    fs::remove_file(&src).map_err(|e| err("mounts", format!("remove {}", src.display()), e))
 }
 
 fn mkdir(p: &Path, mode: u32) -> Result<(), SetupError> {
@@ -232,6 +254,10 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
         "mode=0755,size=1m",
     )?;
     bind_system_dirs(new)?;
+    if let Some(text) = &plan.hosts {
+        // --allow-net: the forwarded names, over the host's /etc/hosts.
+        hosts_file(new, text)?;
+    }
     build_dev(new, plan)?;
     mount_proc(new)?;
     make_tmp_and_run(new, plan)?;

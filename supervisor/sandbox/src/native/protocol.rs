@@ -44,6 +44,10 @@ pub(crate) struct InitConfig {
     /// Paths of the workspace to attach read-only or pin, parents first
     /// (decided on the host by [`crate::host_exec::plan`]).
     pub binds: Vec<crate::host_exec::Bind>,
+    /// Forwarded egress: Landlock lets TCP connect to these ports only, and
+    /// `/etc/hosts` maps the names. `None`: every TCP connect is denied.
+    #[serde(default)]
+    pub egress: Option<crate::Egress>,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.

@@ -136,6 +136,7 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         hidden: Vec::new(),
         host_exec: tollgate_policy::host_exec::names(),
         home: None,
+        egress: None,
     }
 }
 

@@ -1,0 +1,230 @@
+//! Egress by forwarding, never by routing (issue 23, `agent mcp-gateway
+//! --allow-net`).
+//!
+//! A sandbox keeps its own network namespace with no route out. For each
+//! allowed host and port the supervisor opens a TCP listener *inside* that
+//! namespace ([`listen_in`]): a dedicated thread enters the namespace
+//! (`setns` through a pidfd of the sandbox's init, so a recycled pid cannot
+//! be mistaken for it), brings `lo` up, adds the listener's address to `lo`
+//! (a public IP literal the server connects to, as /32 or /128; a
+//! `127.0.0.N` for a name needs none), binds, listens, and exits: `setns`
+//! moved only that thread. The supervisor accepts on the listener, vets and
+//! connects on its own side; nothing in the sandbox ever gets a route.
+//!
+//! What the sandbox itself is told ([`Egress`]): the ports it may connect
+//! to (Landlock, native) and the names its `/etc/hosts` maps to the
+//! listeners' addresses.
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::sched::CloneFlags;
+use nix::sys::socket::{
+    AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto, socket,
+};
+
+use crate::SandboxError;
+
+/// What a sandbox with egress is told; `None` in a spec: no egress at all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Egress {
+    /// TCP ports a sandboxed process may connect to (the native backend's
+    /// Landlock rules; there is nothing to connect to but the listeners).
+    pub ports: Vec<u16>,
+    /// `(name, address)` lines of the sandbox's `/etc/hosts`: each allowed
+    /// name points at its listener's address inside the sandbox.
+    pub hosts: Vec<(String, IpAddr)>,
+}
+
+impl Egress {
+    /// The sandbox's whole `/etc/hosts`: localhost, then one line per name.
+    pub fn hosts_file(&self) -> String {
+        let mut s =
+            String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+        for (name, ip) in &self.hosts {
+            s.push_str(&format!("{ip}\t{name}\n"));
+        }
+        s
+    }
+}
+
+/// Opens a listening TCP socket on `addr` in the network namespace of the
+/// process behind `pidfd` (non-blocking, ready for tokio).
+pub(crate) fn listen_in(pidfd: OwnedFd, addr: SocketAddr) -> Result<TcpListener, SandboxError> {
+    let joined = std::thread::Builder::new()
+        .name("tollgate-egress-netns".to_string())
+        .spawn(move || enter_and_listen(&pidfd, addr))
+        .map_err(|e| SandboxError::Io {
+            context: "start the thread that enters the sandbox's network namespace".to_string(),
+            source: e,
+        })?
+        .join();
+    match joined {
+        Ok(r) => r,
+        Err(_) => Err(SandboxError::Other(
+            "the thread that enters the sandbox's network namespace panicked".to_string(),
+        )),
+    }
+}
+
+/// Runs on its own thread, which then exits: `setns` moves only it.
+fn enter_and_listen(pidfd: &OwnedFd, addr: SocketAddr) -> Result<TcpListener, SandboxError> {
+    nix::sched::setns(pidfd, CloneFlags::CLONE_NEWNET).map_err(|e| {
+        let hint = if e == nix::errno::Errno::EPERM {
+            " (forwarding into a sandbox needs a supervisor running as root)"
+        } else {
+            ""
+        };
+        SandboxError::Refused(format!(
+            "cannot enter the sandbox's network namespace: {e}{hint}"
+        ))
+    })?;
+    let io = |what: &str| {
+        let context = format!("{what} in the sandbox's network namespace");
+        move |e: std::io::Error| SandboxError::Io { context, source: e }
+    };
+    let nl = Netlink::open().map_err(io("open a netlink socket"))?;
+    nl.loopback_up().map_err(io("bring lo up"))?;
+    if !addr.ip().is_loopback() {
+        nl.add_loopback_address(addr.ip())
+            .map_err(io(&format!("add {} to lo", addr.ip())))?;
+    }
+    let l = TcpListener::bind(addr).map_err(io(&format!("listen on {addr}")))?;
+    l.set_nonblocking(true)
+        .map_err(io(&format!("make the listener on {addr} non-blocking")))?;
+    Ok(l)
+}
+
+/// The loopback device's index: 1 in every network namespace.
+const LOOPBACK_INDEX: u32 = 1;
+const RTM_NEWLINK: u16 = 16;
+const RTM_NEWADDR: u16 = 20;
+const NLMSG_ERROR: u16 = 2;
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_ACK: u16 = 0x4;
+const NLM_F_REPLACE: u16 = 0x100;
+const NLM_F_CREATE: u16 = 0x400;
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
+const IFA_F_NODAD: u8 = 0x02;
+const IFF_UP: u32 = 0x1;
+
+/// A NETLINK_ROUTE socket: two requests, each answered by an ack.
+struct Netlink {
+    fd: OwnedFd,
+}
+
+impl Netlink {
+    fn open() -> std::io::Result<Netlink> {
+        let fd = socket(
+            AddressFamily::Netlink,
+            SockType::Raw,
+            SockFlag::SOCK_CLOEXEC,
+            SockProtocol::NetlinkRoute,
+        )?;
+        Ok(Netlink { fd })
+    }
+
+    /// `ip link set lo up`.
+    fn loopback_up(&self) -> std::io::Result<()> {
+        let mut body = Vec::with_capacity(16);
+        body.push(libc::AF_UNSPEC as u8);
+        body.push(0);
+        body.extend_from_slice(&0u16.to_ne_bytes()); // type
+        body.extend_from_slice(&LOOPBACK_INDEX.to_ne_bytes());
+        body.extend_from_slice(&IFF_UP.to_ne_bytes()); // flags
+        body.extend_from_slice(&IFF_UP.to_ne_bytes()); // change
+        self.request(RTM_NEWLINK, 0, &body)
+    }
+
+    /// `ip addr replace IP/32 dev lo` (/128 for IPv6).
+    fn add_loopback_address(&self, ip: IpAddr) -> std::io::Result<()> {
+        let (family, prefix, bytes): (u8, u8, Vec<u8>) = match ip {
+            IpAddr::V4(v4) => (libc::AF_INET as u8, 32, v4.octets().to_vec()),
+            IpAddr::V6(v6) => (libc::AF_INET6 as u8, 128, v6.octets().to_vec()),
+        };
+        let mut body = vec![family, prefix, IFA_F_NODAD, 0];
+        body.extend_from_slice(&LOOPBACK_INDEX.to_ne_bytes());
+        for kind in [IFA_LOCAL, IFA_ADDRESS] {
+            attr(&mut body, kind, &bytes);
+        }
+        self.request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, &body)
+    }
+
+    fn request(&self, kind: u16, flags: u16, body: &[u8]) -> std::io::Result<()> {
+        let len = u32::try_from(16 + body.len())
+            .map_err(|_| std::io::Error::other("netlink request too long"))?;
+        let mut msg = Vec::with_capacity(16 + body.len());
+        msg.extend_from_slice(&len.to_ne_bytes());
+        msg.extend_from_slice(&kind.to_ne_bytes());
+        msg.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | flags).to_ne_bytes());
+        msg.extend_from_slice(&1u32.to_ne_bytes()); // seq
+        msg.extend_from_slice(&0u32.to_ne_bytes()); // pid: the kernel's
+        msg.extend_from_slice(body);
+        sendto(
+            self.fd.as_raw_fd(),
+            &msg,
+            &NetlinkAddr::new(0, 0),
+            MsgFlags::empty(),
+        )?;
+        let mut buf = [0u8; 4096];
+        let n = recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+        ack_status(&buf[..n])
+    }
+}
+
+/// Appends one rtattr (4-byte aligned).
+fn attr(body: &mut Vec<u8>, kind: u16, data: &[u8]) {
+    let len = 4 + data.len();
+    body.extend_from_slice(&(len as u16).to_ne_bytes());
+    body.extend_from_slice(&kind.to_ne_bytes());
+    body.extend_from_slice(data);
+    while !body.len().is_multiple_of(4) {
+        body.push(0);
+    }
+}
+
+/// The error an NLMSG_ERROR ack carries (0: success).
+fn ack_status(reply: &[u8]) -> std::io::Result<()> {
+    let field = |at: usize, n: usize| reply.get(at..at + n);
+    let kind = field(4, 2)
+        .and_then(|b| b.try_into().ok())
+        .map(u16::from_ne_bytes);
+    let code = field(16, 4)
+        .and_then(|b| b.try_into().ok())
+        .map(i32::from_ne_bytes);
+    match (kind, code) {
+        (Some(NLMSG_ERROR), Some(0)) => Ok(()),
+        (Some(NLMSG_ERROR), Some(c)) => Err(std::io::Error::from_raw_os_error(-c)),
+        _ => Err(std::io::Error::other("unexpected netlink reply")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_file_maps_each_name() {
+        let e = Egress {
+            ports: vec![443],
+            hosts: vec![("api.example".to_string(), "127.0.0.2".parse().unwrap())],
+        };
+        let f = e.hosts_file();
+        assert!(f.starts_with("127.0.0.1\tlocalhost\n"), "{f}");
+        assert!(f.ends_with("127.0.0.2\tapi.example\n"), "{f}");
+    }
+
+    #[test]
+    fn acks_are_read() {
+        let mut ok = vec![0u8; 36];
+        ok[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        assert!(ack_status(&ok).is_ok());
+        ok[16..20].copy_from_slice(&(-libc::EPERM).to_ne_bytes());
+        assert_eq!(
+            ack_status(&ok).unwrap_err().raw_os_error(),
+            Some(libc::EPERM)
+        );
+        assert!(ack_status(&[0u8; 3]).is_err());
+    }
+}

@@ -1,0 +1,649 @@
+//! `agent mcp-gateway --allow-net` end to end (issue 23: "no network unless
+//! --allow-net names hosts that the SSRF guard vets"), on both backends.
+//!
+//! A "public" web server answers on two public-looking addresses inside a
+//! network namespace this test creates, behind a veth pair (the pattern of
+//! webfetch.rs, every name, subnet and address unique to this process). A
+//! wrapped MCP server that runs shell commands and checks nothing
+//! (mcp_support/shell_server.py) fetches through the gateway:
+//! - with `--allow-net A:80` its fetch of http://A/ works (forwarded by the
+//!   supervisor, never routed) and is an `mcp_egress` record; its fetch of
+//!   the second public address, of the veth's private address and of A on
+//!   another port fails;
+//! - without --allow-net the same fetch fails (no network);
+//! - `169.254.169.254`, `localhost`, `10.1.2.3`, `[::1]`,
+//!   `metadata.google.internal` and a name resolving inward are refused at
+//!   start with the guard's sentence naming the host;
+//! - a name: the supervisor runs in a private mount namespace with an
+//!   /etc/hosts of the test's own, so a name resolves for it without
+//!   touching the host's /etc; the sandbox's /etc/hosts points the name at
+//!   the listener; when the name later resolves inward, the connection is
+//!   refused and recorded;
+//! - natively, Landlock refuses connect to other ports and every bind, and
+//!   the posture (seccomp, no_new_privs, no capabilities) is unchanged;
+//! - revoke ends an open forwarded connection (recorded) with the session.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod agent_support;
+mod mcp_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_support::{ready, verify_audit};
+use mcp_support::{SHELL_SERVER, TestClient, text_of, wait_exit};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{RoleClient, RunningService, serve_client};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tollgate_e2e::harness::{Supervisor, bin, read_records};
+
+const RULES: &str = r#"
+[policy]
+allow = ["mcp(shell.*)"]
+
+[session]
+session_can_approve = false
+
+[llm]
+provider = "script"
+"#;
+
+/// One test's names and addresses (unique to this process and test: the
+/// tests of this file run at once): two public addresses the test host
+/// answers on, and the /30 of the veth pair (host side .1, namespace .2).
+struct Addrs {
+    tag: u32,
+    a: String,
+    b: String,
+    host_side: String,
+    peer_side: String,
+}
+
+fn addrs(test: u32) -> Addrs {
+    let k = std::process::id().wrapping_mul(4).wrapping_add(test);
+    let (x, z) = (20 + k % 200, 10 + k / 200 % 200);
+    let (c, d) = (k / 64 % 250, k % 64 * 4);
+    Addrs {
+        tag: k % 10_000_000,
+        a: format!("93.184.{x}.{z}"),
+        b: format!("93.184.{x}.{}", z + 1),
+        host_side: format!("10.214.{c}.{}", d + 1),
+        peer_side: format!("10.214.{c}.{}", d + 2),
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = StdCommand::new("ip").args(args).output().expect("ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The test's "public" web server (after webfetch.rs, unique names). What
+/// it set up is undone on drop, a failed start included.
+struct NetHost {
+    ns: String,
+    host_if: String,
+    routes: Vec<String>,
+    server: Option<std::process::Child>,
+}
+
+impl NetHost {
+    fn start(a: &Addrs, docroot: &Path) -> NetHost {
+        let mut host = NetHost {
+            ns: format!("tg-egress-{}", a.tag),
+            host_if: format!("tge{}", a.tag),
+            routes: Vec::new(),
+            server: None,
+        };
+        let (ns, host_if) = (host.ns.clone(), host.host_if.clone());
+        let peer_if = format!("tgq{}", a.tag);
+        let _ = StdCommand::new("ip")
+            .args(["netns", "del", &ns])
+            .stderr(Stdio::null())
+            .status();
+        ip(&["netns", "add", &ns]);
+        ip(&[
+            "link", "add", &host_if, "type", "veth", "peer", "name", &peer_if,
+        ]);
+        ip(&["link", "set", &peer_if, "netns", &ns]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/30", a.host_side),
+            "dev",
+            &host_if,
+        ]);
+        ip(&["link", "set", &host_if, "up"]);
+        ip(&[
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{}/30", a.peer_side),
+            "dev",
+            &peer_if,
+        ]);
+        for public in [&a.a, &a.b] {
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{public}/32"),
+                "dev",
+                &peer_if,
+            ]);
+        }
+        ip(&["-n", &ns, "link", "set", &peer_if, "up"]);
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        ip(&["-n", &ns, "route", "add", "default", "via", &a.host_side]);
+        for public in [&a.a, &a.b] {
+            let r = format!("{public}/32");
+            ip(&["route", "add", &r, "via", &a.peer_side]);
+            host.routes.push(r);
+        }
+        host.server = Some(
+            StdCommand::new("ip")
+                .args(["netns", "exec", &ns, "python3", "-c", SERVER])
+                .current_dir(docroot)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("web server"),
+        );
+        // Generous: Python starts slowly on a loaded 2-core machine.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect_timeout(
+            &format!("{}:80", a.a).parse().unwrap(),
+            Duration::from_millis(500),
+        )
+        .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the test web server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        host
+    }
+}
+
+impl Drop for NetHost {
+    fn drop(&mut self) {
+        if let Some(server) = &mut self.server {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+        for r in &self.routes {
+            let _ = StdCommand::new("ip").args(["route", "del", r]).status();
+        }
+        let _ = StdCommand::new("ip")
+            .args(["link", "del", &self.host_if])
+            .stderr(Stdio::null())
+            .status();
+        let _ = StdCommand::new("ip")
+            .args(["netns", "del", &self.ns])
+            .status();
+    }
+}
+
+/// Files from the cwd, on port 80 and 8080 of every address.
+const SERVER: &str = r#"
+import http.server, threading
+class H(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a): pass
+for port in (8080,):
+    s = http.server.ThreadingHTTPServer(('0.0.0.0', port), H)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+http.server.ThreadingHTTPServer(('0.0.0.0', 80), H).serve_forever()
+"#;
+
+const PAGE: &str = "EGRESS-PAGE-OK";
+
+/// A running `agent mcp-gateway --name shell ARGS -- python3 .shell_server.py`.
+struct Gateway {
+    child: Child,
+    client: Option<RunningService<RoleClient, TestClient>>,
+    stderr: Arc<Mutex<String>>,
+    session: String,
+}
+
+fn spawn_gateway(sup: &Supervisor, ws: &Path, extra: &[&str]) -> (Child, Arc<Mutex<String>>) {
+    let mut child = Command::new(bin("agent"))
+        .arg("mcp-gateway")
+        .args(["--name", "shell"])
+        .args(extra)
+        .args(["--", "python3", ".shell_server.py"])
+        .env("TOLLGATE_SOCKET", &sup.agent_socket)
+        .current_dir(ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agent mcp-gateway");
+    let stderr = mcp_support::collect_stderr(&mut child);
+    (child, stderr)
+}
+
+impl Gateway {
+    async fn start(sup: &Supervisor, ws: &Path, extra: &[&str]) -> Gateway {
+        let (mut child, stderr) = spawn_gateway(sup, ws, extra);
+        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = TestClient::new(ProtocolVersion::V_2025_06_18, None);
+        let Ok(running) =
+            tokio::time::timeout(Duration::from_secs(60), serve_client(client, io)).await
+        else {
+            panic!("initialize timed out; stderr:\n{}", stderr.lock().unwrap());
+        };
+        let running = match running {
+            Ok(r) => r,
+            Err(e) => panic!(
+                "initialize failed: {e}; stderr:\n{}",
+                stderr.lock().unwrap()
+            ),
+        };
+        let session = {
+            let text = stderr.lock().unwrap().clone();
+            text.split(": session ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or_else(|| panic!("no session line:\n{text}"))
+                .to_string()
+        };
+        Gateway {
+            child,
+            client: Some(running),
+            stderr,
+            session,
+        }
+    }
+
+    /// `run_shell` with a Python fetch of `url`: (output, is_error).
+    async fn fetch(&self, url: &str) -> (String, bool) {
+        self.shell(&format!(
+            "python3 -c 'import sys, urllib.request; print(\"GOT\", urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' {url}"
+        ))
+        .await
+    }
+
+    /// `run_shell COMMAND`: (output, is_error).
+    async fn shell(&self, command: &str) -> (String, bool) {
+        let mut p = CallToolRequestParams::new("run_shell".to_string());
+        p.arguments = json!({ "command": command }).as_object().cloned();
+        let client = self.client.as_ref().unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(90), client.call_tool(p))
+            .await
+            .unwrap_or_else(|_| panic!("`{command}` hung; stderr:\n{}", self.stderr()))
+            .unwrap_or_else(|e| panic!("`{command}`: {e}; stderr:\n{}", self.stderr()));
+        text_of(&serde_json::to_value(&r).unwrap())
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    async fn finish(mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = c.cancel().await;
+        }
+        wait_exit(&mut self.child, &self.stderr).await;
+    }
+}
+
+/// Starts a gateway that must be refused before its server runs; returns
+/// the agent's stderr.
+async fn refused_start(sup: &Supervisor, ws: &Path, extra: &[&str]) -> String {
+    let (mut child, stderr) = spawn_gateway(sup, ws, extra);
+    let status = wait_exit(&mut child, &stderr).await;
+    let text = stderr.lock().unwrap().clone();
+    assert!(!status.success(), "{extra:?} was not refused:\n{text}");
+    text
+}
+
+fn egress_records(sup: &Supervisor, session: &str) -> Vec<Value> {
+    sup.session_records(session)
+        .into_iter()
+        .filter(|r| r["event"] == "mcp_egress")
+        .collect()
+}
+
+async fn wait_egress_records(sup: &Supervisor, session: &str, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = egress_records(sup, session);
+        if r.len() >= n || Instant::now() > deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn start_sup(backend: &str, extra: &str, wrapper: &[&str]) -> (Supervisor, PathBuf) {
+    let sup = Supervisor::builder()
+        .config(&format!("{extra}\n{RULES}"))
+        .sandbox(backend)
+        .wrapper(wrapper)
+        .start();
+    let ws = sup.dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    std::fs::write(ws.join(".shell_server.py"), SHELL_SERVER).unwrap();
+    (sup, ws)
+}
+
+fn docroot() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("page.txt"), PAGE).unwrap();
+    d
+}
+
+/// Forwarded to the allowed address and port only; nothing without the flag;
+/// every connection on record.
+async fn only_the_allowed_host(backend: &str, extra: &str, test: u32) {
+    let a = addrs(test);
+    let root = docroot();
+    let _host = NetHost::start(&a, root.path());
+    let (sup, ws) = start_sup(backend, extra, &[]);
+
+    // Without --allow-net: no network at all.
+    let gw = Gateway::start(&sup, &ws, &[]).await;
+    let (text, is_error) = gw.fetch(&format!("http://{}/page.txt", a.a)).await;
+    assert!(
+        is_error && !text.contains(PAGE),
+        "fetched without --allow-net: {text}"
+    );
+    gw.finish().await;
+
+    let allow = format!("{}:80", a.a);
+    let gw = Gateway::start(&sup, &ws, &["--allow-net", &allow]).await;
+    let (text, is_error) = gw.fetch(&format!("http://{}/page.txt", a.a)).await;
+    assert!(
+        !is_error && text.contains(&format!("GOT {PAGE}")),
+        "the allowed fetch: {text}\nstderr:\n{}",
+        gw.stderr()
+    );
+    for url in [
+        format!("http://{}/page.txt", a.b),
+        format!("http://{}/page.txt", a.peer_side),
+        format!("http://{}:8080/page.txt", a.a),
+        "http://1.1.1.1/".to_string(),
+    ] {
+        let (text, is_error) = gw.fetch(&url).await;
+        assert!(
+            is_error && !text.contains(PAGE),
+            "{url} was fetched: {text}"
+        );
+    }
+    if backend == "native" {
+        // Landlock: connect to the forwarded port only (another port is
+        // refused by the kernel before any route is looked at), bind never;
+        // the posture of every command is unchanged.
+        let (text, _) = gw.fetch(&format!("http://{}:8080/page.txt", a.a)).await;
+        assert!(text.contains("Errno 13"), "connect to port 8080: {text}");
+        let (text, is_error) = gw
+            .shell(
+                "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; \
+                 python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 8081)); print(\"BOUND\")'",
+            )
+            .await;
+        assert!(is_error && !text.contains("BOUND"), "bind: {text}");
+        assert!(text.contains("Errno 13"), "bind: {text}");
+        assert!(text.contains("Seccomp:\t2"), "{text}");
+        assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+        assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
+    }
+    let session = gw.session.clone();
+    let records = wait_egress_records(&sup, &session, 1).await;
+    gw.finish().await;
+    // Only the allowed connection reached the supervisor: the others had
+    // nowhere to go inside the sandbox.
+    assert_eq!(records.len(), 1, "{records:#?}");
+    let r = &records[0];
+    assert_eq!(r["server"], "shell", "{r}");
+    assert_eq!(r["host"], a.a.as_str(), "{r}");
+    assert_eq!(r["port"], 80, "{r}");
+    assert_eq!(r["address"], format!("{}:80", a.a).as_str(), "{r}");
+    assert!(r["refused"].is_null(), "{r}");
+    assert!(r["bytes_out"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["bytes_in"].as_u64().unwrap() > PAGE.len() as u64, "{r}");
+    assert!(r["duration_ms"].is_u64(), "{r}");
+    let started: Vec<Value> = sup
+        .session_records(&session)
+        .into_iter()
+        .filter(|r| r["event"] == "mcp_server_started")
+        .collect();
+    assert_eq!(started[0]["allow_net"], json!([allow]), "{started:?}");
+    verify_audit(&sup);
+}
+
+/// Refused at start, with the guard's sentence naming the host; the
+/// server never ran.
+async fn inward_hosts_are_refused_at_start(backend: &str, extra: &str) {
+    let (sup, ws) = start_sup(backend, extra, &[]);
+    for (host, says) in [
+        ("169.254.169.254", "169.254.169.254"),
+        ("localhost", "localhost"),
+        ("10.1.2.3:443", "10.1.2.3"),
+        ("[::1]", "::1"),
+        ("metadata.google.internal", "metadata"),
+        ("example.com:0", "port"),
+        ("http://example.com", "bare host"),
+    ] {
+        let text = refused_start(&sup, &ws, &["--allow-net", host]).await;
+        assert!(
+            text.contains("--allow-net") && text.contains(says),
+            "{host}: {text}"
+        );
+    }
+    // Refused before the sandbox: no server ever started.
+    let started: Vec<Value> = sup
+        .audit_files("audit-")
+        .iter()
+        .flat_map(|p| read_records(p))
+        .filter(|r| r["event"] == "mcp_server_started")
+        .collect();
+    assert!(started.is_empty(), "a refused start ran: {started:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_forwards_only_the_allowed_host() {
+    if !ready("mcp_gateway_net_native") {
+        return;
+    }
+    only_the_allowed_host("native", "", 0).await;
+    inward_hosts_are_refused_at_start("native", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_forwards_only_the_allowed_host() {
+    let Some(image) = full_image_or_skip("mcp_gateway_net_docker") else {
+        return;
+    };
+    let extra = format!("[sandbox]\nimage = \"{image}\"\n");
+    only_the_allowed_host("docker", &extra, 1).await;
+    inward_hosts_are_refused_at_start("docker", &extra).await;
+}
+
+/// A name: resolved by the supervisor (an /etc/hosts of this test's own, in
+/// the supervisor's private mount namespace), pointed at the listener by
+/// the sandbox's /etc/hosts; a name resolving inward is refused at start,
+/// and one that turns inward later is refused at connect and recorded.
+async fn a_name(backend: &str, extra: &str, test: u32) {
+    let a = addrs(test);
+    let root = docroot();
+    let _host = NetHost::start(&a, root.path());
+    let name = format!("egress-{}.example.com", a.tag);
+    let inward = format!("inward-{}.example.com", a.tag);
+    let hosts = root.path().join("hosts");
+    let base = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let write_hosts = |ip_for_name: &str| {
+        // In place (not renamed): the bind mount keeps this inode.
+        std::fs::write(
+            &hosts,
+            format!("{base}\n{ip_for_name} {name}\n10.1.2.3 {inward}\n"),
+        )
+        .unwrap();
+    };
+    write_hosts(&a.a);
+    let script = format!("mount --bind {} /etc/hosts && exec \"$@\"", hosts.display());
+    let wrapper = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ];
+    let (sup, ws) = start_sup(backend, extra, &wrapper);
+
+    let text = refused_start(&sup, &ws, &["--allow-net", &inward]).await;
+    assert!(
+        text.contains(&inward) && text.contains("10.1.2.3"),
+        "{inward}: {text}"
+    );
+
+    let allow = format!("{name}:80");
+    let gw = Gateway::start(&sup, &ws, &["--allow-net", &allow]).await;
+    let (text, is_error) = gw.fetch(&format!("http://{name}/page.txt")).await;
+    assert!(
+        !is_error && text.contains(&format!("GOT {PAGE}")),
+        "the allowed name: {text}\nstderr:\n{}",
+        gw.stderr()
+    );
+    // Rebinding: the name now resolves inward; the next connection is
+    // refused and recorded.
+    write_hosts("10.1.2.3");
+    let (text, is_error) = gw.fetch(&format!("http://{name}/page.txt")).await;
+    assert!(
+        is_error && !text.contains(PAGE),
+        "fetched after rebinding: {text}"
+    );
+    let session = gw.session.clone();
+    let records = wait_egress_records(&sup, &session, 2).await;
+    gw.finish().await;
+    assert_eq!(records.len(), 2, "{records:#?}");
+    assert_eq!(records[0]["host"], name.as_str(), "{records:?}");
+    assert_eq!(records[0]["address"], format!("{}:80", a.a).as_str());
+    assert!(records[0]["bytes_in"].as_u64().unwrap() > 0);
+    assert_eq!(records[1]["host"], name.as_str());
+    assert!(records[1]["address"].is_null(), "{}", records[1]);
+    let why = records[1]["refused"].as_str().unwrap_or_default();
+    assert!(why.contains("10.1.2.3"), "{why}");
+    verify_audit(&sup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_forwards_a_name_and_refuses_it_once_it_turns_inward() {
+    if !ready("mcp_gateway_net_native_name") {
+        return;
+    }
+    a_name("native", "", 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_forwards_a_name_and_refuses_it_once_it_turns_inward() {
+    let Some(image) = full_image_or_skip("mcp_gateway_net_docker_name") else {
+        return;
+    };
+    a_name("docker", &format!("[sandbox]\nimage = \"{image}\"\n"), 3).await;
+}
+
+/// The full sandbox image (Python for the wrapped server), or `None` after
+/// a `skipped:` line (a failure under TOLLGATE_REQUIRE_DOCKER=1).
+fn full_image_or_skip(test: &str) -> Option<String> {
+    if !ready(test) {
+        return None;
+    }
+    let image = format!("tollgate-sandbox:{}", env!("CARGO_PKG_VERSION"));
+    let ok = StdCommand::new("docker")
+        .args(["image", "inspect", &image])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(image);
+    }
+    let why = format!("needs a docker engine with {image} (sandbox-image/build.sh)");
+    let require = |v: &str| std::env::var(v).as_deref() == Ok("1");
+    if require("TOLLGATE_REQUIRE_DOCKER") || require("TOLLGATE_REQUIRE_DOCKER_FULL") {
+        panic!("{test}: {why}");
+    }
+    eprintln!("{test}: skipped: {why}");
+    None
+}
+
+/// Revoke while a forwarded connection is open: the connection ends with the
+/// session (recorded, with the reason), and the gateway exits 3.
+async fn revoke_ends_the_forwarded_connections(backend: &str, extra: &str, test: u32) {
+    let a = addrs(test);
+    let root = docroot();
+    let _host = NetHost::start(&a, root.path());
+    let (sup, ws) = start_sup(backend, extra, &[]);
+    let allow = format!("{}:80", a.a);
+    let gw = Gateway::start(&sup, &ws, &["--allow-net", &allow]).await;
+    let peer = gw.client.as_ref().unwrap().peer().clone();
+    let cmd = format!(
+        "python3 -c 'import socket, sys, time; s = socket.create_connection((sys.argv[1], 80)); open(\"connected\", \"w\").close(); time.sleep(600)' {}",
+        a.a
+    );
+    let call = tokio::spawn(async move {
+        let mut p = CallToolRequestParams::new("run_shell");
+        p.arguments = json!({ "command": cmd }).as_object().cloned();
+        peer.call_tool(p).await
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ws.join("connected").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the connection never opened; stderr:\n{}",
+            gw.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let session = gw.session.clone();
+    let sup_ref = &sup;
+    let (code, out, err) = tokio::task::block_in_place(|| {
+        agent_support::ctl(
+            sup_ref,
+            &["revoke", &session, "--reason", "egress test revoke"],
+        )
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    let r = serde_json::to_value(call.await.unwrap().unwrap()).unwrap();
+    assert!(text_of(&r).1, "{r}");
+    let mut gw = gw;
+    let status = wait_exit(&mut gw.child, &gw.stderr).await;
+    assert_eq!(status.code(), Some(3), "{}", gw.stderr());
+    let records = wait_egress_records(&sup, &session, 1).await;
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["address"], allow.as_str(), "{}", records[0]);
+    assert_eq!(records[0]["end"], "the gateway ended", "{}", records[0]);
+    verify_audit(&sup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_revoke_ends_the_forwarded_connections() {
+    if !ready("mcp_gateway_net_native_revoke") {
+        return;
+    }
+    revoke_ends_the_forwarded_connections("native", "", 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_revoke_ends_the_forwarded_connections() {
+    let Some(image) = full_image_or_skip("mcp_gateway_net_docker_revoke") else {
+        return;
+    };
+    let extra = format!("[sandbox]\nimage = \"{image}\"\n");
+    revoke_ends_the_forwarded_connections("docker", &extra, 5).await;
+}
