@@ -2081,6 +2081,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn routed_output_is_redacted_capped_and_noticed_once() {
+        use pb::sandbox_exec_output::Out;
+        let (tx, rx) = mpsc::channel(8);
+        let (out, mut got) = mpsc::channel(16);
+        let redactor = tollgate_audit::Redactor::new(vec!["hunter2-secret".to_string()]);
+        let fw = tokio::spawn(forward_routed(rx, out, redactor, 20));
+        tx.send(Output::Stdout(b"pw=hunter2-secret\n".to_vec().into()))
+            .await
+            .unwrap();
+        tx.send(Output::Stderr(b"0123456789abcdef\n".to_vec().into()))
+            .await
+            .unwrap();
+        tx.send(Output::Stdout(b"more\n".to_vec().into()))
+            .await
+            .unwrap();
+        drop(tx);
+        let st = fw.await.unwrap();
+        let mut msgs = Vec::new();
+        while let Ok(m) = got.try_recv() {
+            msgs.push(m.out.unwrap());
+        }
+        let text = |o: &Out| match o {
+            Out::Stdout(b) | Out::Stderr(b) => String::from_utf8_lossy(b).into_owned(),
+            Out::Exit(_) => String::new(),
+        };
+        let all: String = msgs.iter().map(text).collect();
+        assert!(!all.contains("hunter2-secret"), "{all}");
+        assert_eq!(
+            all.matches("output truncated at 20 bytes").count(),
+            1,
+            "{all}"
+        );
+        assert!(!all.contains("more"), "{all}");
+        assert!(st.truncated);
+        assert_eq!(st.total, 18 + 17 + 5);
+        assert!(!st.head.contains("hunter2-secret"));
+    }
+
+    #[tokio::test]
     async fn a_read_starts_before_the_fsync_and_is_released_after_it() {
         let started = AtomicBool::new(false);
         let synced = AtomicBool::new(false);
