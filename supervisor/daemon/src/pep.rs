@@ -1639,46 +1639,19 @@ async fn forward_routed(
     cap: usize,
 ) -> Streamed {
     const HOLD: usize = 8 << 10;
-    let mut st = Streamed::default();
-    let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
-    let mut sent = 0usize;
-    let emit = |which: usize, bytes: &[u8], st: &mut Streamed, sent: &mut usize| {
-        let text = match std::str::from_utf8(bytes) {
-            Ok(t) => redactor.redact(t).into_bytes(),
-            // Binary output passes as it is (no secret value is binary text).
-            Err(_) => bytes.to_vec(),
-        };
-        if st.head.len() < AUDIT_EXCERPT {
-            st.head.push_str(&String::from_utf8_lossy(&text));
-        }
-        let room = cap.saturating_sub(*sent);
-        let part = &text[..text.len().min(room)];
-        *sent += part.len();
-        let mut msgs = Vec::new();
-        if !part.is_empty() {
-            msgs.push(if which == 0 {
-                pb::sandbox_exec_output::Out::Stdout(part.to_vec())
-            } else {
-                pb::sandbox_exec_output::Out::Stderr(part.to_vec())
-            });
-        }
-        if part.len() < text.len() && !st.truncated {
-            st.truncated = true;
-            msgs.push(pb::sandbox_exec_output::Out::Stderr(
-                format!(
-                    "\ntollgate: output truncated at {cap} bytes; the rest was not sent (redirect it to a file and read it in parts)\n"
-                )
-                .into_bytes(),
-            ));
-        }
-        msgs
+    let mut fw = Forwarder {
+        st: Streamed::default(),
+        sent: 0,
+        redactor,
+        cap,
     };
+    let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     while let Some(chunk) = rx.recv().await {
         let (which, bytes) = match &chunk {
             Output::Stdout(b) => (0, b),
             Output::Stderr(b) => (1, b),
         };
-        st.total += bytes.len() as u64;
+        fw.st.total += bytes.len() as u64;
         let buf = &mut pending[which];
         buf.extend_from_slice(bytes);
         let cut = match buf.iter().rposition(|&b| b == b'\n') {
@@ -1687,13 +1660,13 @@ async fn forward_routed(
             None => continue,
         };
         let ready: Vec<u8> = buf.drain(..cut).collect();
-        for m in emit(which, &ready, &mut st, &mut sent) {
+        for m in fw.emit(which, &ready) {
             if out
                 .send(pb::SandboxExecOutput { out: Some(m) })
                 .await
                 .is_err()
             {
-                return st;
+                return fw.st;
             }
         }
     }
@@ -1702,11 +1675,56 @@ async fn forward_routed(
         if rest.is_empty() {
             continue;
         }
-        for m in emit(which, &rest, &mut st, &mut sent) {
+        for m in fw.emit(which, &rest) {
             let _ = out.send(pb::SandboxExecOutput { out: Some(m) }).await;
         }
     }
-    st
+    fw.st
+}
+
+/// What [`forward_routed`] has sent so far, and how it redacts and caps.
+struct Forwarder {
+    st: Streamed,
+    sent: usize,
+    redactor: tollgate_audit::Redactor,
+    cap: usize,
+}
+
+impl Forwarder {
+    /// The messages for whole lines of stream `which` (0 stdout, 1 stderr):
+    /// redacted, within the cap, and the one notice when the cap is reached.
+    fn emit(&mut self, which: usize, bytes: &[u8]) -> Vec<pb::sandbox_exec_output::Out> {
+        let cap = self.cap;
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => self.redactor.redact(t).into_bytes(),
+            // Binary output passes as it is (no secret value is binary text).
+            Err(_) => bytes.to_vec(),
+        };
+        if self.st.head.len() < AUDIT_EXCERPT {
+            self.st.head.push_str(&String::from_utf8_lossy(&text));
+        }
+        let room = cap.saturating_sub(self.sent);
+        let part = &text[..text.len().min(room)];
+        self.sent += part.len();
+        let mut msgs = Vec::new();
+        if !part.is_empty() {
+            msgs.push(if which == 0 {
+                pb::sandbox_exec_output::Out::Stdout(part.to_vec())
+            } else {
+                pb::sandbox_exec_output::Out::Stderr(part.to_vec())
+            });
+        }
+        if part.len() < text.len() && !self.st.truncated {
+            self.st.truncated = true;
+            msgs.push(pb::sandbox_exec_output::Out::Stderr(
+                format!(
+                    "\ntollgate: output truncated at {cap} bytes; the rest was not sent (redirect it to a file and read it in parts)\n"
+                )
+                .into_bytes(),
+            ));
+        }
+        msgs
+    }
 }
 
 /// A wrapped MCP server's answer to a forwarded `tools/call`, already capped
@@ -2079,6 +2097,45 @@ mod tests {
         let bare = denial(Code::CapReached, "cap".into(), "cap:max_tool_calls", None);
         assert_eq!((bare.consequence.as_str(), bare.destructive), ("", false));
         assert_eq!(denial_of(&d).rule, "r");
+    }
+
+    #[tokio::test]
+    async fn routed_output_is_redacted_capped_and_noticed_once() {
+        use pb::sandbox_exec_output::Out;
+        let (tx, rx) = mpsc::channel(8);
+        let (out, mut got) = mpsc::channel(16);
+        let redactor = tollgate_audit::Redactor::new(vec!["hunter2-secret".to_string()]);
+        let fw = tokio::spawn(forward_routed(rx, out, redactor, 20));
+        tx.send(Output::Stdout(b"pw=hunter2-secret\n".to_vec().into()))
+            .await
+            .unwrap();
+        tx.send(Output::Stderr(b"0123456789abcdef\n".to_vec().into()))
+            .await
+            .unwrap();
+        tx.send(Output::Stdout(b"more\n".to_vec().into()))
+            .await
+            .unwrap();
+        drop(tx);
+        let st = fw.await.unwrap();
+        let mut msgs = Vec::new();
+        while let Ok(m) = got.try_recv() {
+            msgs.push(m.out.unwrap());
+        }
+        let text = |o: &Out| match o {
+            Out::Stdout(b) | Out::Stderr(b) => String::from_utf8_lossy(b).into_owned(),
+            Out::Exit(_) => String::new(),
+        };
+        let all: String = msgs.iter().map(text).collect();
+        assert!(!all.contains("hunter2-secret"), "{all}");
+        assert_eq!(
+            all.matches("output truncated at 20 bytes").count(),
+            1,
+            "{all}"
+        );
+        assert!(!all.contains("more"), "{all}");
+        assert!(st.truncated);
+        assert_eq!(st.total, 18 + 17 + 5);
+        assert!(!st.head.contains("hunter2-secret"));
     }
 
     #[tokio::test]
