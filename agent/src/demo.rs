@@ -288,18 +288,9 @@ async fn start_supervisor(env: &mut DemoEnv, ctrlc: &mut CtrlC) -> Result<PathBu
         tokio::select! {
             line = rx.recv() => match line {
                 Some(l) => {
-                    if let Some(rest) = l.strip_prefix("supervisor: ready ") {
-                        let agent = rest
-                            .split_whitespace()
-                            .find_map(|kv| kv.strip_prefix("agent="))
-                            .map(PathBuf::from)
-                            .unwrap_or_else(|| state.join("agent.sock"));
-                        let sandbox = rest
-                            .split_whitespace()
-                            .find_map(|kv| kv.strip_prefix("sandbox="))
-                            .unwrap_or("?");
-                        say(&format!("demo: supervisor ready (sandbox {sandbox})"));
-                        return Ok(agent);
+                    if let Some(ready) = tollgate_proto::ready::ReadyLine::parse(&l) {
+                        say(&format!("demo: supervisor ready (sandbox {})", ready.sandbox));
+                        return Ok(ready.agent);
                     }
                 }
                 None => {

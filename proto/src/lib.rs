@@ -1,6 +1,7 @@
 //! tollgate-proto: the wire types of tollgate's gRPC contract, generated from
-//! `tollgate.proto`. It owns no behaviour: no validation, no policy, no I/O.
-//! Every other crate speaks to the supervisor through these types.
+//! `tollgate.proto`, and the supervisor's ready line ([`ready`]). It owns no
+//! behaviour: no validation, no policy, no I/O. Every other crate speaks to
+//! the supervisor through these types.
 
 #![forbid(unsafe_code)]
 #![allow(clippy::all, clippy::unwrap_used, clippy::expect_used)]
@@ -15,3 +16,101 @@ pub mod v1 {
 }
 
 pub use v1::*;
+
+/// The line the supervisor prints on stderr once both sockets accept
+/// (docs/INTERFACES.md): `supervisor: ready agent=<path> operator=<path>
+/// sandbox=<backend>`. Printed with [`ready::ReadyLine`]'s `Display`, read
+/// back with [`ready::ReadyLine::parse`]: one copy of the format for the
+/// supervisor, the agent's demo, the bench and the tests.
+pub mod ready {
+    use std::fmt;
+    use std::path::PathBuf;
+
+    /// What every ready line starts with.
+    pub const PREFIX: &str = "supervisor: ready ";
+
+    /// The supervisor's ready line.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ReadyLine {
+        pub agent: PathBuf,
+        pub operator: PathBuf,
+        /// The sandbox backend: `native` or `docker`.
+        pub sandbox: String,
+    }
+
+    impl ReadyLine {
+        /// The ready line in `line` (without its newline); `None` for any
+        /// other line.
+        pub fn parse(line: &str) -> Option<ReadyLine> {
+            let rest = line.strip_prefix(PREFIX)?.strip_prefix("agent=")?;
+            let (agent, rest) = rest.split_once(" operator=")?;
+            let (operator, sandbox) = rest.rsplit_once(" sandbox=")?;
+            Some(ReadyLine {
+                agent: PathBuf::from(agent),
+                operator: PathBuf::from(operator),
+                sandbox: sandbox.to_string(),
+            })
+        }
+
+        /// True for a ready line, whatever its fields.
+        pub fn is_ready(line: &str) -> bool {
+            line.starts_with(PREFIX)
+        }
+    }
+
+    impl fmt::Display for ReadyLine {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(
+                f,
+                "{PREFIX}agent={} operator={} sandbox={}",
+                self.agent.display(),
+                self.operator.display(),
+                self.sandbox
+            )
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_printed_line_parses_back_to_the_same_fields() {
+            let line = ReadyLine {
+                agent: PathBuf::from("/run/tollgate/agent.sock"),
+                operator: PathBuf::from("/run/tollgate/operator.sock"),
+                sandbox: "native".to_string(),
+            };
+            let text = line.to_string();
+            assert_eq!(
+                text,
+                "supervisor: ready agent=/run/tollgate/agent.sock operator=/run/tollgate/operator.sock sandbox=native"
+            );
+            assert_eq!(ReadyLine::parse(&text), Some(line));
+        }
+
+        #[test]
+        fn paths_with_spaces_survive_the_round_trip() {
+            let line = ReadyLine {
+                agent: PathBuf::from("/tmp/a b/agent.sock"),
+                operator: PathBuf::from("/tmp/a b/operator.sock"),
+                sandbox: "docker".to_string(),
+            };
+            assert_eq!(ReadyLine::parse(&line.to_string()), Some(line));
+        }
+
+        #[test]
+        fn other_lines_are_not_ready_lines() {
+            for l in [
+                "",
+                "supervisor: starting",
+                "supervisor: ready",
+                "supervisor: ready agent=/a",
+                "supervisor: ready agent=/a operator=/b",
+                "x supervisor: ready agent=/a operator=/b sandbox=native",
+            ] {
+                assert_eq!(ReadyLine::parse(l), None, "{l:?}");
+            }
+        }
+    }
+}

@@ -1,11 +1,10 @@
 //! Starting a real `supervisor` on a temporary state dir, and driving it with
 //! the real `supervisorctl` and `agent` binaries or a tonic client.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -181,20 +180,11 @@ impl Builder {
             }
             None => Command::new(bin("supervisor")),
         };
-        cmd.arg("--config")
-            .arg(&config_path)
-            .arg("--state-dir")
-            .arg(&dirs.state)
-            .arg("--audit-dir")
-            .arg(&dirs.audit)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .env_remove("TOLLGATE_CONFIG")
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string()),
-            );
+        tollgate_launch::configure(&mut cmd, &config_path, &dirs.state, &dirs.audit);
+        cmd.env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string()),
+        );
         if let Some(b) = &self.sandbox {
             cmd.arg("--sandbox").arg(b);
         }
@@ -204,36 +194,15 @@ impl Builder {
         // Its own process group, so a test's Ctrl-C does not hit it twice.
         cmd.process_group(0);
         let mut child = cmd.spawn().expect("spawn supervisor");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<String>();
-        let log2 = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut ready_tx = Some(ready_tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("supervisor: ready ")
-                    && let Some(tx) = ready_tx.take()
-                {
-                    let _ = tx.send(line.clone());
-                }
-                if let Ok(mut l) = log2.lock() {
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            }
-        });
-        let ready = match ready_rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait();
-                std::thread::sleep(Duration::from_millis(100));
-                panic!(
-                    "supervisor did not print its ready line ({status:?}); stderr:\n{}",
-                    log.lock().map(|l| l.clone()).unwrap_or_default()
-                );
-            }
+        let (log, ready) = tollgate_launch::wait_ready(&mut child, Duration::from_secs(30));
+        let Some(ready) = ready else {
+            let _ = child.kill();
+            let status = child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+            panic!(
+                "supervisor did not print its ready line ({status:?}); stderr:\n{}",
+                tollgate_launch::text(&log)
+            );
         };
         Supervisor {
             agent_socket: dirs.state.join("agent.sock"),

@@ -3,7 +3,6 @@
 //! with a warm-up.
 
 use std::future::Future;
-use std::io::{BufRead as _, BufReader};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -109,42 +108,15 @@ impl SupervisorProc {
             .with_context(|| format!("cannot write {}", config_path.display()))?;
         let state_dir = dir.join("state");
         let audit_dir = dir.join("audit");
-        let mut child = Command::new(exe)
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--state-dir")
-            .arg(&state_dir)
-            .arg("--audit-dir")
-            .arg(&audit_dir)
+        let mut cmd = Command::new(exe);
+        tollgate_launch::configure(&mut cmd, &config_path, &state_dir, &audit_dir);
+        let mut child = cmd
             .arg("--sandbox")
             .arg(backend)
-            .env_remove("TOLLGATE_CONFIG")
             .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("cannot start {}", exe.display()))?;
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        if let Some(stderr) = child.stderr.take() {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || {
-                let mut tx = Some(tx);
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    if line.starts_with("supervisor: ready ")
-                        && let Some(tx) = tx.take()
-                    {
-                        let _ = tx.send(());
-                    }
-                    if let Ok(mut l) = log.lock() {
-                        l.push_str(&line);
-                        l.push('\n');
-                    }
-                }
-            });
-        }
+        let (log, ready) = tollgate_launch::wait_ready(&mut child, Duration::from_secs(30));
         let mut sup = SupervisorProc {
             child: Some(child),
             agent_socket: state_dir.join("agent.sock"),
@@ -152,7 +124,7 @@ impl SupervisorProc {
             audit_dir,
             log,
         };
-        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+        if ready.is_none() {
             let status = sup.stop();
             std::thread::sleep(Duration::from_millis(50));
             bail!(

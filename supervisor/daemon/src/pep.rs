@@ -77,8 +77,6 @@ impl Gate {
 #[derive(Debug)]
 pub struct Cleared {
     pub decision: Decision,
-    /// The arguments of the call (a single call's; for several, a list).
-    pub args: Value,
     /// The calls as the engine checked them, typed: what execution runs.
     pub calls: Vec<Tool>,
     /// allowed | allowed(session-scope) | auto-allow(config) | approved |
@@ -422,7 +420,6 @@ pub async fn authorize(
     .await?;
     Ok(Cleared {
         decision: decided.decision,
-        args: decided.args,
         calls: decided.calls,
         allowed_by,
         delegated,

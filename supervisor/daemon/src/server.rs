@@ -442,13 +442,12 @@ fn spawn_maintenance(sup: &Arc<Supervisor>) {
 fn announce_ready(sup: &Supervisor, agent_socket: &Path, operator_socket: &Path) {
     activation::notify_ready(agent_socket, operator_socket);
     // A reader of stderr that went away must not stop the supervisor.
-    let _ = writeln!(
-        std::io::stderr(),
-        "supervisor: ready agent={} operator={} sandbox={}",
-        agent_socket.display(),
-        operator_socket.display(),
-        sup.backends.primary().kind().as_str()
-    );
+    let line = tollgate_proto::ready::ReadyLine {
+        agent: agent_socket.to_path_buf(),
+        operator: operator_socket.to_path_buf(),
+        sandbox: sup.backends.primary().kind().as_str().to_string(),
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// On SIGTERM/SIGINT: revoke every session, kill sandboxes, record the

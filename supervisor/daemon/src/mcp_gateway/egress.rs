@@ -27,10 +27,10 @@ use tokio_util::sync::CancellationToken;
 use tollgate_policy::egress::{EgressEntry, EgressHost, parse_allow_net};
 use tollgate_sandbox::{Egress, Sandbox};
 
-use tollgate_policy::host::SystemResolver;
 use crate::host_addrs::Trigger;
 use crate::sessions::Session;
 use crate::supervisor::Supervisor;
+use tollgate_policy::host::SystemResolver;
 
 /// Connections open at once through one gateway; more are refused.
 const MAX_CONNECTIONS: u32 = 64;

@@ -25,8 +25,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod agent_support;
-mod mcp_support;
+use crate::agent_support;
+use crate::mcp_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};

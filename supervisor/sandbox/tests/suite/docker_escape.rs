@@ -18,7 +18,7 @@
 //! the shared harness; here a case is scored on its own output.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::docker as docker_common;
 

@@ -7,12 +7,12 @@
 //! supervisor's proxy and the agent's loop (parse, run the tool, trim check, encode,
 //! two gRPC hops, the audit records) add to a turn.
 //!
-//! Run: `cargo test -p tollgate-e2e --release --test agent_perf -- --ignored --nocapture`
+//! Run: `cargo test -p tollgate-e2e --release --test all -- agent_perf --ignored --nocapture`
 //! (with the binaries built in the same profile).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod agent_support;
+use crate::agent_support;
 
 use std::io::Write;
 use std::time::Duration;

@@ -27,7 +27,7 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use serde_json::Value;
 use tollgate_e2e::harness::{Supervisor, TEST_CONFIG};
 
-mod agent_support;
+use crate::agent_support;
 use tonic::{Request, Response, Status};
 
 /// One exported signal, flattened: name, attributes as strings, and for

@@ -5,7 +5,7 @@
 //! ends it, and cancelling kills it and everything it started. Needs root.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! these need root (see `common::require_root`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::fs::MetadataExt;

@@ -10,11 +10,10 @@
 //! - and, for the record, `destroy()` (the kill switch: kill + remove).
 //!
 //! It prints numbers and asserts none (no timed assertions in tests):
-//! `cargo test -p tollgate-sandbox --release --test docker_bench -- --ignored --nocapture`
+//! `cargo test -p tollgate-sandbox --release --test all -- docker_bench --ignored --nocapture`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "common/docker.rs"]
-mod docker_common;
+use crate::common::docker as docker_common;
 
 use std::time::{Duration, Instant};
 

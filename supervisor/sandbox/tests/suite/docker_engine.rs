@@ -14,8 +14,7 @@
 //! Needs root and `dockerd`; skips otherwise, unless TOLLGATE_REQUIRE_DOCKER=1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "common/docker.rs"]
-mod docker_common;
+use crate::common::docker as docker_common;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 //! `TOLLGATE_REQUIRE_DOCKER=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::docker as docker_common;
 

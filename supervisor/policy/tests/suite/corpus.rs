@@ -1,7 +1,7 @@
 //! The adversarial corpus (`tests/corpus/{shell,paths,ssrf}.jsonl`) run
 //! through the engine, with the meaning of each `expect` taken from the
-//! corpus README. Results are printed per category (`cargo test --test
-//! corpus -- --nocapture`); every case must pass or be an accepted
+//! corpus README. Results are printed per category (`cargo test -p tollgate-policy --test
+//! all -- corpus:: --nocapture`); every case must pass or be an accepted
 //! alternative, and every `naive_fp` case must be allowed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

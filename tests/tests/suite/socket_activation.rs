@@ -142,34 +142,18 @@ fn exit_of(mut child: Child) -> (Option<i32>, String) {
     }
 }
 
-/// Reads stderr until the ready line (or EOF); returns what was read.
+/// Reads stderr until the ready line (the shared reader, which keeps
+/// draining it so the supervisor never blocks on stderr).
 fn ready_line(child: &mut Child) -> String {
-    use std::io::BufRead as _;
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut seen = String::new();
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.starts_with("supervisor: ready ") {
-                let _ = tx.send(Ok(line));
-                // Keep draining so the supervisor never blocks on stderr.
-                continue;
-            }
-        }
-        let _ = tx.send(Err(seen));
-    });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(line)) => line,
-        Ok(Err(seen)) => {
+    let (log, ready) = tollgate_launch::wait_ready(child, Duration::from_secs(30));
+    match ready {
+        Some(line) => line,
+        None => {
             let _ = child.kill();
-            panic!("supervisor exited without its ready line; stderr:\n{seen}");
-        }
-        Err(_) => {
-            let _ = child.kill();
-            panic!("no ready line within 30 s");
+            panic!(
+                "supervisor exited without its ready line, or printed none within 30 s; stderr:\n{}",
+                tollgate_launch::text(&log)
+            );
         }
     }
 }

@@ -11,8 +11,7 @@
 //! `TOLLGATE_REQUIRE_DOCKER=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "common/docker.rs"]
-mod docker_common;
+use crate::common::docker as docker_common;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
