@@ -1067,4 +1067,99 @@ mod tests {
             );
         }
     }
+    /// One record of every kind, with its optional members both ways.
+    fn samples() -> Vec<Value> {
+        vec![
+            json!({"event": "audit_opened", "file": "f", "pid": 1, "sync": "always", "previous": null,
+                   "previous_file": "p", "previous_error": "e", "previous_missing": ["m"]}),
+            json!({"event": "audit_opened", "file": "f", "pid": 1, "sync": "batch",
+                   "previous": {"file": "p", "records": 2, "head": "h"}}),
+            json!({"event": "audit_file_closed", "file": "f", "records": 3, "head": "h"}),
+            json!({"event": "audit_file_closed", "file": "f", "records": 3, "head": "h", "late": true, "closed": "t"}),
+            json!({"event": "config", "version": "0.1.0", "pid": 1, "uid": 0, "config_file": null,
+                   "state_dir": "s", "audit_dir": "a", "audit_sync": "always", "sandbox": "native",
+                   "sandbox_strength": "full", "sandbox_missing": [], "llm_provider": "script",
+                   "host_secret_env_count": 0, "rules": {"allow": 1, "ask": 2, "deny": 3},
+                   "default_mode": "default", "max_mode": "default", "auto_approve": false,
+                   "audit_reserve": {"target": 1, "held": 1, "drawing": false}, "disk_min_free_mb": 64}),
+            json!({"event": "host_addresses", "trigger": "start", "count": 1, "addresses": ["::1 lo"]}),
+            json!({"event": "host_addresses", "trigger": "netlink", "error": "e", "effect": "x"}),
+            json!({"event": "recovered", "detail": "d"}),
+            json!({"event": "shutdown", "signal": "SIGTERM", "sessions_revoked": 1, "audit_refusals": 0, "unanchored": []}),
+            json!({"event": "audit_refused", "what": "w", "error": "e"}),
+            json!({"event": "audit_refused", "more": 3, "interval_s": 10, "total": 9}),
+            json!({"event": "sandbox_exec", "by": "b", "backend": "native", "workspace": "w", "uid": 1,
+                   "argv": ["id"], "timeout_s": 5}),
+            json!({"event": "sandbox_error", "during": "d", "error": "e"}),
+            json!({"event": "session_opened", "uid": 1, "gid": 1, "pid": 2, "workspace": "w", "mode": "plan",
+                   "tools": ["read_file"], "max_tool_calls": 3, "max_cost_usd": 0.5, "client": "c",
+                   "sandbox": "docker", "system_prompt_chars": 9, "client_session_id": "x", "audit_file": "/a/f"}),
+            json!({"event": "session_closed", "state": "closed", "reason": "r", "by": "agent", "tool_calls": 1,
+                   "tokens_in": 2, "tokens_out": 3, "cost_usd": 0.25, "audit_file": "/a/f"}),
+            json!({"event": "session_revoked", "state": "killed", "reason": "r", "by": "op", "tool_calls": 0,
+                   "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "sandbox_error": "e"}),
+            json!({"event": "token_rotated", "expires_unix_ms": 5}),
+            json!({"event": "disk_floor_stop", "workspace": "w", "free_mb": null, "floor_mb": 64, "reason": "r"}),
+            json!({"event": "permission_check", "call_id": "c", "tool": "t", "decision": "deny",
+                   "code": "CAP_REACHED", "rule": "cap:max_tool_calls", "reason": "r"}),
+            json!({"event": "permission_check", "call_id": "c", "tool": "mcp", "decision": "allow", "code": "OK",
+                   "rule": null, "reason": "", "consequence": "x", "destructive": false, "target": "t",
+                   "args": "{}", "allowed_by": "allowed", "server": "s", "mcp_tool": "m"}),
+            json!({"event": "approval_requested", "approval_id": "a", "call_id": "c", "tool": "t",
+                   "consequence": "x", "destructive": true, "target": "t", "deadline_unix_ms": 9, "rule": null}),
+            json!({"event": "approval_requested", "approval_id": "a", "call_id": "c", "tool": "t",
+                   "consequence": "x", "destructive": false, "target": "t", "rule": "r", "channel": "client"}),
+            json!({"event": "approval_decided", "approval_id": "a", "tool": "t", "outcome": "withdrawn", "by": "b"}),
+            json!({"event": "approval_decided", "approval_id": "a", "tool": "t", "outcome": "approved",
+                   "scope": "session", "by": "b", "rule": null, "target": "t"}),
+            json!({"event": "tool_started", "call_id": "c", "tool": "t", "allowed_by": "routed", "target": "x"}),
+            json!({"event": "tool_result", "call_id": "c", "tool": "run_bash", "status": "stopped",
+                   "exit_code": null, "bytes": 0, "truncated": false, "duration_ms": 1, "output": "",
+                   "stopped": {"code": "POLICY_DENIED", "rule": "disk", "reason": "r"}}),
+            json!({"event": "tool_result", "call_id": "c", "tool": "run_bash", "status": "ok", "routed": true,
+                   "exit_code": 0, "signal": 0, "bytes": 1, "truncated": false, "duration_ms": 1, "output": "x"}),
+            json!({"event": "tool_result", "call_id": "c", "tool": "mcp", "server": "s", "mcp_tool": "m",
+                   "status": "stopped", "bytes": 0, "truncated": false, "duration_ms": 1, "error": "e"}),
+            json!({"event": "llm_request", "provider": "p", "model": "m", "turn": 0, "messages": 2, "tools": 1,
+                   "last_role": "user", "last_content": "hi"}),
+            json!({"event": "llm_response", "provider": "p", "model": "m", "turn": 0, "duration_ms": 1,
+                   "usage": {"prompt_tokens": 1, "completion_tokens": 2}, "cost_usd": 0.01,
+                   "session_cost_usd": 0.02, "finish_reason": "stop", "content": "c", "tool_calls": ["t"],
+                   "calls": [{"id": "i", "name": "t", "arguments": "{}", "offered": true, "json_object": true}],
+                   "calls_total": 1}),
+            json!({"event": "llm_call_error", "provider": "p", "kind": "too_large", "reason": "r", "turn": 1,
+                   "model": "m", "duration_ms": 2, "response": "x"}),
+            json!({"event": "cost_limit_hit", "cost_usd": 1.5, "max_cost_usd": 1.0}),
+            json!({"event": "client_turn_end", "client": "claude"}),
+            json!({"event": "client_tool_result", "call_id": "c", "client_tool": "Bash", "tool": "run_bash",
+                   "status": "error", "duration_ms": null, "bytes": 0, "output": "", "unexpected": true, "reason": "r"}),
+            json!({"event": "mcp_server_started", "server": "s", "argv": "a b", "backend": "native"}),
+            json!({"event": "mcp_server_exited", "server": "s", "reason": "r", "exit_code": null, "signal": 9}),
+            json!({"event": "question_asked", "reported_by": "agent", "question": "q"}),
+            json!({"event": "context_trim", "reported_by": "agent", "dropped_messages": 2}),
+            json!({"event": "iteration_cap_hit", "reported_by": "agent"}),
+            json!({"event": "abort", "reported_by": "agent", "reason": "ctrl-c"}),
+            json!({"event": "turn_summary", "reported_by": "agent", "tool_calls": 1}),
+        ]
+    }
+
+    #[test]
+    fn every_kind_reads_back_as_itself_and_writes_the_same_members() {
+        let mut seen = std::collections::BTreeSet::new();
+        for sample in samples() {
+            let mut fields = sample.as_object().unwrap().clone();
+            let name = fields.remove("event").unwrap();
+            let name = name.as_str().unwrap();
+            let event = match Event::read(name, &fields) {
+                Parsed::Known(e) => e,
+                Parsed::Unknown { why, .. } => panic!("{name}: {why}"),
+            };
+            assert_eq!(event.name(), name);
+            assert_eq!(event.fields().unwrap(), fields, "{name}");
+            seen.insert(event.name());
+        }
+        // Event::name is exhaustive and checked against the tag above, so
+        // this counts the variants covered: a new kind needs a sample.
+        assert_eq!(seen.len(), 32, "a kind has no sample: {seen:?}");
+    }
 }
