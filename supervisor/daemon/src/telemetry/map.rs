@@ -98,7 +98,36 @@ impl Clients {
                 self.0.remove(&item.session);
                 true
             }
-            _ => false,
+            Event::PermissionCheck(_)
+            | Event::ApprovalDecided(_)
+            | Event::ToolResult(_)
+            | Event::SessionRevoked(_)
+            | Event::LlmResponse(_)
+            | Event::LlmCallError(_)
+            | Event::AuditOpened(_)
+            | Event::AuditFileClosed(_)
+            | Event::Config(_)
+            | Event::HostAddresses(_)
+            | Event::Recovered(_)
+            | Event::Shutdown(_)
+            | Event::AuditRefused(_)
+            | Event::SandboxExec(_)
+            | Event::SandboxError(_)
+            | Event::TokenRotated(_)
+            | Event::DiskFloorStop(_)
+            | Event::ApprovalRequested(_)
+            | Event::ToolStarted(_)
+            | Event::LlmRequest(_)
+            | Event::CostLimitHit(_)
+            | Event::ClientTurnEnd(_)
+            | Event::ClientToolResult(_)
+            | Event::McpServerStarted(_)
+            | Event::McpServerExited(_)
+            | Event::QuestionAsked(_)
+            | Event::ContextTrim(_)
+            | Event::IterationCapHit(_)
+            | Event::Abort(_)
+            | Event::TurnSummary(_) => false,
         }
     }
 
