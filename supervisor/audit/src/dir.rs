@@ -8,84 +8,15 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-use serde_json::json;
-
 use crate::entries::DirEntries;
+use crate::event::{AuditFileClosed, AuditOpened, Event, PreviousLog};
 use crate::file::{AuditFile, Durable, RedactorSlot};
 use crate::flusher::Flusher;
+use crate::names::{FileKind, list_logs, valid_session};
 use crate::record::Timestamp;
 use crate::reserve::{Priority, Reserve, ReserveStatus};
 use crate::verify::{VerifyError, verify_bytes};
 use crate::{Appended, AuditError, Redactor, SyncMode, lock};
-
-/// What an audit file belongs to, from its name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FileKind {
-    Supervisor,
-    Session(String),
-}
-
-/// A parsed audit file name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LogName {
-    /// `YYYYMMDDTHHMMSS.ffffffZ`: sorts by creation time.
-    pub ts: String,
-    /// The collision suffix (`-N`), 0 when absent.
-    pub n: u32,
-    pub kind: FileKind,
-}
-
-/// Parses `audit-<session>-<UTC>[-N].jsonl` or `supervisor-<UTC>[-N].jsonl`.
-pub fn parse_file_name(name: &str) -> Option<LogName> {
-    let stem = name.strip_suffix(".jsonl")?;
-    let (stem, n) = if ends_with_ts(stem) {
-        (stem, 0)
-    } else {
-        let (head, suffix) = stem.rsplit_once('-')?;
-        if suffix.is_empty() || !suffix.bytes().all(|b| b.is_ascii_digit()) || !ends_with_ts(head) {
-            return None;
-        }
-        (head, suffix.parse().ok()?)
-    };
-    let ts = &stem[stem.len() - TS_LEN..];
-    let rest = &stem[..stem.len() - TS_LEN];
-    let kind = if rest == "supervisor-" {
-        FileKind::Supervisor
-    } else {
-        let session = rest.strip_prefix("audit-")?.strip_suffix('-')?;
-        if !valid_session(session) {
-            return None;
-        }
-        FileKind::Session(session.to_string())
-    };
-    Some(LogName {
-        ts: ts.to_string(),
-        n,
-        kind,
-    })
-}
-
-const TS_LEN: usize = 23; // 20261129T214737.123456Z
-
-fn ends_with_ts(s: &str) -> bool {
-    if s.len() < TS_LEN {
-        return false;
-    }
-    let t = &s.as_bytes()[s.len() - TS_LEN..];
-    t.iter().enumerate().all(|(i, b)| match i {
-        8 => *b == b'T',
-        15 => *b == b'.',
-        22 => *b == b'Z',
-        _ => b.is_ascii_digit(),
-    })
-}
-
-pub(crate) fn valid_session(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
 
 /// The names of the files `log` (its bytes, `data`) names that are not
 /// beside it (see [`crate::missing`]); a previous log retired with all before
@@ -101,19 +32,47 @@ fn missing_beside(log: &Path, data: &[u8]) -> Vec<String> {
     report.missing.into_iter().map(|m| m.named.file).collect()
 }
 
-/// Lists the audit files of `dir` with their parsed names, oldest first.
-pub fn list_logs(dir: &Path) -> Result<Vec<(LogName, PathBuf)>, AuditError> {
-    let mut out = Vec::new();
-    let rd = fs::read_dir(dir).map_err(|e| AuditError::io(dir, e))?;
-    for entry in rd {
-        let entry = entry.map_err(|e| AuditError::io(dir, e))?;
-        let name = entry.file_name();
-        if let Some(parsed) = name.to_str().and_then(parse_file_name) {
-            out.push((parsed, entry.path()));
+/// Links `audit_opened` to the previous supervisor log `prev`: its head
+/// when it verifies (and the files it names that are gone), else why not.
+fn link_previous(opened: &mut AuditOpened, prev: &Path) {
+    let name = prev
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Read once: verified, then searched for the files it names.
+    let data = fs::read(prev).map_err(|e| VerifyError::Io {
+        path: prev.to_path_buf(),
+        source: e,
+    });
+    match data.and_then(|data| verify_bytes(&data, None).map(|ok| (ok, data))) {
+        Ok((ok, data)) => {
+            opened.previous = Some(PreviousLog {
+                file: name,
+                records: ok.records,
+                head: ok.head,
+            });
+            // Files the previous run named that are gone now: the
+            // evidence goes into this log's chain at once.
+            let gone = missing_beside(prev, &data);
+            if !gone.is_empty() {
+                tracing::warn!(
+                    file = %prev.display(),
+                    missing = ?gone,
+                    "files named by the previous supervisor log are missing"
+                );
+                opened.previous_missing = Some(gone);
+            }
+        }
+        Err(e) => {
+            let why = match &e {
+                VerifyError::Broken { .. } => format!("previous supervisor log broken at {e}"),
+                VerifyError::Io { .. } => format!("previous supervisor log unreadable: {e}"),
+            };
+            tracing::warn!(file = %prev.display(), "{why}");
+            opened.previous_file = Some(name);
+            opened.previous_error = Some(why);
         }
     }
-    out.sort_by(|a, b| (&a.0.ts, a.0.n, &a.0.kind).cmp(&(&b.0.ts, b.0.n, &b.0.kind)));
-    Ok(out)
 }
 
 /// The audit directory and the files written in it.
@@ -256,57 +215,21 @@ impl Audit {
         };
         // Essential: refusals, revocations and anchors are written here.
         let file = self.create("supervisor-", Priority::Essential)?;
-        let mut fields = json!({
-            "file": file.file_name(),
-            "pid": std::process::id(),
-            "sync": self.sync.as_str(),
-            "previous": null,
-        });
+        let mut opened = AuditOpened {
+            file: file.file_name(),
+            pid: u64::from(std::process::id()),
+            sync: self.sync,
+            previous: None,
+            previous_file: None,
+            previous_error: None,
+            previous_missing: None,
+        };
         if let Some(prev) = previous {
-            let name = prev
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            // Read once: verified, then searched for the files it names.
-            let data = fs::read(&prev).map_err(|e| VerifyError::Io {
-                path: prev.clone(),
-                source: e,
-            });
-            match data.and_then(|data| verify_bytes(&data, None).map(|ok| (ok, data))) {
-                Ok((ok, data)) => {
-                    fields["previous"] =
-                        json!({"file": name, "records": ok.records, "head": ok.head});
-                    // Files the previous run named that are gone now: the
-                    // evidence goes into this log's chain at once.
-                    let gone = missing_beside(&prev, &data);
-                    if !gone.is_empty() {
-                        tracing::warn!(
-                            file = %prev.display(),
-                            missing = ?gone,
-                            "files named by the previous supervisor log are missing"
-                        );
-                        fields["previous_missing"] = json!(gone);
-                    }
-                }
-                Err(e) => {
-                    let why = match &e {
-                        VerifyError::Broken { .. } => {
-                            format!("previous supervisor log broken at {e}")
-                        }
-                        VerifyError::Io { .. } => {
-                            format!("previous supervisor log unreadable: {e}")
-                        }
-                    };
-                    tracing::warn!(file = %prev.display(), "{why}");
-                    fields["previous_file"] = json!(name);
-                    fields["previous_error"] = json!(why);
-                }
-            }
+            link_previous(&mut opened, &prev);
         }
-        file.append_with(
+        file.append_event(
             "",
-            "audit_opened",
-            fields,
+            &Event::AuditOpened(opened),
             Durable::AsConfigured,
             Priority::Essential,
         )?;
@@ -371,19 +294,16 @@ impl Audit {
         file.sync()?;
         let head = file.head();
         let sup = self.supervisor_log()?;
-        let mut fields = json!({
-            "file": file.file_name(),
-            "records": head.seq,
-            "head": head.hash,
-        });
-        if let Some(closed) = late {
-            fields["late"] = json!(true);
-            fields["closed"] = json!(closed);
-        }
-        sup.append_with(
+        let closed = AuditFileClosed {
+            file: file.file_name(),
+            records: head.seq,
+            head: head.hash,
+            late: late.is_some(),
+            closed: late.map(str::to_string),
+        };
+        sup.append_event(
             session,
-            "audit_file_closed",
-            fields,
+            &Event::AuditFileClosed(closed),
             Durable::Later,
             Priority::Essential,
         )
@@ -584,46 +504,4 @@ fn check_dir(dir: &Path, meta: &fs::Metadata, group: Option<u32>) -> Result<(), 
         )));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_names_parse_back() {
-        let n = parse_file_name("audit-Ab3_x-9zQ1w2-20261129T214737.123456Z.jsonl").unwrap();
-        assert_eq!(
-            n,
-            LogName {
-                ts: "20261129T214737.123456Z".to_string(),
-                n: 0,
-                kind: FileKind::Session("Ab3_x-9zQ1w2".to_string()),
-            }
-        );
-        let n = parse_file_name("supervisor-20261129T214737.123456Z-3.jsonl").unwrap();
-        assert_eq!((n.kind, n.n), (FileKind::Supervisor, 3));
-        // A session id that itself ends in digits after a dash.
-        let n = parse_file_name("audit-abc-12-20261129T214737.123456Z.jsonl").unwrap();
-        assert_eq!(n.kind, FileKind::Session("abc-12".to_string()));
-        for bad in [
-            "audit--20261129T214737.123456Z.jsonl",
-            "audit-x-20261129T214737.123456Z.json",
-            "audit-x-2026112T214737.123456Z.jsonl",
-            "notes.jsonl",
-            "audit-a/b-20261129T214737.123456Z.jsonl",
-            "supervisor-20261129T214737.123456Z-.jsonl",
-        ] {
-            assert_eq!(parse_file_name(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn session_ids_are_checked() {
-        assert!(valid_session("abcDEF012_-x"));
-        assert!(!valid_session(""));
-        assert!(!valid_session("../etc"));
-        assert!(!valid_session("a b"));
-        assert!(!valid_session(&"x".repeat(65)));
-    }
 }

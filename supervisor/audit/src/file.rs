@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
 use serde_json::{Map, Value};
 
 use crate::entries::DirEntries;
+use crate::event::Event;
 use crate::flusher::FlushShared;
 use crate::record::{GENESIS, RESERVED_KEYS, Timestamp, build_line, write_json};
 use crate::reserve::{Priority, Reserve};
@@ -241,6 +242,22 @@ impl AuditFile {
             }
         }
         Ok(appended)
+    }
+
+    /// Appends one typed record ([`Event`]): what the supervisor writes.
+    /// Its fields go out in sorted key order, as [`AuditFile::append_with`]
+    /// writes any JSON object, so a record's bytes are the same as release
+    /// 0.1.0 wrote for the same values. The untyped `append*` functions are
+    /// the file format's own API (tests, benchmarks, outside tools).
+    pub fn append_event(
+        &self,
+        session: &str,
+        event: &Event,
+        durable: Durable,
+        priority: Priority,
+    ) -> Result<Appended, AuditError> {
+        let fields = Value::Object(event.fields()?);
+        self.append_with(session, event.name(), fields, durable, priority)
     }
 
     /// Whether [`AuditFile::append`] waits for the disk (`always` mode).

@@ -96,11 +96,14 @@
 
 #[doc(hidden)]
 pub mod bench_input;
+mod chain;
 mod dir;
 mod entries;
+pub mod event;
 mod file;
 mod flusher;
 pub mod missing;
+mod names;
 pub mod record;
 pub mod redact;
 pub mod redact_rules;
@@ -112,8 +115,10 @@ pub mod verify;
 
 use std::path::PathBuf;
 
-pub use dir::{Audit, FileKind, LogName, list_logs, parse_file_name};
+pub use dir::Audit;
+pub use event::Event;
 pub use file::{AuditFile, Durable};
+pub use names::{FileKind, LogName, list_logs, parse_file_name};
 pub use record::GENESIS;
 pub use redact::Redactor;
 pub use reserve::{Priority, RESERVE_FILE, ReserveStatus};

@@ -19,11 +19,10 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use crate::AuditError;
-use crate::dir::{FileKind, LogName, list_logs, parse_file_name};
-use crate::verify::{ChainChecker, lines};
+use crate::chain::records;
+use crate::event::{AuditFileClosed, AuditOpened, Event, Parsed, PreviousLog, SessionOpened};
+use crate::names::{FileKind, LogName, list_logs, parse_file_name};
 
 /// How a supervisor log names a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,49 +49,15 @@ pub struct Named {
 /// A file named twice (opened, then closed) appears twice.
 pub fn named_by(data: &[u8]) -> Vec<Named> {
     let mut out = Vec::new();
-    let mut checker = ChainChecker::new();
-    for (line, has_newline) in lines(data) {
-        if !has_newline {
-            break;
-        }
-        let Ok(rec) = checker.check(line) else { break };
-        let line = checker.records();
-        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-        let (file, head, named_as) = match rec.event.as_str() {
-            "audit_opened" => match rec.fields.get("previous") {
-                Some(Value::Object(p)) => (
-                    text(p.get("file")),
-                    text(p.get("head")),
-                    NamedAs::PreviousLog,
-                ),
-                // The previous log did not verify when this one started:
-                // named, with no head.
-                _ => (
-                    text(rec.fields.get("previous_file")),
-                    None,
-                    NamedAs::PreviousLog,
-                ),
-            },
-            "session_opened" => (
-                // A path when written; only its name is kept.
-                text(rec.fields.get("audit_file")).map(|p| base_name(&p)),
-                None,
-                NamedAs::SessionFile {
-                    session: rec.session.clone(),
-                },
-            ),
-            "audit_file_closed" => (
-                text(rec.fields.get("file")),
-                text(rec.fields.get("head")),
-                NamedAs::SessionFile {
-                    session: rec.session.clone(),
-                },
-            ),
-            _ => continue,
+    for (i, rec) in records(data).enumerate() {
+        let Parsed::Known(event) = rec.event() else {
+            continue;
         };
-        if let Some(file) = file.filter(|f| !f.is_empty()) {
+        if let Some((file, head, named_as)) = names_in_record(&event, &rec.session)
+            && !file.is_empty()
+        {
             out.push(Named {
-                line,
+                line: i as u64 + 1,
                 file,
                 head,
                 named_as,
@@ -100,6 +65,63 @@ pub fn named_by(data: &[u8]) -> Vec<Named> {
         }
     }
     out
+}
+
+/// The file one record names, with the head it records for it.
+fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<String>, NamedAs)> {
+    let session_file = || NamedAs::SessionFile {
+        session: session.to_string(),
+    };
+    match event {
+        Event::AuditOpened(AuditOpened {
+            previous: Some(PreviousLog { file, head, .. }),
+            ..
+        }) => Some((file.clone(), Some(head.clone()), NamedAs::PreviousLog)),
+        // The previous log did not verify when this one started: named,
+        // with no head.
+        Event::AuditOpened(AuditOpened {
+            previous: None,
+            previous_file,
+            ..
+        }) => Some((previous_file.clone()?, None, NamedAs::PreviousLog)),
+        // A path when written; only its name is kept.
+        Event::SessionOpened(SessionOpened { audit_file, .. }) => {
+            Some((base_name(audit_file.as_deref()?), None, session_file()))
+        }
+        Event::AuditFileClosed(AuditFileClosed { file, head, .. }) => {
+            Some((file.clone(), Some(head.clone()), session_file()))
+        }
+        Event::Config(_)
+        | Event::HostAddresses(_)
+        | Event::Recovered(_)
+        | Event::Shutdown(_)
+        | Event::AuditRefused(_)
+        | Event::SandboxExec(_)
+        | Event::SandboxError(_)
+        | Event::SessionClosed(_)
+        | Event::SessionRevoked(_)
+        | Event::TokenRotated(_)
+        | Event::DiskFloorStop(_)
+        | Event::PermissionCheck(_)
+        | Event::ApprovalRequested(_)
+        | Event::ApprovalDecided(_)
+        | Event::ToolStarted(_)
+        | Event::ToolResult(_)
+        | Event::LlmRequest(_)
+        | Event::LlmResponse(_)
+        | Event::LlmCallError(_)
+        | Event::CostLimitHit(_)
+        | Event::ClientTurnEnd(_)
+        | Event::ClientToolResult(_)
+        | Event::McpServerStarted(_)
+        | Event::McpServerExited(_)
+        | Event::McpEgress(_)
+        | Event::QuestionAsked(_)
+        | Event::ContextTrim(_)
+        | Event::IterationCapHit(_)
+        | Event::Abort(_)
+        | Event::TurnSummary(_) => None,
+    }
 }
 
 fn base_name(path: &str) -> String {

@@ -22,7 +22,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::AuditError;
-use crate::dir::parse_file_name;
+use crate::event::{
+    AUTO_ALLOWED, ApprovalDecided, ApprovalOutcome, ApprovalRequested, Event, Parsed,
+    PermissionCheck, SESSION_SCOPE, Verdict,
+};
+use crate::names::parse_file_name;
 use crate::tail::sanitize;
 
 /// The thresholds behind the suggestions.
@@ -158,7 +162,7 @@ pub fn report_with(paths: &[PathBuf], thresholds: &Thresholds) -> Result<Report,
                 continue;
             }
             match serde_json::from_slice::<Map<String, Value>>(line) {
-                Ok(rec) => b.record(&rec),
+                Ok(rec) => b.record(rec),
                 Err(_) => b.unreadable += 1,
             }
         }
@@ -188,10 +192,6 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, AuditError> {
     Ok(out)
 }
 
-fn s<'a>(rec: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    rec.get(key).and_then(Value::as_str)
-}
-
 const NO_RULE: &str = "-";
 
 #[derive(Default)]
@@ -209,7 +209,7 @@ struct Builder {
     /// approval_id -> (tool, rule).
     approvals: HashMap<String, (String, String)>,
     /// approval_decided records whose request was not seen (yet).
-    orphans: Vec<Map<String, Value>>,
+    orphans: Vec<ApprovalDecided>,
 }
 
 impl Builder {
@@ -219,78 +219,106 @@ impl Builder {
             .or_default()
     }
 
-    fn record(&mut self, rec: &Map<String, Value>) {
+    /// One record (the whole JSON object of a line).
+    fn record(&mut self, rec: Map<String, Value>) {
         self.records += 1;
-        let event = s(rec, "event").unwrap_or("(none)").to_string();
-        *self.events.entry(event.clone()).or_default() += 1;
-        let session = s(rec, "session").unwrap_or("").to_string();
+        let text = |k: &str| rec.get(k).and_then(Value::as_str).map(str::to_string);
+        let event = text("event").unwrap_or_else(|| "(none)".to_string());
+        *self.events.entry(event).or_default() += 1;
+        let session = text("session").unwrap_or_default();
         if !session.is_empty() {
             self.sessions.insert(session.clone());
         }
-        let tool = s(rec, "tool").unwrap_or("(unknown)").to_string();
-        match event.as_str() {
-            "permission_check" => {
-                let rule = s(rec, "rule").unwrap_or(NO_RULE).to_string();
-                if let Some(call) = s(rec, "call_id") {
-                    self.by_call.insert(call.to_string(), rule.clone());
-                }
-                let allowed_by = s(rec, "allowed_by");
-                match s(rec, "decision") {
-                    Some("allow") => {
-                        let c = self.row(&tool, &rule);
-                        c.allowed += 1;
-                        match allowed_by {
-                            Some("auto-allow(config)") => c.auto_allowed += 1,
-                            Some("allowed(session-scope)") => c.session_scope += 1,
-                            _ => {}
-                        }
-                    }
-                    Some("ask") => {
-                        self.row(&tool, &rule).asked += 1;
-                        self.open_asks
-                            .entry((session, tool))
-                            .or_default()
-                            .push_back(rule);
-                    }
-                    Some("deny") => self.row(&tool, &rule).denied += 1,
-                    _ => {}
-                }
-            }
-            "approval_requested" => {
-                let rule = self.rule_for_approval(rec, &session, &tool);
-                if rec.get("destructive").and_then(Value::as_bool) == Some(true) {
-                    self.row(&tool, &rule).destructive += 1;
-                }
-                if let Some(id) = s(rec, "approval_id") {
-                    self.approvals.insert(id.to_string(), (tool, rule));
-                }
-            }
-            "approval_decided" => {
-                let known = s(rec, "approval_id").and_then(|id| self.approvals.get(id).cloned());
-                match known {
-                    Some((tool, rule)) => self.decided(rec, &tool, &rule),
-                    None => self.orphans.push(rec.clone()),
-                }
-            }
-            _ => {}
+        let Parsed::Known(event) = Event::read_object(rec) else {
+            return;
+        };
+        match event {
+            Event::PermissionCheck(c) => self.checked(session, c),
+            Event::ApprovalRequested(r) => self.requested(&session, r),
+            Event::ApprovalDecided(d) => match self.approvals.get(&d.approval_id).cloned() {
+                Some((tool, rule)) => self.decided(&d, &tool, &rule),
+                None => self.orphans.push(d),
+            },
+            Event::AuditOpened(_)
+            | Event::AuditFileClosed(_)
+            | Event::Config(_)
+            | Event::HostAddresses(_)
+            | Event::Recovered(_)
+            | Event::Shutdown(_)
+            | Event::AuditRefused(_)
+            | Event::SandboxExec(_)
+            | Event::SandboxError(_)
+            | Event::SessionOpened(_)
+            | Event::SessionClosed(_)
+            | Event::SessionRevoked(_)
+            | Event::TokenRotated(_)
+            | Event::DiskFloorStop(_)
+            | Event::ToolStarted(_)
+            | Event::ToolResult(_)
+            | Event::LlmRequest(_)
+            | Event::LlmResponse(_)
+            | Event::LlmCallError(_)
+            | Event::CostLimitHit(_)
+            | Event::ClientTurnEnd(_)
+            | Event::ClientToolResult(_)
+            | Event::McpServerStarted(_)
+            | Event::McpServerExited(_)
+            | Event::McpEgress(_)
+            | Event::QuestionAsked(_)
+            | Event::ContextTrim(_)
+            | Event::IterationCapHit(_)
+            | Event::Abort(_)
+            | Event::TurnSummary(_) => {}
         }
     }
 
-    fn rule_for_approval(&mut self, rec: &Map<String, Value>, session: &str, tool: &str) -> String {
+    fn checked(&mut self, session: String, c: PermissionCheck) {
+        let rule = c.rule.unwrap_or_else(|| NO_RULE.to_string());
+        self.by_call.insert(c.call_id, rule.clone());
+        match c.decision {
+            Verdict::Allow => {
+                let counts = self.row(&c.tool, &rule);
+                counts.allowed += 1;
+                match c.allowed_by.as_deref() {
+                    Some(AUTO_ALLOWED) => counts.auto_allowed += 1,
+                    Some(SESSION_SCOPE) => counts.session_scope += 1,
+                    _ => {}
+                }
+            }
+            Verdict::Ask => {
+                self.row(&c.tool, &rule).asked += 1;
+                self.open_asks
+                    .entry((session, c.tool))
+                    .or_default()
+                    .push_back(rule);
+            }
+            Verdict::Deny => self.row(&c.tool, &rule).denied += 1,
+        }
+    }
+
+    fn requested(&mut self, session: &str, r: ApprovalRequested) {
+        let rule = self.rule_for_approval(&r, session);
+        if r.destructive {
+            self.row(&r.tool, &rule).destructive += 1;
+        }
+        self.approvals.insert(r.approval_id, (r.tool, rule));
+    }
+
+    fn rule_for_approval(&mut self, r: &ApprovalRequested, session: &str) -> String {
         let queue = self
             .open_asks
-            .get_mut(&(session.to_string(), tool.to_string()));
-        if let Some(rule) = s(rec, "rule") {
+            .get_mut(&(session.to_string(), r.tool.clone()));
+        if let Some(rule) = &r.rule {
             if let Some(q) = queue
-                && let Some(i) = q.iter().position(|r| r == rule)
+                && let Some(i) = q.iter().position(|x| x == rule)
             {
                 q.remove(i);
             }
-            return rule.to_string();
+            return rule.clone();
         }
-        if let Some(rule) = s(rec, "call_id").and_then(|c| self.by_call.get(c)).cloned() {
+        if let Some(rule) = self.by_call.get(&r.call_id).cloned() {
             if let Some(q) = queue
-                && let Some(i) = q.iter().position(|r| *r == rule)
+                && let Some(i) = q.iter().position(|x| *x == rule)
             {
                 q.remove(i);
             }
@@ -301,27 +329,29 @@ impl Builder {
             .unwrap_or_else(|| NO_RULE.to_string())
     }
 
-    fn decided(&mut self, rec: &Map<String, Value>, tool: &str, rule: &str) {
+    fn decided(&mut self, d: &ApprovalDecided, tool: &str, rule: &str) {
         let c = self.row(tool, rule);
-        match s(rec, "outcome") {
-            Some("approved") => c.approved += 1,
-            Some("denied") => c.rejected += 1,
-            Some("timeout") | Some("withdrawn") => c.expired += 1,
-            _ => {}
+        match d.outcome {
+            ApprovalOutcome::Approved => c.approved += 1,
+            ApprovalOutcome::Denied => c.rejected += 1,
+            ApprovalOutcome::Timeout | ApprovalOutcome::Withdrawn => c.expired += 1,
         }
     }
 
     fn finish(mut self, t: &Thresholds) -> Report {
         // Decisions whose request came later in the input (or never).
-        for rec in std::mem::take(&mut self.orphans) {
-            let (tool, rule) = match s(&rec, "approval_id").and_then(|id| self.approvals.get(id)) {
+        for d in std::mem::take(&mut self.orphans) {
+            let (tool, rule) = match self.approvals.get(&d.approval_id) {
                 Some((tool, rule)) => (tool.clone(), rule.clone()),
                 None => (
-                    s(&rec, "tool").unwrap_or("(unknown)").to_string(),
-                    s(&rec, "rule").unwrap_or(NO_RULE).to_string(),
+                    d.tool.clone(),
+                    d.rule
+                        .clone()
+                        .flatten()
+                        .unwrap_or_else(|| NO_RULE.to_string()),
                 ),
             };
-            self.decided(&rec, &tool, &rule);
+            self.decided(&d, &tool, &rule);
         }
         let rules: Vec<RuleRow> = self
             .rows

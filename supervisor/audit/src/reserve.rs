@@ -43,7 +43,7 @@ pub enum Priority {
 }
 
 /// The reserve's state, for `supervisorctl status` and `doctor`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReserveStatus {
     /// Bytes the reserve should hold (0: none configured).
     pub target: u64,

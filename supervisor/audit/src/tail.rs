@@ -13,9 +13,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::AuditError;
-use crate::dir::{FileKind, list_logs, valid_session};
+use crate::chain::{ChainChecker, Problem, Record};
+use crate::event::{Event, Parsed};
+use crate::names::{FileKind, list_logs, valid_session};
 use crate::record::{needs_extra_escape, to_safe_json};
-use crate::verify::{ChainChecker, Problem, Record};
 
 /// The session's audit files in `dir`, oldest first (a session normally has
 /// one; a new one is started if its file broke).
@@ -253,7 +254,7 @@ pub fn follow_session(
         for item in items {
             match item {
                 TailItem::Record { record, .. } => {
-                    if record.event == "session_closed" {
+                    if let Parsed::Known(Event::SessionClosed(_)) = record.event() {
                         closed = true;
                     }
                     if opts.json {

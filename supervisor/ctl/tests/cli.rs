@@ -245,3 +245,33 @@ fn the_ssrf_corpus_gives_the_expected_decisions_offline() {
     }
     t.finish("ssrf.jsonl");
 }
+
+/// `audit verify` and `audit report` on the log release 0.1.0 wrote
+/// (supervisor/audit/tests/fixtures/release-0.1.0) print exactly what that
+/// release printed: the typed audit schema reads old logs unchanged.
+#[test]
+fn audit_commands_print_what_release_0_1_0_printed_for_its_own_log() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../audit/tests/fixtures/release-0.1.0");
+    let saved = |name: &str| std::fs::read_to_string(fixture.join(name)).unwrap();
+    let run = |args: &[&str]| {
+        let o = ctl()
+            .current_dir(&fixture)
+            .env_remove("TOLLGATE_OPERATOR_SOCKET")
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        (o.status.code(), text(o.stdout), text(o.stderr))
+    };
+    let (code, out, err) = run(&["audit", "verify", "audit"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    // verify.txt holds stdout, then the note on stderr.
+    assert_eq!(format!("{out}{err}"), saved("verify.txt"));
+    let (code, out, err) = run(&["audit", "report", "audit"]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(out, saved("report.txt"));
+    let (code, out, _) = run(&["audit", "report", "--json", "audit"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(out, saved("report.json"));
+}

@@ -5,9 +5,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::Stream;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
+use tollgate_audit::Event;
+use tollgate_audit::event::AGENT_REPORTABLE;
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::agent_service_server::AgentService;
 use tonic::{Request, Response, Status, Streaming};
@@ -57,14 +59,6 @@ pub fn tool_specs(tools: Option<&std::collections::BTreeSet<String>>) -> Vec<pb:
 }
 
 /// Events the agent may report for the audit log.
-const REPORTABLE: &[&str] = &[
-    "question_asked",
-    "context_trim",
-    "iteration_cap_hit",
-    "abort",
-    "turn_summary",
-];
-
 type McpGatewayStream = Pin<Box<dyn Stream<Item = Result<pb::McpGatewayServerMsg, Status>> + Send>>;
 type ApprovalStream = Pin<Box<dyn Stream<Item = Result<pb::ApprovalServerMsg, Status>> + Send>>;
 
@@ -279,31 +273,37 @@ impl AgentService for AgentSvc {
             .begin()
             .ok_or_else(|| Status::unauthenticated(format!("session {} has ended", session.id)))?;
         let r = req.into_inner();
-        if !REPORTABLE.contains(&r.event.as_str()) {
-            return Err(Status::invalid_argument(format!(
-                "event {:?} cannot be reported by an agent (allowed: {})",
-                r.event,
-                REPORTABLE.join(", ")
-            )));
-        }
         if r.fields_json.len() > 16 * 1024 {
             return Err(Status::invalid_argument("event fields exceed 16 KiB"));
         }
-        let mut fields: Value = if r.fields_json.trim().is_empty() {
-            json!({})
+        let mut fields: Map<String, Value> = if r.fields_json.trim().is_empty() {
+            Map::new()
         } else {
-            serde_json::from_str(&r.fields_json)
-                .map_err(|e| Status::invalid_argument(format!("event fields are not JSON: {e}")))?
+            match serde_json::from_str::<Value>(&r.fields_json) {
+                Ok(Value::Object(m)) => m,
+                Ok(_) => {
+                    return Err(Status::invalid_argument(
+                        "event fields must be a JSON object",
+                    ));
+                }
+                Err(e) => {
+                    return Err(Status::invalid_argument(format!(
+                        "event fields are not JSON: {e}"
+                    )));
+                }
+            }
         };
-        let Some(obj) = fields.as_object_mut() else {
-            return Err(Status::invalid_argument(
-                "event fields must be a JSON object",
-            ));
+        fields.insert("reported_by".to_string(), json!("agent"));
+        let Some(event) = Event::agent_report(&r.event, fields) else {
+            return Err(Status::invalid_argument(format!(
+                "event {:?} cannot be reported by an agent (allowed: {})",
+                r.event,
+                AGENT_REPORTABLE.join(", ")
+            )));
         };
-        obj.insert("reported_by".to_string(), json!("agent"));
         self.sup
             .recorder
-            .to_file(&session.audit, &session.id, &r.event, fields)
+            .to_file(&session.audit, &session.id, event)
             .map_err(|e| {
                 self.sup.audit_refused(
                     &session.id,

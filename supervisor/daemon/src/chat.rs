@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use tollgate_audit::event::{self, Event, LlmErrorKind};
 use tollgate_proto::v1 as pb;
 use tonic::Status;
 
@@ -91,15 +92,14 @@ fn record_request(
     record(
         sup,
         session,
-        "llm_request",
-        json!({
-            "provider": sup.llm.name(),
-            "model": session.model,
-            "turn": turn,
-            "messages": req.messages.len(),
-            "tools": req.tools.len(),
-            "last_role": last.map(|m| m.role.clone()).unwrap_or_default(),
-            "last_content": excerpt(sup, last.and_then(|m| m.content.as_deref()).unwrap_or("")),
+        Event::LlmRequest(event::LlmRequest {
+            provider: sup.llm.name().to_string(),
+            model: session.model.clone(),
+            turn: u64::from(turn),
+            messages: req.messages.len() as u64,
+            tools: req.tools.len() as u64,
+            last_role: last.map(|m| m.role.clone()).unwrap_or_default(),
+            last_content: excerpt(sup, last.and_then(|m| m.content.as_deref()).unwrap_or("")),
         }),
     )
 }
@@ -109,27 +109,32 @@ fn record_request(
 fn llm_failed(sup: &Supervisor, session: &Session, e: LlmError, call: &Call) -> Status {
     let (turn, called) = (call.turn, call.called);
     let kind = match &e {
-        LlmError::Timeout(_) => "timeout",
-        LlmError::Connect { .. } => "connect",
-        LlmError::Status { .. } => "http_status",
-        LlmError::Malformed { .. } => "malformed",
-        LlmError::TooLarge(_) => "too_large",
-        LlmError::Other(_) => "other",
+        LlmError::Timeout(_) => LlmErrorKind::Timeout,
+        LlmError::Connect { .. } => LlmErrorKind::Connect,
+        LlmError::Status { .. } => LlmErrorKind::HttpStatus,
+        LlmError::Malformed { .. } => LlmErrorKind::Malformed,
+        LlmError::TooLarge(_) => LlmErrorKind::TooLarge,
+        LlmError::Other(_) => LlmErrorKind::Other,
     };
     let message = sup.redactor.redact(&e.to_string());
-    let mut fields = json!({
-        "provider": sup.llm.name(), "kind": kind, "reason": message, "turn": turn,
-        "model": session.model, "duration_ms": called.elapsed().as_millis() as u64,
-    });
     // What the model sent, when it could not be used (a tool call
     // without a name, say): on record, redacted and capped.
-    if let LlmError::Malformed {
-        body: Some(body), ..
-    } = &e
-    {
-        fields["response"] = json!(capped(sup, body, CALL_ARGS_EXCERPT));
-    }
-    if let Err(status) = record(sup, session, "llm_call_error", fields) {
+    let response = match &e {
+        LlmError::Malformed {
+            body: Some(body), ..
+        } => Some(capped(sup, body, CALL_ARGS_EXCERPT)),
+        _ => None,
+    };
+    let failed = event::LlmCallError {
+        provider: sup.llm.name().to_string(),
+        kind,
+        reason: message.clone(),
+        turn: u64::from(turn),
+        model: session.model.clone(),
+        duration_ms: called.elapsed().as_millis() as u64,
+        response,
+    };
+    if let Err(status) = record(sup, session, Event::LlmCallError(failed)) {
         return status;
     }
     match e {
@@ -153,36 +158,32 @@ fn record_response(
     session_cost: f64,
 ) -> Result<(), Status> {
     let (turn, called) = (call.turn, call.called);
-    let tool_names: Vec<&str> = completion
+    let tool_names: Vec<String> = completion
         .message
         .tool_calls
         .iter()
-        .map(|c| c.name.as_str())
+        .map(|c| c.name.clone())
         .collect();
     let offered: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
     let calls = calls_on_record(sup, &completion.message.tool_calls, &offered);
-    record(
-        sup,
-        session,
-        "llm_response",
-        json!({
-            "provider": sup.llm.name(),
-            "model": session.model,
-            "turn": turn,
-            "duration_ms": called.elapsed().as_millis() as u64,
-            "usage": match completion.usage {
-                Some((p, c)) => json!({"prompt_tokens": p, "completion_tokens": c}),
-                None => Value::Null,
-            },
-            "cost_usd": cost,
-            "session_cost_usd": session_cost,
-            "finish_reason": completion.finish_reason,
-            "content": excerpt(sup, completion.message.content.as_deref().unwrap_or("")),
-            "tool_calls": tool_names,
-            "calls": calls,
-            "calls_total": completion.message.tool_calls.len(),
+    let response = event::LlmResponse {
+        provider: sup.llm.name().to_string(),
+        model: session.model.clone(),
+        turn: u64::from(turn),
+        duration_ms: called.elapsed().as_millis() as u64,
+        usage: completion.usage.map(|(p, c)| event::Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
         }),
-    )
+        cost_usd: cost,
+        session_cost_usd: session_cost,
+        finish_reason: completion.finish_reason.clone(),
+        content: excerpt(sup, completion.message.content.as_deref().unwrap_or("")),
+        tool_calls: tool_names,
+        calls,
+        calls_total: completion.message.tool_calls.len() as u64,
+    };
+    record(sup, session, Event::LlmResponse(response))
 }
 
 fn cost_cap_hit(sup: &Supervisor, session: &Session, spent: f64, cap: f64) -> pb::ChatResponse {
@@ -192,8 +193,10 @@ fn cost_cap_hit(sup: &Supervisor, session: &Session, spent: f64, cap: f64) -> pb
     let _ = sup.recorder.to_file(
         &session.audit,
         &session.id,
-        "cost_limit_hit",
-        json!({"cost_usd": spent, "max_cost_usd": cap}),
+        Event::CostLimitHit(event::CostLimitHit {
+            cost_usd: spent,
+            max_cost_usd: cap,
+        }),
     );
     pb::ChatResponse {
         message: Some(pb::ChatMessage {
@@ -219,18 +222,20 @@ fn cost_cap_hit(sup: &Supervisor, session: &Session, spent: f64, cap: f64) -> pb
 /// calling the supervisor, so this is their only record): id, name and the
 /// raw argument text, redacted and capped; whether the name was one of the
 /// tools offered and whether the arguments are a JSON object.
-fn calls_on_record(sup: &Supervisor, calls: &[pb::ChatToolCall], offered: &[&str]) -> Vec<Value> {
+fn calls_on_record(
+    sup: &Supervisor,
+    calls: &[pb::ChatToolCall],
+    offered: &[&str],
+) -> Vec<event::CallOnRecord> {
     calls
         .iter()
         .take(CALLS_RECORDED)
-        .map(|c| {
-            json!({
-                "id": capped(sup, &c.id, CALL_NAME_EXCERPT),
-                "name": capped(sup, &c.name, CALL_NAME_EXCERPT),
-                "arguments": capped(sup, &c.arguments, CALL_ARGS_EXCERPT),
-                "offered": offered.contains(&c.name.as_str()),
-                "json_object": serde_json::from_str::<Value>(&c.arguments).is_ok_and(|v| v.is_object()),
-            })
+        .map(|c| event::CallOnRecord {
+            id: capped(sup, &c.id, CALL_NAME_EXCERPT),
+            name: capped(sup, &c.name, CALL_NAME_EXCERPT),
+            arguments: capped(sup, &c.arguments, CALL_ARGS_EXCERPT),
+            offered: offered.contains(&c.name.as_str()),
+            json_object: serde_json::from_str::<Value>(&c.arguments).is_ok_and(|v| v.is_object()),
         })
         .collect()
 }
@@ -253,9 +258,9 @@ fn capped(sup: &Supervisor, text: &str, cap: usize) -> String {
     format!("{}… ({} chars)", &red[..end], red.chars().count())
 }
 
-fn record(sup: &Supervisor, session: &Session, event: &str, fields: Value) -> Result<(), Status> {
+fn record(sup: &Supervisor, session: &Session, event: Event) -> Result<(), Status> {
     sup.recorder
-        .to_file(&session.audit, &session.id, event, fields)
+        .to_file(&session.audit, &session.id, event)
         .map(|_| ())
         .map_err(|e| {
             sup.audit_refused(

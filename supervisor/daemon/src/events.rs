@@ -6,7 +6,8 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 use tokio::sync::broadcast;
-use tollgate_audit::{Appended, Audit, AuditError, AuditFile, Durable, Priority};
+use tollgate_audit::event::PermissionCheck;
+use tollgate_audit::{Appended, Audit, AuditError, AuditFile, Durable, Event, Priority};
 use tollgate_proto::v1 as pb;
 
 use crate::sessions::unix_ms;
@@ -53,14 +54,12 @@ impl Recorder {
         &self,
         file: &AuditFile,
         session: &str,
-        event: &str,
-        fields: Value,
+        event: Event,
     ) -> Result<Appended, AuditError> {
         self.write(
             file,
             session,
             event,
-            fields,
             Durable::AsConfigured,
             Priority::Ordinary,
         )
@@ -72,14 +71,12 @@ impl Recorder {
         &self,
         file: &AuditFile,
         session: &str,
-        event: &str,
-        fields: Value,
+        event: Event,
     ) -> Result<Appended, AuditError> {
         self.write(
             file,
             session,
             event,
-            fields,
             Durable::AsConfigured,
             Priority::Essential,
         )
@@ -90,17 +87,9 @@ impl Recorder {
         &self,
         file: &AuditFile,
         session: &str,
-        event: &str,
-        fields: Value,
+        event: Event,
     ) -> Result<Appended, AuditError> {
-        self.write(
-            file,
-            session,
-            event,
-            fields,
-            Durable::Later,
-            Priority::Essential,
-        )
+        self.write(file, session, event, Durable::Later, Priority::Essential)
     }
 
     /// The same, but the record rides on the next fsync
@@ -110,85 +99,53 @@ impl Recorder {
         &self,
         file: &AuditFile,
         session: &str,
-        event: &str,
-        fields: Value,
+        event: Event,
     ) -> Result<Appended, AuditError> {
-        self.write(
-            file,
-            session,
-            event,
-            fields,
-            Durable::Later,
-            Priority::Ordinary,
-        )
+        self.write(file, session, event, Durable::Later, Priority::Ordinary)
     }
 
     fn write(
         &self,
         file: &AuditFile,
         session: &str,
-        event: &str,
-        fields: Value,
+        event: Event,
         durable: Durable,
         priority: Priority,
     ) -> Result<Appended, AuditError> {
         // Watchers see what the log holds; with none, skip the copy.
-        let published = (self.watchers.receiver_count() > 0)
-            .then(|| (summarise(event, &fields), fields.clone()));
-        let exported = self
-            .telemetry
-            .as_ref()
-            .filter(|t| t.wants(event))
-            .map(|t| (t, fields.clone()));
+        let published = (self.watchers.receiver_count() > 0).then(|| summarise(&event));
         let waits = match durable {
             Durable::Later => false,
             Durable::Now => true,
             Durable::AsConfigured => file.append_waits(),
         };
         let appended = if waits {
-            waiting_for_disk(|| file.append_with(session, event, fields, durable, priority))?
+            waiting_for_disk(|| file.append_event(session, &event, durable, priority))?
         } else {
             // (A write alone does not block long enough to pay for the
             // hand-off.)
-            file.append_with(session, event, fields, durable, priority)?
+            file.append_event(session, &event, durable, priority)?
         };
-        if let Some((summary, fields)) = published {
-            self.publish(session, event, summary, fields);
+        if let Some(summary) = published {
+            self.publish(session, &event, summary);
         }
-        if let Some((sink, fields)) = exported {
-            sink.offer(session, event, fields);
+        if let Some(sink) = self.telemetry.as_ref().filter(|t| t.wants(&event)) {
+            sink.offer(session, event);
         }
         Ok(appended)
     }
 
     /// Appends to the supervisor's own log (a fresh one if it broke) and
     /// publishes.
-    pub fn supervisor(
-        &self,
-        session: &str,
-        event: &str,
-        fields: Value,
-    ) -> Result<Appended, AuditError> {
+    pub fn supervisor(&self, session: &str, event: Event) -> Result<Appended, AuditError> {
         let log = self.audit.supervisor_log()?;
-        self.to_file(&log, session, event, fields)
+        self.to_file(&log, session, event)
     }
 
     /// [`Recorder::supervisor`], riding on that log's next fsync.
-    pub fn supervisor_deferred(
-        &self,
-        session: &str,
-        event: &str,
-        fields: Value,
-    ) -> Result<Appended, AuditError> {
+    pub fn supervisor_deferred(&self, session: &str, event: Event) -> Result<Appended, AuditError> {
         let log = self.audit.supervisor_log()?;
-        self.write(
-            &log,
-            session,
-            event,
-            fields,
-            Durable::Later,
-            Priority::Ordinary,
-        )
+        self.write(&log, session, event, Durable::Later, Priority::Ordinary)
     }
 
     /// An essential record in the supervisor's log (a revocation, a stop,
@@ -196,12 +153,11 @@ impl Recorder {
     pub fn supervisor_essential(
         &self,
         session: &str,
-        event: &str,
-        fields: Value,
+        event: Event,
         durable: Durable,
     ) -> Result<Appended, AuditError> {
         let log = self.audit.supervisor_log()?;
-        self.write(&log, session, event, fields, durable, Priority::Essential)
+        self.write(&log, session, event, durable, Priority::Essential)
     }
 
     /// Makes every record appended to `file` so far durable (one fsync, or
@@ -218,15 +174,19 @@ impl Recorder {
         waiting_for_disk(|| self.audit.anchor(file, session))
     }
 
-    /// Publishes without writing (for events already written elsewhere).
-    fn publish(&self, session: &str, event: &str, summary: String, fields: Value) {
+    /// Tells watchers about a record just written.
+    fn publish(&self, session: &str, event: &Event, summary: String) {
+        let json = event
+            .fields()
+            .map(|f| Value::Object(f).to_string())
+            .unwrap_or_default();
         // No watchers is fine.
         let _ = self.watchers.send(pb::Event {
             ts_unix_ms: unix_ms(SystemTime::now()),
             session_id: session.to_string(),
-            event: event.to_string(),
+            event: event.name().to_string(),
             summary,
-            json: fields.to_string(),
+            json,
         });
     }
 }
@@ -246,71 +206,91 @@ fn multi_thread_runtime() -> bool {
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
-fn s<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
 /// One human line per event, for `supervisorctl watch`.
-pub fn summarise(event: &str, f: &Value) -> String {
+pub fn summarise(event: &Event) -> String {
     let line = match event {
-        "permission_check" => {
-            let mut line = format!("{} {}", s(f, "tool"), s(f, "decision"));
-            let by = s(f, "allowed_by");
-            if !by.is_empty() && by != "allowed" {
-                line.push_str(&format!(" [{by}]"));
-            }
-            if !s(f, "rule").is_empty() {
-                line.push_str(&format!(" ({})", s(f, "rule")));
-            }
-            if !s(f, "consequence").is_empty() {
-                line.push_str(&format!(": {}", s(f, "consequence")));
-            }
-            line
-        }
-        "approval_requested" => format!(
+        Event::PermissionCheck(c) => check_line(c),
+        Event::ApprovalRequested(r) => format!(
             "approval {} requested: {}{}",
-            s(f, "approval_id"),
-            s(f, "consequence"),
-            if f.get("destructive").and_then(Value::as_bool) == Some(true) {
-                " [destructive]"
-            } else {
-                ""
-            }
+            r.approval_id,
+            r.consequence,
+            if r.destructive { " [destructive]" } else { "" }
         ),
-        "approval_decided" => format!(
+        Event::ApprovalDecided(d) => format!(
             "approval {} {} by {}",
-            s(f, "approval_id"),
-            s(f, "outcome"),
-            s(f, "by")
+            d.approval_id,
+            d.outcome.as_str(),
+            d.by
         ),
-        "tool_started" => format!("{} started", s(f, "tool")),
-        "tool_result" => format!(
+        Event::ToolStarted(s) => format!("{} started", s.tool),
+        Event::ToolResult(r) => format!(
             "{} finished: {} ({} bytes, {} ms)",
-            s(f, "tool"),
-            f.get("exit_code")
+            r.tool,
+            r.exit()
                 .map(|c| format!("exit {c}"))
-                .unwrap_or_else(|| s(f, "status").to_string()),
-            f.get("bytes").and_then(Value::as_u64).unwrap_or(0),
-            f.get("duration_ms").and_then(Value::as_u64).unwrap_or(0)
+                .unwrap_or_else(|| r.status.as_str().to_string()),
+            r.bytes,
+            r.duration_ms
         ),
-        "session_opened" => format!(
+        Event::SessionOpened(o) => format!(
             "session opened by uid {} in {} ({})",
-            f.get("uid").and_then(Value::as_u64).unwrap_or(0),
-            s(f, "workspace"),
-            s(f, "mode")
+            o.uid, o.workspace, o.mode
         ),
-        "session_revoked" | "session_closed" => {
-            format!("{}: {}", event.replace('_', " "), s(f, "reason"))
+        Event::SessionRevoked(e) | Event::SessionClosed(e) => {
+            format!("{}: {}", event.name().replace('_', " "), e.reason)
         }
-        other => {
-            let mut line = other.replace('_', " ");
-            if !s(f, "reason").is_empty() {
-                line.push_str(&format!(": {}", s(f, "reason")));
+        Event::AuditOpened(_)
+        | Event::AuditFileClosed(_)
+        | Event::Config(_)
+        | Event::HostAddresses(_)
+        | Event::Recovered(_)
+        | Event::Shutdown(_)
+        | Event::AuditRefused(_)
+        | Event::SandboxExec(_)
+        | Event::SandboxError(_)
+        | Event::TokenRotated(_)
+        | Event::DiskFloorStop(_)
+        | Event::LlmRequest(_)
+        | Event::LlmResponse(_)
+        | Event::LlmCallError(_)
+        | Event::CostLimitHit(_)
+        | Event::ClientTurnEnd(_)
+        | Event::ClientToolResult(_)
+        | Event::McpServerStarted(_)
+        | Event::McpServerExited(_)
+        | Event::McpEgress(_)
+        | Event::QuestionAsked(_)
+        | Event::ContextTrim(_)
+        | Event::IterationCapHit(_)
+        | Event::Abort(_)
+        | Event::TurnSummary(_) => {
+            let mut line = event.name().replace('_', " ");
+            if let Some(reason) = event.reason().filter(|r| !r.is_empty()) {
+                line.push_str(&format!(": {reason}"));
             }
             line
         }
     };
     escape_control(&line)
+}
+
+/// `TOOL VERDICT [allowed_by] (rule): consequence`.
+fn check_line(c: &PermissionCheck) -> String {
+    let mut line = format!("{} {}", c.tool, c.decision.as_str());
+    if let Some(by) = c
+        .allowed_by
+        .as_deref()
+        .filter(|b| !b.is_empty() && *b != "allowed")
+    {
+        line.push_str(&format!(" [{by}]"));
+    }
+    if let Some(rule) = c.rule.as_deref().filter(|r| !r.is_empty()) {
+        line.push_str(&format!(" ({rule})"));
+    }
+    if let Some(what) = c.consequence.as_deref().filter(|w| !w.is_empty()) {
+        line.push_str(&format!(": {what}"));
+    }
+    line
 }
 
 /// Escapes control characters so a path or command cannot forge a line on
@@ -334,8 +314,13 @@ mod tests {
 
     #[test]
     fn summaries_escape_control_characters() {
-        let f = json!({"tool":"read_file","decision":"allow","consequence":"read a\nb\u{1b}[2J"});
-        let line = summarise("permission_check", &f);
+        let f = json!({"call_id":"c","tool":"read_file","decision":"allow","code":"OK","rule":null,
+                       "reason":"","consequence":"read a\nb\u{1b}[2J"});
+        let event = Event::read("permission_check", f.as_object().unwrap())
+            .known()
+            .cloned()
+            .unwrap();
+        let line = summarise(&event);
         assert!(!line.contains('\n') && !line.contains('\u{1b}'), "{line}");
         assert!(line.contains("\\n"), "{line}");
     }

@@ -31,8 +31,9 @@ use nix::sys::socket::{
     socket, sockopt,
 };
 use nix::sys::time::{TimeVal, TimeValLike};
-use serde_json::{Value, json};
 use tokio::sync::watch;
+use tollgate_audit::Event;
+use tollgate_audit::event::HostAddresses;
 use tollgate_policy::host::{Snapshot, read_host_addrs};
 use tollgate_policy::{HostAddrs, HostAddrsError};
 
@@ -142,22 +143,28 @@ impl HostAddrWatch {
 }
 
 /// The `host_addresses` audit record of a published state.
-pub fn record_fields(p: &Published) -> Value {
-    match p.snapshot.as_ref() {
-        Ok(set) => json!({
-            "trigger": p.trigger.as_str(),
-            "count": set.len(),
-            "addresses": set
-                .iter()
-                .map(|(ip, interface)| format!("{ip} {interface}"))
-                .collect::<Vec<_>>(),
-        }),
-        Err(e) => json!({
-            "trigger": p.trigger.as_str(),
-            "error": e.to_string(),
-            "effect": "every webfetch is refused until the addresses can be read",
-        }),
-    }
+pub fn record(p: &Published) -> Event {
+    let trigger = p.trigger.as_str().to_string();
+    Event::HostAddresses(match p.snapshot.as_ref() {
+        Ok(set) => HostAddresses {
+            trigger,
+            count: Some(set.len() as u64),
+            addresses: Some(
+                set.iter()
+                    .map(|(ip, interface)| format!("{ip} {interface}"))
+                    .collect(),
+            ),
+            error: None,
+            effect: None,
+        },
+        Err(e) => HostAddresses {
+            trigger,
+            count: None,
+            addresses: None,
+            error: Some(e.to_string()),
+            effect: Some("every webfetch is refused until the addresses can be read".to_string()),
+        },
+    })
 }
 
 /// The thread: netlink notifications and the backstop, or polling.
@@ -254,9 +261,12 @@ mod tests {
         assert!(rx.has_changed().unwrap());
         let p = rx.borrow_and_update().clone();
         assert_eq!(p.trigger, Trigger::Netlink);
+        let Event::HostAddresses(rec) = record(&p) else {
+            panic!("not a host_addresses record")
+        };
         assert_eq!(
-            record_fields(&p)["error"],
-            "the supervisor's own host addresses could not be read (getifaddrs: EMFILE)"
+            rec.error.as_deref(),
+            Some("the supervisor's own host addresses could not be read (getifaddrs: EMFILE)")
         );
         assert!(w.snapshot().is_err());
     }

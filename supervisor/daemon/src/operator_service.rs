@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
-use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tollgate_audit::event::{self, Event};
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::operator_service_server::OperatorService;
 use tollgate_sandbox::{ExecRequest, Output, SandboxError};
@@ -280,9 +280,10 @@ impl OperatorService for OperatorSvc {
             .await
             .map_err(|e| sandbox_status(&e))?;
         for r in reaped {
-            let _ =
-                sup.recorder
-                    .supervisor(&r.session_id, "recovered", json!({"detail": r.detail}));
+            let _ = sup.recorder.supervisor(
+                &r.session_id,
+                Event::Recovered(event::Recovered { detail: r.detail }),
+            );
         }
         let spec = sandbox_spec(
             &sup,
@@ -303,10 +304,13 @@ impl OperatorService for OperatorSvc {
         };
         let _ = sup.recorder.supervisor(
             &id,
-            "sandbox_exec",
-            json!({
-                "by": by(peer), "backend": choice.as_str(), "workspace": target.ws.path.display().to_string(),
-                "uid": target.uid, "argv": r.argv, "timeout_s": timeout_s,
+            Event::SandboxExec(event::SandboxExec {
+                by: by(peer),
+                backend: choice.as_str().to_string(),
+                workspace: target.ws.path.display().to_string(),
+                uid: u64::from(target.uid),
+                argv: r.argv.clone(),
+                timeout_s,
             }),
         );
         let sandbox = backend

@@ -25,6 +25,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tollgate_audit::Event;
+use tollgate_audit::event as audit;
 use tollgate_policy::{
     Code, Context, Decision, MCP_RULE_TOOL, McpToolCall, Tool, ToolCall, ToolName, Verdict,
 };
@@ -190,10 +192,15 @@ async fn run(
     let tool = call.name().as_str();
     let decision = &cleared.decision;
     let overlap = read_only(call.name()) && session.audit.append_waits();
-    let started_record = json!({
-        "call_id": call_id, "tool": tool, "allowed_by": cleared.allowed_by, "target": decision.target,
+    let started_record = Event::ToolStarted(audit::ToolStarted {
+        call_id: call_id.to_string(),
+        tool: tool.to_string(),
+        allowed_by: cleared.allowed_by.to_string(),
+        target: decision.target.clone(),
+        server: None,
+        mcp_tool: None,
     });
-    if let Err(e) = record_as(sup, session, "tool_started", started_record, overlap) {
+    if let Err(e) = record_as(sup, session, started_record, overlap) {
         return Err(audit_unavailable(sup, session, tool, &e));
     }
     let run = async {
@@ -289,11 +296,11 @@ fn record_outcome(
     duration_ms: u64,
 ) {
     let status = if response.ok {
-        "ok"
+        audit::ToolStatus::Ok
     } else if response.denied.is_some() {
-        "stopped"
+        audit::ToolStatus::Stopped
     } else {
-        "error"
+        audit::ToolStatus::Error
     };
     let excerpt = if decision.secret {
         "[REDACTED:secret-file]".to_string()
@@ -304,21 +311,33 @@ fn record_outcome(
             &response.error
         })
     };
-    let mut outcome = json!({
-        "call_id": call_id, "tool": tool, "status": status, "exit_code": response.exit_code,
-        "bytes": response.output.len(), "truncated": response.truncated,
-        "duration_ms": duration_ms, "output": excerpt,
-    });
-    if let Some(d) = &response.denied {
+    let outcome = audit::ToolResult {
+        call_id: call_id.to_string(),
+        tool: tool.to_string(),
+        status,
+        exit_code: Some(response.exit_code.map(i64::from)),
+        bytes: response.output.len() as u64,
+        truncated: response.truncated,
+        duration_ms,
+        output: Some(excerpt),
         // Why it was stopped (the disk floor, the sandbox, a cancel).
-        outcome["stopped"] = json!({
-            "code": pb::DenialCode::try_from(d.code).unwrap_or(pb::DenialCode::Unspecified).as_str_name(),
-            "rule": d.rule, "reason": d.reason,
-        });
-    }
+        stopped: response.denied.as_ref().map(|d| audit::Stopped {
+            code: pb::DenialCode::try_from(d.code)
+                .unwrap_or(pb::DenialCode::Unspecified)
+                .as_str_name()
+                .to_string(),
+            rule: d.rule.clone(),
+            reason: d.reason.clone(),
+        }),
+        routed: None,
+        signal: None,
+        server: None,
+        mcp_tool: None,
+        error: None,
+    };
     let _ = sup
         .recorder
-        .to_file_deferred(&session.audit, &session.id, "tool_result", outcome);
+        .to_file_deferred(&session.audit, &session.id, Event::ToolResult(outcome));
 }
 
 /// Whether a tool writes to the workspace's filesystem (refused under the
@@ -447,10 +466,21 @@ fn take_call(
     let _ = record(
         sup,
         session,
-        "permission_check",
-        json!({
-            "call_id": call_id, "tool": tool, "decision": "deny", "code": "CAP_REACHED",
-            "rule": "cap:max_tool_calls", "reason": reason,
+        Event::PermissionCheck(audit::PermissionCheck {
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            decision: audit::Verdict::Deny,
+            code: "CAP_REACHED".to_string(),
+            rule: Some("cap:max_tool_calls".to_string()),
+            reason: reason.clone(),
+            consequence: None,
+            destructive: None,
+            target: None,
+            args: None,
+            allowed_by: None,
+            client_tool: None,
+            server: None,
+            mcp_tool: None,
         }),
     );
     Err(denial(Code::CapReached, reason, "cap:max_tool_calls", None))
@@ -595,11 +625,16 @@ fn delegate_to_client(
     record(
         sup,
         session,
-        "approval_requested",
-        json!({
-            "approval_id": id, "call_id": call_id, "tool": tool,
-            "consequence": decision.consequence, "destructive": false,
-            "target": decision.target, "rule": decision.rule, "channel": "client",
+        Event::ApprovalRequested(audit::ApprovalRequested {
+            approval_id: id.clone(),
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            consequence: decision.consequence.clone(),
+            destructive: false,
+            target: decision.target.clone(),
+            deadline_unix_ms: None,
+            rule: decision.rule.clone(),
+            channel: Some("client".to_string()),
         }),
     )
     .map_err(|e| audit_unavailable(sup, session, tool, &e))?;
@@ -742,26 +777,28 @@ fn audit_decision(
     durable_next: bool,
     gate: &Gate,
 ) -> Result<(), tollgate_audit::AuditError> {
-    let verdict = d.verdict.as_str();
-    let mut f = json!({
-        "call_id": call_id,
-        "tool": tool,
-        "decision": verdict,
-        "code": d.code.as_str(),
-        "rule": d.rule,
-        "reason": d.reason,
-        "consequence": d.consequence,
-        "destructive": d.destructive,
-        "target": d.target,
-        "args": if d.secret { "[REDACTED:secret-file]".to_string() } else { excerpt_of(raw_args) },
-    });
-    if d.verdict == Verdict::Allow && !allowed_by.is_empty() {
-        f["allowed_by"] = json!(allowed_by);
-    }
-    if let Some(t) = &gate.client_tool {
-        f["client_tool"] = json!(t);
-    }
-    record_as(sup, session, "permission_check", f, durable_next)
+    let check = audit::PermissionCheck {
+        call_id: call_id.to_string(),
+        tool: tool.to_string(),
+        decision: audit_verdict(d.verdict),
+        code: d.code.as_str().to_string(),
+        rule: d.rule.clone(),
+        reason: d.reason.clone(),
+        consequence: Some(d.consequence.clone()),
+        destructive: Some(d.destructive),
+        target: Some(d.target.clone()),
+        args: Some(if d.secret {
+            "[REDACTED:secret-file]".to_string()
+        } else {
+            excerpt_of(raw_args)
+        }),
+        allowed_by: (d.verdict == Verdict::Allow && !allowed_by.is_empty())
+            .then(|| allowed_by.to_string()),
+        client_tool: gate.client_tool.clone(),
+        server: None,
+        mcp_tool: None,
+    };
+    record_as(sup, session, Event::PermissionCheck(check), durable_next)
 }
 
 /// An approval to ask for: the call, its decision, how long to wait.
@@ -855,11 +892,16 @@ async fn open_approval(
     if let Err(e) = record(
         sup,
         session,
-        "approval_requested",
-        json!({
-            "approval_id": id, "call_id": call_id, "tool": tool, "consequence": d.consequence,
-            "destructive": d.destructive, "target": d.target, "deadline_unix_ms": approval.deadline_unix_ms,
-            "rule": d.rule,
+        Event::ApprovalRequested(audit::ApprovalRequested {
+            approval_id: id.clone(),
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            consequence: d.consequence.clone(),
+            destructive: d.destructive,
+            target: d.target.clone(),
+            deadline_unix_ms: Some(approval.deadline_unix_ms),
+            rule: d.rule.clone(),
+            channel: None,
         }),
     ) {
         sup.approvals.close(&id, "withdrawn", "supervisor");
@@ -912,10 +954,13 @@ fn withdrawn(sup: &Supervisor, session: &Session, a: &Ask<'_>, id: &str) -> pb::
         let _ = record(
             sup,
             session,
-            "approval_decided",
-            json!({
-                "approval_id": id, "tool": tool, "outcome": "withdrawn", "by": who,
-            }),
+            Event::ApprovalDecided(decided(
+                id,
+                tool,
+                audit::ApprovalOutcome::Withdrawn,
+                who,
+                None,
+            )),
         );
         notify_resolved(session, id, "withdrawn", who, "", "");
     }
@@ -955,10 +1000,15 @@ fn approved(
     let _ = record(
         sup,
         session,
-        "approval_decided",
-        json!({
-            "approval_id": id, "tool": tool, "outcome": "approved", "scope": scope.as_str(),
-            "by": decided_by, "rule": d.rule, "target": d.target,
+        Event::ApprovalDecided(audit::ApprovalDecided {
+            scope: Some(scope.as_str().to_string()),
+            ..decided(
+                id,
+                tool,
+                audit::ApprovalOutcome::Approved,
+                decided_by,
+                Some(d),
+            )
         }),
     );
     notify_resolved(session, id, "approved", decided_by, scope.as_str(), "");
@@ -979,10 +1029,15 @@ fn user_denied(
     let _ = record(
         sup,
         session,
-        "approval_decided",
-        json!({
-            "approval_id": id, "tool": tool, "outcome": "denied", "by": decided_by,
-            "reason": reason, "rule": d.rule, "target": d.target,
+        Event::ApprovalDecided(audit::ApprovalDecided {
+            reason: Some(reason.to_string()),
+            ..decided(
+                id,
+                tool,
+                audit::ApprovalOutcome::Denied,
+                decided_by,
+                Some(d),
+            )
         }),
     );
     notify_resolved(session, id, "denied", decided_by, "", reason);
@@ -1004,11 +1059,13 @@ fn timed_out(sup: &Supervisor, session: &Session, a: &Ask<'_>, id: &str) -> pb::
     let _ = record(
         sup,
         session,
-        "approval_decided",
-        json!({
-            "approval_id": id, "tool": tool, "outcome": "timeout", "by": "deadline",
-            "rule": d.rule, "target": d.target,
-        }),
+        Event::ApprovalDecided(decided(
+            id,
+            tool,
+            audit::ApprovalOutcome::Timeout,
+            "deadline",
+            Some(d),
+        )),
     );
     notify_resolved(session, id, "timeout", "deadline", "", "");
     let rule = d.rule.clone().unwrap_or_default();
@@ -1431,11 +1488,21 @@ pub fn record_harmless(
     record(
         sup,
         session,
-        "permission_check",
-        json!({
-            "call_id": call_id, "tool": client_tool, "client_tool": client_tool,
-            "decision": "allow", "code": "OK", "rule": "clients:harmless", "reason": reason,
-            "allowed_by": "allowed",
+        Event::PermissionCheck(audit::PermissionCheck {
+            call_id: call_id.to_string(),
+            tool: client_tool.to_string(),
+            client_tool: Some(client_tool.to_string()),
+            decision: audit::Verdict::Allow,
+            code: "OK".to_string(),
+            rule: Some("clients:harmless".to_string()),
+            reason: reason.clone(),
+            allowed_by: Some("allowed".to_string()),
+            consequence: None,
+            destructive: None,
+            target: None,
+            args: None,
+            server: None,
+            mcp_tool: None,
         }),
     )
     .map_err(|e| audit_unavailable(sup, session, client_tool, &e))?;
@@ -1503,11 +1570,15 @@ async fn start_routed(
     session: &Arc<Session>,
     route: &crate::hooks::Route,
 ) -> Result<Arc<dyn Sandbox>, String> {
-    let started_record = json!({
-        "call_id": route.call_id, "tool": "run_bash", "allowed_by": "routed",
-        "target": route.target,
+    let started_record = Event::ToolStarted(audit::ToolStarted {
+        call_id: route.call_id.clone(),
+        tool: "run_bash".to_string(),
+        allowed_by: "routed".to_string(),
+        target: route.target.clone(),
+        server: None,
+        mcp_tool: None,
     });
-    if let Err(e) = record(sup, session, "tool_started", started_record) {
+    if let Err(e) = record(sup, session, started_record) {
         return Err(audit_unavailable(sup, session, "run_bash", &e).reason);
     }
     if let Err(low) = sup.disk.check(&session.workspace) {
@@ -1548,7 +1619,7 @@ fn routed_end(
     session: &Session,
     outcome: &Result<tollgate_sandbox::ExecOutcome, tollgate_sandbox::SandboxError>,
     timeout: Duration,
-) -> (&'static str, pb::ExitStatus, Option<String>) {
+) -> (audit::ToolStatus, pb::ExitStatus, Option<String>) {
     let exit = |code, signal, timed_out| pb::ExitStatus {
         code,
         signal,
@@ -1562,17 +1633,17 @@ fn routed_end(
             } else {
                 revoked(session).reason
             };
-            ("stopped", exit(-1, 9, false), Some(why))
+            (audit::ToolStatus::Stopped, exit(-1, 9, false), Some(why))
         }
         Ok(o) if o.timed_out => {
             let why = format!(
                 "the command timed out after {}s and was killed",
                 timeout.as_secs()
             );
-            ("ok", exit(-1, 9, true), Some(why))
+            (audit::ToolStatus::Ok, exit(-1, 9, true), Some(why))
         }
         Ok(o) => (
-            "ok",
+            audit::ToolStatus::Ok,
             exit(o.exit_code.unwrap_or(-1), o.signal.unwrap_or(0), false),
             None,
         ),
@@ -1583,7 +1654,11 @@ fn routed_end(
                 }
                 other => format!("{other}. The command may not have completed."),
             };
-            ("stopped", exit(ROUTED_NOT_RUN, 0, false), Some(why))
+            (
+                audit::ToolStatus::Stopped,
+                exit(ROUTED_NOT_RUN, 0, false),
+                Some(why),
+            )
         }
     }
 }
@@ -1595,7 +1670,7 @@ fn record_routed_outcome(
     sup: &Supervisor,
     session: &Session,
     route: &crate::hooks::Route,
-    status: &str,
+    status: audit::ToolStatus,
     exit: &pb::ExitStatus,
     streamed: &Streamed,
     duration_ms: u64,
@@ -1603,12 +1678,21 @@ fn record_routed_outcome(
     let _ = sup.recorder.to_file_deferred(
         &session.audit,
         &session.id,
-        "tool_result",
-        json!({
-            "call_id": route.call_id, "tool": "run_bash", "status": status, "routed": true,
-            "exit_code": exit.code, "signal": exit.signal, "bytes": streamed.total,
-            "truncated": streamed.truncated, "duration_ms": duration_ms,
-            "output": excerpt_of(&streamed.head),
+        Event::ToolResult(audit::ToolResult {
+            call_id: route.call_id.clone(),
+            tool: "run_bash".to_string(),
+            status,
+            exit_code: Some(Some(i64::from(exit.code))),
+            bytes: streamed.total,
+            truncated: streamed.truncated,
+            duration_ms,
+            output: Some(excerpt_of(&streamed.head)),
+            stopped: None,
+            routed: Some(true),
+            signal: Some(i64::from(exit.signal)),
+            server: None,
+            mcp_tool: None,
+            error: None,
         }),
     );
 }
@@ -1786,10 +1870,13 @@ where
     record(
         sup,
         session,
-        "tool_started",
-        json!({
-            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
-            "allowed_by": allowed_by, "target": decision.target,
+        Event::ToolStarted(audit::ToolStarted {
+            call_id: call_id.to_string(),
+            tool: MCP_RULE_TOOL.to_string(),
+            allowed_by: allowed_by.to_string(),
+            target: decision.target.clone(),
+            server: Some(server.to_string()),
+            mcp_tool: Some(tool.to_string()),
         }),
     )
     .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
@@ -1838,18 +1925,24 @@ fn decide_mcp_call(
     };
     // An MCP decision is never destructive: the grants apply to every ask.
     let allowed_by = apply_grants(sup, session, MCP_RULE_TOOL, &mut decision);
-    let mut check = json!({
-        "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
-        "decision": decision.verdict.as_str(), "code": decision.code.as_str(),
-        "rule": decision.rule, "reason": decision.reason, "consequence": decision.consequence,
-        "destructive": decision.destructive, "target": decision.target,
-        "args": excerpt_of(&raw_args),
-    });
-    if decision.verdict == Verdict::Allow {
-        check["allowed_by"] = json!(allowed_by);
-    }
+    let check = audit::PermissionCheck {
+        call_id: call_id.to_string(),
+        tool: MCP_RULE_TOOL.to_string(),
+        decision: audit_verdict(decision.verdict),
+        code: decision.code.as_str().to_string(),
+        rule: decision.rule.clone(),
+        reason: decision.reason.clone(),
+        consequence: Some(decision.consequence.clone()),
+        destructive: Some(decision.destructive),
+        target: Some(decision.target.clone()),
+        args: Some(excerpt_of(&raw_args)),
+        allowed_by: (decision.verdict == Verdict::Allow).then(|| allowed_by.to_string()),
+        client_tool: None,
+        server: Some(server.to_string()),
+        mcp_tool: Some(tool.to_string()),
+    };
     let durable_next = decision.verdict == Verdict::Allow;
-    record_as(sup, session, "permission_check", check, durable_next)
+    record_as(sup, session, Event::PermissionCheck(check), durable_next)
         .map_err(|e| audit_unavailable(sup, session, MCP_RULE_TOOL, &e))?;
     Ok((decision, allowed_by))
 }
@@ -1897,30 +1990,38 @@ fn record_mcp_outcome(
     duration_ms: u64,
 ) {
     let (server, tool) = (&call.server, &call.tool);
-    let fields = match outcome {
-        Ok(a) => json!({
-            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
-            "status": if a.is_error { "error" } else { "ok" }, "bytes": a.bytes,
-            "truncated": a.truncated, "duration_ms": duration_ms,
-        }),
-        Err(why) => json!({
-            "call_id": call_id, "tool": MCP_RULE_TOOL, "server": server, "mcp_tool": tool,
-            "status": "stopped", "bytes": 0, "truncated": false, "duration_ms": duration_ms,
-            "error": why,
-        }),
+    let (status, bytes, truncated, error) = match outcome {
+        Ok(a) if a.is_error => (audit::ToolStatus::Error, a.bytes, a.truncated, None),
+        Ok(a) => (audit::ToolStatus::Ok, a.bytes, a.truncated, None),
+        Err(why) => (audit::ToolStatus::Stopped, 0, false, Some(why.clone())),
+    };
+    let result = audit::ToolResult {
+        call_id: call_id.to_string(),
+        tool: MCP_RULE_TOOL.to_string(),
+        status,
+        exit_code: None,
+        bytes: bytes as u64,
+        truncated,
+        duration_ms,
+        output: None,
+        stopped: None,
+        routed: None,
+        signal: None,
+        server: Some(server.to_string()),
+        mcp_tool: Some(tool.to_string()),
+        error,
     };
     let _ = sup
         .recorder
-        .to_file_deferred(&session.audit, &session.id, "tool_result", fields);
+        .to_file_deferred(&session.audit, &session.id, Event::ToolResult(result));
 }
 
 fn record(
     sup: &Supervisor,
     session: &Session,
-    event: &str,
-    fields: Value,
+    event: Event,
 ) -> Result<(), tollgate_audit::AuditError> {
-    record_as(sup, session, event, fields, false)
+    record_as(sup, session, event, false)
 }
 
 /// [`record`], or with `deferred` riding on the file's next fsync (a durable
@@ -1928,17 +2029,47 @@ fn record(
 fn record_as(
     sup: &Supervisor,
     session: &Session,
-    event: &str,
-    fields: Value,
+    event: Event,
     deferred: bool,
 ) -> Result<(), tollgate_audit::AuditError> {
     let (file, id) = (&session.audit, &session.id);
     let written = if deferred {
-        sup.recorder.to_file_deferred(file, id, event, fields)
+        sup.recorder.to_file_deferred(file, id, event)
     } else {
-        sup.recorder.to_file(file, id, event, fields)
+        sup.recorder.to_file(file, id, event)
     };
     written.map(|_| ())
+}
+
+/// The policy's verdict as the audit log writes it.
+fn audit_verdict(v: Verdict) -> audit::Verdict {
+    match v {
+        Verdict::Allow => audit::Verdict::Allow,
+        Verdict::Ask => audit::Verdict::Ask,
+        Verdict::Deny => audit::Verdict::Deny,
+    }
+}
+
+/// An `approval_decided` record; with the decision `d` it names its rule
+/// and target (a withdrawal names neither).
+fn decided(
+    id: &str,
+    tool: &str,
+    outcome: audit::ApprovalOutcome,
+    by: &str,
+    d: Option<&Decision>,
+) -> audit::ApprovalDecided {
+    audit::ApprovalDecided {
+        approval_id: id.to_string(),
+        tool: tool.to_string(),
+        outcome,
+        by: by.to_string(),
+        scope: None,
+        reason: None,
+        rule: d.map(|d| d.rule.clone()),
+        target: d.map(|d| d.target.clone()),
+        call_id: None,
+    }
 }
 
 pub fn excerpt_of(text: &str) -> String {

@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use serde_json::json;
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
+use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, Redactor};
 use tollgate_policy::Engine;
 use tollgate_proto::v1 as pb;
@@ -309,34 +309,9 @@ fn record_config(
     state_dir: &Path,
     audit_dir: &Path,
 ) -> anyhow::Result<()> {
-    let strength = sup.backends.primary().strength();
     sup.recorder.supervisor(
         "",
-        "config",
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "pid": std::process::id(),
-            "uid": own_uid,
-            "config_file": sup.paths.config_file.as_ref().map(|p| p.display().to_string()),
-            "state_dir": state_dir.display().to_string(),
-            "audit_dir": audit_dir.display().to_string(),
-            "audit_sync": sup.audit.sync_mode().as_str(),
-            "sandbox": strength.backend.as_str(),
-            "sandbox_strength": strength.summary,
-            "sandbox_missing": strength.missing,
-            "llm_provider": sup.llm.name(),
-            "host_secret_env_count": sup.secrets.count(),
-            "rules": {
-                "allow": sup.config.policy.allow.len(),
-                "ask": sup.config.policy.ask.len(),
-                "deny": sup.config.policy.deny.len(),
-            },
-            "default_mode": sup.config.session.default_mode.as_str(),
-            "max_mode": sup.config.session.max_mode.as_str(),
-            "auto_approve": sup.config.session.auto_approve,
-            "audit_reserve": sup.audit.reserve_status(),
-            "disk_min_free_mb": sup.disk.floor_mb(),
-        }),
+        Event::Config(config_record(sup, state_dir, audit_dir, own_uid)),
     )?;
     Ok(())
 }
@@ -476,12 +451,11 @@ async fn shut_down(
     let unanchored = sup.audit.unanchored();
     let _ = sup.recorder.supervisor_essential(
         "",
-        "shutdown",
-        json!({
-            "signal": signal,
-            "sessions_revoked": ended.len(),
-            "audit_refusals": sup.refusals.total(),
-            "unanchored": unanchored.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        Event::Shutdown(event::Shutdown {
+            signal: signal.to_string(),
+            sessions_revoked: ended.len() as u64,
+            audit_refusals: sup.refusals.total(),
+            unanchored: unanchored.iter().map(|p| p.display().to_string()).collect(),
         }),
         tollgate_audit::Durable::AsConfigured,
     );
@@ -495,11 +469,53 @@ async fn shut_down(
     Ok(())
 }
 
+/// The `config` record: what this supervisor runs with.
+fn config_record(
+    sup: &Supervisor,
+    state_dir: &Path,
+    audit_dir: &Path,
+    own_uid: u32,
+) -> event::ConfigRecord {
+    let strength = sup.backends.primary().strength();
+    let policy = &sup.config.policy;
+    event::ConfigRecord {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: u64::from(std::process::id()),
+        uid: u64::from(own_uid),
+        config_file: sup
+            .paths
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        state_dir: state_dir.display().to_string(),
+        audit_dir: audit_dir.display().to_string(),
+        audit_sync: sup.audit.sync_mode(),
+        sandbox: strength.backend.as_str().to_string(),
+        sandbox_strength: strength.summary,
+        sandbox_missing: strength.missing,
+        llm_provider: sup.llm.name().to_string(),
+        host_secret_env_count: sup.secrets.count() as u64,
+        rules: event::RuleCounts {
+            allow: policy.allow.len() as u64,
+            ask: policy.ask.len() as u64,
+            deny: policy.deny.len() as u64,
+        },
+        default_mode: sup.config.session.default_mode.as_str().to_string(),
+        max_mode: sup.config.session.max_mode.as_str().to_string(),
+        auto_approve: sup.config.session.auto_approve,
+        audit_reserve: sup.audit.reserve_status(),
+        disk_min_free_mb: sup.disk.floor_mb(),
+    }
+}
+
 /// Records each sandbox a crashed predecessor left and that was reaped.
 fn record_reaped(recorder: Recorder) -> tollgate_sandbox::docker::OnReaped {
     Arc::new(move |reaped: Vec<tollgate_sandbox::Reaped>| {
         for r in reaped {
-            let _ = recorder.supervisor(&r.session_id, "recovered", json!({"detail": r.detail}));
+            let _ = recorder.supervisor(
+                &r.session_id,
+                Event::Recovered(event::Recovered { detail: r.detail }),
+            );
         }
     })
 }
@@ -664,7 +680,7 @@ fn record_host_addresses(sup: &Arc<Supervisor>) {
     tokio::spawn(async move {
         loop {
             let published = changes.borrow_and_update().clone();
-            let fields = host_addrs::record_fields(&published);
+            let record = host_addrs::record(&published);
             match published.snapshot.as_ref() {
                 Ok(set) => tracing::info!(
                     count = set.len(),
@@ -673,7 +689,7 @@ fn record_host_addresses(sup: &Arc<Supervisor>) {
                 ),
                 Err(e) => tracing::error!(error = %e, "every webfetch is refused"),
             }
-            if let Err(e) = sup.recorder.supervisor("", "host_addresses", fields) {
+            if let Err(e) = sup.recorder.supervisor("", record) {
                 tracing::warn!(error = %e, "cannot record the host's addresses");
             }
             tokio::select! {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::json;
+use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, EnvScan, Redactor};
 use tollgate_policy::{Engine, Mode};
 use tollgate_proto::v1 as pb;
@@ -263,34 +263,35 @@ impl Supervisor {
         client_session_id: &str,
         peer: Peer,
     ) -> Result<(), Status> {
-        let mut opened = json!({
-            "uid": peer.uid,
-            "gid": session.gid,
-            "pid": peer.pid,
-            "workspace": session.workspace.display().to_string(),
-            "mode": session.mode.as_str(),
-            "tools": req.tools,
-            "max_tool_calls": session.caps.max_tool_calls,
-            "max_cost_usd": session.caps.max_cost_usd,
-            "client": session.client,
-            "sandbox": self.backends.primary().kind().as_str(),
-            "system_prompt_chars": req.system_prompt.chars().count(),
-        });
-        if !client_session_id.is_empty() {
-            opened["client_session_id"] = json!(client_session_id);
-        }
+        let opened = event::SessionOpened {
+            uid: u64::from(peer.uid),
+            gid: u64::from(session.gid),
+            pid: i64::from(peer.pid),
+            workspace: session.workspace.display().to_string(),
+            mode: session.mode.as_str().to_string(),
+            tools: req.tools.clone(),
+            max_tool_calls: u64::from(session.caps.max_tool_calls),
+            max_cost_usd: session.caps.max_cost_usd,
+            client: session.client.clone(),
+            sandbox: self.backends.primary().kind().as_str().to_string(),
+            system_prompt_chars: req.system_prompt.chars().count() as u64,
+            client_session_id: (!client_session_id.is_empty())
+                .then(|| client_session_id.to_string()),
+            audit_file: None,
+        };
         self.recorder
             .to_file_deferred(
                 &session.audit,
                 &session.id,
-                "session_opened",
-                opened.clone(),
+                Event::SessionOpened(opened.clone()),
             )
             .and_then(|_| {
-                let mut sup = opened;
-                sup["audit_file"] = json!(session.audit.path().display().to_string());
+                let sup = event::SessionOpened {
+                    audit_file: Some(session.audit.path().display().to_string()),
+                    ..opened
+                };
                 self.recorder
-                    .supervisor_deferred(&session.id, "session_opened", sup)
+                    .supervisor_deferred(&session.id, Event::SessionOpened(sup))
             })
             .map_err(|e| {
                 self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
@@ -337,8 +338,9 @@ impl Supervisor {
         let _ = self.recorder.to_file(
             &session.audit,
             &session.id,
-            "token_rotated",
-            json!({"expires_unix_ms": unix_ms(session.token_expires())}),
+            Event::TokenRotated(event::TokenRotated {
+                expires_unix_ms: unix_ms(session.token_expires()),
+            }),
         );
         Ok(token)
     }
@@ -368,9 +370,17 @@ impl Supervisor {
                 let _ = self.recorder.to_file_essential(
                     &session.audit,
                     &session.id,
-                    "approval_decided",
-                    json!({"approval_id": a.id, "tool": a.tool, "outcome": "withdrawn",
-                           "by": by, "reason": format!("session {}: {reason}", state.as_str())}),
+                    Event::ApprovalDecided(event::ApprovalDecided {
+                        approval_id: a.id,
+                        tool: a.tool,
+                        outcome: event::ApprovalOutcome::Withdrawn,
+                        by: by.to_string(),
+                        scope: None,
+                        reason: Some(format!("session {}: {reason}", state.as_str())),
+                        rule: None,
+                        target: None,
+                        call_id: None,
+                    }),
                 );
             }
         }
@@ -389,47 +399,51 @@ impl Supervisor {
         // Cancelled calls write their own last records; those must come
         // before the session's final ones and the anchor.
         session.wait_idle(Duration::from_secs(3)).await;
-        let event = match state {
-            State::Closed => "session_closed",
-            State::Active | State::Revoked | State::Killed | State::Expired => "session_revoked",
-        };
         let usage = session.usage();
-        let mut fields = json!({
-            "state": state.as_str(),
-            "reason": reason,
-            "by": by,
-            "tool_calls": session.tool_calls.load(std::sync::atomic::Ordering::SeqCst),
-            "tokens_in": usage.tokens_in,
-            "tokens_out": usage.tokens_out,
-            "cost_usd": usage.cost_usd,
-        });
-        if let Err(e) = &sandbox_result {
-            fields["sandbox_error"] = json!(e);
-        }
+        let ended = event::SessionEnded {
+            state: state.as_str().to_string(),
+            reason: reason.to_string(),
+            by: Some(by.to_string()),
+            tool_calls: Some(u64::from(
+                session.tool_calls.load(std::sync::atomic::Ordering::SeqCst),
+            )),
+            tokens_in: Some(usage.tokens_in),
+            tokens_out: Some(usage.tokens_out),
+            cost_usd: Some(usage.cost_usd),
+            sandbox_error: sandbox_result.err(),
+            audit_file: None,
+        };
+        let in_log = event::SessionEnded {
+            audit_file: Some(session.audit.path().display().to_string()),
+            ..ended.clone()
+        };
+        // A revoked session's own file still ends with `session_closed`.
+        let (event, last, in_log) = match state {
+            State::Closed => (
+                Event::SessionClosed(ended),
+                None,
+                Event::SessionClosed(in_log),
+            ),
+            State::Active | State::Revoked | State::Killed | State::Expired => (
+                Event::SessionRevoked(ended),
+                Some(Event::SessionClosed(event::SessionEnded::short(
+                    state.as_str(),
+                    reason,
+                ))),
+                Event::SessionRevoked(in_log),
+            ),
+        };
         // These ride on the anchor's fsyncs just below: one for the session
         // file, one for the supervisor's log. Essential: on a full disk they
         // draw on the audit reserve.
-        let _ = self.recorder.to_file_essential_deferred(
-            &session.audit,
-            &session.id,
-            event,
-            fields.clone(),
-        );
-        if event != "session_closed" {
-            let _ = self.recorder.to_file_essential_deferred(
-                &session.audit,
-                &session.id,
-                "session_closed",
-                json!({"state": state.as_str(), "reason": reason}),
-            );
+        for e in std::iter::once(event).chain(last) {
+            let _ = self
+                .recorder
+                .to_file_essential_deferred(&session.audit, &session.id, e);
         }
-        fields["audit_file"] = json!(session.audit.path().display().to_string());
-        let _ = self.recorder.supervisor_essential(
-            &session.id,
-            event,
-            fields,
-            tollgate_audit::Durable::Later,
-        );
+        let _ =
+            self.recorder
+                .supervisor_essential(&session.id, in_log, tollgate_audit::Durable::Later);
         // Anchor the session file's head outside it, so a truncated tail is
         // caught by `audit verify`. One that cannot be written now is kept
         // and written when the disk has room (the maintenance tick).
@@ -463,29 +477,30 @@ impl Supervisor {
         tracing::warn!(session = %session.id, workspace = %session.workspace.display(),
             free_mb = ?low.free_mb(), floor_mb = self.disk.floor_mb(),
             "disk floor reached: stopping the session's sandbox");
-        let fields = json!({
-            "workspace": session.workspace.display().to_string(),
-            "free_mb": low.free_mb(),
-            "floor_mb": self.disk.floor_mb(),
-            "reason": low.stopped(),
+        let stop = Event::DiskFloorStop(event::DiskFloorStop {
+            workspace: session.workspace.display().to_string(),
+            free_mb: low.free_mb(),
+            floor_mb: self.disk.floor_mb(),
+            reason: low.stopped(),
         });
         // Recorded before the kill, like every action: the supervisor log
         // first (it names the session), then the session's own.
         let _ = self.recorder.supervisor_essential(
             &session.id,
-            "disk_floor_stop",
-            fields.clone(),
+            stop.clone(),
             tollgate_audit::Durable::AsConfigured,
         );
-        let _ =
-            self.recorder
-                .to_file_essential(&session.audit, &session.id, "disk_floor_stop", fields);
+        let _ = self
+            .recorder
+            .to_file_essential(&session.audit, &session.id, stop);
         if let Err(e) = sandbox.destroy().await {
             tracing::error!(session = %session.id, error = %e, "the disk floor could not destroy the session's sandbox");
             let _ = self.recorder.supervisor_essential(
                 &session.id,
-                "sandbox_error",
-                json!({"during": "disk_floor_stop", "error": e.to_string()}),
+                Event::SandboxError(event::SandboxError {
+                    during: "disk_floor_stop".to_string(),
+                    error: e.to_string(),
+                }),
                 tollgate_audit::Durable::AsConfigured,
             );
         }
@@ -505,8 +520,13 @@ impl Supervisor {
         if noted.one_by_one {
             let _ = self.recorder.supervisor_essential(
                 session,
-                "audit_refused",
-                json!({"what": what, "error": error.to_string()}),
+                Event::AuditRefused(event::AuditRefused {
+                    what: Some(what.to_string()),
+                    error: Some(error.to_string()),
+                    more: None,
+                    interval_s: None,
+                    total: None,
+                }),
                 tollgate_audit::Durable::AsConfigured,
             );
         }
@@ -516,11 +536,12 @@ impl Supervisor {
     pub fn record_refusal_summary(&self, more: u64) {
         let _ = self.recorder.supervisor_essential(
             "",
-            "audit_refused",
-            json!({
-                "more": more,
-                "interval_s": crate::refusals::INTERVAL.as_secs(),
-                "total": self.refusals.total(),
+            Event::AuditRefused(event::AuditRefused {
+                what: None,
+                error: None,
+                more: Some(more),
+                interval_s: Some(crate::refusals::INTERVAL.as_secs()),
+                total: Some(self.refusals.total()),
             }),
             tollgate_audit::Durable::AsConfigured,
         );

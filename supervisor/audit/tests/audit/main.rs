@@ -6,6 +6,7 @@ mod chain;
 mod common;
 mod concurrency;
 mod disk_full;
+mod fixture;
 mod missing;
 mod permissions;
 mod redaction_rules;

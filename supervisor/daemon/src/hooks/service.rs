@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
+use tollgate_audit::event as audit;
 use tollgate_policy::clients::{self, Client, Mapped};
 use tollgate_policy::{Code, Decision, ToolCall};
 use tollgate_proto::v1 as pb;
@@ -177,8 +178,9 @@ async fn handle(
             let _ = sup.recorder.to_file_deferred(
                 &session.audit,
                 &session.id,
-                "client_turn_end",
-                json!({ "client": client.as_str() }),
+                audit::Event::ClientTurnEnd(audit::ClientTurnEnd {
+                    client: client.as_str().to_string(),
+                }),
             );
             pb::HookEventResponse::default()
         }
@@ -459,42 +461,61 @@ fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: 
         note.as_ref()
             .map(|n| n.decided_at.elapsed().as_millis() as u64)
     });
-    let mut fields = json!({
-        "call_id": tool.use_id,
-        "client_tool": tool.name,
-        "tool": note.as_ref().map(|n| n.tool.clone()).unwrap_or_else(|| tool.name.clone()),
-        "status": if failed { "error" } else { "ok" },
-        "duration_ms": duration_ms,
-        "bytes": output.len(),
-        "output": excerpt,
-    });
+    let mut result = audit::ClientToolResult {
+        call_id: tool.use_id.clone(),
+        client_tool: tool.name.clone(),
+        tool: note
+            .as_ref()
+            .map(|n| n.tool.clone())
+            .unwrap_or_else(|| tool.name.clone()),
+        status: if failed {
+            audit::ToolStatus::Error
+        } else {
+            audit::ToolStatus::Ok
+        },
+        duration_ms,
+        bytes: output.len() as u64,
+        output: excerpt,
+        unexpected: None,
+        reason: None,
+        routed: None,
+    };
     match &note {
         None => {
-            fields["unexpected"] = json!(true);
-            fields["reason"] = json!(
+            result.unexpected = Some(true);
+            result.reason = Some(
                 "the client reports a call tollgate has no decision for (it did not allow it here)"
+                    .to_string(),
             );
             tracing::warn!(session = %session.id, call = %tool.use_id, "a client ran a call tollgate never allowed");
         }
         Some(n) => {
             if n.routed {
-                fields["routed"] = json!(true);
+                result.routed = Some(true);
             }
             if let Some(id) = &n.delegated {
                 let by = format!("uid {} via client prompt", binding.uid);
                 let _ = sup.recorder.to_file_deferred(
                     &session.audit,
                     &session.id,
-                    "approval_decided",
-                    json!({
-                        "approval_id": id, "tool": n.tool, "outcome": "approved",
-                        "scope": "once", "by": by, "call_id": tool.use_id,
+                    audit::Event::ApprovalDecided(audit::ApprovalDecided {
+                        approval_id: id.clone(),
+                        tool: n.tool.clone(),
+                        outcome: audit::ApprovalOutcome::Approved,
+                        by,
+                        scope: Some("once".to_string()),
+                        reason: None,
+                        rule: None,
+                        target: None,
+                        call_id: Some(tool.use_id.clone()),
                     }),
                 );
             }
         }
     }
-    let _ =
-        sup.recorder
-            .to_file_deferred(&session.audit, &session.id, "client_tool_result", fields);
+    let _ = sup.recorder.to_file_deferred(
+        &session.audit,
+        &session.id,
+        audit::Event::ClientToolResult(result),
+    );
 }

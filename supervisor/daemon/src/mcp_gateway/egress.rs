@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tollgate_audit::event::{self, Event};
 use tollgate_policy::egress::{EgressEntry, EgressHost, parse_allow_net};
 use tollgate_sandbox::{Egress, Sandbox};
 
@@ -364,21 +364,21 @@ async fn idle(last: &AtomicU64, t0: Instant) {
 
 /// The connection's `mcp_egress` record in the session's audit file.
 fn record(ctx: &Ctx, f: &Forward, o: &Outcome) {
-    let fields = json!({
-        "server": ctx.server,
-        "host": f.host.to_string(),
-        "port": f.port,
-        "address": o.address.map(|a| a.to_string()),
-        "refused": o.refused,
-        "end": o.end,
-        "bytes_out": o.bytes_out,
-        "bytes_in": o.bytes_in,
-        "duration_ms": u64::try_from(o.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    let record = Event::McpEgress(event::McpEgress {
+        server: ctx.server.clone(),
+        host: f.host.to_string(),
+        port: f.port,
+        address: o.address.map(|a| a.to_string()),
+        refused: o.refused.clone(),
+        end: o.end.clone(),
+        bytes_out: o.bytes_out,
+        bytes_in: o.bytes_in,
+        duration_ms: u64::try_from(o.started.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
-    if let Err(e) =
-        ctx.sup
-            .recorder
-            .to_file(&ctx.session.audit, &ctx.session.id, "mcp_egress", fields)
+    if let Err(e) = ctx
+        .sup
+        .recorder
+        .to_file(&ctx.session.audit, &ctx.session.id, record)
     {
         tracing::warn!(session = %ctx.session.id, "mcp egress record not written: {e}");
     }

@@ -29,9 +29,9 @@ mod route;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tollgate_audit::event::{self, Event};
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{ExecOutcome, ExecRequest, Output, SandboxError};
 use tonic::{Status, Streaming};
@@ -100,8 +100,12 @@ pub async fn serve(
     if let Err(e) = sup.recorder.to_file(
         &session.audit,
         &session.id,
-        "mcp_server_started",
-        json!({"server": start.name, "argv": argv_shown, "backend": sandbox_kind(&session), "allow_net": start.allow_net}),
+        Event::McpServerStarted(event::McpServerStarted {
+            server: start.name.clone(),
+            argv: argv_shown,
+            backend: sandbox_kind(&session).to_string(),
+            allow_net: Some(start.allow_net.clone()),
+        }),
     ) {
         let why = format!(
             "the audit log cannot be written ({e}), so the MCP server `{}` does not start",
@@ -148,8 +152,12 @@ pub async fn serve(
     let _ = sup.recorder.to_file(
         &session.audit,
         &session.id,
-        "mcp_server_exited",
-        json!({"server": start.name, "reason": why.reason, "exit_code": why.exit_code, "signal": why.signal}),
+        Event::McpServerExited(event::McpServerExited {
+            server: start.name.clone(),
+            reason: why.reason.clone(),
+            exit_code: why.exit_code.map(i64::from),
+            signal: why.signal.map(i64::from),
+        }),
     );
     end(&down, why.code, &why.reason).await;
 }

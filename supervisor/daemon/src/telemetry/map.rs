@@ -15,57 +15,49 @@ use std::time::{Duration, SystemTime};
 
 use opentelemetry::KeyValue;
 use opentelemetry::logs::Severity;
-use serde_json::Value;
 use tollgate_audit::Redactor;
+use tollgate_audit::event::{
+    ApprovalDecided, ApprovalOutcome, Event, LlmCallError, LlmResponse, PermissionCheck,
+    SessionEnded, ToolResult, ToolStatus, Verdict,
+};
 
-/// The audit events telemetry looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `permission_check`: the policy's verdict.
-    Decision,
-    /// `approval_decided`: a person's (or the deadline's) verdict.
-    Approval,
-    /// `tool_result`: the tool ran (or was stopped).
-    ToolResult,
-    /// `session_revoked`: revoked, killed or expired.
-    Revocation,
-    /// `llm_response`: an LLM call through the Chat proxy.
-    LlmResponse,
-    /// `llm_call_error`: an LLM call that failed.
-    LlmError,
-    /// `session_opened`: remembered for the client attributes, not exported.
-    SessionOpened,
-    /// `session_closed`: forgets the client, not exported.
-    SessionClosed,
-}
-
-impl Kind {
-    /// The kind of an audit event name; `None` for events telemetry ignores.
-    pub fn of(event: &str) -> Option<Kind> {
-        Some(match event {
-            "permission_check" => Kind::Decision,
-            "approval_decided" => Kind::Approval,
-            "tool_result" => Kind::ToolResult,
-            "session_revoked" => Kind::Revocation,
-            "llm_response" => Kind::LlmResponse,
-            "llm_call_error" => Kind::LlmError,
-            "session_opened" => Kind::SessionOpened,
-            "session_closed" => Kind::SessionClosed,
-            _ => return None,
-        })
-    }
-
-    /// The exported event (log `event.name`) and span name.
-    fn signal_name(self) -> Option<&'static str> {
-        match self {
-            Kind::Decision => Some("tollgate.tool_decision"),
-            Kind::Approval => Some("tollgate.approval_decision"),
-            Kind::ToolResult => Some("tollgate.tool_result"),
-            Kind::Revocation => Some("tollgate.session_revoked"),
-            Kind::LlmResponse => Some("tollgate.api_request"),
-            Kind::LlmError => Some("tollgate.api_error"),
-            Kind::SessionOpened | Kind::SessionClosed => None,
-        }
+/// Whether telemetry looks at an event: the six it exports, and
+/// `session_opened`/`session_closed` for the client table.
+pub fn wanted(event: &Event) -> bool {
+    match event {
+        Event::PermissionCheck(_)
+        | Event::ApprovalDecided(_)
+        | Event::ToolResult(_)
+        | Event::SessionRevoked(_)
+        | Event::LlmResponse(_)
+        | Event::LlmCallError(_)
+        | Event::SessionOpened(_)
+        | Event::SessionClosed(_) => true,
+        Event::AuditOpened(_)
+        | Event::AuditFileClosed(_)
+        | Event::Config(_)
+        | Event::HostAddresses(_)
+        | Event::Recovered(_)
+        | Event::Shutdown(_)
+        | Event::AuditRefused(_)
+        | Event::SandboxExec(_)
+        | Event::SandboxError(_)
+        | Event::TokenRotated(_)
+        | Event::DiskFloorStop(_)
+        | Event::ApprovalRequested(_)
+        | Event::ToolStarted(_)
+        | Event::LlmRequest(_)
+        | Event::CostLimitHit(_)
+        | Event::ClientTurnEnd(_)
+        | Event::ClientToolResult(_)
+        | Event::McpServerStarted(_)
+        | Event::McpServerExited(_)
+        | Event::McpEgress(_)
+        | Event::QuestionAsked(_)
+        | Event::ContextTrim(_)
+        | Event::IterationCapHit(_)
+        | Event::Abort(_)
+        | Event::TurnSummary(_) => false,
     }
 }
 
@@ -74,8 +66,7 @@ impl Kind {
 pub struct Item {
     pub ts: SystemTime,
     pub session: String,
-    pub kind: Kind,
-    pub fields: Value,
+    pub event: Event,
 }
 
 /// Who opened a session, remembered from its `session_opened` record.
@@ -93,27 +84,52 @@ impl Clients {
     /// Updates the table from `item`; true when the item is only
     /// bookkeeping (nothing to export).
     pub fn observe(&mut self, item: &Item) -> bool {
-        match item.kind {
-            Kind::SessionOpened => {
+        match &item.event {
+            Event::SessionOpened(o) => {
                 self.0.insert(
                     item.session.clone(),
                     Client {
-                        uid: item.fields.get("uid").and_then(Value::as_u64).unwrap_or(0),
-                        name: text(&item.fields, "client").to_string(),
+                        uid: o.uid,
+                        name: o.client.clone(),
                     },
                 );
                 true
             }
-            Kind::SessionClosed => {
+            Event::SessionClosed(_) => {
                 self.0.remove(&item.session);
                 true
             }
-            Kind::Decision
-            | Kind::Approval
-            | Kind::ToolResult
-            | Kind::Revocation
-            | Kind::LlmResponse
-            | Kind::LlmError => false,
+            Event::PermissionCheck(_)
+            | Event::ApprovalDecided(_)
+            | Event::ToolResult(_)
+            | Event::SessionRevoked(_)
+            | Event::LlmResponse(_)
+            | Event::LlmCallError(_)
+            | Event::AuditOpened(_)
+            | Event::AuditFileClosed(_)
+            | Event::Config(_)
+            | Event::HostAddresses(_)
+            | Event::Recovered(_)
+            | Event::Shutdown(_)
+            | Event::AuditRefused(_)
+            | Event::SandboxExec(_)
+            | Event::SandboxError(_)
+            | Event::TokenRotated(_)
+            | Event::DiskFloorStop(_)
+            | Event::ApprovalRequested(_)
+            | Event::ToolStarted(_)
+            | Event::LlmRequest(_)
+            | Event::CostLimitHit(_)
+            | Event::ClientTurnEnd(_)
+            | Event::ClientToolResult(_)
+            | Event::McpServerStarted(_)
+            | Event::McpServerExited(_)
+            | Event::McpEgress(_)
+            | Event::QuestionAsked(_)
+            | Event::ContextTrim(_)
+            | Event::IterationCapHit(_)
+            | Event::Abort(_)
+            | Event::TurnSummary(_) => false,
         }
     }
 
@@ -123,7 +139,7 @@ impl Clients {
 
     /// A revoked session's client is needed for its own signal, then dropped.
     pub fn forget_after(&mut self, item: &Item) {
-        if item.kind == Kind::Revocation {
+        if let Event::SessionRevoked(_) = item.event {
             self.0.remove(&item.session);
         }
     }
@@ -145,6 +161,23 @@ pub struct Signal {
     pub error: Option<String>,
 }
 
+/// Argument-derived attributes, included (redacted) only with
+/// `log_tool_details`.
+struct Details<'a> {
+    on: bool,
+    redactor: &'a Redactor,
+}
+
+impl Details<'_> {
+    fn push(&self, attrs: &mut Vec<KeyValue>, key: &'static str, value: Option<&str>) {
+        if self.on
+            && let Some(v) = value
+        {
+            attrs.push(KeyValue::new(key, self.redactor.redact(v)));
+        }
+    }
+}
+
 /// Maps one audit event to its signal. `details`: `log_tool_details`.
 /// Bookkeeping events give `None`.
 pub fn signal(
@@ -153,273 +186,198 @@ pub fn signal(
     details: bool,
     redactor: &Redactor,
 ) -> Option<Signal> {
-    let name = item.kind.signal_name()?;
-    let mut m = Mapping::new(item, details, redactor);
-    if let Some(c) = clients.get(&item.session) {
-        m.attrs.push(KeyValue::new("client.uid", c.uid as i64));
-        if !c.name.is_empty() {
-            m.attrs.push(KeyValue::new("client.name", c.name.clone()));
-        }
-    }
-    let body = match item.kind {
-        Kind::Decision => m.decision(),
-        Kind::Approval => m.approval(),
-        Kind::ToolResult => m.tool_result(),
-        Kind::Revocation => m.revocation(),
-        Kind::LlmResponse => m.llm_response(),
-        Kind::LlmError => m.llm_error(),
-        Kind::SessionOpened | Kind::SessionClosed => return None,
-    };
-    Some(Signal {
-        name,
+    let mut s = Signal {
+        name: "",
         session: item.session.clone(),
-        start: m.start,
+        start: item.ts,
         end: item.ts,
-        severity: m.severity,
-        body,
-        attributes: m.attrs,
-        error: m.error,
-    })
+        severity: Severity::Info,
+        body: String::new(),
+        attributes: vec![KeyValue::new("session.id", item.session.clone())],
+        error: None,
+    };
+    if let Some(c) = clients.get(&item.session) {
+        s.attributes.push(KeyValue::new("client.uid", c.uid as i64));
+        if !c.name.is_empty() {
+            s.attributes
+                .push(KeyValue::new("client.name", c.name.clone()));
+        }
+    }
+    let d = Details {
+        on: details,
+        redactor,
+    };
+    match &item.event {
+        Event::PermissionCheck(c) => decision(&mut s, c, &d),
+        Event::ApprovalDecided(a) => approval(&mut s, a, &d),
+        Event::ToolResult(r) => tool_result(&mut s, r, &d),
+        Event::SessionRevoked(e) => revocation(&mut s, e, redactor),
+        Event::LlmResponse(r) => llm_response(&mut s, r),
+        Event::LlmCallError(e) => llm_error(&mut s, e, &d),
+        Event::SessionOpened(_)
+        | Event::SessionClosed(_)
+        | Event::AuditOpened(_)
+        | Event::AuditFileClosed(_)
+        | Event::Config(_)
+        | Event::HostAddresses(_)
+        | Event::Recovered(_)
+        | Event::Shutdown(_)
+        | Event::AuditRefused(_)
+        | Event::SandboxExec(_)
+        | Event::SandboxError(_)
+        | Event::TokenRotated(_)
+        | Event::DiskFloorStop(_)
+        | Event::ApprovalRequested(_)
+        | Event::ToolStarted(_)
+        | Event::LlmRequest(_)
+        | Event::CostLimitHit(_)
+        | Event::ClientTurnEnd(_)
+        | Event::ClientToolResult(_)
+        | Event::McpServerStarted(_)
+        | Event::McpServerExited(_)
+        | Event::McpEgress(_)
+        | Event::QuestionAsked(_)
+        | Event::ContextTrim(_)
+        | Event::IterationCapHit(_)
+        | Event::Abort(_)
+        | Event::TurnSummary(_) => return None,
+    }
+    Some(s)
 }
 
-/// One event's signal as it is built: each kind's step adds its attributes
-/// and returns the body line.
-struct Mapping<'a> {
-    item: &'a Item,
-    f: &'a Value,
-    details: bool,
-    redactor: &'a Redactor,
-    duration: Duration,
-    attrs: Vec<KeyValue>,
-    start: SystemTime,
-    severity: Severity,
-    error: Option<String>,
+/// `permission_check` → `tollgate.tool_decision`.
+fn decision(s: &mut Signal, c: &PermissionCheck, d: &Details<'_>) {
+    s.name = "tollgate.tool_decision";
+    let decision = c.decision.as_str();
+    let attrs = &mut s.attributes;
+    attrs.push(KeyValue::new("tool_name", c.tool.clone()));
+    attrs.push(KeyValue::new("decision", decision.to_string()));
+    attrs.push(KeyValue::new("source", decision_source(c).to_string()));
+    attrs.push(KeyValue::new("code", c.code.clone()));
+    push_rule(attrs, c.rule.as_deref());
+    attrs.push(KeyValue::new("destructive", c.destructive.unwrap_or(false)));
+    d.push(attrs, "tool_parameters", c.args.as_deref());
+    d.push(attrs, "target", c.target.as_deref());
+    d.push(attrs, "consequence", c.consequence.as_deref());
+    d.push(attrs, "reason", Some(&c.reason));
+    if c.decision == Verdict::Deny {
+        s.severity = Severity::Warn;
+    }
+    s.body = format!("{} {decision} ({})", c.tool, c.code);
 }
 
-impl<'a> Mapping<'a> {
-    fn new(item: &'a Item, details: bool, redactor: &'a Redactor) -> Mapping<'a> {
-        let f = &item.fields;
-        Mapping {
-            item,
-            f,
-            details,
-            redactor,
-            duration: Duration::from_millis(
-                f.get("duration_ms").and_then(Value::as_u64).unwrap_or(0),
-            ),
-            attrs: vec![KeyValue::new("session.id", item.session.clone())],
-            start: item.ts,
-            severity: Severity::Info,
-            error: None,
-        }
+/// `approval_decided` → `tollgate.approval_decision`.
+fn approval(s: &mut Signal, a: &ApprovalDecided, d: &Details<'_>) {
+    s.name = "tollgate.approval_decision";
+    let outcome = a.outcome.as_str();
+    let attrs = &mut s.attributes;
+    attrs.push(KeyValue::new("tool_name", a.tool.clone()));
+    attrs.push(KeyValue::new("decision", outcome.to_string()));
+    attrs.push(KeyValue::new("source", a.by.clone()));
+    attrs.push(KeyValue::new("approval.id", a.approval_id.clone()));
+    if let Some(scope) = a.scope.as_deref().filter(|s| !s.is_empty()) {
+        attrs.push(KeyValue::new("scope", scope.to_string()));
     }
-
-    /// Adds `field` as `key`, redacted, only with `log_tool_details`.
-    fn detail(&mut self, key: &'static str, field: &str) {
-        if self.details
-            && let Some(v) = self.f.get(field).filter(|v| !v.is_null())
-        {
-            let s = v
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| v.to_string());
-            self.attrs
-                .push(KeyValue::new(key, self.redactor.redact(&s)));
-        }
+    push_rule(attrs, a.rule.clone().flatten().as_deref());
+    d.push(attrs, "target", a.target.as_deref());
+    d.push(attrs, "reason", a.reason.as_deref());
+    if a.outcome != ApprovalOutcome::Approved {
+        s.severity = Severity::Warn;
     }
-
-    /// The span of a timed event starts `duration` before its record.
-    fn started_before(&mut self) {
-        self.start = self
-            .item
-            .ts
-            .checked_sub(self.duration)
-            .unwrap_or(self.item.ts);
-    }
-
-    fn decision(&mut self) -> String {
-        let f = self.f;
-        let decision = text(f, "decision");
-        self.attrs
-            .push(KeyValue::new("tool_name", text(f, "tool").to_string()));
-        self.attrs
-            .push(KeyValue::new("decision", decision.to_string()));
-        self.attrs
-            .push(KeyValue::new("source", decision_source(f).to_string()));
-        self.attrs
-            .push(KeyValue::new("code", text(f, "code").to_string()));
-        push_rule(&mut self.attrs, f);
-        self.attrs.push(KeyValue::new(
-            "destructive",
-            f.get("destructive")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        ));
-        self.detail("tool_parameters", "args");
-        self.detail("target", "target");
-        self.detail("consequence", "consequence");
-        self.detail("reason", "reason");
-        if decision == "deny" {
-            self.severity = Severity::Warn;
-        }
-        format!("{} {decision} ({})", text(f, "tool"), text(f, "code"))
-    }
-
-    fn approval(&mut self) -> String {
-        let f = self.f;
-        let outcome = text(f, "outcome");
-        self.attrs
-            .push(KeyValue::new("tool_name", text(f, "tool").to_string()));
-        self.attrs
-            .push(KeyValue::new("decision", outcome.to_string()));
-        self.attrs
-            .push(KeyValue::new("source", text(f, "by").to_string()));
-        self.attrs.push(KeyValue::new(
-            "approval.id",
-            text(f, "approval_id").to_string(),
-        ));
-        if !text(f, "scope").is_empty() {
-            self.attrs
-                .push(KeyValue::new("scope", text(f, "scope").to_string()));
-        }
-        push_rule(&mut self.attrs, f);
-        self.detail("target", "target");
-        self.detail("reason", "reason");
-        if outcome != "approved" {
-            self.severity = Severity::Warn;
-        }
-        format!("approval for {} {outcome}", text(f, "tool"))
-    }
-
-    fn tool_result(&mut self) -> String {
-        let f = self.f;
-        let status = text(f, "status");
-        self.attrs
-            .push(KeyValue::new("tool_name", text(f, "tool").to_string()));
-        self.attrs.push(KeyValue::new("success", status == "ok"));
-        self.attrs.push(KeyValue::new("status", status.to_string()));
-        self.attrs.push(KeyValue::new(
-            "duration_ms",
-            self.duration.as_millis() as i64,
-        ));
-        if let Some(code) = f.get("exit_code").and_then(Value::as_i64) {
-            self.attrs.push(KeyValue::new("exit_code", code));
-        }
-        self.attrs.push(KeyValue::new(
-            "output_bytes",
-            f.get("bytes").and_then(Value::as_i64).unwrap_or(0),
-        ));
-        self.attrs.push(KeyValue::new(
-            "truncated",
-            f.get("truncated").and_then(Value::as_bool).unwrap_or(false),
-        ));
-        self.detail("output", "output");
-        self.started_before();
-        if status != "ok" {
-            self.severity = Severity::Warn;
-            self.error = Some(format!("{} {status}", text(f, "tool")));
-        }
-        format!(
-            "{} finished: {status} in {} ms",
-            text(f, "tool"),
-            self.duration.as_millis()
-        )
-    }
-
-    fn revocation(&mut self) -> String {
-        let f = self.f;
-        self.attrs
-            .push(KeyValue::new("state", text(f, "state").to_string()));
-        self.attrs
-            .push(KeyValue::new("source", text(f, "by").to_string()));
-        self.attrs.push(KeyValue::new(
-            "reason",
-            self.redactor.redact(text(f, "reason")),
-        ));
-        self.attrs.push(KeyValue::new(
-            "tool_calls",
-            f.get("tool_calls").and_then(Value::as_i64).unwrap_or(0),
-        ));
-        self.attrs.push(KeyValue::new(
-            "cost_usd",
-            f.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
-        ));
-        self.severity = Severity::Warn;
-        format!("session {}", text(f, "state"))
-    }
-
-    fn llm_response(&mut self) -> String {
-        let f = self.f;
-        self.attrs
-            .push(KeyValue::new("model", text(f, "model").to_string()));
-        self.attrs
-            .push(KeyValue::new("provider", text(f, "provider").to_string()));
-        self.attrs.push(KeyValue::new(
-            "duration_ms",
-            self.duration.as_millis() as i64,
-        ));
-        let usage = f.get("usage");
-        let tokens = |k: &str| {
-            usage
-                .and_then(|u| u.get(k))
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-        };
-        self.attrs
-            .push(KeyValue::new("input_tokens", tokens("prompt_tokens")));
-        self.attrs
-            .push(KeyValue::new("output_tokens", tokens("completion_tokens")));
-        self.attrs.push(KeyValue::new(
-            "cost_usd",
-            f.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
-        ));
-        self.attrs.push(KeyValue::new(
-            "finish_reason",
-            text(f, "finish_reason").to_string(),
-        ));
-        self.started_before();
-        format!("llm call: {} ms", self.duration.as_millis())
-    }
-
-    fn llm_error(&mut self) -> String {
-        let f = self.f;
-        self.attrs
-            .push(KeyValue::new("model", text(f, "model").to_string()));
-        self.attrs
-            .push(KeyValue::new("provider", text(f, "provider").to_string()));
-        self.attrs.push(KeyValue::new(
-            "duration_ms",
-            self.duration.as_millis() as i64,
-        ));
-        self.attrs
-            .push(KeyValue::new("error", text(f, "kind").to_string()));
-        self.detail("reason", "reason");
-        self.started_before();
-        self.severity = Severity::Error;
-        self.error = Some(format!("llm call failed: {}", text(f, "kind")));
-        format!("llm call failed: {}", text(f, "kind"))
-    }
+    s.body = format!("approval for {} {outcome}", a.tool);
 }
 
-fn text<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
+/// `tool_result` → `tollgate.tool_result`, a span as long as the run.
+fn tool_result(s: &mut Signal, r: &ToolResult, d: &Details<'_>) {
+    s.name = "tollgate.tool_result";
+    let status = r.status.as_str();
+    let duration = Duration::from_millis(r.duration_ms);
+    let attrs = &mut s.attributes;
+    attrs.push(KeyValue::new("tool_name", r.tool.clone()));
+    attrs.push(KeyValue::new("success", r.status == ToolStatus::Ok));
+    attrs.push(KeyValue::new("status", status.to_string()));
+    attrs.push(KeyValue::new("duration_ms", duration.as_millis() as i64));
+    if let Some(code) = r.exit() {
+        attrs.push(KeyValue::new("exit_code", code));
+    }
+    attrs.push(KeyValue::new("output_bytes", r.bytes as i64));
+    attrs.push(KeyValue::new("truncated", r.truncated));
+    d.push(attrs, "output", r.output.as_deref());
+    s.start = s.end.checked_sub(duration).unwrap_or(s.end);
+    if r.status != ToolStatus::Ok {
+        s.severity = Severity::Warn;
+        s.error = Some(format!("{} {status}", r.tool));
+    }
+    s.body = format!(
+        "{} finished: {status} in {} ms",
+        r.tool,
+        duration.as_millis()
+    );
+}
+
+/// `session_revoked` → `tollgate.session_revoked`.
+fn revocation(s: &mut Signal, e: &SessionEnded, redactor: &Redactor) {
+    s.name = "tollgate.session_revoked";
+    let attrs = &mut s.attributes;
+    attrs.push(KeyValue::new("state", e.state.clone()));
+    attrs.push(KeyValue::new("source", e.by.clone().unwrap_or_default()));
+    attrs.push(KeyValue::new("reason", redactor.redact(&e.reason)));
+    attrs.push(KeyValue::new(
+        "tool_calls",
+        e.tool_calls.unwrap_or(0) as i64,
+    ));
+    attrs.push(KeyValue::new("cost_usd", e.cost_usd.unwrap_or(0.0)));
+    s.severity = Severity::Warn;
+    s.body = format!("session {}", e.state);
+}
+
+/// `llm_response` → `tollgate.api_request`.
+fn llm_response(s: &mut Signal, r: &LlmResponse) {
+    s.name = "tollgate.api_request";
+    let duration = Duration::from_millis(r.duration_ms);
+    let (input, output) = r
+        .usage
+        .map_or((0, 0), |u| (u.prompt_tokens, u.completion_tokens));
+    let attrs = &mut s.attributes;
+    attrs.push(KeyValue::new("model", r.model.clone()));
+    attrs.push(KeyValue::new("provider", r.provider.clone()));
+    attrs.push(KeyValue::new("duration_ms", duration.as_millis() as i64));
+    attrs.push(KeyValue::new("input_tokens", input as i64));
+    attrs.push(KeyValue::new("output_tokens", output as i64));
+    attrs.push(KeyValue::new("cost_usd", r.cost_usd));
+    attrs.push(KeyValue::new("finish_reason", r.finish_reason.clone()));
+    s.start = s.end.checked_sub(duration).unwrap_or(s.end);
+    s.body = format!("llm call: {} ms", duration.as_millis());
+}
+
+/// `llm_call_error` → `tollgate.api_error`.
+fn llm_error(s: &mut Signal, e: &LlmCallError, d: &Details<'_>) {
+    s.name = "tollgate.api_error";
+    let duration = Duration::from_millis(e.duration_ms);
+    let kind = e.kind.as_str();
+    let attrs = &mut s.attributes;
+    attrs.push(KeyValue::new("model", e.model.clone()));
+    attrs.push(KeyValue::new("provider", e.provider.clone()));
+    attrs.push(KeyValue::new("duration_ms", duration.as_millis() as i64));
+    attrs.push(KeyValue::new("error", kind.to_string()));
+    d.push(attrs, "reason", Some(&e.reason));
+    s.start = s.end.checked_sub(duration).unwrap_or(s.end);
+    s.severity = Severity::Error;
+    s.error = Some(format!("llm call failed: {kind}"));
+    s.body = format!("llm call failed: {kind}");
 }
 
 /// Who or what let a call through (Claude Code's `source`): `policy` for a
 /// refusal or an ask, else the recorder's `allowed_by`.
-fn decision_source(f: &Value) -> &str {
-    match text(f, "allowed_by") {
-        "" => "policy",
-        by => by,
+fn decision_source(c: &PermissionCheck) -> &str {
+    match c.allowed_by.as_deref() {
+        None | Some("") => "policy",
+        Some(by) => by,
     }
 }
 
-fn push_rule(attrs: &mut Vec<KeyValue>, f: &Value) {
-    if let Some(rule) = f
-        .get("rule")
-        .and_then(Value::as_str)
-        .filter(|r| !r.is_empty())
-    {
+fn push_rule(attrs: &mut Vec<KeyValue>, rule: Option<&str>) {
+    if let Some(rule) = rule.filter(|r| !r.is_empty()) {
         attrs.push(KeyValue::new("rule", rule.to_string()));
     }
 }
@@ -427,7 +385,7 @@ fn push_rule(attrs: &mut Vec<KeyValue>, f: &Value) {
 #[cfg(test)]
 mod tests {
     use opentelemetry::Value as OtelValue;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -439,21 +397,27 @@ mod tests {
             .map(|kv| &kv.value)
     }
 
-    fn item(kind: Kind, fields: Value) -> Item {
+    fn item(event: &str, fields: Value) -> Item {
+        let event = match Event::read(event, fields.as_object().unwrap()) {
+            tollgate_audit::event::Parsed::Known(e) => e,
+            tollgate_audit::event::Parsed::Unknown { event, why } => panic!("{event}: {why}"),
+        };
         Item {
             ts: SystemTime::UNIX_EPOCH + Duration::from_secs(1_000),
             session: "sess".to_string(),
-            kind,
-            fields,
+            event,
         }
+    }
+
+    fn opened(uid: u64, client: &str) -> Value {
+        json!({"uid": uid, "gid": uid, "pid": 1, "workspace": "/w", "mode": "default",
+               "tools": [], "max_tool_calls": 1, "max_cost_usd": 1.0, "client": client,
+               "sandbox": "native", "system_prompt_chars": 0})
     }
 
     fn clients() -> Clients {
         let mut c = Clients::default();
-        c.observe(&item(
-            Kind::SessionOpened,
-            json!({"uid": 1000, "client": "agent call"}),
-        ));
+        c.observe(&item("session_opened", opened(1000, "agent call")));
         c
     }
 
@@ -469,7 +433,7 @@ mod tests {
     #[test]
     fn a_decision_carries_session_tool_rule_verdict_and_client_but_no_arguments() {
         let s = signal(
-            &item(Kind::Decision, decision()),
+            &item("permission_check", decision()),
             &clients(),
             false,
             &Redactor::default(),
@@ -496,7 +460,7 @@ mod tests {
     #[test]
     fn details_are_included_redacted_when_asked() {
         let s = signal(
-            &item(Kind::Decision, decision()),
+            &item("permission_check", decision()),
             &clients(),
             true,
             &Redactor::default(),
@@ -516,7 +480,7 @@ mod tests {
     fn a_tool_result_is_a_span_as_long_as_the_run() {
         let s = signal(
             &item(
-                Kind::ToolResult,
+                "tool_result",
                 json!({"call_id": "c1", "tool": "run_bash", "status": "error", "exit_code": 2,
                        "bytes": 10, "truncated": false, "duration_ms": 250, "output": "secret out"}),
             ),
@@ -540,11 +504,11 @@ mod tests {
     #[test]
     fn bookkeeping_events_are_not_exported_and_revocation_forgets_the_client() {
         let mut c = clients();
-        let opened = item(Kind::SessionOpened, json!({"uid": 7}));
+        let opened = item("session_opened", opened(7, ""));
         assert!(c.observe(&opened));
         assert!(signal(&opened, &c, false, &Redactor::default()).is_none());
         let revoked = item(
-            Kind::Revocation,
+            "session_revoked",
             json!({"state": "revoked", "by": "operator", "reason": "stop"}),
         );
         assert!(!c.observe(&revoked));
@@ -559,26 +523,47 @@ mod tests {
     }
 
     #[test]
-    fn every_mapped_kind_has_a_name_and_unknown_events_are_ignored() {
-        for (event, name) in [
-            ("permission_check", Some("tollgate.tool_decision")),
-            ("approval_decided", Some("tollgate.approval_decision")),
-            ("tool_result", Some("tollgate.tool_result")),
-            ("session_revoked", Some("tollgate.session_revoked")),
-            ("llm_response", Some("tollgate.api_request")),
-            ("llm_call_error", Some("tollgate.api_error")),
-            ("session_opened", None),
-            ("session_closed", None),
+    fn every_mapped_kind_has_a_name_and_the_others_are_ignored() {
+        let approval = json!({"approval_id": "a", "tool": "t", "outcome": "denied", "by": "op"});
+        let result = json!({"call_id": "c", "tool": "t", "status": "ok", "bytes": 0,
+                            "truncated": false, "duration_ms": 0});
+        let response = json!({"provider": "p", "model": "m", "turn": 0, "duration_ms": 0,
+                              "usage": null, "cost_usd": 0.0, "session_cost_usd": 0.0,
+                              "finish_reason": "stop", "content": "", "tool_calls": [],
+                              "calls": [], "calls_total": 0});
+        let error = json!({"provider": "p", "kind": "connect", "reason": "r", "turn": 0,
+                           "model": "m", "duration_ms": 0});
+        let ended = json!({"state": "closed", "reason": "r"});
+        let started = json!({"call_id": "c", "tool": "t", "allowed_by": "allowed", "target": ""});
+        for (event, fields, name) in [
+            (
+                "permission_check",
+                decision(),
+                Some("tollgate.tool_decision"),
+            ),
+            (
+                "approval_decided",
+                approval,
+                Some("tollgate.approval_decision"),
+            ),
+            ("tool_result", result, Some("tollgate.tool_result")),
+            (
+                "session_revoked",
+                ended.clone(),
+                Some("tollgate.session_revoked"),
+            ),
+            ("llm_response", response, Some("tollgate.api_request")),
+            ("llm_call_error", error, Some("tollgate.api_error")),
+            ("session_opened", opened(1, "c"), None),
+            ("session_closed", ended, None),
+            ("tool_started", started, None),
+            ("recovered", json!({"detail": "d"}), None),
         ] {
-            assert_eq!(Kind::of(event).unwrap().signal_name(), name, "{event}");
-        }
-        for event in [
-            "tool_started",
-            "config",
-            "llm_request",
-            "approval_requested",
-        ] {
-            assert_eq!(Kind::of(event), None, "{event}");
+            let it = item(event, fields);
+            let wanted_kind = name.is_some() || event.starts_with("session_");
+            assert_eq!(wanted(&it.event), wanted_kind, "{event}");
+            let s = signal(&it, &Clients::default(), false, &Redactor::default());
+            assert_eq!(s.map(|s| s.name), name, "{event}");
         }
     }
 }

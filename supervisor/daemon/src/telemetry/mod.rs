@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::Redactor;
@@ -23,7 +22,8 @@ use tollgate_proto::v1 as pb;
 
 pub use tollgate_config::TelemetrySection;
 
-use map::{Item, Kind};
+use map::Item;
+use tollgate_audit::Event;
 
 /// What telemetry did, for `supervisorctl status`.
 #[derive(Debug, Default)]
@@ -70,21 +70,22 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// Whether an event is one telemetry looks at (so the caller copies its
-    /// fields only then).
-    pub fn wants(&self, event: &str) -> bool {
-        Kind::of(event).is_some()
+    /// Whether an event is one telemetry looks at (so the caller hands it
+    /// over only then).
+    pub fn wants(&self, event: &Event) -> bool {
+        map::wanted(event)
     }
 
     /// Queues an event written to the audit log; never waits. A full queue
     /// drops it and counts the drop.
-    pub fn offer(&self, session: &str, event: &str, fields: Value) {
-        let Some(kind) = Kind::of(event) else { return };
+    pub fn offer(&self, session: &str, event: Event) {
+        if !map::wanted(&event) {
+            return;
+        }
         let item = Item {
             ts: SystemTime::now(),
             session: session.to_string(),
-            kind,
-            fields,
+            event,
         };
         // Counted before the send, so the worker's decrement never runs first.
         self.stats.queued.fetch_add(1, Ordering::Relaxed);
