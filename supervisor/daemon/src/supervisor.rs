@@ -365,6 +365,21 @@ impl Supervisor {
             None => Ok(()),
         };
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
+        self.withdraw_approvals(session, state, reason, by);
+        tell_the_agent(session, state, reason);
+        // Cancelled calls write their own last records; those must come
+        // before the session's final ones and the anchor.
+        session.wait_idle(Duration::from_secs(3)).await;
+        self.record_ended(session, state, reason, by, sandbox_result.err());
+        self.anchor_head(session);
+        let info = session.info(0, session.backend.kind().as_str());
+        self.sessions.retire(&session.id, info);
+        tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
+        true
+    }
+
+    /// Every approval still pending for the session, withdrawn and recorded.
+    fn withdraw_approvals(&self, session: &Session, state: State, reason: &str, by: &str) {
         for a in self.approvals.pending_for(&session.id) {
             if let Some(a) = self.approvals.close(&a.id, "withdrawn", by) {
                 let _ = self.recorder.to_file_essential(
@@ -384,21 +399,22 @@ impl Supervisor {
                 );
             }
         }
-        let code = match state {
-            State::Closed => pb::DenialCode::Unspecified,
-            State::Active | State::Revoked | State::Killed | State::Expired => {
-                pb::DenialCode::SessionRevoked
-            }
-        };
-        let _ = session.control.send(pb::ApprovalServerMsg {
-            msg: Some(pb::approval_server_msg::Msg::Ended(pb::SessionEnded {
-                code: code as i32,
-                reason: reason.to_string(),
-            })),
-        });
-        // Cancelled calls write their own last records; those must come
-        // before the session's final ones and the anchor.
-        session.wait_idle(Duration::from_secs(3)).await;
+    }
+
+    /// The session's end records: `session_closed`, or `session_revoked`
+    /// followed by `session_closed` (a revoked session's own file still ends
+    /// with it), and the same ending in the supervisor's log. They ride on
+    /// the anchor's fsyncs that follow: one for the session file, one for
+    /// the supervisor's log. Essential: on a full disk they draw on the
+    /// audit reserve.
+    fn record_ended(
+        &self,
+        session: &Session,
+        state: State,
+        reason: &str,
+        by: &str,
+        sandbox_error: Option<String>,
+    ) {
         let usage = session.usage();
         let ended = event::SessionEnded {
             state: state.as_str().to_string(),
@@ -410,14 +426,13 @@ impl Supervisor {
             tokens_in: Some(usage.tokens_in),
             tokens_out: Some(usage.tokens_out),
             cost_usd: Some(usage.cost_usd),
-            sandbox_error: sandbox_result.err(),
+            sandbox_error,
             audit_file: None,
         };
         let in_log = event::SessionEnded {
             audit_file: Some(session.audit.path().display().to_string()),
             ..ended.clone()
         };
-        // A revoked session's own file still ends with `session_closed`.
         let (event, last, in_log) = match state {
             State::Closed => (
                 Event::SessionClosed(ended),
@@ -433,9 +448,6 @@ impl Supervisor {
                 Event::SessionRevoked(in_log),
             ),
         };
-        // These ride on the anchor's fsyncs just below: one for the session
-        // file, one for the supervisor's log. Essential: on a full disk they
-        // draw on the audit reserve.
         for e in std::iter::once(event).chain(last) {
             let _ = self
                 .recorder
@@ -444,9 +456,12 @@ impl Supervisor {
         let _ =
             self.recorder
                 .supervisor_essential(&session.id, in_log, tollgate_audit::Durable::Later);
-        // Anchor the session file's head outside it, so a truncated tail is
-        // caught by `audit verify`. One that cannot be written now is kept
-        // and written when the disk has room (the maintenance tick).
+    }
+
+    /// Anchors the session file's head outside it, so a truncated tail is
+    /// caught by `audit verify`. One that cannot be written now is kept and
+    /// written when the disk has room (the maintenance tick).
+    fn anchor_head(&self, session: &Session) {
         if let Err(e) = self.recorder.anchor(&session.audit, &session.id) {
             if session.audit.is_broken() {
                 tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head: its file is broken");
@@ -454,10 +469,6 @@ impl Supervisor {
                 tracing::error!(session = %session.id, error = %e, "cannot anchor the session's audit head now; it is written when the audit disk has room");
             }
         }
-        let info = session.info(0, session.backend.kind().as_str());
-        self.sessions.retire(&session.id, info);
-        tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
-        true
     }
 
     /// The disk floor: the filesystem of `session`'s workspace fell under
@@ -632,4 +643,21 @@ fn open_checked_workspace(
         )));
     }
     Ok(files)
+}
+
+/// Tells the session's agent (its approval stream) that the session ended,
+/// and why.
+fn tell_the_agent(session: &Session, state: State, reason: &str) {
+    let code = match state {
+        State::Closed => pb::DenialCode::Unspecified,
+        State::Active | State::Revoked | State::Killed | State::Expired => {
+            pb::DenialCode::SessionRevoked
+        }
+    };
+    let _ = session.control.send(pb::ApprovalServerMsg {
+        msg: Some(pb::approval_server_msg::Msg::Ended(pb::SessionEnded {
+            code: code as i32,
+            reason: reason.to_string(),
+        })),
+    });
 }

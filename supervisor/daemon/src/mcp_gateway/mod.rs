@@ -57,95 +57,19 @@ pub async fn serve(
     mut inbound: Streaming<pb::McpGatewayClientMsg>,
     down: Downstream,
 ) {
-    let start = match inbound.message().await {
-        Ok(Some(pb::McpGatewayClientMsg {
-            msg: Some(pb::mcp_gateway_client_msg::Msg::Start(s)),
-        })) => s,
-        Ok(_) | Err(_) => {
-            end(&down, pb::DenialCode::InvalidArgs, "the first message of an MCP gateway stream must start the server (McpGatewayStart)").await;
-            return;
-        }
-    };
-    if let Some(why) = refusal(&start) {
-        end(&down, pb::DenialCode::InvalidArgs, &why).await;
-        return;
-    }
-    let egress = match egress::plan(&sup, &start.allow_net).await {
-        Ok(p) => p,
-        Err(why) => {
-            end(&down, pb::DenialCode::InvalidArgs, &why).await;
-            return;
-        }
+    let (start, egress) = match vetted_start(&sup, &mut inbound).await {
+        Ok(s) => s,
+        Err(why) => return end(&down, pb::DenialCode::InvalidArgs, &why).await,
     };
     let Some(_work) = session.begin() else {
         let d = crate::pep::revoked(&session);
-        end(&down, pb::DenialCode::SessionRevoked, &d.reason).await;
-        return;
+        return end(&down, pb::DenialCode::SessionRevoked, &d.reason).await;
     };
-    if let Some(plan) = &egress
-        && let Err(why) = give_egress(&session, plan).await
-    {
-        end(&down, pb::DenialCode::InvalidArgs, &why).await;
-        return;
-    }
-    let sandbox = match crate::pep::session_sandbox(&sup, &session).await {
+    let (sandbox, forwards) = match started(&sup, &session, &start, egress.as_ref()).await {
         Ok(s) => s,
-        Err(why) => {
-            let why = format!("the MCP server `{}` cannot start: {why}", start.name);
-            end(&down, pb::DenialCode::SandboxUnavailable, &why).await;
-            return;
-        }
+        Err((code, why)) => return end(&down, code, &why).await,
     };
-    let argv_shown = sup.redactor.redact(&start.argv.join(" "));
-    if let Err(e) = sup.recorder.to_file(
-        &session.audit,
-        &session.id,
-        Event::McpServerStarted(event::McpServerStarted {
-            server: start.name.clone(),
-            argv: argv_shown,
-            backend: sandbox_kind(&session).to_string(),
-            allow_net: Some(start.allow_net.clone()),
-        }),
-    ) {
-        let why = format!(
-            "the audit log cannot be written ({e}), so the MCP server `{}` does not start",
-            start.name
-        );
-        end(&down, pb::DenialCode::AuditUnavailable, &why).await;
-        return;
-    }
-    let forwards = match &egress {
-        Some(plan) => match egress::start(&sup, &session, sandbox.as_ref(), &start.name, plan) {
-            Ok(r) => Some(r),
-            Err(why) => {
-                end(&down, pb::DenialCode::SandboxUnavailable, &why).await;
-                return;
-            }
-        },
-        None => None,
-    };
-    let (stdin_tx, stdin_rx) = mpsc::channel::<bytes::Bytes>(64);
-    let (out_tx, out_rx) = mpsc::channel::<Output>(64);
-    let stop = session.cancel.child_token();
-    let req = ExecRequest {
-        argv: start.argv.clone(),
-        cwd: Some(session.workspace.clone()),
-        timeout: SERVER_LIFETIME,
-        merge_stderr: false,
-    };
-    let exec = {
-        let (sandbox, stop) = (Arc::clone(&sandbox), stop.clone());
-        tokio::spawn(async move { sandbox.exec_interactive(req, stdin_rx, out_tx, stop).await })
-    };
-    let router = Router::new(
-        Arc::clone(&sup),
-        Arc::clone(&session),
-        start.name.clone(),
-        stdin_tx,
-        down.clone(),
-    );
-    let why = pump(&router, &mut inbound, out_rx, &session, exec, &stop).await;
-    router.finish().await;
+    let why = run_server(&sup, &session, &start, sandbox, &mut inbound, &down).await;
     if let Some(f) = forwards {
         f.finish().await;
     }
@@ -160,6 +84,110 @@ pub async fn serve(
         }),
     );
     end(&down, why.code, &why.reason).await;
+}
+
+/// The stream's first message, which must start the server, checked; and
+/// the `--allow-net` hosts, vetted.
+async fn vetted_start(
+    sup: &Arc<Supervisor>,
+    inbound: &mut Streaming<pb::McpGatewayClientMsg>,
+) -> Result<(pb::McpGatewayStart, Option<egress::Plan>), String> {
+    let start = match inbound.message().await {
+        Ok(Some(pb::McpGatewayClientMsg {
+            msg: Some(pb::mcp_gateway_client_msg::Msg::Start(s)),
+        })) => s,
+        Ok(_) | Err(_) => {
+            return Err("the first message of an MCP gateway stream must start the server (McpGatewayStart)".to_string());
+        }
+    };
+    if let Some(why) = refusal(&start) {
+        return Err(why);
+    }
+    let egress = egress::plan(sup, &start.allow_net).await?;
+    Ok((start, egress))
+}
+
+/// The server's sandbox (given its egress first, if any), the start
+/// recorded, and the forwards to the allowed hosts listening.
+async fn started(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    start: &pb::McpGatewayStart,
+    egress: Option<&egress::Plan>,
+) -> Result<(Arc<dyn tollgate_sandbox::Sandbox>, Option<egress::Running>), (pb::DenialCode, String)>
+{
+    if let Some(plan) = egress {
+        give_egress(session, plan)
+            .await
+            .map_err(|why| (pb::DenialCode::InvalidArgs, why))?;
+    }
+    let sandbox = crate::pep::session_sandbox(sup, session)
+        .await
+        .map_err(|why| {
+            let why = format!("the MCP server `{}` cannot start: {why}", start.name);
+            (pb::DenialCode::SandboxUnavailable, why)
+        })?;
+    let argv_shown = sup.redactor.redact(&start.argv.join(" "));
+    sup.recorder
+        .to_file(
+            &session.audit,
+            &session.id,
+            Event::McpServerStarted(event::McpServerStarted {
+                server: start.name.clone(),
+                argv: argv_shown,
+                backend: sandbox_kind(session).to_string(),
+                allow_net: Some(start.allow_net.clone()),
+            }),
+        )
+        .map_err(|e| {
+            let why = format!(
+                "the audit log cannot be written ({e}), so the MCP server `{}` does not start",
+                start.name
+            );
+            (pb::DenialCode::AuditUnavailable, why)
+        })?;
+    let forwards = match egress {
+        Some(plan) => Some(
+            egress::start(sup, session, sandbox.as_ref(), &start.name, plan)
+                .map_err(|why| (pb::DenialCode::SandboxUnavailable, why))?,
+        ),
+        None => None,
+    };
+    Ok((sandbox, forwards))
+}
+
+/// Runs the server in its sandbox and moves messages until one side ends.
+async fn run_server(
+    sup: &Arc<Supervisor>,
+    session: &Arc<Session>,
+    start: &pb::McpGatewayStart,
+    sandbox: Arc<dyn tollgate_sandbox::Sandbox>,
+    inbound: &mut Streaming<pb::McpGatewayClientMsg>,
+    down: &Downstream,
+) -> Ending {
+    let (stdin_tx, stdin_rx) = mpsc::channel::<bytes::Bytes>(64);
+    let (out_tx, out_rx) = mpsc::channel::<Output>(64);
+    let stop = session.cancel.child_token();
+    let req = ExecRequest {
+        argv: start.argv.clone(),
+        cwd: Some(session.workspace.clone()),
+        timeout: SERVER_LIFETIME,
+        merge_stderr: false,
+    };
+    let exec = {
+        let stop = stop.clone();
+        tokio::spawn(async move { sandbox.exec_interactive(req, stdin_rx, out_tx, stop).await })
+    };
+    let router = Router::new(
+        Arc::clone(sup),
+        Arc::clone(session),
+        start.name.clone(),
+        stdin_tx,
+        down.clone(),
+    );
+    let why = pump(&router, inbound, out_rx, session, exec, &stop).await;
+    router.finish().await;
+    why
 }
 
 /// Why a start is refused, if it is.
