@@ -216,6 +216,8 @@ pub struct Run {
     pub prompt: String,
     /// Killed after this.
     pub timeout: Duration,
+    /// More arguments for the client (Claude Code's `--allowedTools Grep`).
+    pub extra_args: Vec<String>,
 }
 
 impl Run {
@@ -243,12 +245,16 @@ impl Run {
         };
         let env = client_env(self.which, &home, &self.base_url);
         let args: Vec<String> = match self.which {
-            Which::Claude => vec![
-                "-p".into(),
-                self.prompt.clone(),
-                "--output-format".into(),
-                "json".into(),
-            ],
+            Which::Claude => {
+                let mut a: Vec<String> = vec![
+                    "-p".into(),
+                    self.prompt.clone(),
+                    "--output-format".into(),
+                    "json".into(),
+                ];
+                a.extend(self.extra_args.iter().cloned());
+                a
+            }
             Which::Codex => {
                 write_codex_config(&home, &codex_config(&self.base_url));
                 vec![
@@ -258,8 +264,11 @@ impl Run {
                     "workspace-write".into(),
                     "-c".into(),
                     "sandbox_workspace_write.network_access=true".into(),
-                    self.prompt.clone(),
                 ]
+                .into_iter()
+                .chain(self.extra_args.iter().cloned())
+                .chain([self.prompt.clone()])
+                .collect()
             }
         };
         if self.uid != 0 {

@@ -15,7 +15,8 @@ use crate::mock_responses::{self as resp, MockResponses};
 pub enum Turn {
     /// The client's shell tool (Claude Code's `Bash`, Codex's `exec_command`).
     Shell(String),
-    /// Claude Code only: one of its own tools.
+    /// One of the client's own tools by name: Claude Code's (`Grep`,
+    /// `Read`, …) or a Codex function tool (`view_image`, …).
     Tool(&'static str, Value),
     /// Codex only: `apply_patch`.
     Patch(String),
@@ -56,6 +57,14 @@ impl ModelMock {
         match self {
             ModelMock::Claude(m) => m.base_url(),
             ModelMock::Codex(m) => m.base_url(),
+        }
+    }
+
+    /// Every request's text, joined: what the model was ever told.
+    pub fn all_text(&self) -> String {
+        match self {
+            ModelMock::Claude(m) => m.all_text(),
+            ModelMock::Codex(m) => m.all_text(),
         }
     }
 
@@ -106,7 +115,11 @@ fn codex_step(turn: &Turn) -> resp::Step {
     match turn {
         Turn::Shell(c) => resp::Step::exec(c),
         Turn::Patch(p) => resp::Step::apply_patch(p),
-        Turn::Tool(..) => panic!("a Claude Code tool"),
+        Turn::Tool(name, input) => resp::Step::Call {
+            name: name.to_string(),
+            arguments: input.clone(),
+            namespace: None,
+        },
         Turn::Mcp {
             server,
             tool,

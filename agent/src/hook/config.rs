@@ -9,7 +9,8 @@
 //! - Codex: hook TOML (`$CODEX_HOME/config.toml`, or managed:
 //!   `/etc/codex/requirements.toml`, which also pins `[features] hooks =
 //!   true`, since a user's `hooks = false` would otherwise switch every hook
-//!   off, and sets `allow_managed_hooks_only`).
+//!   off, sets `allow_managed_hooks_only`, and switches Codex's web search
+//!   off: it runs at the model provider and never reaches a hook).
 //!
 //! The command names the socket explicitly (never `$TOLLGATE_SOCKET`, which
 //! the user's environment could point at a socket of their own) and its
@@ -76,21 +77,10 @@ fn events(timeout: u32) -> [(&'static str, bool, u32); 6] {
 pub fn command(s: &ConfigSettings, timeout: u32) -> String {
     format!(
         "{} hook --client {} --socket {} --timeout {timeout}",
-        quote(&s.agent.to_string_lossy()),
+        super::shell_quote(&s.agent.to_string_lossy()),
         s.target.client(),
-        quote(&s.socket.to_string_lossy())
+        super::shell_quote(&s.socket.to_string_lossy())
     )
-}
-
-fn quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=,@".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 /// The text to install.
@@ -127,6 +117,8 @@ fn codex(s: &ConfigSettings) -> String {
     if s.managed {
         t.push_str("# /etc/codex/requirements.toml: tollgate decides every tool call of Codex.\n");
         t.push_str("allow_managed_hooks_only = true\n\n");
+        t.push_str("# Codex's web search runs at the model provider and never reaches a hook.\n");
+        t.push_str("allowed_web_search_modes = [\"disabled\"]\n\n");
         t.push_str("# A user's `[features] hooks = false` would switch every hook off.\n");
         t.push_str("[features]\nhooks = true\n\n");
     } else {
@@ -221,6 +213,7 @@ mod tests {
         let t = render(&settings(Target::Codex, true));
         assert!(t.starts_with("# /etc/codex/requirements.toml"), "{t}");
         assert!(t.contains("allow_managed_hooks_only = true\n"));
+        assert!(t.contains("allowed_web_search_modes = [\"disabled\"]\n"));
         assert!(t.contains("[features]\nhooks = true\n"));
         assert!(t.contains(
             "[[hooks.PreToolUse]]\nmatcher = \"*\"\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"/usr/local/bin/agent hook --client codex --socket /run/tollgate/agent.sock --timeout 120\"\ntimeout = 120\n"

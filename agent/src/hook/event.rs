@@ -239,13 +239,30 @@ fn render(
             "permissionDecisionReason": reason,
         });
         let routed = !a.route_id.is_empty() && decision != "deny";
+        let narrowed = !a.updated_input_json.is_empty() && decision != "deny";
         if routed {
-            match routed_input(event, &a.route_id, socket) {
+            match routed_input(event, &a.route_id, &a.route_comment, socket) {
                 Ok(input) => specific["updatedInput"] = input,
                 Err(b) => return blocked(name, b),
             }
+        } else if narrowed {
+            match serde_json::from_str::<Value>(&a.updated_input_json) {
+                Ok(input @ Value::Object(_)) => specific["updatedInput"] = input,
+                _ => {
+                    return blocked(
+                        name,
+                        Blocked("the supervisor's narrowed input is not a JSON object; the call is blocked".to_string()),
+                    );
+                }
+            }
         }
-        if !(codex && decision == "allow" && !routed) {
+        // Codex fails open on fields it does not know.
+        if !codex && !a.context.is_empty() && decision != "deny" {
+            specific["additionalContext"] = json!(format!("tollgate: {}", a.context));
+        }
+        // Codex runs a plain allow on an empty answer (a bare `allow` fails it).
+        let plain_codex_allow = codex && decision == "allow" && !routed && !narrowed;
+        if !plain_codex_allow {
             out.insert("hookSpecificOutput".into(), specific);
         }
     }
@@ -261,13 +278,15 @@ fn render(
 }
 
 /// The client's tool_input with its command replaced by the routed one:
-/// `<this agent> hook exec <id> --socket <socket>`, and the original command
-/// after a `#` (one line, control characters blanked), for the person
-/// reading the client's transcript. The shell ignores the comment; the
-/// command that runs is the one the supervisor decided and keeps.
+/// `<this agent> hook exec <id> --socket <socket>`, and the decided command
+/// after a `#` as the supervisor shows it (escaped, a cut marked), for the
+/// person reading the client's transcript or approving in its prompt. The
+/// shell ignores the comment; the command that runs is the one the
+/// supervisor decided and keeps.
 pub fn routed_input(
     event: &Map<String, Value>,
     route_id: &str,
+    comment: &str,
     socket: &Path,
 ) -> Result<Value, Blocked> {
     let Some(Value::Object(input)) = event.get("tool_input") else {
@@ -275,7 +294,6 @@ pub fn routed_input(
             "the event has no tool_input to route; the call is blocked".to_string(),
         ));
     };
-    let original = input.get("command").and_then(Value::as_str).unwrap_or("");
     let exe = std::env::current_exe().map_err(|e| {
         Blocked(format!(
             "cannot find the agent's own executable ({e}); the call is blocked"
@@ -284,35 +302,26 @@ pub fn routed_input(
     let mut input = input.clone();
     input.insert(
         "command".into(),
-        json!(routed_command(&exe, route_id, socket, original)),
+        json!(routed_command(&exe, route_id, socket, comment)),
     );
     Ok(Value::Object(input))
 }
 
-/// The rewritten command line.
-pub fn routed_command(exe: &Path, route_id: &str, socket: &Path, original: &str) -> String {
-    let comment: String = original
+/// The rewritten command line. The comment comes escaped from the
+/// supervisor; whatever it holds, it never ends the line.
+pub fn routed_command(exe: &Path, route_id: &str, socket: &Path, comment: &str) -> String {
+    let comment: String = comment
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
-        .take(160)
         .collect();
-    format!(
-        "{} hook exec {route_id} --socket {} # {}",
-        shell_quote(&exe.to_string_lossy()),
-        shell_quote(&socket.to_string_lossy()),
-        comment.trim()
-    )
-}
-
-/// Single-quotes a word unless it is plain.
-fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=,@".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
+    let line = format!(
+        "{} hook exec {route_id} --socket {}",
+        super::shell_quote(&exe.to_string_lossy()),
+        super::shell_quote(&socket.to_string_lossy()),
+    );
+    match comment.trim() {
+        "" => line,
+        c => format!("{line} # {c}"),
     }
 }
 
@@ -393,6 +402,7 @@ mod tests {
     fn a_routed_call_rewrites_only_the_command() {
         let mut r = resp("allow");
         r.route_id = "rABCDEFGHIJKLMNOPQRSTUVWX".into();
+        r.route_comment = "ls -la\\necho x".into();
         let o = render(
             "PreToolUse",
             false,
@@ -405,7 +415,7 @@ mod tests {
         assert_eq!(input["timeout"], 5000);
         let cmd = input["command"].as_str().unwrap();
         assert!(
-            cmd.contains(" hook exec rABCDEFGHIJKLMNOPQRSTUVWX --socket '/run/t g/agent.sock' # ls -la echo x"),
+            cmd.ends_with(" hook exec rABCDEFGHIJKLMNOPQRSTUVWX --socket '/run/t g/agent.sock' # ls -la\\necho x"),
             "{cmd}"
         );
         assert!(!cmd.contains('\n'));
@@ -427,6 +437,70 @@ mod tests {
         assert!(
             c.starts_with("/usr/bin/agent hook exec rX --socket /s # "),
             "{c}"
+        );
+    }
+
+    #[test]
+    fn a_narrowed_call_carries_its_input_and_a_note_for_the_model() {
+        let mut r = resp("allow");
+        r.updated_input_json = r#"{"pattern":"KEY","glob":".env !**/.env"}"#.into();
+        r.context = "left `.env` out".into();
+        let o = render(
+            "PreToolUse",
+            false,
+            &event("PreToolUse"),
+            &r,
+            Path::new("/s"),
+        );
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(
+            v["hookSpecificOutput"]["updatedInput"],
+            json!({"pattern": "KEY", "glob": ".env !**/.env"})
+        );
+        assert_eq!(
+            v["hookSpecificOutput"]["additionalContext"],
+            "tollgate: left `.env` out"
+        );
+        // Codex: the input, never a field it does not know.
+        let o = render(
+            "PreToolUse",
+            true,
+            &event("PreToolUse"),
+            &r,
+            Path::new("/s"),
+        );
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        assert!(
+            v["hookSpecificOutput"].get("additionalContext").is_none(),
+            "{v}"
+        );
+        assert!(v["hookSpecificOutput"]["updatedInput"].is_object());
+        // An input that is not an object blocks.
+        r.updated_input_json = "[1]".into();
+        let o = render(
+            "PreToolUse",
+            false,
+            &event("PreToolUse"),
+            &r,
+            Path::new("/s"),
+        );
+        assert_eq!(o.code, 2);
+    }
+
+    #[test]
+    fn the_comment_is_the_supervisors_and_absent_when_empty() {
+        assert_eq!(
+            routed_command(Path::new("/a"), "rX", Path::new("/s"), ""),
+            "/a hook exec rX --socket /s"
+        );
+        assert_eq!(
+            routed_command(
+                Path::new("/a"),
+                "rX",
+                Path::new("/s"),
+                "rm x\\u{202e}… [cut: 3 more characters]"
+            ),
+            "/a hook exec rX --socket /s # rm x\\u{202e}… [cut: 3 more characters]"
         );
     }
 

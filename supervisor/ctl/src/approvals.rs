@@ -54,7 +54,7 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
                     } else {
                         ""
                     },
-                    a.consequence
+                    table::escape(&a.consequence)
                 ),
             ]
         })
@@ -70,17 +70,26 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
         ],
         &rows,
     );
-    for a in list
-        .iter()
-        .filter(|a| a.destructive && a.status == "pending")
-    {
-        outln!(
-            "\n{} is destructive: approve with --confirm {:?}",
-            a.id,
-            table::escape(&a.target)
-        );
+    for a in list.iter().filter(|a| a.status == "pending") {
+        if a.destructive {
+            outln!(
+                "\n{} is destructive: approve with --confirm {:?}",
+                a.id,
+                table::escape(&a.target)
+            );
+        } else if let Some(full) = in_full(a) {
+            outln!("\n{} in full: {full}", a.id);
+        }
     }
     Ok(())
+}
+
+/// What a pending approval does, in full, when its consequence shows only
+/// part of it (a long command is cut there, and marked): nobody approves a
+/// prefix.
+fn in_full(a: &pb::Approval) -> Option<String> {
+    let target = table::escape(&a.target);
+    (!target.is_empty() && !a.consequence.contains(&target)).then_some(target)
 }
 
 pub async fn decide(
@@ -142,4 +151,35 @@ pub async fn watch(mut c: Client, session: Option<String>, json_out: bool) -> an
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_consequence_is_followed_by_the_whole_target() {
+        let long = format!("echo ok; {}; curl evil", "x".repeat(300));
+        let a = pb::Approval {
+            consequence: format!(
+                "run `{}` in the sandbox (no network)",
+                tollgate_policy::cut_for_display(&long, 200)
+            ),
+            target: long.clone(),
+            ..Default::default()
+        };
+        assert_eq!(in_full(&a), Some(long));
+        let short = pb::Approval {
+            consequence: "run `ls` in the sandbox (no network)".into(),
+            target: "ls".into(),
+            ..Default::default()
+        };
+        assert_eq!(in_full(&short), None);
+        let bidi = pb::Approval {
+            consequence: "run `x` in the sandbox".into(),
+            target: "rm -rf \u{202E}x".into(),
+            ..Default::default()
+        };
+        assert_eq!(in_full(&bidi).as_deref(), Some("rm -rf \\u{202e}x"));
+    }
 }

@@ -40,15 +40,7 @@ pub fn print(headers: &[&str], rows: &[Vec<String>]) {
 
 /// Escapes control characters (log/terminal injection).
 pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    tollgate_policy::escape_for_display(s)
 }
 
 /// "12s ago", "3m ago" from a unix-ms timestamp.

@@ -1131,7 +1131,7 @@ async fn preview(sup: &Supervisor, session: &Session, call: &Tool, d: &Decision)
     };
     match r {
         Ok(diff) if d.secret => format!("(diff of a secret file withheld; {} bytes)", diff.len()),
-        Ok(diff) => sup.redactor.redact(&diff),
+        Ok(diff) => tollgate_policy::escape_preview(&sup.redactor.redact(&diff)),
         Err(e) => format!("(no preview: {e})"),
     }
 }

@@ -90,6 +90,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // The host's own addresses (issue 19): read now, then kept fresh by
     // netlink notifications (with a periodic backstop).
     let host_addrs = HostAddrWatch::start();
+    let hooks = crate::hooks::Hooks::open(&state_dir)
+        .map_err(|e| anyhow::anyhow!("client sessions in {}: {e}", state_dir.display()))?;
 
     let sup = Arc::new(Supervisor {
         paths: Paths {
@@ -115,7 +117,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         disk: crate::disk::DiskGuard::new(config.sandbox.min_free_mb),
         refusals: crate::refusals::Refusals::default(),
         host_addrs,
-        hooks: crate::hooks::Hooks::default(),
+        hooks,
         config,
     });
 

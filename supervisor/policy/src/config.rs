@@ -25,6 +25,20 @@ pub struct PolicyConfig {
     /// on top of the built-in destructive patterns.
     #[serde(default)]
     pub extra_confirm_patterns: Vec<String>,
+    /// Dangerous patterns of the shell floor lifted for this host, each
+    /// with why (`[[policy.lift_patterns]] pattern = "dd"`, `reason = …`).
+    /// Every pattern not named here is refused.
+    #[serde(default)]
+    pub lift_patterns: Vec<LiftPattern>,
+}
+
+/// One lifted dangerous pattern: its name and the host's reason, shown
+/// beside the consequence of every command it lets through.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LiftPattern {
+    pub pattern: String,
+    pub reason: String,
 }
 
 /// One rule: either a bare specifier string (`"run_bash(cargo test*)"`) or a

@@ -96,6 +96,58 @@ pub(crate) fn shorten(s: &str, max_chars: usize) -> String {
     t
 }
 
+/// A command (or other text a person approves) for display: escaped like
+/// [`escape_for_display`], one line, and when longer than `max_chars` cut
+/// with a mark that says how much is missing (`… [cut: 1234 more
+/// characters]`), so nobody takes a prefix for the whole.
+pub fn cut_for_display(s: &str, max_chars: usize) -> String {
+    let total = s.chars().count();
+    if total <= max_chars {
+        let e = escape(s);
+        if e.chars().count() <= max_chars {
+            return e;
+        }
+    }
+    // Escaping lengthens: keep whole escapes within the budget.
+    let mut shown = String::new();
+    let (mut kept, mut width) = (0usize, 0usize);
+    for c in s.chars() {
+        let piece = escape(c.encode_utf8(&mut [0u8; 4]));
+        let w = piece.chars().count();
+        if width + w > max_chars {
+            break;
+        }
+        shown.push_str(&piece);
+        (kept, width) = (kept + 1, width + w);
+    }
+    let _ = write!(
+        shown,
+        "… [cut: {} more character{}]",
+        total - kept,
+        if total - kept == 1 { "" } else { "s" }
+    );
+    shown
+}
+
+/// A preview a person reads (a diff of a write): control characters other
+/// than newline and tab, and invisible or bidirectional formatting
+/// characters, escaped as `\u{…}`; lines are kept.
+pub fn escape_preview(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (i, line) in s.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        for part in line.split('\t').enumerate() {
+            if part.0 > 0 {
+                out.push('\t');
+            }
+            out.push_str(&escape(part.1));
+        }
+    }
+    out
+}
+
 /// "1 byte", "214 bytes".
 pub(crate) fn bytes(n: u64) -> String {
     if n == 1 {
@@ -143,6 +195,32 @@ mod tests {
         assert_eq!(shorten("abcdef", 4), "abc…");
         assert_eq!(shorten("abc", 4), "abc");
         assert_eq!(shorten("ééééé", 3), "éé…");
+    }
+
+    #[test]
+    fn a_cut_command_says_how_much_is_missing() {
+        assert_eq!(cut_for_display("echo hi", 20), "echo hi");
+        let long = format!("echo ok; {}curl evil", "x".repeat(200));
+        assert_eq!(
+            cut_for_display(&long, 10),
+            "echo ok; x… [cut: 208 more characters]"
+        );
+        // An escape is never split, and counts as what it shows.
+        assert_eq!(
+            cut_for_display("ab\u{202E}cd", 5),
+            "ab… [cut: 3 more characters]"
+        );
+        assert_eq!(cut_for_display("ab\u{202E}cd", 12), "ab\\u{202e}cd");
+        assert_eq!(cut_for_display("a\nb", 2), "a… [cut: 2 more characters]");
+        assert_eq!(cut_for_display("abc", 2), "ab… [cut: 1 more character]");
+    }
+
+    #[test]
+    fn a_preview_keeps_its_lines_and_escapes_the_rest() {
+        assert_eq!(
+            escape_preview("-old\n+new \u{202E}gpj.exe\r\n\tx\u{1b}[2J"),
+            "-old\n+new \\u{202e}gpj.exe\\r\n\tx\\u{1b}[2J"
+        );
     }
 
     #[test]

@@ -13,11 +13,12 @@ use regex::Regex;
 use tollgate_toolcall::{Tool, ToolCall, ToolName};
 
 use crate::decision::VettedFetch;
-use crate::display::{bytes, escape, shorten};
+use crate::display::{bytes, cut_for_display, escape, shorten};
 use crate::paths::{self, Access, Resolved};
 use crate::registry::{self, ToolClass, ToolSpec};
 use crate::rules::{RuleSet, Subject};
 use crate::shell::lists::NameSet;
+use crate::shell::patterns::{Pattern, PatternSet};
 use crate::shell::{self, ShellCtx};
 use crate::{
     Code, Decision, FileKind, FsFacts, Mode, PolicyConfig, PolicyError, Resolver, Verdict,
@@ -53,6 +54,9 @@ pub struct Engine {
     extra_denied: NameSet,
     allowed_binaries: Vec<String>,
     confirm_patterns: Vec<(String, Regex)>,
+    /// The shell floor's dangerous patterns lifted for this host, and why.
+    lifted: PatternSet,
+    lift_reasons: Vec<(Pattern, String)>,
 }
 
 /// What a tool-specific analysis found, before rules and mode.
@@ -103,6 +107,10 @@ impl FsFacts for NoFiles {
     }
 }
 
+/// How much of a command its consequence shows (the rest is marked as cut;
+/// the approval's target holds all of it).
+const COMMAND_SHOWN: usize = 200;
+
 const EXAMPLE_WORKSPACE: &str = "/workspace";
 const EXAMPLE_HOME: &str = "/home/user";
 
@@ -133,12 +141,24 @@ impl Engine {
         let example_subject =
             |tool: ToolName, ex: &str| example_subject(tool, ex, &allowed_binaries);
         let rules = RuleSet::compile(&config.allow, &config.ask, &config.deny, &example_subject)?;
+        let lift_reasons = lifted_patterns(config)?;
+        let mut lifted = PatternSet::default();
+        for (p, _) in &lift_reasons {
+            lifted.insert(*p);
+        }
         Ok(Engine {
             rules,
             extra_denied,
             allowed_binaries,
             confirm_patterns,
+            lifted,
+            lift_reasons,
         })
+    }
+
+    /// The dangerous patterns this host lifted, with their reasons.
+    pub fn lifted_patterns(&self) -> &[(Pattern, String)] {
+        &self.lift_reasons
     }
 
     /// Decides one call of a wrapped MCP server's tool (`agent
@@ -378,12 +398,21 @@ impl Engine {
             allowed: &self.allowed_binaries,
             fs,
             collect: self.rules.has_tool(ToolName::RunBash),
+            lifted: self.lifted,
         };
         let report = shell::analyze(command, &sc);
-        let consequence = format!(
+        let mut consequence = format!(
             "run `{}` in the sandbox (no network)",
-            shorten(command, 200)
+            cut_for_display(command, COMMAND_SHOWN)
         );
+        for p in report.lifted.iter() {
+            if let Some((_, why)) = self.lift_reasons.iter().find(|(q, _)| *q == p) {
+                consequence.push_str(&format!(
+                    "; it matches the dangerous pattern `{p}`, lifted on this host: {}",
+                    shorten(why, 200)
+                ));
+            }
+        }
         if let Some(f) = report.deny {
             return Analysis::refused(&f.rule, f.reason, consequence);
         }
@@ -615,6 +644,7 @@ fn example_subject(tool: ToolName, ex: &str, allowed_binaries: &[String]) -> Sub
                 allowed: allowed_binaries,
                 fs: &NoFiles,
                 collect: true,
+                lifted: PatternSet::default(),
             };
             let r = shell::analyze(ex, &sc);
             Subject::Command {
@@ -655,6 +685,36 @@ fn example_subject(tool: ToolName, ex: &str, allowed_binaries: &[String]) -> Sub
                 .to_string(),
         ),
     }
+}
+
+/// `lift_patterns`: known names, each once, each with its reason.
+fn lifted_patterns(config: &PolicyConfig) -> Result<Vec<(Pattern, String)>, PolicyError> {
+    let mut out: Vec<(Pattern, String)> = Vec::new();
+    for l in &config.lift_patterns {
+        let invalid = |reason: String| PolicyError::InvalidRule {
+            rule: format!("lift_patterns: {}", shorten(&l.pattern, 64)),
+            reason,
+        };
+        let Some(p) = Pattern::parse(&l.pattern) else {
+            let names: Vec<&str> = Pattern::ALL.iter().map(|p| p.as_str()).collect();
+            return Err(invalid(format!(
+                "there is no dangerous pattern by that name; the patterns are {}",
+                names.join(", ")
+            )));
+        };
+        if l.reason.trim().is_empty() {
+            return Err(invalid(
+                "give the reason this host needs it (`reason = \"…\"`); it is shown with every command it lets through".to_string(),
+            ));
+        }
+        if out.iter().any(|(q, _)| *q == p) {
+            return Err(invalid(
+                "the pattern is lifted twice; keep one rule".to_string(),
+            ));
+        }
+        out.push((p, l.reason.trim().to_string()));
+    }
+    Ok(out)
 }
 
 /// `allow_binaries`: base names on the built-in denylist, lifted for this

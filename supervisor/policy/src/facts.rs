@@ -57,6 +57,41 @@ pub trait Resolver {
     fn host_addrs(&self) -> Result<&HostAddrs, HostAddrsError>;
 }
 
+/// A client's own ripgrep walk, as the client runs it (docs/CLIENTS.md,
+/// "What a client's own tool reaches"): from `root`, hidden files
+/// included, symlinks not followed, `.ignore` and `.rgignore` files
+/// respected everywhere and `.gitignore` only inside a git repository, and
+/// `globs` as ripgrep's `--glob` arguments in their order (`!` excludes;
+/// the last glob that matches decides; a glob that matches overrides the
+/// ignore files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchWalk {
+    /// A directory, every symlink resolved.
+    pub root: PathBuf,
+    pub globs: Vec<String>,
+    /// Entries walked before the walk gives up ([`Walked::TooMany`]).
+    pub max_entries: usize,
+}
+
+/// What a [`SearchWalk`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Walked {
+    /// The regular files it opens (absolute), in walk order.
+    Files(Vec<PathBuf>),
+    /// More entries than `max_entries`: what it reads is not known.
+    TooMany,
+    /// The walk could not be set up (a glob ripgrep would refuse too).
+    Failed(String),
+}
+
+/// The files a client's own search reads. The daemon implements it with
+/// ripgrep's own walker (`ignore`), configured as the client runs ripgrep
+/// (but never reading the user's global git excludes, so what it reports
+/// is never less than what the client reads); tests use a fixed table.
+pub trait SearchFacts {
+    fn search_walk(&self, walk: &SearchWalk) -> Walked;
+}
+
 /// Asks the filesystem each question once per decision. A script that
 /// writes `out/a`, `out/b`, … asks about `out` once, not once per redirect.
 /// The answers of one decision are a snapshot either way: a path changed

@@ -40,17 +40,20 @@ mod shell;
 mod ssrf;
 mod validate;
 
-pub use config::{PolicyConfig, RuleSpec};
+pub use config::{LiftPattern, PolicyConfig, RuleSpec};
 pub use decision::{Code, Decision, Verdict, VettedFetch};
-pub use display::escape_for_display;
+pub use display::{cut_for_display, escape_for_display, escape_preview};
 pub use engine::{Context, Engine};
-pub use facts::{FileFacts, FileKind, FsFacts, ResolveError, Resolver};
+pub use facts::{
+    FileFacts, FileKind, FsFacts, ResolveError, Resolver, SearchFacts, SearchWalk, Walked,
+};
 pub use host_addrs::{HostAddrs, HostAddrsError};
 pub use mcp::{MCP_RULE_TOOL, McpToolCall, check_server_name};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
 pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry, spec};
 pub use shell::parsing_untrusted_input;
+pub use shell::patterns::{Pattern as ShellPattern, PatternSet as ShellPatternSet};
 /// The tools as types (see the `tollgate-toolcall` crate).
 pub use tollgate_toolcall::{self as tool, Tool, ToolCall, ToolName};
 

@@ -10,6 +10,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use ipnet::{Ipv4Net, Ipv6Net};
 use url::{Host, Url};
 
 use crate::decision::VettedFetch;
@@ -250,13 +251,7 @@ fn own_address(ip: IpAddr, own: &HostAddrs) -> Option<&str> {
         return Some(interface);
     }
     match ip {
-        IpAddr::V6(v6)
-            if in_v6(
-                u128::from(v6),
-                0x2002_0000_0000_0000_0000_0000_0000_0000,
-                16,
-            ) =>
-        {
+        IpAddr::V6(v6) if SIX_TO_FOUR.contains(&v6) => {
             let embedded = Ipv4Addr::from(((u128::from(v6) >> 80) & 0xFFFF_FFFF) as u32);
             own.interface_of(IpAddr::V4(embedded))
         }
@@ -288,111 +283,127 @@ fn blocked_name(name: &str) -> Option<&'static str> {
     None
 }
 
-const V4_BLOCKED: &[(u32, u8, &str)] = &[
+/// An IPv4 network in a table: `v4(a, b, c, d, len)`.
+const fn v4(a: u8, b: u8, c: u8, d: u8, len: u8) -> Ipv4Net {
+    Ipv4Net::new_assert(Ipv4Addr::new(a, b, c, d), len)
+}
+
+/// An IPv6 network in a table, by its eight 16-bit groups.
+const fn v6(g: [u16; 8], len: u8) -> Ipv6Net {
+    Ipv6Net::new_assert(
+        Ipv6Addr::new(g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]),
+        len,
+    )
+}
+
+const V4_BLOCKED: &[(Ipv4Net, &str)] = &[
     (
-        0x0000_0000,
-        8,
+        v4(0, 0, 0, 0, 8),
         "in 0.0.0.0/8 (\"this network\", unspecified)",
     ),
-    (0x0A00_0000, 8, "a private address (10.0.0.0/8)"),
+    (v4(10, 0, 0, 0, 8), "a private address (10.0.0.0/8)"),
     (
-        0x6440_0000,
-        10,
+        v4(100, 64, 0, 0, 10),
         "a carrier-grade NAT address (100.64.0.0/10)",
     ),
-    (0x7F00_0000, 8, "a loopback address"),
+    (v4(127, 0, 0, 0, 8), "a loopback address"),
     (
-        0xA9FE_0000,
-        16,
+        v4(169, 254, 0, 0, 16),
         "a link-local address (169.254.0.0/16, home of cloud metadata services)",
     ),
-    (0xAC10_0000, 12, "a private address (172.16.0.0/12)"),
-    (0xC000_0000, 24, "an IETF protocol address (192.0.0.0/24)"),
-    (0xC000_0200, 24, "a documentation address (192.0.2.0/24)"),
-    (0xC058_6300, 24, "a 6to4 relay address (192.88.99.0/24)"),
-    (0xC0A8_0000, 16, "a private address (192.168.0.0/16)"),
-    (0xC612_0000, 15, "a benchmarking address (198.18.0.0/15)"),
-    (0xC633_6400, 24, "a documentation address (198.51.100.0/24)"),
-    (0xCB00_7100, 24, "a documentation address (203.0.113.0/24)"),
-    (0xE000_0000, 4, "a multicast address (224.0.0.0/4)"),
+    (v4(172, 16, 0, 0, 12), "a private address (172.16.0.0/12)"),
     (
-        0xF000_0000,
-        4,
+        v4(192, 0, 0, 0, 24),
+        "an IETF protocol address (192.0.0.0/24)",
+    ),
+    (
+        v4(192, 0, 2, 0, 24),
+        "a documentation address (192.0.2.0/24)",
+    ),
+    (
+        v4(192, 88, 99, 0, 24),
+        "a 6to4 relay address (192.88.99.0/24)",
+    ),
+    (v4(192, 168, 0, 0, 16), "a private address (192.168.0.0/16)"),
+    (
+        v4(198, 18, 0, 0, 15),
+        "a benchmarking address (198.18.0.0/15)",
+    ),
+    (
+        v4(198, 51, 100, 0, 24),
+        "a documentation address (198.51.100.0/24)",
+    ),
+    (
+        v4(203, 0, 113, 0, 24),
+        "a documentation address (203.0.113.0/24)",
+    ),
+    (v4(224, 0, 0, 0, 4), "a multicast address (224.0.0.0/4)"),
+    (
+        v4(240, 0, 0, 0, 4),
         "a reserved or broadcast address (240.0.0.0/4)",
     ),
 ];
 
 /// Why an IPv4 address may not be fetched, if it may not.
 pub(crate) fn blocked_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let n = u32::from(ip);
-    V4_BLOCKED.iter().find_map(|&(net, len, why)| {
-        let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-        (n & mask == net).then_some(why)
-    })
+    V4_BLOCKED
+        .iter()
+        .find_map(|(net, why)| net.contains(&ip).then_some(*why))
 }
 
-const V6_BLOCKED: &[(u128, u8, &str)] = &[
+const V6_BLOCKED: &[(Ipv6Net, &str)] = &[
     (
-        0x0064_ff9b_0000_0000_0000_0000_0000_0000,
-        96,
+        v6([0x64, 0xff9b, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 96),
         "a NAT64 address (64:ff9b::/96)",
     ),
     (
-        0x0064_ff9b_0001_0000_0000_0000_0000_0000,
-        48,
+        v6([0x64, 0xff9b, 0x1, 0x0, 0x0, 0x0, 0x0, 0x0], 48),
         "a local NAT64 address (64:ff9b:1::/48)",
     ),
     (
-        0x0100_0000_0000_0000_0000_0000_0000_0000,
-        64,
+        v6([0x100, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 64),
         "a discard-only address (100::/64)",
     ),
     (
-        0x2001_0db8_0000_0000_0000_0000_0000_0000,
-        32,
+        v6([0x2001, 0xdb8, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 32),
         "a documentation address (2001:db8::/32)",
     ),
     (
-        0x2001_0000_0000_0000_0000_0000_0000_0000,
-        23,
+        v6([0x2001, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 23),
         "an IETF protocol address (2001::/23, including Teredo)",
     ),
     (
-        0x3fff_0000_0000_0000_0000_0000_0000_0000,
-        20,
+        v6([0x3fff, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 20),
         "a documentation address (3fff::/20)",
     ),
     (
-        0x5f00_0000_0000_0000_0000_0000_0000_0000,
-        16,
+        v6([0x5f00, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 16),
         "a segment-routing address (5f00::/16)",
     ),
     (
-        0xfc00_0000_0000_0000_0000_0000_0000_0000,
-        7,
+        v6([0xfc00, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 7),
         "a unique local address (fc00::/7)",
     ),
     (
-        0xfe80_0000_0000_0000_0000_0000_0000_0000,
-        10,
+        v6([0xfe80, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 10),
         "a link-local address (fe80::/10)",
     ),
     (
-        0xfec0_0000_0000_0000_0000_0000_0000_0000,
-        10,
+        v6([0xfec0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 10),
         "a site-local address (fec0::/10)",
     ),
     (
-        0xff00_0000_0000_0000_0000_0000_0000_0000,
-        8,
+        v6([0xff00, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0], 8),
         "a multicast address (ff00::/8)",
     ),
 ];
 
-fn in_v6(n: u128, net: u128, len: u8) -> bool {
-    let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-    n & mask == net
-}
+/// The special IPv6 ranges judged by what they carry or are, not by the
+/// table: `::/96` (IPv4-compatible), `::ffff:0:0:0/96` (IPv4-translated),
+/// `2002::/16` (6to4).
+const V4_COMPATIBLE: Ipv6Net = v6([0, 0, 0, 0, 0, 0, 0, 0], 96);
+const V4_TRANSLATED: Ipv6Net = v6([0, 0, 0, 0, 0xffff, 0, 0, 0], 96);
+const SIX_TO_FOUR: Ipv6Net = v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16);
 
 /// Why an address may not be fetched, if it may not. IPv4-mapped,
 /// IPv4-compatible, IPv4-translated and 6to4 forms are judged by the IPv4
@@ -404,25 +415,24 @@ pub(crate) fn blocked_ip(ip: IpAddr) -> Option<String> {
     }
 }
 
-fn blocked_v6(v6: Ipv6Addr) -> Option<String> {
-    if let Some(v4) = v6.to_ipv4_mapped() {
+fn blocked_v6(ip: Ipv6Addr) -> Option<String> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
         return blocked_v4(v4).map(|why| format!("{why}, written as IPv4-mapped IPv6"));
     }
-    let n = u128::from(v6);
-    if n == 0 {
+    if ip.is_unspecified() {
         return Some("the unspecified address (::)".to_string());
     }
-    if n == 1 {
+    if ip.is_loopback() {
         return Some("the IPv6 loopback address (::1)".to_string());
     }
-    if in_v6(n, 0, 96) {
+    if V4_COMPATIBLE.contains(&ip) {
         return Some("a deprecated IPv4-compatible IPv6 address (::/96)".to_string());
     }
-    if in_v6(n, 0x0000_0000_0000_0000_ffff_0000_0000_0000, 96) {
+    if V4_TRANSLATED.contains(&ip) {
         return Some("an IPv4-translated IPv6 address (::ffff:0:0:0/96)".to_string());
     }
-    if in_v6(n, 0x2002_0000_0000_0000_0000_0000_0000_0000, 16) {
-        let embedded = Ipv4Addr::from(((n >> 80) & 0xFFFF_FFFF) as u32);
+    if SIX_TO_FOUR.contains(&ip) {
+        let embedded = Ipv4Addr::from(((u128::from(ip) >> 80) & 0xFFFF_FFFF) as u32);
         if let Some(why) = blocked_v4(embedded) {
             return Some(format!("a 6to4 address carrying {embedded}, {why}"));
         }
@@ -430,8 +440,8 @@ fn blocked_v6(v6: Ipv6Addr) -> Option<String> {
     }
     V6_BLOCKED
         .iter()
-        .find(|&&(net, len, _)| in_v6(n, net, len))
-        .map(|&(_, _, why)| why.to_string())
+        .find(|(net, _)| net.contains(&ip))
+        .map(|(_, why)| why.to_string())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tollgate_e2e::harness::{OTHER_UID, Supervisor, bin, root_or_skip};
+use tollgate_e2e::harness::{Dirs, OTHER_UID, Supervisor, bin, root_or_skip};
 
 const SKIP_MODE: &str = "[session]\napproval_timeout_s = 30\n[clients]\nmode = \"dangerouslySkipPermissions\"\n[llm]\nprovider = \"script\"\n";
 
@@ -442,12 +442,9 @@ fn client_tools_are_mapped_and_the_table_is_an_allowlist() {
     let s = "map-1";
     let d = |tool: &str, input: Value, id: &str| answer(&hook(&sup, &pre(s, &ws, tool, input, id)));
     assert_eq!(d("TodoWrite", json!({"todos": []}), "t1").0, "allow");
-    let (dec, reason, _) = d("WebSearch", json!({"query": "x"}), "t2");
+    let (dec, reason, _) = d("Skill", json!({"skill": "x"}), "t2");
     assert_eq!(dec, "deny");
-    assert!(
-        reason.contains("no rule for the tool `WebSearch`"),
-        "{reason}"
-    );
+    assert!(reason.contains("no rule for the tool `Skill`"), "{reason}");
     assert_eq!(d("mcp__docs__search", json!({"q": "x"}), "t3").0, "allow");
     let (dec, reason, _) = d("mcp__github__delete_repo", json!({}), "t4");
     assert_eq!(dec, "deny");
@@ -948,4 +945,176 @@ fn print_config_names_the_socket_and_a_timeout_the_hook_beats() {
         "{cmd}"
     );
     assert_eq!(h["timeout"], 60);
+}
+
+// ---- what a client's own tool reaches, and the lesser findings ------------
+
+/// A Grep that would read a secret file is allowed narrowed: the client
+/// gets the input with the file left out, and the model a note saying so.
+#[test]
+fn a_grep_that_would_read_a_secret_file_is_answered_narrowed() {
+    let sup = Supervisor::builder().config(SKIP_MODE).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    std::fs::write(ws.join(".env"), "TOKEN=x\n").unwrap();
+    std::fs::create_dir(ws.join("keys")).unwrap();
+    std::fs::write(ws.join("keys/deploy.pem"), "k\n").unwrap();
+    std::fs::write(ws.join("a.rs"), "fn a() {}\n").unwrap();
+    let (dec, reason, v) = answer(&hook(
+        &sup,
+        &pre(
+            "grep-1",
+            &ws,
+            "Grep",
+            json!({"pattern": "TOKEN", "glob": "*.rs,.env", "output_mode": "content"}),
+            "t1",
+        ),
+    ));
+    assert_eq!(dec, "allow");
+    let out = &v["hookSpecificOutput"];
+    assert_eq!(
+        out["updatedInput"],
+        json!({"pattern": "TOKEN", "glob": "*.rs,.env !**/.env", "output_mode": "content"})
+    );
+    let note = "tollgate left `.env` out of this search: it looks like a secret file (keys, passwords, tokens). Read it to ask the user for it.";
+    assert_eq!(out["additionalContext"], format!("tollgate: {note}"));
+    assert!(reason.ends_with(note), "{reason}");
+    // No glob, so every secret is reached; a search that reaches none runs
+    // as asked.
+    let (_, _, v) = answer(&hook(
+        &sup,
+        &pre("grep-1", &ws, "Grep", json!({"pattern": "x"}), "t2"),
+    ));
+    assert_eq!(
+        v["hookSpecificOutput"]["updatedInput"]["glob"],
+        "!**/.env !**/keys/deploy.pem"
+    );
+    let (_, _, v) = answer(&hook(
+        &sup,
+        &pre(
+            "grep-1",
+            &ws,
+            "Grep",
+            json!({"pattern": "x", "path": ws.join("a.rs")}),
+            "t3",
+        ),
+    ));
+    assert!(v["hookSpecificOutput"].get("updatedInput").is_none(), "{v}");
+}
+
+/// The finding: the routed command's `#` comment (what Claude Code shows,
+/// and asks about) kept bidi and invisible characters and was cut at 160
+/// characters without a mark.
+#[test]
+fn a_routed_commands_comment_escapes_and_marks_what_is_cut() {
+    let sup = Supervisor::builder().config(SKIP_MODE).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let command = format!(
+        "echo \u{202e}txt.exe\u{200b}; echo {}; echo tail-marker",
+        "y".repeat(600)
+    );
+    let cmd = routed(&sup, "comment-1", &ws, &command, "t1");
+    let comment = cmd.split_once(" # ").unwrap().1;
+    assert!(
+        comment.starts_with("echo \\u{202e}txt.exe\\u{200b}; echo yyy"),
+        "{comment}"
+    );
+    assert!(!comment.contains('\u{202e}') && !comment.contains('\u{200b}'));
+    assert!(
+        comment.ends_with("… [cut: 153 more characters]"),
+        "{comment}"
+    );
+    // The whole command is in the approval record's target.
+    let records = one_session(&sup);
+    let check = records
+        .iter()
+        .find(|r| r["event"] == "permission_check")
+        .unwrap();
+    assert!(
+        check["consequence"]
+            .as_str()
+            .unwrap()
+            .contains("more characters]"),
+        "{check}"
+    );
+    assert!(check["target"].as_str().unwrap().ends_with("tail-marker"));
+}
+
+/// The finding: the tool's input (`mcp_server`, which the model writes)
+/// chose where `mcp__A__B__C` split, so a call passed for another server's.
+#[test]
+fn an_mcp_calls_input_cannot_choose_its_server() {
+    let sup = Supervisor::builder()
+        .config("[clients]\nmode = \"dangerouslySkipPermissions\"\n[policy]\nallow = [\"mcp(a__b.*)\"]\ndeny = [\"mcp(a.*)\"]\n[llm]\nprovider = \"script\"\n")
+        .start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let call = |id: &str, named: Option<Value>| {
+        let mut ev = pre(
+            "mcp-split-1",
+            &ws,
+            "mcp__a__b__c",
+            json!({"mcp_server": "a__b"}),
+            id,
+        );
+        if let Some(n) = named {
+            ev["mcp_server"] = n;
+        }
+        answer(&hook(&sup, &ev))
+    };
+    // The input's name is not heard: both splits decide, deny wins.
+    let (dec, reason, _) = call("t1", None);
+    assert_eq!(dec, "deny");
+    assert!(reason.contains("mcp(a.*)"), "{reason}");
+    // The client's own name picks the split.
+    assert_eq!(
+        call("t2", Some(json!({"name": "a__b", "source": "user"}))).0,
+        "allow"
+    );
+    assert_eq!(
+        call("t3", Some(json!({"name": "a", "source": "user"}))).0,
+        "deny"
+    );
+}
+
+/// The finding: after a supervisor restart, the first event for a client
+/// session id claimed it for whichever local user sent it; the resumed
+/// session's owner was then locked out (and the id was another user's).
+#[test]
+fn after_a_restart_another_uid_cannot_claim_a_client_session() {
+    if !root_or_skip("after_a_restart_another_uid_cannot_claim_a_client_session") {
+        return;
+    }
+    let owner = OTHER_UID;
+    let intruder = OTHER_UID + 1;
+    let dirs = Dirs::new();
+    let (state, audit) = (dirs.state.clone(), dirs.audit.clone());
+    let mut sup = Supervisor::builder().config(SKIP_MODE).dirs(dirs).start();
+    let ws = sup.dirs.workspace("ws", owner);
+    let other_ws = sup.dirs.workspace("other", intruder);
+    let agent = sup.dirs.staged_bin("agent");
+    let as_uid = |sup: &Supervisor, uid: u32, cwd: &Path, id: &str| {
+        let ev = pre("resume-1", cwd, "TodoWrite", json!({}), id);
+        hook_at(
+            &agent,
+            &sup.agent_socket,
+            ev.to_string().as_bytes(),
+            &[],
+            Some(uid),
+        )
+    };
+    assert_eq!(answer(&as_uid(&sup, owner, &ws, "t1")).0, "allow");
+    sup.stop();
+    let dirs2 = Dirs {
+        root: tempfile::tempdir().unwrap(),
+        state,
+        audit,
+    };
+    let sup2 = Supervisor::builder().config(SKIP_MODE).dirs(dirs2).start();
+    assert_blocked(
+        &as_uid(&sup2, intruder, &other_ws, "t2"),
+        &format!(
+            "claude-code session resume-1 belongs to uid {owner}; the caller is uid {intruder}"
+        ),
+    );
+    // The owner resumes.
+    assert_eq!(answer(&as_uid(&sup2, owner, &ws, "t3")).0, "allow");
 }

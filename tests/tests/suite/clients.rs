@@ -77,6 +77,7 @@ struct Setup<'a> {
     managed: String,
     base_url: String,
     scratch: &'a Path,
+    extra_args: Vec<String>,
 }
 
 impl Setup<'_> {
@@ -94,6 +95,7 @@ impl Setup<'_> {
             base_url: self.base_url.clone(),
             prompt: "do the task".to_string(),
             timeout: Duration::from_secs(180),
+            extra_args: self.extra_args.clone(),
         }
     }
 }
@@ -201,6 +203,7 @@ async fn sandbox_and_denials(which: Which, backend: &str) {
         managed: managed(&sup, which),
         base_url: m.base_url(),
         scratch: scratch.path(),
+        extra_args: Vec::new(),
     };
     let mut cmd = setup.run().command(&ns);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
@@ -378,6 +381,7 @@ async fn supervisor_stopped(which: Which) {
         managed: config,
         base_url: m.base_url(),
         scratch: scratch.path(),
+        extra_args: Vec::new(),
     };
     let mut cmd = setup.run().command(&ns);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
@@ -450,6 +454,7 @@ async fn approvals(which: Which) {
         managed: managed(&sup, which),
         base_url: m.base_url(),
         scratch: scratch.path(),
+        extra_args: Vec::new(),
     };
     let mut cmd = setup.run().command(&ns);
     let client = tokio::task::spawn_blocking(move || cmd.output().unwrap());
@@ -553,6 +558,7 @@ async fn revoke(which: Which) {
         managed: managed(&sup, which),
         base_url: m.base_url(),
         scratch: scratch.path(),
+        extra_args: Vec::new(),
     };
     let mut cmd = setup.run().command(&ns);
     let started = Instant::now();
@@ -618,4 +624,402 @@ async fn claude_revoke_mid_session_stops_the_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_revoke_mid_session_stops_the_client() {
     revoke(Which::Codex).await;
+}
+
+// ---- a client's own tool is judged by everything it can reach ------------
+
+/// One run of `turns` as [`USER`] in skip mode (nobody asks: what tollgate
+/// allows runs), in a workspace `prepare` fills (owned by `USER` after).
+struct Reach {
+    sup: Supervisor,
+    ws: PathBuf,
+    mock: ModelMock,
+    out: Output,
+}
+
+async fn reach(
+    which: Which,
+    test: &str,
+    turns: impl FnOnce(&Path) -> Vec<Turn>,
+    prepare: fn(&Path),
+) -> Option<Reach> {
+    let clients = clients_or_skip(test)?;
+    let sup = Supervisor::builder().config(SKIP_MODE).start();
+    let ws = sup.dirs.workspace("ws", USER);
+    prepare(&ws);
+    let turns = turns(&ws);
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{USER}:{USER}")])
+        .arg(&ws)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let ns = NetNs::new();
+    let m = mock(which, &ns, &turns);
+    let scratch = var_tmp_dir("tollgate-e2e-client-");
+    let setup = Setup {
+        clients: &clients,
+        which,
+        uid: USER,
+        workspace: ws.clone(),
+        managed: managed(&sup, which),
+        base_url: m.base_url(),
+        scratch: scratch.path(),
+        // Claude Code's native build offers Grep and Glob only to a session
+        // that names them (else its Bash has embedded find and grep).
+        extra_args: match which {
+            Which::Claude => vec!["--allowedTools".into(), "Grep,Glob".into()],
+            Which::Codex => Vec::new(),
+        },
+    };
+    let mut cmd = setup.run().command(&ns);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    no_failed_hook(which, &out);
+    assert!(
+        m.requests().len() > turns.len(),
+        "the client stopped early:\n{}",
+        show(&out)
+    );
+    Some(Reach {
+        sup,
+        ws,
+        mock: m,
+        out,
+    })
+}
+
+impl Reach {
+    /// The decision recorded for call `n`.
+    fn check(&self, n: usize) -> Value {
+        let (_, records) = only_session(&self.sup);
+        let prefix = match self.mock {
+            ModelMock::Claude(_) => "toolu_",
+            ModelMock::Codex(_) => "call_",
+        };
+        records
+            .into_iter()
+            .find(|r| {
+                r["event"] == "permission_check" && r["call_id"] == format!("{prefix}{n}").as_str()
+            })
+            .unwrap_or_else(|| panic!("no decision for call {n}:\n{}", show(&self.out)))
+    }
+}
+
+/// The arguments a decision record holds (a JSON excerpt).
+fn args_of(d: &Value) -> Value {
+    serde_json::from_str(d["args"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
+}
+
+const SECRET: &str = "sk-live-Q7c0ffeeSECRET";
+
+fn secret_workspace(ws: &Path) {
+    std::fs::write(ws.join(".env"), format!("API_TOKEN={SECRET}\n")).unwrap();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/app.py"), "TOKEN = load()  # ordinary-marker\n").unwrap();
+}
+
+fn git_secret_workspace(ws: &Path) {
+    secret_workspace(ws);
+    std::fs::write(ws.join(".gitignore"), ".env\n").unwrap();
+    let ok = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ws)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// The finding: Claude Code's Grep with `glob: ".env"` read the secret file
+/// a Read is refused (the glob overrides .gitignore, and hidden files are
+/// searched); tollgate decided it on the search path alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_grep_with_a_glob_never_reads_a_secret_file() {
+    let test = "claude_grep_with_a_glob_never_reads_a_secret_file";
+    let turns = |_: &Path| {
+        vec![Turn::Tool(
+            "Grep",
+            json!({"pattern": "API_TOKEN|SECRET", "glob": ".env", "output_mode": "content"}),
+        )]
+    };
+    let Some(r) = reach(Which::Claude, test, turns, git_secret_workspace).await else {
+        return;
+    };
+    let told = r.mock.told(0);
+    assert!(
+        !told.contains(SECRET),
+        "the secret reached the model: {told}"
+    );
+    assert!(
+        !r.mock.all_text().contains(SECRET),
+        "the secret reached the model"
+    );
+    let d = r.check(0);
+    assert_eq!(d["decision"], "allow", "{d}");
+    assert_eq!(d["client_tool"], "Grep");
+    assert_eq!(args_of(&d)["glob"], ".env !**/.env", "{d}");
+    assert!(
+        r.mock
+            .all_text()
+            .contains("tollgate left `.env` out of this search"),
+        "the model was not told what was left out"
+    );
+    verify(&r.sup, &only_session(&r.sup).0);
+}
+
+/// The finding: in a workspace that is not a git repository, a plain Grep
+/// searched `.env` (hidden files on, no .gitignore read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_grep_outside_a_git_repository_never_reads_a_secret_file() {
+    let test = "claude_grep_outside_a_git_repository_never_reads_a_secret_file";
+    let turns = |_: &Path| {
+        vec![Turn::Tool(
+            "Grep",
+            json!({"pattern": "SECRET|ordinary-marker", "output_mode": "content"}),
+        )]
+    };
+    let Some(r) = reach(Which::Claude, test, turns, secret_workspace).await else {
+        return;
+    };
+    let told = r.mock.told(0);
+    assert!(
+        !told.contains(SECRET),
+        "the secret reached the model: {told}"
+    );
+    assert!(
+        told.contains("ordinary-marker"),
+        "the rest of the search ran: {told}"
+    );
+    assert_eq!(args_of(&r.check(0))["glob"], "!**/.env");
+}
+
+/// Glob lists names under its path, never following links: decided on the
+/// path and the pattern (an absolute pattern, which Claude Code would
+/// search from its own directory, is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_glob_is_decided_on_its_path_and_pattern() {
+    let turns = |_: &Path| {
+        vec![
+            Turn::Tool("Glob", json!({"pattern": "/etc/*"})),
+            Turn::Tool("Glob", json!({"pattern": "**/*.py"})),
+        ]
+    };
+    let test = "claude_glob_is_decided_on_its_path_and_pattern";
+    let Some(r) = reach(Which::Claude, test, turns, secret_workspace).await else {
+        return;
+    };
+    let told = r.mock.told(0);
+    assert!(told.contains("reaches outside the workspace"), "{told}");
+    assert!(!told.contains("passwd"), "{told}");
+    assert_eq!(r.check(0)["rule"], "floor:path-scope");
+    assert!(r.mock.told(1).contains("app.py"), "{}", r.mock.told(1));
+}
+
+fn notebook(source: &str) -> String {
+    json!({
+        "cells": [{"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": null,
+                   "outputs": [], "source": [source]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5
+    })
+    .to_string()
+}
+
+fn notebook_workspace(ws: &Path) {
+    secret_workspace(ws);
+    std::fs::write(ws.join("n.ipynb"), notebook("print('nb-marker')")).unwrap();
+    std::fs::write(ws.join("secrets.ipynb"), notebook(SECRET)).unwrap();
+}
+
+/// Read of a directory is refused; a notebook is the one file it names (a
+/// secret-named one needs an approval nobody gives in this mode).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_read_of_a_directory_is_refused_and_a_notebook_is_a_file() {
+    let turns = |ws: &Path| {
+        vec![
+            Turn::Tool("Read", json!({"file_path": ws.join("src")})),
+            Turn::Tool("Read", json!({"file_path": ws.join("n.ipynb")})),
+            Turn::Tool("Read", json!({"file_path": ws.join("secrets.ipynb")})),
+        ]
+    };
+    let test = "claude_read_of_a_directory_is_refused_and_a_notebook_is_a_file";
+    let Some(r) = reach(Which::Claude, test, turns, notebook_workspace).await else {
+        return;
+    };
+    assert!(
+        r.mock.told(0).contains("is a directory"),
+        "{}",
+        r.mock.told(0)
+    );
+    assert!(r.mock.told(1).contains("nb-marker"), "{}", r.mock.told(1));
+    let secret = r.mock.told(2);
+    assert!(!secret.contains(SECRET), "{secret}");
+    assert!(secret.contains("looks like a secret file"), "{secret}");
+    assert_eq!(r.check(2)["rule"], "floor:secret-file");
+}
+
+/// NotebookEdit writes the notebook it names: an edit, inside the
+/// workspace only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_notebook_edit_is_an_edit_of_the_notebook() {
+    let turns = |ws: &Path| {
+        let outside = ws.parent().unwrap().join("outside.ipynb");
+        vec![
+            Turn::Tool(
+                "NotebookEdit",
+                json!({"notebook_path": outside, "cell_id": "c1", "new_source": "print('escaped')"}),
+            ),
+            // Claude Code edits only a notebook it has read.
+            Turn::Tool("Read", json!({"file_path": ws.join("n.ipynb")})),
+            Turn::Tool(
+                "NotebookEdit",
+                json!({"notebook_path": ws.join("n.ipynb"), "cell_id": "c1", "new_source": "print('edited-marker')"}),
+            ),
+        ]
+    };
+    let test = "claude_notebook_edit_is_an_edit_of_the_notebook";
+    let Some(r) = reach(Which::Claude, test, turns, notebook_workspace).await else {
+        return;
+    };
+    assert!(
+        r.mock.told(0).contains("outside the workspace"),
+        "{}",
+        r.mock.told(0)
+    );
+    assert!(!r.ws.parent().unwrap().join("outside.ipynb").exists());
+    assert_eq!(r.check(2)["tool"], "edit_file");
+    assert_eq!(r.check(2)["decision"], "allow");
+    let nb = std::fs::read_to_string(r.ws.join("n.ipynb")).unwrap();
+    assert!(
+        nb.contains("edited-marker"),
+        "{nb}\n{}\n{}",
+        r.mock.told(2),
+        show(&r.out)
+    );
+}
+
+/// WebSearch runs at the model provider, where tollgate cannot see: it is
+/// refused, and the model reads why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_web_search_is_refused_with_the_reason() {
+    let turns = |_: &Path| vec![Turn::Tool("WebSearch", json!({"query": "tollgate"}))];
+    let test = "claude_web_search_is_refused_with_the_reason";
+    let Some(r) = reach(Which::Claude, test, turns, secret_workspace).await else {
+        return;
+    };
+    let told = r.mock.told(0);
+    assert!(
+        told.contains("tollgate:") && told.contains("model provider's servers"),
+        "{told}"
+    );
+    assert_eq!(r.check(0)["rule"], "clients:web-search");
+}
+
+/// The finding: a subagent with `isolation: "worktree"` was allowed as
+/// bookkeeping, though Claude Code then runs git on the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_an_isolated_subagent_is_judged_not_allowed() {
+    let turns = |_: &Path| {
+        vec![
+            Turn::Tool(
+                "Agent",
+                json!({"description": "d", "prompt": "list files", "isolation": "worktree"}),
+            ),
+            Turn::Tool(
+                "Agent",
+                json!({"description": "d", "prompt": "list files", "isolation": "remote"}),
+            ),
+        ]
+    };
+    let test = "claude_an_isolated_subagent_is_judged_not_allowed";
+    let Some(r) = reach(Which::Claude, test, turns, git_secret_workspace).await else {
+        return;
+    };
+    for n in 0..2 {
+        let d = r.check(n);
+        assert_eq!(
+            (d["decision"].as_str(), d["rule"].as_str()),
+            (Some("deny"), Some("clients:agent-isolation")),
+            "{d}"
+        );
+    }
+    assert!(
+        !r.ws.join(".claude/worktrees").exists(),
+        "a worktree was made"
+    );
+}
+
+/// Codex's own file tool, `view_image`, reads the one file it names: a
+/// directory is refused, a secret file needs an approval nobody gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_view_image_is_decided_on_the_file_it_reads() {
+    fn prepare(ws: &Path) {
+        secret_workspace(ws);
+        std::fs::write(ws.join("id_ed25519"), SECRET).unwrap();
+    }
+    let turns = |ws: &Path| {
+        vec![
+            Turn::Tool("view_image", json!({"path": ws.join("src")})),
+            Turn::Tool("view_image", json!({"path": ws.join("id_ed25519")})),
+        ]
+    };
+    let test = "codex_view_image_is_decided_on_the_file_it_reads";
+    let Some(r) = reach(Which::Codex, test, turns, prepare).await else {
+        return;
+    };
+    assert!(
+        r.mock.told(0).contains("is a directory"),
+        "{}",
+        r.mock.told(0)
+    );
+    assert!(!r.mock.all_text().contains(SECRET));
+    assert_eq!(r.check(1)["rule"], "floor:secret-file");
+}
+
+/// The tool names a Responses request offers the model.
+fn offered_tools(body: &[u8]) -> Vec<String> {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    v["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            t["name"]
+                .as_str()
+                .or_else(|| t["type"].as_str())
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Codex's web search runs at the model provider and never reaches a hook:
+/// under tollgate's managed requirements it is off, so the model is never
+/// offered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_web_search_is_off_under_the_managed_requirements() {
+    let turns = |_: &Path| vec![Turn::Shell("echo ran-$((6*7))".into())];
+    let test = "codex_web_search_is_off_under_the_managed_requirements";
+    let Some(r) = reach(Which::Codex, test, turns, secret_workspace).await else {
+        return;
+    };
+    assert!(r.mock.told(0).contains("ran-42"), "{}", show(&r.out));
+    let model_requests: Vec<Vec<String>> = r
+        .mock
+        .requests()
+        .iter()
+        .filter(|q| q.path.ends_with("/responses"))
+        .map(|q| offered_tools(&q.body))
+        .collect();
+    assert!(!model_requests.is_empty());
+    for tools in &model_requests {
+        assert!(
+            tools.iter().any(|t| t == "exec_command"),
+            "not a model request: {tools:?}"
+        );
+        assert!(
+            !tools.iter().any(|t| t.starts_with("web_search")),
+            "Codex offered web search: {tools:?}"
+        );
+    }
 }

@@ -4,7 +4,9 @@
 //!
 //! The first event of a client session opens the tollgate session; events
 //! that arrive together (clients run matching hooks in parallel) wait for
-//! that one opening. An event from another uid for a bound id is refused.
+//! that one opening. An event from another uid for a bound id is refused,
+//! also after a restart: the first uid of every id is kept on disk
+//! ([`Claims`]).
 //! A session the client ended (or that sat idle) is opened afresh by its
 //! next event (a resumed conversation); one an operator revoked or killed
 //! stays ended, so every later event is told to stop.
@@ -19,6 +21,7 @@ use tokio::sync::OnceCell;
 use tollgate_policy::clients::Client;
 use tonic::Status;
 
+use super::claims::Claims;
 use crate::sessions::{Session, State};
 
 /// A tool call the hook decided, until the client reports its outcome.
@@ -104,12 +107,20 @@ struct Slot {
 const SLOTS_KEPT: usize = 4096;
 const ENDED_KEPT_FOR: Duration = Duration::from_secs(3600);
 
-#[derive(Default)]
 pub struct Bindings {
     slots: Mutex<HashMap<Key, Arc<Slot>>>,
+    /// The same uid binding, on disk: it outlives a restart.
+    claims: Claims,
 }
 
 impl Bindings {
+    pub fn new(claims: Claims) -> Bindings {
+        Bindings {
+            slots: Mutex::default(),
+            claims,
+        }
+    }
+
     /// The binding for a client session, opening it with `open` when the
     /// session is new (or was ended by the client or by idling). Concurrent
     /// callers for one session wait for a single opening.
@@ -126,6 +137,10 @@ impl Bindings {
     {
         let key: Key = (client, session_id.to_string());
         loop {
+            if !self.slots.lock().contains_key(&key) {
+                // First seen since the start: the uid on disk decides.
+                self.claims.claim(client, session_id, uid)?;
+            }
             let slot = self.slot(&key, uid);
             if slot.uid != uid {
                 return Err(Status::permission_denied(format!(

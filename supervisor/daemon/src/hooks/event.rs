@@ -64,6 +64,9 @@ pub struct ToolEvent {
     pub response: Option<Value>,
     /// PostToolUse: how long it took, when the client says (Claude Code).
     pub duration_ms: Option<u64>,
+    /// For an `mcp__…` tool: the server the client itself reports (Claude
+    /// Code's `mcp_server`, beside the call, never in the model's input).
+    pub mcp_server: Option<String>,
 }
 
 /// A checked event.
@@ -127,6 +130,7 @@ pub fn parse(text: &str) -> Result<Event, String> {
                 )?,
                 response: obj.get("tool_response").cloned(),
                 duration_ms: obj.get("duration_ms").and_then(Value::as_u64),
+                mcp_server: mcp_server(&obj)?,
             })
         }
         EventName::SessionStart | EventName::Stop | EventName::SessionEnd => None,
@@ -175,6 +179,26 @@ fn session_id(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// Claude Code's `mcp_server`: `{"name": …, "source": …}` (a bare string
+/// is read as the name too).
+fn mcp_server(obj: &Map<String, Value>) -> Result<Option<String>, String> {
+    let name = match obj.get("mcp_server") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s.as_str(),
+        Some(Value::Object(o)) => match o.get("name") {
+            Some(Value::String(s)) => s.as_str(),
+            _ => return Err("`mcp_server` has no `name` string".to_string()),
+        },
+        Some(_) => return Err("`mcp_server` is not an object".to_string()),
+    };
+    if name.is_empty() || name.len() > MAX_TOOL_FIELD {
+        return Err(format!(
+            "`mcp_server.name` is 1 to {MAX_TOOL_FIELD} bytes long"
+        ));
+    }
+    printable(name, "mcp_server.name").map(Some)
+}
+
 /// A field that goes into the audit log as an identifier: no control
 /// characters.
 fn printable(s: &str, key: &str) -> Result<String, String> {
@@ -202,6 +226,18 @@ mod tests {
     }
 
     #[test]
+    fn the_mcp_server_comes_from_the_event_not_the_tool_input() {
+        let mut v = base("PreToolUse");
+        v["tool_name"] = json!("mcp__a__b__c");
+        v["tool_input"] = json!({"mcp_server": "a__b"});
+        let e = parse(&v.to_string()).unwrap();
+        assert_eq!(e.tool.unwrap().mcp_server, None);
+        v["mcp_server"] = json!({"name": "a", "source": "user"});
+        let e = parse(&v.to_string()).unwrap();
+        assert_eq!(e.tool.unwrap().mcp_server.as_deref(), Some("a"));
+    }
+
+    #[test]
     fn a_pre_tool_use_event_is_read_whole() {
         let mut v = base("PreToolUse");
         v["model"] = json!("gpt-5.5");
@@ -218,6 +254,7 @@ mod tests {
                     use_id: "toolu_01".into(),
                     response: None,
                     duration_ms: None,
+                    mcp_server: None,
                 }),
                 model: Some("gpt-5.5".into()),
                 detail: None,
@@ -264,6 +301,14 @@ mod tests {
                 "`tool_input` is not a JSON object",
             ),
             (with("tool_use_id", json!("a\nb")), "control characters"),
+            (
+                with("mcp_server", json!({"source": "user"})),
+                "`mcp_server` has no `name` string",
+            ),
+            (
+                with("mcp_server", json!(5)),
+                "`mcp_server` is not an object",
+            ),
             (with("tool_name", json!(7)), "`tool_name` is not a string"),
         ] {
             let e = parse(&text).unwrap_err();

@@ -11,7 +11,9 @@
 //! call. It never decides anything itself.
 
 mod bindings;
+mod claims;
 mod event;
+mod propose;
 mod routes;
 mod service;
 
@@ -26,13 +28,20 @@ pub use service::HookSvc;
 use crate::sessions::Session;
 
 /// The client sessions and their routed commands.
-#[derive(Default)]
 pub struct Hooks {
     pub bindings: Bindings,
     pub routes: Routes,
 }
 
 impl Hooks {
+    /// The tables, with the client session owners kept under `state_dir`.
+    pub fn open(state_dir: &std::path::Path) -> std::io::Result<Hooks> {
+        Ok(Hooks {
+            bindings: Bindings::new(claims::Claims::open(state_dir)?),
+            routes: Routes::default(),
+        })
+    }
+
     /// Client sessions with no event for `limit` and nothing running.
     pub fn idle(&self, limit: Duration) -> Vec<Arc<Session>> {
         self.bindings.idle(limit)

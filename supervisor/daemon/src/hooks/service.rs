@@ -12,18 +12,23 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tollgate_audit::event as audit;
-use tollgate_policy::clients::{self, Client, Mapped};
-use tollgate_policy::{Code, Decision, ToolCall};
+use tollgate_policy::Decision;
+use tollgate_policy::clients::{self, Client, MapCtx};
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::client_hooks_server::ClientHooks;
 use tonic::{Request, Response, Status};
 
 use super::bindings::{Binding, CallNote};
 use super::event::{self, Event, EventName, ToolEvent};
+use super::propose::{Proposed, propose};
 use super::routes::Route;
 use crate::pep::{self, Gate};
 use crate::sessions::{Session, State};
 use crate::supervisor::{Peer, Supervisor};
+
+/// How much of a routed command its rewritten command shows after `#`
+/// (the rest is marked as cut).
+const ROUTE_COMMENT_CHARS: usize = 500;
 
 pub struct HookSvc {
     pub sup: Arc<Supervisor>,
@@ -297,32 +302,23 @@ async fn pre_tool_use(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> pb::HookEventResponse {
     let session = &binding.session;
-    let raw = tool.input.to_string();
     let gate = hook_gate(sup, binding, tool, wait);
-    let (audit_tool, calls, shell) = match clients::map(&tool.name, &tool.input, &ev.cwd) {
-        Mapped::Harmless => return harmless(sup, binding, tool),
-        Mapped::Refused { rule, reason } => (
-            tool.name.as_str(),
-            Err(Decision::deny(Code::PolicyDenied, reason, Some(rule))),
-            None,
-        ),
-        Mapped::Gated {
-            tool: t,
-            calls,
-            shell,
-        } => (
-            t,
-            Ok(calls.into_iter().map(ToolCall::from).collect()),
-            shell,
-        ),
+    let ctx = MapCtx {
+        cwd: &ev.cwd,
+        mcp_server: tool.mcp_server.as_deref(),
+    };
+    let mapped = clients::map(&tool.name, &tool.input, &ctx);
+    let p = match propose(sup, session, tool, mapped).await {
+        Proposed::Harmless => return harmless(sup, binding, tool),
+        Proposed::Call(p) => p,
     };
     let cleared = match pep::authorize(
         sup,
         session,
         &tool.use_id,
-        audit_tool,
-        &raw,
-        calls,
+        &p.tool,
+        &p.raw,
+        p.calls,
         &gate,
         cancel,
     )
@@ -333,19 +329,22 @@ async fn pre_tool_use(
         Err(d) => return deny(d.reason),
     };
     let d = &cleared.decision;
-    let routed = match shell.filter(|_| sup.config.clients.route_shell) {
+    let routed = match p.shell.filter(|_| sup.config.clients.route_shell) {
         None => None,
-        Some(sh) => match keep_route(sup, binding, tool, sh, d) {
-            Ok(id) => Some(id),
-            Err(reason) => return deny(reason),
-        },
+        Some(sh) => {
+            let shown = tollgate_policy::cut_for_display(&sh.command, ROUTE_COMMENT_CHARS);
+            match keep_route(sup, binding, tool, sh, d) {
+                Ok(id) => Some((id, shown)),
+                Err(reason) => return deny(reason),
+            }
+        }
     };
     let decision = if cleared.delegated.is_some() {
         "ask"
     } else {
         "allow"
     };
-    let reason = match (&cleared.delegated, &routed) {
+    let mut reason = match (&cleared.delegated, &routed) {
         (Some(_), _) => format!("tollgate asks: {}", d.consequence),
         (None, Some(_)) => format!(
             "{} It runs in tollgate's sandbox (workspace as working directory, no network).",
@@ -353,18 +352,29 @@ async fn pre_tool_use(
         ),
         (None, None) => d.reason.clone(),
     };
+    let (updated_input_json, context) = match &p.narrowed {
+        Some((input, note)) => {
+            reason = format!("{reason} {note}");
+            (input.to_string(), note.clone())
+        }
+        None => (String::new(), String::new()),
+    };
     note_call(
         binding,
         tool,
-        audit_tool,
+        &p.tool,
         Some(d),
         cleared.delegated.clone(),
         routed.is_some(),
     );
+    let (route_id, route_comment) = routed.unwrap_or_default();
     pb::HookEventResponse {
         decision: decision.to_string(),
         reason,
-        route_id: routed.unwrap_or_default(),
+        route_id,
+        updated_input_json,
+        context,
+        route_comment,
         ..Default::default()
     }
 }

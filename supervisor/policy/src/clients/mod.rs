@@ -10,18 +10,32 @@
 //! host state and is allowed. A tool that is none of these is refused: the
 //! table is an allowlist, like the registry.
 //!
-//! Pure: the caller gives the event's `cwd`; nothing here looks at a disk.
+//! Every tool the client runs itself is decided by what that run reads or
+//! writes, not by one argument (docs/CLIENTS.md, "What a client's own tool
+//! reaches"): Grep is walked as the client's ripgrep walks it and narrowed
+//! to leave secret files out ([`search`]); a subagent with `isolation`, and
+//! WebSearch, which tollgate cannot bound, are refused with the reason.
+//!
+//! Pure: the caller gives the event's `cwd` and the server the client
+//! names; the files a search reaches come in through
+//! [`crate::SearchFacts`].
 
+mod fields;
+mod mcp_name;
 mod patch;
+pub mod search;
+mod tools;
 
 use std::path::Path;
 
-use serde_json::{Map, Value};
-use tollgate_toolcall::{self as tool, Tool};
+use serde_json::Value;
+use tollgate_toolcall::Tool;
 
 use crate::display::shorten;
 
 pub use patch::{FileOp, PatchError, parse as parse_patch};
+pub use search::{ClientSearch, SearchPlan, left_out_note, plan as plan_search};
+pub use tools::{RULE_AGENT_ISOLATION, RULE_WEB_SEARCH};
 
 /// A client tollgate's hook speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,6 +77,10 @@ pub enum Mapped {
         calls: Vec<Tool>,
         /// For the client's shell tool: what a routed run executes.
         shell: Option<ShellCall>,
+        /// For the client's own search: walked as the client runs it before
+        /// the answer ([`search::plan`]), and narrowed when it would read
+        /// secret files.
+        search: Option<ClientSearch>,
     },
     /// The client's own bookkeeping: touches no host state; allowed.
     Harmless,
@@ -86,9 +104,14 @@ enum Kind {
     Edit,
     Glob,
     Grep,
+    List,
+    NotebookEdit,
     WebFetch,
+    WebSearch,
     Patch,
     Image,
+    /// A subagent: the client's bookkeeping unless it is isolated.
+    Agent,
     /// Input to a process a gated command started: harmless only when it
     /// types nothing (a poll).
     Stdin,
@@ -105,19 +128,22 @@ const TABLE: &[(&str, Kind)] = &[
     ("Edit", Kind::Edit),
     ("Glob", Kind::Glob),
     ("Grep", Kind::Grep),
+    ("LS", Kind::List),
+    ("NotebookEdit", Kind::NotebookEdit),
     ("WebFetch", Kind::WebFetch),
+    ("WebSearch", Kind::WebSearch),
     ("apply_patch", Kind::Patch),
     ("view_image", Kind::Image),
     ("write_stdin", Kind::Stdin),
-    // Claude Code's own bookkeeping. A subagent (Agent, Task) calls its
-    // tools through this same hook.
+    // A subagent (Agent, Task) calls its tools through this same hook.
+    ("Agent", Kind::Agent),
+    ("Task", Kind::Agent),
+    // Claude Code's own bookkeeping.
     ("TodoWrite", Kind::Harmless),
     ("ToolSearch", Kind::Harmless),
     ("EnterPlanMode", Kind::Harmless),
     ("ExitPlanMode", Kind::Harmless),
     ("AskUserQuestion", Kind::Harmless),
-    ("Agent", Kind::Harmless),
-    ("Task", Kind::Harmless),
     ("ListAgents", Kind::Harmless),
     ("TaskCreate", Kind::Harmless),
     ("TaskGet", Kind::Harmless),
@@ -151,12 +177,21 @@ pub fn is_harmless(name: &str) -> bool {
 const RULE_UNKNOWN: &str = "clients:unknown-tool";
 const RULE_INPUT: &str = "clients:input";
 
-/// Maps one client tool call. `cwd` is the event's working directory
-/// (absolute): relative paths of a patch and a missing search path are
-/// taken from it.
-pub fn map(tool_name: &str, input: &Value, cwd: &Path) -> Mapped {
+/// What the client's event says beside the tool call.
+#[derive(Debug, Clone, Copy)]
+pub struct MapCtx<'a> {
+    /// The event's working directory (absolute): relative paths of a patch
+    /// and a missing search path are taken from it.
+    pub cwd: &'a Path,
+    /// The MCP server the client reports for an `mcp__…` tool (Claude
+    /// Code's `mcp_server`), never the tool's input.
+    pub mcp_server: Option<&'a str>,
+}
+
+/// Maps one client tool call.
+pub fn map(tool_name: &str, input: &Value, ctx: &MapCtx<'_>) -> Mapped {
     if let Some(rest) = tool_name.strip_prefix("mcp__") {
-        return mcp(rest, input);
+        return mcp_name::map(rest, ctx.mcp_server);
     }
     let Some((_, kind)) = TABLE.iter().find(|(n, _)| *n == tool_name) else {
         return Mapped::Refused {
@@ -170,38 +205,22 @@ pub fn map(tool_name: &str, input: &Value, cwd: &Path) -> Mapped {
     let Some(obj) = input.as_object() else {
         return input_refused(tool_name, "its tool_input is not a JSON object");
     };
+    let cwd = ctx.cwd;
     let r = match kind {
-        Kind::Shell => shell(obj),
-        Kind::Read => read(obj),
-        Kind::Write => file_field(obj, "file_path").and_then(|p| {
-            Ok(gated(Tool::WriteFile(tool::WriteFile {
-                path: p.to_string(),
-                content: string(obj, "content")?.to_string(),
-            })))
-        }),
-        Kind::Edit => edit(obj),
-        Kind::Glob => glob(obj, cwd),
-        Kind::Grep => grep(obj, cwd),
-        Kind::WebFetch => string(obj, "url").map(|u| {
-            gated(Tool::Webfetch(tool::Webfetch {
-                url: u.to_string(),
-                max_bytes: None,
-            }))
-        }),
-        Kind::Patch => patch(obj, cwd),
-        Kind::Image => file_field(obj, "path").map(|p| {
-            gated(Tool::ReadFile(tool::ReadFile {
-                path: p.to_string(),
-                offset: None,
-                limit: None,
-            }))
-        }),
-        Kind::Stdin => match obj.get("chars").and_then(Value::as_str) {
-            None | Some("") => Ok(Mapped::Harmless),
-            Some(_) => Err(
-                "it types into a running process, which tollgate cannot judge; run a new command instead".to_string(),
-            ),
-        },
+        Kind::Shell => tools::shell(obj),
+        Kind::Read => tools::read(obj, "file_path"),
+        Kind::Write => tools::write(obj),
+        Kind::Edit => tools::edit(obj),
+        Kind::Glob => tools::glob(obj, cwd),
+        Kind::Grep => tools::grep(obj, cwd),
+        Kind::List => tools::list(obj, cwd),
+        Kind::NotebookEdit => tools::notebook_edit(obj),
+        Kind::WebFetch => tools::web_fetch(obj),
+        Kind::WebSearch => tools::web_search(obj),
+        Kind::Patch => tools::patch(obj, cwd),
+        Kind::Image => tools::read(obj, "path"),
+        Kind::Stdin => tools::stdin(obj),
+        Kind::Agent => tools::agent(obj),
         Kind::Harmless => Ok(Mapped::Harmless),
     };
     r.unwrap_or_else(|why| input_refused(tool_name, &why))
@@ -223,202 +242,8 @@ fn gated(call: Tool) -> Mapped {
         tool: call.name().as_str(),
         calls: vec![call],
         shell: None,
+        search: None,
     }
-}
-
-fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
-    match obj.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(format!("`{key}` is not a string")),
-        None => Err(format!("`{key}` is missing")),
-    }
-}
-
-/// An optional string field (absent or null: `None`).
-fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => string(obj, key).map(|s| Some(s.to_string())),
-    }
-}
-
-/// An optional whole number (absent or null: `None`).
-fn opt_u64(obj: &Map<String, Value>, key: &str) -> Result<Option<u64>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("`{key}` is not a whole number")),
-    }
-}
-
-/// An optional boolean (absent or null: `None`).
-fn opt_bool(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_bool()
-            .map(Some)
-            .ok_or_else(|| format!("`{key}` is not true or false")),
-    }
-}
-
-/// A path field the client always sends absolute.
-fn file_field<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
-    let p = string(obj, key)?;
-    if !Path::new(p).is_absolute() {
-        return Err(format!(
-            "`{key}` is the relative path `{}`; the client sends absolute paths",
-            shorten(p, 160)
-        ));
-    }
-    Ok(p)
-}
-
-fn shell(obj: &Map<String, Value>) -> Result<Mapped, String> {
-    let command = string(obj, "command")?;
-    if command.trim().is_empty() {
-        return Err("`command` is empty".to_string());
-    }
-    // Claude Code's `timeout` is in milliseconds.
-    let timeout_s = match obj.get("timeout") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            let ms = v
-                .as_u64()
-                .ok_or_else(|| "`timeout` is not a number of milliseconds".to_string())?;
-            Some(ms.div_ceil(1000).max(1))
-        }
-    };
-    let call = Tool::RunBash(tool::RunBash {
-        command: command.to_string(),
-        timeout_s,
-    });
-    Ok(Mapped::Gated {
-        tool: call.name().as_str(),
-        calls: vec![call],
-        shell: Some(ShellCall {
-            command: command.to_string(),
-            timeout_s,
-        }),
-    })
-}
-
-fn read(obj: &Map<String, Value>) -> Result<Mapped, String> {
-    Ok(gated(Tool::ReadFile(tool::ReadFile {
-        path: file_field(obj, "file_path")?.to_string(),
-        offset: opt_u64(obj, "offset")?,
-        limit: opt_u64(obj, "limit")?,
-    })))
-}
-
-fn edit(obj: &Map<String, Value>) -> Result<Mapped, String> {
-    Ok(gated(Tool::EditFile(tool::EditFile {
-        path: file_field(obj, "file_path")?.to_string(),
-        old_string: string(obj, "old_string")?.to_string(),
-        new_string: string(obj, "new_string")?.to_string(),
-        replace_all: opt_bool(obj, "replace_all")?,
-    })))
-}
-
-/// The search path of Glob and Grep: the event's cwd when none is given.
-fn search_path(obj: &Map<String, Value>, cwd: &Path) -> Result<String, String> {
-    match obj.get("path") {
-        None | Some(Value::Null) => Ok(cwd.to_string_lossy().into_owned()),
-        Some(_) => Ok(file_field(obj, "path")?.to_string()),
-    }
-}
-
-fn glob(obj: &Map<String, Value>, cwd: &Path) -> Result<Mapped, String> {
-    Ok(gated(Tool::GlobFiles(tool::GlobFiles {
-        pattern: string(obj, "pattern")?.to_string(),
-        path: Some(search_path(obj, cwd)?),
-    })))
-}
-
-/// Grep: the pattern, an optional glob, the search path, and `-i`.
-fn grep(obj: &Map<String, Value>, cwd: &Path) -> Result<Mapped, String> {
-    let pattern = string(obj, "pattern")?.to_string();
-    let glob = opt_string(obj, "glob")?;
-    Ok(gated(Tool::Grep(tool::Grep {
-        pattern,
-        path: Some(search_path(obj, cwd)?),
-        glob,
-        ignore_case: (obj.get("-i").and_then(Value::as_bool) == Some(true)).then_some(true),
-    })))
-}
-
-/// Codex's apply_patch: one engine call per file it touches.
-fn patch(obj: &Map<String, Value>, cwd: &Path) -> Result<Mapped, String> {
-    let text = match obj.get("command").or_else(|| obj.get("input")) {
-        Some(Value::String(s)) => s,
-        _ => return Err("the patch text (`command`) is missing".to_string()),
-    };
-    let ops = parse_patch(text).map_err(|e| format!("tollgate cannot read the patch ({})", e.0))?;
-    let abs = |p: &str| cwd.join(p).to_string_lossy().into_owned();
-    let write = |path: &str, content: String| {
-        Tool::WriteFile(tool::WriteFile {
-            path: abs(path),
-            content,
-        })
-    };
-    let mut calls = Vec::new();
-    for op in ops {
-        match op {
-            FileOp::Add { path, content } => calls.push(write(&path, content)),
-            // Deleting is writing nothing over the file: destructive when
-            // the file has content.
-            FileOp::Delete { path } => calls.push(write(&path, String::new())),
-            FileOp::Update {
-                path,
-                removed,
-                added,
-                move_to,
-            } => {
-                if let Some(to) = move_to {
-                    calls.push(write(&to, added.clone()));
-                }
-                calls.push(Tool::EditFile(tool::EditFile {
-                    path: abs(&path),
-                    old_string: removed,
-                    new_string: added,
-                    replace_all: None,
-                }));
-            }
-        }
-    }
-    Ok(Mapped::Gated {
-        tool: "apply_patch",
-        calls,
-        shell: None,
-    })
-}
-
-/// `mcp__SERVER__TOOL` (Claude Code and Codex both name MCP tools so).
-fn mcp(rest: &str, input: &Value) -> Mapped {
-    // Claude Code also sends the server's name; the name is then exact.
-    let named = input.get("mcp_server").and_then(Value::as_str);
-    let split = match named {
-        Some(server) => rest
-            .strip_prefix(server)
-            .and_then(|t| t.strip_prefix("__"))
-            .map(|tool| (server, tool)),
-        None => rest.split_once("__"),
-    };
-    let Some((server, tool)) = split.filter(|(s, t)| !s.is_empty() && !t.is_empty()) else {
-        return Mapped::Refused {
-            rule: RULE_INPUT,
-            reason: format!(
-                "the MCP tool name `mcp__{}` is not `mcp__SERVER__TOOL`, so it is refused.",
-                shorten(rest, 120)
-            ),
-        };
-    };
-    gated(Tool::Mcp(tool::McpToolCall {
-        server: server.to_string(),
-        tool: tool.to_string(),
-    }))
 }
 
 #[cfg(test)]
@@ -426,6 +251,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use tollgate_toolcall as tool;
 
     fn calls(m: &Mapped) -> Vec<(String, Value)> {
         match m {
@@ -440,7 +266,11 @@ mod tests {
     const CWD: &str = "/w";
 
     fn m(tool: &str, input: Value) -> Mapped {
-        map(tool, &input, Path::new(CWD))
+        let ctx = MapCtx {
+            cwd: Path::new(CWD),
+            mcp_server: None,
+        };
+        map(tool, &input, &ctx)
     }
 
     #[test]
@@ -517,6 +347,7 @@ mod tests {
                     command: "cargo test".into(),
                     timeout_s: Some(2),
                 }),
+                search: None,
             }
         );
     }
@@ -565,9 +396,13 @@ mod tests {
                 json!({"server": "github", "tool": "create_issue"})
             )]
         );
-        // With the server named, a `__` inside it is not a split point.
+        // The server the client names beside the call picks the split.
+        let named = MapCtx {
+            cwd: Path::new(CWD),
+            mcp_server: Some("my__srv"),
+        };
         assert_eq!(
-            calls(&m("mcp__my__srv__do_it", json!({"mcp_server": "my__srv"}))),
+            calls(&map("mcp__my__srv__do_it", &json!({}), &named)),
             vec![("mcp".into(), json!({"server": "my__srv", "tool": "do_it"}))]
         );
         assert!(matches!(
@@ -576,14 +411,28 @@ mod tests {
         ));
     }
 
+    /// The finding: the tool's input (`mcp_server`, written by the model)
+    /// chose where `mcp__A__B__C` splits, so a call could pass for another
+    /// server's tool.
+    #[test]
+    fn an_mcp_calls_input_cannot_choose_its_server() {
+        assert_eq!(
+            calls(&m("mcp__a__b__c", json!({"mcp_server": "a__b"}))),
+            vec![
+                ("mcp".into(), json!({"server": "a", "tool": "b__c"})),
+                ("mcp".into(), json!({"server": "a__b", "tool": "c"})),
+            ]
+        );
+    }
+
     #[test]
     fn the_table_is_an_allowlist() {
         assert_eq!(m("TodoWrite", json!({"todos": []})), Mapped::Harmless);
         assert_eq!(m("update_plan", json!({})), Mapped::Harmless);
         assert_eq!(m("write_stdin", json!({"chars": ""})), Mapped::Harmless);
         for (tool, input) in [
-            ("WebSearch", json!({"query": "x"})),
-            ("NotebookEdit", json!({})),
+            ("Skill", json!({"skill": "x"})),
+            ("EnterWorktree", json!({})),
             ("bash", json!({"command": "ls"})),
             ("write_stdin", json!({"chars": "rm -rf /\n"})),
         ] {
@@ -642,6 +491,118 @@ mod tests {
             assert_eq!(rule, RULE_INPUT);
             assert!(reason.contains(want), "{tool}: {reason}");
         }
+    }
+
+    fn refused(m: &Mapped) -> (&'static str, String) {
+        match m {
+            Mapped::Refused { rule, reason } => (*rule, reason.clone()),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_grep_carries_its_search_for_the_walk() {
+        let input = json!({"pattern": "KEY", "glob": ".env", "type": "py", "multiline": true});
+        let Mapped::Gated { search, calls, .. } = m("Grep", input.clone()) else {
+            panic!()
+        };
+        assert_eq!(
+            search,
+            Some(ClientSearch {
+                path: "/w".into(),
+                input: input.as_object().cloned().unwrap(),
+            })
+        );
+        assert_eq!(calls.len(), 1);
+        let (rule, reason) = refused(&m("Grep", json!({"pattern": "x", "type": 3})));
+        assert_eq!(rule, RULE_INPUT);
+        assert!(reason.contains("`type` is not a string"), "{reason}");
+    }
+
+    #[test]
+    fn the_clients_own_tools_are_decided_by_what_they_reach() {
+        // A notebook is a file to read, and NotebookEdit edits it.
+        assert_eq!(
+            calls(&m("Read", json!({"file_path": "/w/n.ipynb"}))),
+            vec![("read_file".into(), json!({"path": "/w/n.ipynb"}))]
+        );
+        assert_eq!(
+            calls(&m(
+                "NotebookEdit",
+                json!({"notebook_path": "/w/n.ipynb", "cell_id": "c1", "new_source": "print(1)"})
+            )),
+            vec![(
+                "edit_file".into(),
+                json!({"path": "/w/n.ipynb", "old_string": "", "new_string": "print(1)"})
+            )]
+        );
+        assert_eq!(
+            calls(&m(
+                "NotebookEdit",
+                json!({"notebook_path": "/w/n.ipynb", "cell_id": "c1", "edit_mode": "delete"})
+            )),
+            vec![(
+                "edit_file".into(),
+                json!({"path": "/w/n.ipynb", "old_string": "", "new_string": ""})
+            )]
+        );
+        assert!(
+            refused(&m(
+                "NotebookEdit",
+                json!({"notebook_path": "n.ipynb", "new_source": "x"})
+            ))
+            .1
+            .contains("relative path")
+        );
+        assert!(
+            refused(&m(
+                "NotebookEdit",
+                json!({"notebook_path": "/w/n.ipynb", "new_source": "x", "edit_mode": "wipe"})
+            ))
+            .1
+            .contains("`edit_mode` is `wipe`")
+        );
+        // LS lists one directory's names.
+        assert_eq!(
+            calls(&m("LS", json!({"path": "/w/src"}))),
+            vec![(
+                "glob_files".into(),
+                json!({"pattern": "*", "path": "/w/src"})
+            )]
+        );
+        // WebSearch runs where tollgate cannot see.
+        let (rule, reason) = refused(&m("WebSearch", json!({"query": "rust"})));
+        assert_eq!(rule, RULE_WEB_SEARCH);
+        assert!(reason.contains("model provider's servers"), "{reason}");
+    }
+
+    /// The finding: a subagent with `isolation: "worktree"` or `"remote"`
+    /// was allowed as the client's bookkeeping.
+    #[test]
+    fn an_isolated_subagent_is_judged_not_allowed_as_harmless() {
+        for tool in ["Agent", "Task"] {
+            assert_eq!(
+                m(tool, json!({"description": "d", "prompt": "p"})),
+                Mapped::Harmless
+            );
+            for (isolation, want) in [
+                ("worktree", "run git on the host"),
+                ("remote", "remote environment"),
+            ] {
+                let (rule, reason) = refused(&m(
+                    tool,
+                    json!({"description": "d", "prompt": "p", "isolation": isolation}),
+                ));
+                assert_eq!(rule, RULE_AGENT_ISOLATION);
+                assert!(reason.contains(want), "{reason}");
+            }
+            let (rule, _) = refused(&m(
+                tool,
+                json!({"description": "d", "prompt": "p", "isolation": "moon"}),
+            ));
+            assert_eq!(rule, RULE_INPUT);
+        }
+        assert!(!is_harmless("Agent"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The real world behind the engine's fact traits (feature `host`): the
-//! filesystem ([`RealFs`]), DNS ([`SystemResolver`]), the host's own
+//! filesystem ([`RealFs`]), a client's own search walk ([`RealWalk`]), DNS
+//! ([`SystemResolver`]), the host's own
 //! addresses ([`read_host_addrs`]) and its users ([`passwd`]).
 //!
 //! This is the one part of the crate that does I/O, so it is opt-in: the
@@ -12,8 +13,10 @@ mod addrs;
 mod passwd;
 mod real_fs;
 mod resolver;
+mod walk;
 
 pub use addrs::{Snapshot, read_host_addrs};
 pub use passwd::{PasswdEntry, credential_paths, parse_passwd, passwd};
 pub use real_fs::RealFs;
 pub use resolver::SystemResolver;
+pub use walk::RealWalk;

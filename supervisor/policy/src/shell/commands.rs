@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::launchers::{self, Known};
 use super::lists::{self, DeniedKind, SHELLS};
+use super::patterns::{self, Pattern};
 use super::words::{Positional, Tree, Word};
 use super::{Stdin, Walker};
 use crate::paths::{self, credential_kind, is_secret_file_name, lexical_join, show};
@@ -109,14 +110,16 @@ impl Walker<'_> {
         let Some(name) = self.command_name(&words[0]) else {
             return;
         };
-        if self.concurrent > 0 && self.functions.iter().any(|f| f == name) {
-            self.deny(
-                "floor:dangerous-pattern",
+        if self.concurrent > 0
+            && self.functions.iter().any(|f| f == name)
+            && self.dangerous(
+                Pattern::ForkBomb,
                 format!(
                     "the function `{}` starts copies of itself in a pipeline or in the background (a fork bomb). Write a bounded loop instead.",
                     show(name)
                 ),
-            );
+            )
+        {
             return;
         }
         if !self.aliases.is_empty() {
@@ -130,11 +133,15 @@ impl Walker<'_> {
         if let Some(kind) = self.denied(name) {
             // Recorded too, so rule examples see every command of a line.
             self.record(words);
-            self.deny(
-                "floor:denied-binary",
-                lists::denied_reason(&show(name), kind),
-            );
+            let mut reason = lists::denied_reason(&show(name), kind);
+            if lists::is_mkfs(name) {
+                reason = format!("{reason} {}", patterns::lift_hint(Pattern::Mkfs));
+            }
+            self.deny("floor:denied-binary", reason);
             return;
+        }
+        if lists::is_mkfs(name) && self.sc.lifted.contains(Pattern::Mkfs) {
+            self.report.lifted.insert(Pattern::Mkfs);
         }
         match launchers::lookup(name) {
             Some(Known::Launcher(l, t)) if let Some(at) = launchers::applies(l, words) => {
@@ -214,8 +221,8 @@ impl Walker<'_> {
                     .iter()
                     .any(|w| w.text.starts_with('-') && w.text.contains('c')) =>
             {
-                self.deny(
-                    "floor:dangerous-pattern",
+                self.dangerous(
+                    Pattern::HistoryClear,
                     "`history -c` erases the shell history, which hides what was done. It is refused.".to_string(),
                 );
             }
@@ -244,6 +251,7 @@ impl Walker<'_> {
     fn denied(&self, name: &str) -> Option<DeniedKind> {
         lists::builtin_denied(name)
             .filter(|_| !self.sc.allowed.iter().any(|a| a == name))
+            .filter(|_| !(lists::is_mkfs(name) && self.sc.lifted.contains(Pattern::Mkfs)))
             .or_else(|| {
                 self.sc
                     .extra_denied
@@ -474,8 +482,8 @@ impl Walker<'_> {
         for w in &words[1..] {
             if let Some((var, _)) = w.text.split_once('=')
                 && lists::is_dangerous_var(var.trim_end_matches('+'))
+                && self.dangerous_var(var.trim_end_matches('+'))
             {
-                self.dangerous_var(var.trim_end_matches('+'));
                 return;
             }
         }
@@ -814,11 +822,12 @@ impl Walker<'_> {
                 } else {
                     "Start `find` in a directory inside the workspace, or pick files with `-name`."
                 };
-                self.deny(
-                    "floor:dangerous-pattern",
+                if self.dangerous(
+                    Pattern::RmBroad,
                     format!("{target} would delete {what}. {instead}"),
-                );
-                return None;
+                ) {
+                    return None;
+                }
             }
         }
         if self.sensitive_target(w, &p) {
@@ -1017,6 +1026,17 @@ impl Walker<'_> {
     }
 
     fn dd(&mut self, words: &[Word]) {
+        let copies = words[1..]
+            .iter()
+            .any(|w| w.text.starts_with("if=") || w.text.starts_with("of="));
+        if copies
+            && self.dangerous(
+                Pattern::Dd,
+                "`dd` copies raw blocks (`if=`, `of=`), the way disks are overwritten; it is refused. Use `cp`, `head -c` or `truncate` for files.".to_string(),
+            )
+        {
+            return;
+        }
         for w in &words[1..] {
             if let Some(v) = w.text.strip_prefix("if=") {
                 let raw_device = v.starts_with("/dev/")

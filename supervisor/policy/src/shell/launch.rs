@@ -194,7 +194,7 @@ impl Walker<'_> {
                     if let Some((var, _)) = h.opt.split_once('=')
                         && super::lists::is_dangerous_var(var)
                     {
-                        self.dangerous_var(var);
+                        let _refused = self.dangerous_var(var);
                     }
                 }
                 (Role::SshOption, Some(v)) => self.ssh_option(v),

@@ -131,7 +131,12 @@ pub(crate) fn builtin_denied(name: &str) -> Option<DeniedKind> {
     if let Some(kind) = BY_NAME.get(name) {
         return Some(*kind);
     }
-    name.starts_with("mkfs").then_some(DeniedKind::System)
+    is_mkfs(name).then_some(DeniedKind::System)
+}
+
+/// `mkfs` and `mkfs.*`: on the denylist, and the `mkfs` dangerous pattern.
+pub(crate) fn is_mkfs(name: &str) -> bool {
+    name.starts_with("mkfs")
 }
 
 /// Whether a name is on the built-in denylist (what `allow_binaries` may lift).

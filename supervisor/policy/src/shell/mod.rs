@@ -23,6 +23,7 @@ mod launchers;
 pub(crate) mod lists;
 mod nesting;
 mod options;
+pub(crate) mod patterns;
 mod sed;
 pub(crate) mod words;
 
@@ -62,6 +63,8 @@ pub(crate) struct ShellCtx<'a> {
     pub fs: &'a dyn FsFacts,
     /// Fill `commands` and `outer` (only rules read them).
     pub collect: bool,
+    /// The dangerous patterns this host lifted (`[policy] lift_patterns`).
+    pub lifted: patterns::PatternSet,
 }
 
 /// One thing the analysis found.
@@ -86,6 +89,9 @@ pub(crate) struct Report {
     pub commands: Vec<String>,
     /// Every simple command as written (words joined), wrappers included.
     pub outer: Vec<String>,
+    /// Lifted dangerous patterns the command matched (shown with the
+    /// host's reason beside the consequence).
+    pub lifted: patterns::PatternSet,
 }
 
 /// Analyses a run_bash command line.
@@ -204,6 +210,20 @@ impl<'a> Walker<'a> {
                 target: None,
             });
         }
+    }
+
+    /// A dangerous pattern matched: refused, unless this host lifted it
+    /// (then noted, and the analysis goes on). True when refused.
+    fn dangerous(&mut self, p: patterns::Pattern, reason: String) -> bool {
+        if self.sc.lifted.contains(p) {
+            self.report.lifted.insert(p);
+            return false;
+        }
+        self.deny(
+            "floor:dangerous-pattern",
+            format!("{reason} {}", patterns::lift_hint(p)),
+        );
+        true
     }
 
     fn confirm(&mut self, rule: &str, reason: String, target: Option<String>) {
@@ -356,11 +376,13 @@ impl<'a> Walker<'a> {
                 return;
             }
             let background = matches!(item.1, ast::SeparatorOperator::Async);
-            if background && self.endless > 0 {
-                self.deny(
-                    "floor:dangerous-pattern",
+            if background
+                && self.endless > 0
+                && self.dangerous(
+                    patterns::Pattern::ForkBomb,
                     "the command starts background jobs in an endless loop, which exhausts the sandbox's process limit. Run a bounded number of jobs.".to_string(),
-                );
+                )
+            {
                 return;
             }
             if background {
@@ -670,8 +692,7 @@ impl<'a> Walker<'a> {
         let name = match &a.name {
             ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n,
         };
-        if lists::is_dangerous_var(name) {
-            self.dangerous_var(name);
+        if lists::is_dangerous_var(name) && self.dangerous_var(name) {
             return;
         }
         match &a.value {
@@ -689,13 +710,38 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn dangerous_var(&mut self, name: &str) {
-        self.deny(
-            "floor:dangerous-pattern",
-            format!(
-                "setting `{name}` changes which programs later commands run, so it is refused. Run the commands without changing {name} (call a program by its path if needed)."
-            ),
+    /// Setting a variable that changes which programs run. `PATH` is the
+    /// `path-change` pattern (a host may lift it); the loader's and the
+    /// shell's start-up variables never are. True when refused.
+    fn dangerous_var(&mut self, name: &str) -> bool {
+        let reason = format!(
+            "setting `{name}` changes which programs later commands run, so it is refused. Run the commands without changing {name} (call a program by its path if needed)."
         );
+        if name == "PATH" {
+            return self.dangerous(patterns::Pattern::PathChange, reason);
+        }
+        self.deny("floor:dangerous-pattern", reason);
+        true
+    }
+
+    /// A file a redirect writes: the `system-write` pattern when it is in
+    /// `/etc` or a block device, then like any write target.
+    fn redirect_target(&mut self, w: &Word) {
+        if !w.text.is_empty() && !w.dynamic {
+            let p = self.place(&w.text);
+            if (p.starts_with("/etc") || patterns::is_block_device(&p))
+                && self.dangerous(
+                    patterns::Pattern::SystemWrite,
+                    format!(
+                        "the redirect writes to {}, the host's configuration or a disk.",
+                        shorten(&p.to_string_lossy(), 160)
+                    ),
+                )
+            {
+                return;
+            }
+        }
+        self.write_target(w, "the redirect");
     }
 
     /// Checks one redirect; returns where stdin now comes from.
@@ -721,7 +767,7 @@ impl<'a> Walker<'a> {
             }
             ast::IoRedirect::OutputAndError(w, _) => {
                 if let Some(word) = self.word(&w.value) {
-                    self.write_target(&word, "the redirect");
+                    self.redirect_target(&word);
                 }
                 stdin
             }
@@ -756,7 +802,7 @@ impl<'a> Walker<'a> {
                         | ast::IoFileRedirectKind::Clobber
                         | ast::IoFileRedirectKind::ReadAndWrite
                         | ast::IoFileRedirectKind::DuplicateOutput => {
-                            self.write_target(&word, "the redirect");
+                            self.redirect_target(&word);
                         }
                     }
                 }
@@ -789,14 +835,14 @@ impl<'a> Walker<'a> {
             | ast::IoFileRedirectKind::Append
             | ast::IoFileRedirectKind::Clobber
             | ast::IoFileRedirectKind::ReadAndWrite => {
-                self.write_target(word, "the redirect");
+                self.redirect_target(word);
             }
             ast::IoFileRedirectKind::DuplicateInput | ast::IoFileRedirectKind::DuplicateOutput => {
                 let t = word.text.as_str();
                 let is_fd = t == "-" || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()));
                 if !is_fd && !word.dynamic {
                     if matches!(kind, ast::IoFileRedirectKind::DuplicateOutput) {
-                        self.write_target(word, "the redirect");
+                        self.redirect_target(word);
                     } else {
                         self.read_target(word);
                     }

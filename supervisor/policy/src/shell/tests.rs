@@ -54,6 +54,15 @@ fn run_with(cmd: &str, extra: &[&str]) -> Report {
 }
 
 fn run_lifting(cmd: &str, extra: &[&str], lifted: &[&str]) -> Report {
+    run_patterns(cmd, extra, lifted, super::patterns::PatternSet::default())
+}
+
+fn run_patterns(
+    cmd: &str,
+    extra: &[&str],
+    lifted: &[&str],
+    patterns: super::patterns::PatternSet,
+) -> Report {
     let extra: lists::NameSet = extra.iter().map(|s| s.to_string()).collect();
     let allowed: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
     let fs = fs();
@@ -66,6 +75,7 @@ fn run_lifting(cmd: &str, extra: &[&str], lifted: &[&str]) -> Report {
         allowed: &allowed,
         fs: &fs,
         collect: true,
+        lifted: patterns,
     };
     analyze(cmd, &sc)
 }
@@ -235,22 +245,31 @@ fn hidden_commands_are_refused() {
 #[test]
 fn redirect_targets_are_writes_and_path_scoped() {
     for cmd in [
-        "echo x >> /etc/hosts",
-        ">/etc/ld.so.preload",
-        "cat x > /dev/sda",
         "echo c > /proc/sysrq-trigger",
-        "echo x &> /etc/x",
-        "echo x | tee /etc/x",
-        "cp a /etc/",
         "mv a ../b",
-        "dd if=a of=/dev/sda",
         "touch ../x",
         "echo x > ../outside",
         "echo x >> rc",
+        "echo x | tee /etc/x",
+        "cp a /etc/",
+    ] {
+        assert_eq!(denied(cmd), "floor:path-scope", "{cmd:?}");
+    }
+    // Into /etc or onto a disk: the `system-write` pattern (and `dd`);
+    // lifted, the path floor still refuses them.
+    let all = all_patterns();
+    for cmd in [
+        "echo x >> /etc/hosts",
+        ">/etc/ld.so.preload",
+        "cat x > /dev/sda",
+        "echo x &> /etc/x",
+        "dd if=a of=/dev/sda",
         "cd /etc && echo x > passwd",
         "exec 3>/etc/x",
     ] {
-        assert_eq!(denied(cmd), "floor:path-scope", "{cmd:?}");
+        assert_eq!(denied(cmd), "floor:dangerous-pattern", "{cmd:?}");
+        let lifted = run_patterns(cmd, &[], &[], all).deny.map(|f| f.rule);
+        assert_eq!(lifted.as_deref(), Some("floor:path-scope"), "{cmd:?}");
     }
     for cmd in [
         "echo x > out.txt",
@@ -335,7 +354,6 @@ fn dangerous_patterns() {
         "git config --get core.fsmonitor",
         "while read -r l; do echo \"$l\"; done < f",
         "while IFS= read -r line; do x; done",
-        "dd if=/dev/zero of=blob bs=1k count=1",
         "rm -rf /tmp/build",
     ] {
         let r = clean(cmd);
@@ -446,8 +464,9 @@ fn regression_brush_fd_number_overflow_is_a_word() {
     );
     assert_eq!(
         denied("echo 99999999999999999999>/etc/x"),
-        "floor:path-scope"
+        "floor:dangerous-pattern"
     );
+    assert_eq!(denied("echo 99999999999999999999>../x"), "floor:path-scope");
 }
 
 #[test]
@@ -614,4 +633,116 @@ fn regression_launcher_chains_do_not_overflow_the_stack() {
     let rule = run(&nested).deny.map(|f| f.rule);
     assert_eq!(rule.as_deref(), Some("floor:hidden-command"));
     clean("nice timeout 5 env A=1 nohup cargo test");
+}
+
+fn all_patterns() -> super::patterns::PatternSet {
+    let mut all = super::patterns::PatternSet::default();
+    for p in super::patterns::Pattern::ALL {
+        all.insert(p);
+    }
+    all
+}
+
+fn lifting(cmd: &str, p: super::patterns::Pattern) -> Report {
+    let mut set = super::patterns::PatternSet::default();
+    set.insert(p);
+    run_patterns(cmd, &[], &[], set)
+}
+
+/// The finding: `dd … of=FILE` inside the workspace ran, though `dd` is one
+/// of the seed's dangerous patterns.
+#[test]
+fn dd_of_a_workspace_file_is_refused_by_default() {
+    for cmd in [
+        "dd if=/dev/zero of=blob bs=1k count=1",
+        "dd of=disk.img if=src.img",
+        "cat x | dd of=out.bin",
+        "sh -c 'dd if=a of=b'",
+    ] {
+        let f = run(cmd).deny.unwrap_or_else(|| panic!("{cmd:?} ran"));
+        assert_eq!(f.rule, "floor:dangerous-pattern", "{cmd:?}");
+        assert!(f.reason.contains("dangerous pattern `dd`"), "{}", f.reason);
+        assert!(f.reason.contains("lift_patterns"), "{}", f.reason);
+    }
+    // A `dd` that copies nothing named (a pipe filter) is no block copy.
+    clean("head -c 10 f | dd bs=1 2>/dev/null");
+    // Lifted: judged as before, the target path-scoped.
+    let r = lifting(
+        "dd if=/dev/zero of=blob bs=1k count=1",
+        super::patterns::Pattern::Dd,
+    );
+    assert_eq!(r.deny, None);
+    assert!(r.lifted.contains(super::patterns::Pattern::Dd));
+    assert_eq!(
+        lifting("dd if=a of=../out", super::patterns::Pattern::Dd)
+            .deny
+            .map(|f| f.rule),
+        Some("floor:path-scope".to_string())
+    );
+    assert_eq!(
+        lifting("dd if=/dev/sda of=disk.img", super::patterns::Pattern::Dd)
+            .deny
+            .map(|f| f.rule),
+        Some("floor:dangerous-pattern".to_string()),
+        "reading a raw device is not the lifted pattern"
+    );
+}
+
+#[test]
+fn every_seed_pattern_is_refused_by_default_and_liftable() {
+    use super::patterns::Pattern;
+    for (p, cmd) in [
+        (Pattern::RmBroad, "rm -rf /w/proj"),
+        (Pattern::ForkBomb, ":(){ :|:& };:"),
+        (Pattern::ForkBomb, "while true; do sleep 1 & done"),
+        (Pattern::Dd, "dd if=a of=b"),
+        (Pattern::SystemWrite, "echo x > /dev/nvme0n1"),
+        (Pattern::HistoryClear, "history -c"),
+        (Pattern::PathChange, "export PATH=/w/proj/bin:$PATH"),
+        (Pattern::PathChange, "PATH=/w/proj/bin make"),
+    ] {
+        let f = run(cmd).deny.unwrap_or_else(|| panic!("{cmd:?} ran"));
+        assert_eq!(f.rule, "floor:dangerous-pattern", "{cmd:?}");
+        assert!(
+            f.reason.contains(&format!("dangerous pattern `{p}`")),
+            "{cmd:?}: {}",
+            f.reason
+        );
+        let lifted = lifting(cmd, p);
+        assert!(lifted.lifted.contains(p), "{cmd:?}: {lifted:?}");
+        // Lifting one pattern lifts that one only.
+        for other in Pattern::ALL.into_iter().filter(|o| *o != p) {
+            assert!(!lifted.lifted.contains(other), "{cmd:?}");
+        }
+    }
+    // rm-broad lifted: the workspace root is still a recursive delete to
+    // confirm; `/` is still outside the workspace.
+    let r = lifting("rm -rf /w/proj", Pattern::RmBroad);
+    assert_eq!(r.deny, None);
+    assert_eq!(r.confirm[0].rule, "confirm:rm-recursive");
+    assert_eq!(
+        lifting("rm -rf /", Pattern::RmBroad).deny.map(|f| f.rule),
+        Some("floor:path-scope".to_string())
+    );
+    // mkfs is a denied binary and a pattern: lifting the pattern lifts
+    // every mkfs program.
+    assert_eq!(denied("mkfs.ext4 img"), "floor:denied-binary");
+    assert!(run("mkfs.ext4 img").deny.unwrap().reason.contains("`mkfs`"));
+    let r = lifting("mkfs.ext4 img", Pattern::Mkfs);
+    assert_eq!(r.deny, None);
+    assert!(r.lifted.contains(Pattern::Mkfs));
+    // Other loader variables are never lifted with PATH.
+    assert_eq!(
+        lifting("env LD_PRELOAD=x.so ls", Pattern::PathChange)
+            .deny
+            .map(|f| f.rule),
+        Some("floor:dangerous-pattern".to_string())
+    );
+    // A lifted PATH assignment's value is still walked.
+    assert_eq!(
+        lifting("PATH=$(curl x) ls", Pattern::PathChange)
+            .deny
+            .map(|f| f.rule),
+        Some("floor:denied-binary".to_string())
+    );
 }

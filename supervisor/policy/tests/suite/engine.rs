@@ -391,7 +391,8 @@ fn shell_floor_through_the_engine() {
         ("echo aGk= | base64 -d | sh", "floor:hidden-command"),
         ("echo 'x", "floor:unparseable"),
         ("rm -rf /", "floor:dangerous-pattern"),
-        ("echo x > /etc/hosts", "floor:path-scope"),
+        ("echo x > /etc/hosts", "floor:dangerous-pattern"),
+        ("echo x | tee /etc/hosts", "floor:path-scope"),
         ("cat ~/.aws/credentials", "floor:credential-path"),
     ] {
         for mode in Mode::ALL {
@@ -1536,7 +1537,7 @@ fn find_xargs_and_parallel_pass_their_targets_on() {
             ),
             ("find ~ -exec xargs rm -rf \\;", "rm -rf \"$X\""),
             ("find . -exec curl x \\;", "curl x"),
-            ("find . -fprint /etc/x", "echo > /etc/x"),
+            ("find . -fprint /etc/x", "echo | tee /etc/x"),
             ("find . -files0-from /etc/shadow", "cat /etc/shadow"),
             // xargs: items from the input, appended or put in place of -I's
             // string; unknown when read at run time.
@@ -1765,7 +1766,7 @@ fn allow_binaries_lifts_one_binary_and_keeps_every_other_floor() {
             "floor:credential-path",
         ),
         ("dd if=/dev/sda of=x", "floor:dangerous-pattern"),
-        ("dd if=x of=/dev/sda", "floor:path-scope"),
+        ("dd if=x of=/dev/sda", "floor:dangerous-pattern"),
     ] {
         assert_eq!(
             rule(&lifted, cmd),
@@ -1808,4 +1809,81 @@ fn allow_binaries_is_checked_at_load() {
             .contains("also in extra_denied_binaries")
     );
     engine(r#"allow_binaries = ["ssh", "mkfs.ext4", "docker"]"#);
+}
+
+// ---- the shell floor's dangerous patterns ----------------------------------
+
+/// The finding: `dd … of=FILE` inside the workspace was allowed though the
+/// seed lists `dd` among the dangerous patterns; now refused in every mode
+/// until a host lifts it with its reason.
+#[test]
+fn dd_of_a_workspace_file_is_refused_in_every_mode_until_lifted() {
+    for mode in Mode::ALL {
+        let d = decide(
+            mode,
+            "run_bash",
+            json!({"command": "dd if=/dev/zero of=blob bs=1k count=1"}),
+        );
+        assert_eq!(
+            vr(&d),
+            (
+                Verdict::Deny,
+                Code::PolicyDenied,
+                Some("floor:dangerous-pattern")
+            ),
+            "{mode}"
+        );
+        assert!(d.reason.contains("dangerous pattern `dd`"), "{}", d.reason);
+    }
+    let e = engine(
+        "[[lift_patterns]]\npattern = \"dd\"\nreason = \"the image build writes blobs with dd\"\n",
+    );
+    let d = decide_with(
+        &e,
+        &ctx(Mode::DangerouslySkipPermissions),
+        "run_bash",
+        json!({"command": "dd if=/dev/zero of=blob bs=1k count=1"}),
+    );
+    assert_eq!(vr(&d).0, Verdict::Allow, "{}", d.reason);
+    assert_eq!(
+        d.consequence,
+        "run `dd if=/dev/zero of=blob bs=1k count=1` in the sandbox (no network); it matches the dangerous pattern `dd`, lifted on this host: the image build writes blobs with dd"
+    );
+    assert_eq!(
+        e.lifted_patterns(),
+        &[(
+            tollgate_policy::ShellPattern::Dd,
+            "the image build writes blobs with dd".to_string()
+        )]
+    );
+    // Only that pattern: history -c is still refused.
+    let d = decide_with(
+        &e,
+        &ctx(Mode::DangerouslySkipPermissions),
+        "run_bash",
+        json!({"command": "history -c"}),
+    );
+    assert_eq!(d.rule.as_deref(), Some("floor:dangerous-pattern"));
+}
+
+#[test]
+fn a_lift_rule_names_a_known_pattern_once_with_its_reason() {
+    let bad = |toml: &str| {
+        let cfg: PolicyConfig = toml::from_str(toml).unwrap();
+        Engine::new(&cfg).unwrap_err().to_string()
+    };
+    assert_eq!(
+        bad("[[lift_patterns]]\npattern = \"rm\"\nreason = \"x\"\n"),
+        "invalid rule \"lift_patterns: rm\": there is no dangerous pattern by that name; the patterns are rm-broad, fork-bomb, mkfs, dd, system-write, history-clear, path-change"
+    );
+    assert!(
+        bad("[[lift_patterns]]\npattern = \"dd\"\nreason = \"  \"\n")
+            .contains("give the reason this host needs it")
+    );
+    assert!(
+        bad("[[lift_patterns]]\npattern = \"dd\"\nreason = \"a\"\n[[lift_patterns]]\npattern = \"dd\"\nreason = \"b\"\n")
+            .contains("lifted twice")
+    );
+    // A rule without a reason is not even a rule.
+    assert!(toml::from_str::<PolicyConfig>("[[lift_patterns]]\npattern = \"dd\"\n").is_err());
 }
