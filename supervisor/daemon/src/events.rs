@@ -104,7 +104,7 @@ impl Recorder {
         self.write(file, session, event, Durable::Later, Priority::Ordinary)
     }
 
-    fn write(
+    pub fn write(
         &self,
         file: &AuditFile,
         session: &str,

@@ -181,7 +181,13 @@ impl OperatorService for OperatorSvc {
     ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
         let include = req.into_inner().include_decided;
         Ok(Response::new(pb::ListApprovalsResponse {
-            approvals: self.sup.approvals.list(include),
+            approvals: self
+                .sup
+                .approvals
+                .list(include)
+                .into_iter()
+                .map(crate::wire::approval)
+                .collect(),
         }))
     }
 
@@ -199,9 +205,9 @@ impl OperatorService for OperatorSvc {
             reason: r.reason,
         };
         let who = by(peer);
-        match self.sup.approvals.decide(&d, &who, None) {
+        match crate::wire::answer(d).and_then(|d| self.sup.approvals.decide(&d, &who, None)) {
             Ok(a) => Ok(Response::new(pb::DecideApprovalResponse {
-                outcome: a.status,
+                outcome: a.status.as_str().to_string(),
                 decided_by: who,
             })),
             Err(e) => Err(match &e {

@@ -372,7 +372,7 @@ impl Supervisor {
         session.wait_idle(Duration::from_secs(3)).await;
         self.record_ended(session, state, reason, by, sandbox_result.err());
         self.anchor_head(session);
-        let info = session.info(0, session.backend.kind().as_str());
+        let info = crate::wire::session_info(session, 0, session.backend.kind().as_str());
         self.sessions.retire(&session.id, info);
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
         true
@@ -381,7 +381,10 @@ impl Supervisor {
     /// Every approval still pending for the session, withdrawn and recorded.
     fn withdraw_approvals(&self, session: &Session, state: State, reason: &str, by: &str) {
         for a in self.approvals.pending_for(&session.id) {
-            if let Some(a) = self.approvals.close(&a.id, "withdrawn", by) {
+            if let Some(a) =
+                self.approvals
+                    .close(&a.id, tollgate_gate::approvals::Status::Withdrawn, by)
+            {
                 let _ = self.recorder.to_file_essential(
                     &session.audit,
                     &session.id,
@@ -605,7 +608,7 @@ impl Supervisor {
 
     pub fn session_info(&self, s: &Session) -> pb::SessionInfo {
         let pending = self.approvals.pending_for(&s.id).len() as u32;
-        s.info(pending, s.backend.kind().as_str())
+        crate::wire::session_info(s, pending, s.backend.kind().as_str())
     }
 }
 
@@ -648,16 +651,16 @@ fn open_checked_workspace(
 /// Tells the session's agent (its approval stream) that the session ended,
 /// and why.
 fn tell_the_agent(session: &Session, state: State, reason: &str) {
+    use tollgate_policy::Code;
     let code = match state {
-        State::Closed => pb::DenialCode::Unspecified,
-        State::Active | State::Revoked | State::Killed | State::Expired => {
-            pb::DenialCode::SessionRevoked
-        }
+        // A closed session was not refused anything: no code.
+        State::Closed => Code::Ok,
+        State::Active | State::Revoked | State::Killed | State::Expired => Code::SessionRevoked,
     };
-    let _ = session.control.send(pb::ApprovalServerMsg {
-        msg: Some(pb::approval_server_msg::Msg::Ended(pb::SessionEnded {
-            code: code as i32,
+    let _ = session
+        .control
+        .send(tollgate_gate::approvals::Notice::Ended {
+            code,
             reason: reason.to_string(),
-        })),
-    });
+        });
 }

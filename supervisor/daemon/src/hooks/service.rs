@@ -86,17 +86,17 @@ impl ClientHooks for HookSvc {
         if !session.is_active() {
             return Err(Status::failed_precondition(pep::revoked(&session).reason));
         }
-        let (tx, rx) = mpsc::channel::<pb::SandboxExecOutput>(64);
+        let (tx, rx) = mpsc::channel::<crate::wire::Routed>(64);
         let sup = Arc::clone(&self.sup);
         let cancel = session.cancel.child_token();
         tokio::spawn(async move {
             let Some(_work) = session.begin() else {
                 let _ = tx
-                    .send(pb::SandboxExecOutput {
+                    .send(crate::wire::Routed(pb::SandboxExecOutput {
                         out: Some(pb::sandbox_exec_output::Out::Stderr(
                             format!("tollgate: {}\n", pep::revoked(&session).reason).into_bytes(),
                         )),
-                    })
+                    }))
                     .await;
                 return;
             };
@@ -109,10 +109,12 @@ impl ClientHooks for HookSvc {
                     cancel.cancel();
                 })
             };
-            pep::run_routed(&sup, &session, &route, &tx, cancel).await;
+            pep::run_routed(&sup, &route, &tx, cancel).await;
             watcher.abort();
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(rx).map(|r| Ok(r.0)),
+        )))
     }
 }
 
@@ -312,20 +314,16 @@ async fn pre_tool_use(
         Proposed::Harmless => return harmless(sup, binding, tool),
         Proposed::Call(p) => p,
     };
-    let cleared = match pep::authorize(
-        sup,
-        session,
-        &tool.use_id,
-        &p.tool,
-        &p.raw,
-        p.calls,
-        &gate,
-        cancel,
-    )
-    .await
-    {
+    let proposed = tollgate_gate::Proposed {
+        call_id: &tool.use_id,
+        tool: &p.tool,
+        raw_args: &p.raw,
+        mcp: None,
+    };
+    let cx = pep::ctx(sup, session);
+    let cleared = match tollgate_gate::authorize(&cx, proposed, p.calls, &gate, cancel).await {
         Ok(c) => c,
-        Err(d) if d.code == pb::DenialCode::SessionRevoked as i32 => return stop(session, true),
+        Err(d) if d.code == tollgate_policy::Code::SessionRevoked => return stop(session, true),
         Err(d) => return deny(d.reason),
     };
     let d = &cleared.decision;
@@ -416,7 +414,8 @@ fn hook_gate(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, wait: Durati
 
 /// The client's own bookkeeping: recorded, then allowed.
 fn harmless(sup: &Arc<Supervisor>, binding: &Binding, tool: &ToolEvent) -> pb::HookEventResponse {
-    match pep::record_harmless(sup, &binding.session, &tool.use_id, &tool.name) {
+    let cx = pep::ctx(sup, &binding.session);
+    match tollgate_gate::record_harmless(&cx, &tool.use_id, &tool.name) {
         Ok(reason) => {
             note_call(binding, tool, &tool.name, None, None, false);
             pb::HookEventResponse {
