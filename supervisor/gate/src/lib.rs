@@ -36,6 +36,8 @@ mod mcp;
 mod records;
 mod routed;
 pub mod session;
+#[cfg(test)]
+mod tests;
 
 pub use authorize::{authorize, record_harmless};
 pub use call::{CallTool, Cleared, Gate, Proposed, ToolAnswer};

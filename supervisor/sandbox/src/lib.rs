@@ -13,6 +13,8 @@ pub mod docker;
 pub mod egress;
 pub mod host_exec;
 pub mod native;
+#[cfg(feature = "test-util")]
+pub mod recording;
 mod setid;
 
 use std::path::{Path, PathBuf};
