@@ -11,35 +11,13 @@ use tokio_util::sync::CancellationToken;
 use tollgate_audit::Event;
 use tollgate_audit::event as audit;
 use tollgate_policy::host::{RealFs, SystemResolver};
-use tollgate_policy::{Code, Context, Decision, Tool, ToolCall, ToolName, Verdict};
+use tollgate_policy::{Code, Context, Decision, Tool, ToolCall, Verdict};
 
 use crate::ask::Ask;
 use crate::call::{Cleared, Gate, Proposed};
 use crate::denial::{Denial, audit_unavailable, audit_unavailable_msg, denial, denial_of, revoked};
 use crate::host::Ctx;
-use crate::records::{approval_id, audit_verdict, excerpt, record, record_as};
-
-/// Whether a tool writes to the workspace's filesystem (refused under the
-/// disk floor, see `disk.rs`): every write tool, and run_bash (what it runs
-/// may write anything); webfetch, an MCP server's tool (it runs in its own
-/// sandbox, not through the PEP's executors) and the read and agent-side
-/// tools do not.
-fn writes_to_disk(tool: ToolName) -> bool {
-    match tool {
-        ToolName::WriteFile | ToolName::EditFile | ToolName::RunBash => true,
-        ToolName::ReadFile
-        | ToolName::GlobFiles
-        | ToolName::Grep
-        | ToolName::Webfetch
-        | ToolName::Mcp
-        | ToolName::TodoAppend
-        | ToolName::TodoList
-        | ToolName::TodoUpdate
-        | ToolName::ReadScratchpad
-        | ToolName::WriteScratchpad
-        | ToolName::AskQuestion => false,
-    }
-}
+use crate::records::{approval_id, excerpt, record, record_as};
 
 /// The rule a disk-floor refusal names.
 pub(crate) const DISK_RULE: &str = "floor:disk";
@@ -208,7 +186,7 @@ pub(crate) fn apply_grants(cx: &Ctx, tool: &str, decision: &mut Decision) -> &'s
 /// filesystem is under `[sandbox] min_free_mb` (refused before any
 /// approval is asked for; checked again just before it runs).
 fn apply_disk_floor(cx: &Ctx, calls: &[Tool], decision: &mut Decision) {
-    let writes = calls.iter().any(|c| writes_to_disk(c.name()));
+    let writes = calls.iter().any(|c| c.name().facts().writes_workspace);
     if decision.verdict != Verdict::Deny
         && writes
         && let Err(low) = cx.host.disk().check(&cx.session.workspace)
@@ -289,50 +267,10 @@ fn delegate_to_client(
     Ok(id)
 }
 
-/// Tools whose only effect is the output they return (no write, no process,
-/// no network): they may start reading before their decision is durable.
-pub(crate) fn read_only(tool: ToolName) -> bool {
-    match tool {
-        ToolName::ReadFile | ToolName::GlobFiles | ToolName::Grep => true,
-        ToolName::WriteFile
-        | ToolName::EditFile
-        | ToolName::RunBash
-        | ToolName::Webfetch
-        | ToolName::Mcp
-        | ToolName::TodoAppend
-        | ToolName::TodoList
-        | ToolName::TodoUpdate
-        | ToolName::ReadScratchpad
-        | ToolName::WriteScratchpad
-        | ToolName::AskQuestion => false,
-    }
-}
-
 /// Arguments up to this size are decided on the async thread that received
 /// them (a typical command takes microseconds); longer ones on the blocking
 /// pool.
 const INLINE_DECISION_BYTES: usize = 8 << 10;
-
-/// Whether deciding the tool may ask the network (DNS): then it is decided
-/// on the blocking pool, with the host-address snapshot.
-fn asks_the_network(tool: ToolName) -> bool {
-    match tool {
-        ToolName::Webfetch => true,
-        ToolName::ReadFile
-        | ToolName::GlobFiles
-        | ToolName::Grep
-        | ToolName::WriteFile
-        | ToolName::EditFile
-        | ToolName::RunBash
-        | ToolName::Mcp
-        | ToolName::TodoAppend
-        | ToolName::TodoList
-        | ToolName::TodoUpdate
-        | ToolName::ReadScratchpad
-        | ToolName::WriteScratchpad
-        | ToolName::AskQuestion => false,
-    }
-}
 
 /// Runs the engine for a call: checks it (the registry, the session's
 /// tools, the schema; the arguments typed once) and decides it. The checked
@@ -351,7 +289,7 @@ async fn decide(cx: &Ctx, call: ToolCall, arguments_len: usize) -> (Decision, Op
         Ok(t) => t,
         Err(refused) => return (refused, None),
     };
-    if !asks_the_network(tool.name()) && arguments_len <= INLINE_DECISION_BYTES {
+    if !tool.name().facts().decides_with_dns && arguments_len <= INLINE_DECISION_BYTES {
         // Pure and microseconds: decide right here. Only webfetch asks the
         // network facts, so this resolver carries no host-address snapshot
         // (were one asked for, the answer would be "unknown": refused).
@@ -395,7 +333,7 @@ fn audit_decision(
     let check = audit::PermissionCheck {
         call_id: call_id.to_string(),
         tool: tool.to_string(),
-        decision: audit_verdict(d.verdict),
+        decision: d.verdict,
         code: d.code.as_str().to_string(),
         rule: d.rule.clone(),
         reason: d.reason.clone(),
@@ -444,29 +382,33 @@ pub fn record_harmless(cx: &Ctx, call_id: &str, client_tool: &str) -> Result<Str
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use tollgate_policy::ToolName;
 
     #[test]
     fn the_disk_floor_applies_to_the_tools_that_write() {
         let writing: Vec<&str> = tollgate_policy::registry()
             .iter()
-            .filter(|t| writes_to_disk(t.tool))
+            .filter(|t| t.facts.writes_workspace)
             .map(|t| t.name)
             .collect();
         assert_eq!(writing, ["write_file", "edit_file", "run_bash"]);
-        assert!(!writes_to_disk(ToolName::Mcp));
+        assert!(!ToolName::Mcp.facts().writes_workspace);
     }
 
     #[test]
     fn only_the_tools_that_only_read_overlap_the_fsync() {
         let reading: Vec<ToolName> = ToolName::ALL
             .into_iter()
-            .filter(|t| read_only(*t))
+            .filter(|t| t.facts().only_reads())
             .collect();
         assert_eq!(
             reading,
             [ToolName::ReadFile, ToolName::GlobFiles, ToolName::Grep]
         );
-        assert!(reading.iter().all(|t| !writes_to_disk(*t)));
+        let dns: Vec<ToolName> = ToolName::ALL
+            .into_iter()
+            .filter(|t| t.facts().decides_with_dns)
+            .collect();
+        assert_eq!(dns, [ToolName::Webfetch]);
     }
 }

@@ -11,7 +11,7 @@ use tollgate_audit::Event;
 use tollgate_audit::event as audit;
 use tollgate_policy::{Code, Decision, Tool, ToolCall};
 
-use crate::authorize::{DISK_RULE, authorize, read_only};
+use crate::authorize::{DISK_RULE, authorize};
 use crate::call::{CallTool, Cleared, Gate, Proposed, ToolAnswer};
 use crate::denial::{Denial, audit_unavailable, denial, revoked};
 use crate::exec::{Done, ExecError, execute};
@@ -111,7 +111,7 @@ async fn run(
 ) -> Result<Result<Done, ExecError>, Denial> {
     let tool = call.name().as_str();
     let decision = &cleared.decision;
-    let overlap = read_only(call.name()) && cx.session.audit.append_waits();
+    let overlap = call.name().facts().only_reads() && cx.session.audit.append_waits();
     let started_record = Event::ToolStarted(audit::ToolStarted {
         call_id: call_id.to_string(),
         tool: tool.to_string(),

@@ -5,7 +5,7 @@
 
 use tollgate_audit::event as audit;
 use tollgate_audit::{AuditError, Durable, Event, Priority};
-use tollgate_policy::{Decision, Verdict};
+use tollgate_policy::Decision;
 
 use crate::host::Ctx;
 
@@ -38,15 +38,6 @@ pub(crate) fn record_outcome(cx: &Ctx, result: audit::ToolResult) {
         Durable::Later,
         Priority::Ordinary,
     );
-}
-
-/// The policy's verdict as the audit log writes it.
-pub(crate) fn audit_verdict(v: Verdict) -> audit::Verdict {
-    match v {
-        Verdict::Allow => audit::Verdict::Allow,
-        Verdict::Ask => audit::Verdict::Ask,
-        Verdict::Deny => audit::Verdict::Deny,
-    }
 }
 
 /// An `approval_decided` record; with the decision `d` it names its rule
