@@ -49,14 +49,14 @@ impl Host for Supervisor {
 
     fn write(
         &self,
-        file: &AuditFile,
-        session: &str,
+        session: &Session,
         event: Event,
         durable: Durable,
         priority: Priority,
     ) -> Result<(), AuditError> {
+        let (file, id) = (&session.audit, &session.id);
         self.recorder
-            .write(file, session, event, durable, priority)
+            .write(file, id, event, durable, priority)
             .map(|_| ())
     }
 

@@ -150,9 +150,7 @@ impl Supervisor {
         let id = credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?;
         let audit_file = self.audit.open_session(&id).map_err(|e| {
             self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
-            Status::unavailable(format!(
-                "AUDIT_UNAVAILABLE: cannot open the session's audit log: {e}"
-            ))
+            audit_unavailable(format!("cannot open the session's audit log: {e}"))
         })?;
         // From here a refusal removes the file again: nothing names it until
         // the supervisor log's `session_opened`, the last step, is written.
@@ -295,7 +293,7 @@ impl Supervisor {
             })
             .map_err(|e| {
                 self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
-                Status::unavailable(format!("AUDIT_UNAVAILABLE: cannot record the session: {e}"))
+                audit_unavailable(format!("cannot record the session: {e}"))
             })?;
         Ok(())
     }
@@ -610,6 +608,19 @@ impl Supervisor {
         let pending = self.approvals.pending_for(&s.id).len() as u32;
         crate::wire::session_info(s, pending, s.backend.kind().as_str())
     }
+}
+
+/// A session refused because its records cannot be written: `UNAVAILABLE`,
+/// with the typed refusal in the status's details.
+fn audit_unavailable(reason: String) -> Status {
+    let denial = pb::Denial {
+        code: pb::DenialCode::AuditUnavailable as i32,
+        reason,
+        rule: "floor:audit".to_string(),
+        consequence: String::new(),
+        destructive: false,
+    };
+    tollgate_proto::refusal::status(tonic::Code::Unavailable, &denial)
 }
 
 /// The tools asked for (`None`: all), each one the registry knows.

@@ -23,12 +23,11 @@ pub trait Host: Send + Sync + 'static {
     fn redactor(&self) -> &Redactor;
     fn approvals(&self) -> &Approvals;
     fn disk(&self) -> &DiskGuard;
-    /// Appends `event` to `file` (a session's log) and publishes it to
-    /// watchers; `durable` and `priority` as [`AuditFile::append_event`].
+    /// Appends `event` to the session's log and publishes it to watchers;
+    /// `durable` and `priority` as [`AuditFile::append_event`].
     fn write(
         &self,
-        file: &AuditFile,
-        session: &str,
+        session: &Session,
         event: Event,
         durable: Durable,
         priority: Priority,
@@ -70,7 +69,6 @@ impl Ctx {
         durable: Durable,
         priority: Priority,
     ) -> Result<(), AuditError> {
-        let s = &self.session;
-        self.host.write(&s.audit, &s.id, event, durable, priority)
+        self.host.write(&self.session, event, durable, priority)
     }
 }

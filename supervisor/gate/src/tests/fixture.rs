@@ -65,12 +65,12 @@ impl Host for TestHost {
     }
     fn write(
         &self,
-        file: &AuditFile,
-        session: &str,
+        session: &Session,
         event: Event,
         durable: Durable,
         priority: Priority,
     ) -> Result<(), AuditError> {
+        let file = &session.audit;
         if *self.fail.lock().unwrap() == Some(event.name()) {
             return Err(AuditError::Broken {
                 path: file.path().to_path_buf(),
@@ -78,7 +78,7 @@ impl Host for TestHost {
             });
         }
         let l = line(&event);
-        file.append_event(session, &event, durable, priority)?;
+        file.append_event(&session.id, &event, durable, priority)?;
         self.written.lock().unwrap().push(l);
         Ok(())
     }
