@@ -163,7 +163,11 @@ fn response_of(
     };
     match result {
         Ok(done) => {
-            let text = cx.host.redactor().redact(&done.output.text);
+            let text = if done.redacted {
+                done.output.text
+            } else {
+                cx.host.redactor().redact(&done.output.text)
+            };
             ToolAnswer {
                 ok: true,
                 output: text,

@@ -5,12 +5,14 @@
 //! they come: redacted line by line and capped at `output_cap_bytes` (past
 //! it, one notice on stderr), then its exit status.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::Event;
 use tollgate_audit::event as audit;
+use tollgate_audit::{Redactor, StreamRedactor};
 use tollgate_sandbox::{Output, SandboxError};
 
 use crate::denial::{audit_unavailable, revoked};
@@ -223,48 +225,40 @@ struct Streamed {
     head: String,
 }
 
-/// Forwards a routed command's output: per stream, whole lines redacted
-/// (a line is held until its end, or until it reaches 8 KiB), up to `cap`
-/// bytes in all, then one notice on stderr; the rest is counted, not sent.
+/// Forwards a routed command's output: per stream, redacted on bytes by a
+/// [`StreamRedactor`] (whatever the encoding; a secret split across
+/// chunks is still seen whole), released line by line (a line is held
+/// until its end, or until it reaches 8 KiB, when the redactor keeps back
+/// only what a secret still growing could need), up to `cap` bytes in all,
+/// then one notice on stderr; the rest is counted, not sent.
 async fn forward_routed<O: From<ShellOut>>(
     mut rx: mpsc::Receiver<Output>,
     out: mpsc::Sender<O>,
-    redactor: tollgate_audit::Redactor,
+    redactor: Redactor,
     cap: usize,
 ) -> Streamed {
-    const HOLD: usize = 8 << 10;
     let mut fw = Forwarder {
         st: Streamed::default(),
         sent: 0,
-        redactor,
         cap,
     };
-    let mut pending: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let redactor = Arc::new(redactor);
+    let mut streams = [Stream::new(&redactor), Stream::new(&redactor)];
     while let Some(chunk) = rx.recv().await {
         let (which, bytes) = match &chunk {
             Output::Stdout(b) => (0, b),
             Output::Stderr(b) => (1, b),
         };
         fw.st.total += bytes.len() as u64;
-        let buf = &mut pending[which];
-        buf.extend_from_slice(bytes);
-        let cut = match buf.iter().rposition(|&b| b == b'\n') {
-            Some(nl) => nl + 1,
-            None if buf.len() >= HOLD => buf.len(),
-            None => continue,
-        };
-        let ready: Vec<u8> = buf.drain(..cut).collect();
+        let ready = streams[which].take(bytes);
         for m in fw.emit(which, &ready) {
             if out.send(O::from(m)).await.is_err() {
                 return fw.st;
             }
         }
     }
-    for (which, buf) in pending.iter_mut().enumerate() {
-        let rest = std::mem::take(buf);
-        if rest.is_empty() {
-            continue;
-        }
+    for (which, stream) in streams.iter_mut().enumerate() {
+        let rest = stream.end();
         for m in fw.emit(which, &rest) {
             let _ = out.send(O::from(m)).await;
         }
@@ -272,26 +266,69 @@ async fn forward_routed<O: From<ShellOut>>(
     fw.st
 }
 
-/// What [`forward_routed`] has sent so far, and how it redacts and caps.
+/// One output stream of a routed command: the part of a line not yet
+/// ended, and its redactor.
+struct Stream {
+    line: Vec<u8>,
+    redactor: StreamRedactor,
+}
+
+impl Stream {
+    /// A line is held until its end, or until it reaches this many bytes.
+    const HOLD: usize = 8 << 10;
+
+    fn new(redactor: &Arc<Redactor>) -> Stream {
+        Stream {
+            line: Vec::new(),
+            redactor: StreamRedactor::new(Arc::clone(redactor)),
+        }
+    }
+
+    /// Takes a chunk; returns what may be sent now, redacted.
+    fn take(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.line.extend_from_slice(bytes);
+        match self.line.iter().rposition(|&b| b == b'\n') {
+            Some(nl) => {
+                let ended: Vec<u8> = self.line.drain(..=nl).collect();
+                let mut ready = self.redactor.push(&ended);
+                // Whole lines: nothing of a secret can be left held.
+                ready.extend(self.redactor.finish());
+                ready
+            }
+            None if self.line.len() >= Self::HOLD => {
+                let long = std::mem::take(&mut self.line);
+                self.redactor.push(&long)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The end of the stream: what is left, redacted.
+    fn end(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.line);
+        let mut ready = self.redactor.push(&rest);
+        ready.extend(self.redactor.finish());
+        ready
+    }
+}
+
+/// What [`forward_routed`] has sent so far, and how it caps.
 struct Forwarder {
     st: Streamed,
     sent: usize,
-    redactor: tollgate_audit::Redactor,
     cap: usize,
 }
 
 impl Forwarder {
-    /// The messages for whole lines of stream `which` (0 stdout, 1 stderr):
-    /// redacted, within the cap, and the one notice when the cap is reached.
-    fn emit(&mut self, which: usize, bytes: &[u8]) -> Vec<ShellOut> {
+    /// The messages for redacted output of stream `which` (0 stdout, 1
+    /// stderr): within the cap, and the one notice when the cap is reached.
+    fn emit(&mut self, which: usize, text: &[u8]) -> Vec<ShellOut> {
         let cap = self.cap;
-        let text = match std::str::from_utf8(bytes) {
-            Ok(t) => self.redactor.redact(t).into_bytes(),
-            // Binary output passes as it is (no secret value is binary text).
-            Err(_) => bytes.to_vec(),
-        };
+        if text.is_empty() {
+            return Vec::new();
+        }
         if self.st.head.len() < AUDIT_EXCERPT {
-            self.st.head.push_str(&String::from_utf8_lossy(&text));
+            self.st.head.push_str(&String::from_utf8_lossy(text));
         }
         let room = cap.saturating_sub(self.sent);
         let part = &text[..text.len().min(room)];
@@ -326,7 +363,7 @@ mod tests {
         use ShellOut as Out;
         let (tx, rx) = mpsc::channel(8);
         let (out, mut got) = mpsc::channel(16);
-        let redactor = tollgate_audit::Redactor::new(vec!["hunter2-secret".to_string()]);
+        let redactor = Redactor::new(vec!["hunter2-secret".to_string()]);
         let fw = tokio::spawn(forward_routed(rx, out, redactor, 20));
         tx.send(Output::Stdout(b"pw=hunter2-secret\n".to_vec().into()))
             .await
@@ -358,5 +395,45 @@ mod tests {
         assert!(st.truncated);
         assert_eq!(st.total, 18 + 17 + 5);
         assert!(!st.head.contains("hunter2-secret"));
+    }
+
+    /// A secret in output that is not UTF-8, and one split across chunks
+    /// of a line longer than the hold, are masked (the routed shell once
+    /// let a chunk that was not UTF-8 through unredacted).
+    #[tokio::test]
+    async fn routed_output_that_is_not_utf8_or_split_is_still_redacted() {
+        let (tx, rx) = mpsc::channel(8);
+        let (out, mut got) = mpsc::channel::<ShellOut>(64);
+        let redactor = Redactor::new(vec!["hunter2-secret".to_string()]);
+        let fw = tokio::spawn(forward_routed(rx, out, redactor, 1 << 20));
+        tx.send(Output::Stdout(
+            b"\xff\xfe pw=hunter2-secret\n".to_vec().into(),
+        ))
+        .await
+        .unwrap();
+        let mut long = vec![b'a'; Stream::HOLD - 6];
+        long.extend_from_slice(b" hunter2");
+        tx.send(Output::Stderr(long.into())).await.unwrap();
+        tx.send(Output::Stderr(b"-secret tail\n".to_vec().into()))
+            .await
+            .unwrap();
+        drop(tx);
+        let st = fw.await.unwrap();
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        while let Ok(m) = got.try_recv() {
+            match m {
+                ShellOut::Stdout(b) => stdout.extend(b),
+                ShellOut::Stderr(b) => stderr.extend(b),
+                ShellOut::Exit(_) => {}
+            }
+        }
+        let (o, e) = (
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr),
+        );
+        assert!(!o.contains("hunter2") && o.contains("[REDACTED"), "{o}");
+        assert!(stdout.starts_with(b"\xff\xfe pw="));
+        assert!(!e.contains("hunter2") && e.ends_with(" tail\n"), "{e}");
+        assert!(!st.head.contains("hunter2"));
     }
 }

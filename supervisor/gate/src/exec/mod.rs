@@ -18,6 +18,8 @@ pub(crate) mod shell;
 pub(crate) struct Done {
     pub(crate) output: ToolOutput,
     pub(crate) exit_code: Option<i32>,
+    /// Already redacted as it came (a command's output).
+    pub(crate) redacted: bool,
 }
 
 impl From<ToolOutput> for Done {
@@ -25,6 +27,7 @@ impl From<ToolOutput> for Done {
         Done {
             output,
             exit_code: None,
+            redacted: false,
         }
     }
 }

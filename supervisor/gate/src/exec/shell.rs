@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tollgate_audit::{Redactor, StreamRedactor};
 use tollgate_sandbox::{ExecOutcome, ExecRequest, Output, Sandbox, SandboxError};
 use tollgate_tools::ToolOutput;
 
@@ -82,14 +83,15 @@ pub(super) async fn run_bash(
     let sb = prepare(cx).await?;
     let cap = cx.host.config().session.output_cap_bytes;
     let (tx, rx) = mpsc::channel::<Output>(64);
-    let collector = tokio::spawn(collect_output(rx, cap));
+    let redactor = cx.host.redactor().clone();
+    let collector = tokio::spawn(collect_output(rx, cap, redactor));
     let cmd = Command {
         text: command,
         timeout_s,
         merge_stderr: true,
     };
     let ran = run(cx, sb.as_ref(), cmd, tx, cancel).await;
-    let (kept, total) = collector.await.unwrap_or_default();
+    let (kept, more) = collector.await.unwrap_or_default();
     if let Some(reason) = cx.session.disk_stop.lock().take() {
         return Err(ExecError::DiskFloor(reason));
     }
@@ -100,30 +102,65 @@ pub(super) async fn run_bash(
     if outcome.cancelled {
         return Err(ExecError::Cancelled);
     }
-    Ok(command_output(&kept, total, cap, &outcome, ran.timeout))
+    Ok(command_output(&kept, more, cap, &outcome, ran.timeout))
 }
 
-/// A command's merged output: at most a little over the cap is kept, the
-/// rest counted.
-async fn collect_output(mut rx: mpsc::Receiver<Output>, cap: usize) -> (Vec<u8>, u64) {
-    let mut kept: Vec<u8> = Vec::new();
-    let mut total: u64 = 0;
+/// A command's merged output, redacted on bytes as it comes (a secret split
+/// across chunks is still seen whole): at most a little over the cap is
+/// kept, the rest counted. Returns what was kept and how many bytes were
+/// not.
+async fn collect_output(
+    mut rx: mpsc::Receiver<Output>,
+    cap: usize,
+    redactor: Redactor,
+) -> (Vec<u8>, u64) {
+    let mut stream = StreamRedactor::from(redactor);
+    let mut kept = Kept {
+        bytes: Vec::new(),
+        room: cap + 4,
+        more: 0,
+    };
     while let Some(chunk) = rx.recv().await {
         let bytes = match &chunk {
             Output::Stdout(b) | Output::Stderr(b) => b,
         };
-        total += bytes.len() as u64;
-        let room = (cap + 4).saturating_sub(kept.len());
-        kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        if kept.is_full() {
+            kept.more += bytes.len() as u64;
+        } else {
+            kept.add(&stream.push(bytes));
+        }
     }
-    (kept, total)
+    kept.add(&stream.finish());
+    (kept.bytes, kept.more)
+}
+
+/// What [`collect_output`] keeps.
+struct Kept {
+    bytes: Vec<u8>,
+    room: usize,
+    /// Bytes not kept.
+    more: u64,
+}
+
+impl Kept {
+    fn is_full(&self) -> bool {
+        self.bytes.len() >= self.room
+    }
+
+    fn add(&mut self, redacted: &[u8]) {
+        let n = redacted
+            .len()
+            .min(self.room.saturating_sub(self.bytes.len()));
+        self.bytes.extend_from_slice(&redacted[..n]);
+        self.more += (redacted.len() - n) as u64;
+    }
 }
 
 /// What the model sees of a finished command: its output capped (with how
 /// much was cut), then whether it timed out or was killed, and its exit code.
 fn command_output(
     kept: &[u8],
-    total: u64,
+    more: u64,
     cap: usize,
     outcome: &ExecOutcome,
     timeout: Duration,
@@ -134,11 +171,10 @@ fn command_output(
         cap,
         "redirect output to a file and read it with read_file offset/limit",
     );
-    if (total as usize) > kept.len() && !capped.truncated {
+    if more > 0 && !capped.truncated {
         capped.truncated = true;
         capped.text.push_str(&format!(
-            "\n[output truncated: {} more bytes not shown; redirect output to a file and read it with read_file offset/limit]",
-            total as usize - kept.len()
+            "\n[output truncated: {more} more bytes not shown; redirect output to a file and read it with read_file offset/limit]"
         ));
     }
     let mut text = capped.text;
@@ -155,6 +191,33 @@ fn command_output(
             text,
             truncated: capped.truncated,
         },
+        redacted: true,
         exit_code: Some(outcome.exit_code.unwrap_or(-1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn run_bash_output_is_redacted_across_chunks_and_capped() {
+        let (tx, rx) = mpsc::channel(8);
+        let redactor = Redactor::new(vec!["hunter2-secret".to_string()]);
+        let collector = tokio::spawn(collect_output(rx, 64, redactor));
+        for chunk in [&b"\xffpw=hunt"[..], b"er2-secret\n", &[b'x'; 100]] {
+            tx.send(Output::Stdout(chunk.to_vec().into()))
+                .await
+                .unwrap();
+        }
+        drop(tx);
+        let (kept, more) = collector.await.unwrap();
+        let text = String::from_utf8_lossy(&kept);
+        assert!(
+            !text.contains("hunter2") && text.contains("[REDACTED"),
+            "{text}"
+        );
+        assert_eq!(kept.len(), 68);
+        assert!(more > 0);
     }
 }
