@@ -18,7 +18,7 @@ use tollgate_policy::host::SystemResolver;
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{Sandbox, SandboxSpec};
 
-pub use tollgate_gate::{Gate, McpAnswer, McpCall, excerpt_of};
+pub use tollgate_gate::{Gate, McpAnswer, McpCall};
 
 use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
 use crate::host_addrs::Trigger;

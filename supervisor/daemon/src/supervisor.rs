@@ -1,5 +1,6 @@
 //! The supervisor's shared state and the session lifecycle: open, refresh,
-//! close, revoke, kill, and shutdown. Tool calls go through `pep.rs`.
+//! close, revoke, kill, and shutdown. Tool calls go through the gate
+//! (`tollgate_gate`, entered through `pep.rs`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -461,11 +461,8 @@ fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: 
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };
-    let excerpt = if note.as_ref().is_some_and(|n| n.secret) {
-        "[REDACTED:secret-file]".to_string()
-    } else {
-        pep::excerpt_of(&sup.redactor.redact(&output))
-    };
+    let secret = note.as_ref().is_some_and(|n| n.secret);
+    let excerpt = tollgate_gate::excerpt(secret, &sup.redactor.redact(&output));
     let duration_ms = tool.duration_ms.or_else(|| {
         note.as_ref()
             .map(|n| n.decided_at.elapsed().as_millis() as u64)
