@@ -10,11 +10,13 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tollgate_audit::Event;
 use tollgate_audit::event::AGENT_REPORTABLE;
+use tollgate_audit::{Durable, Priority};
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::agent_service_server::AgentService;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::Authed;
+use crate::events::Log;
 use crate::sessions::{Session, State, unix_ms};
 use crate::supervisor::{Peer, Supervisor};
 use crate::{chat, pep};
@@ -306,7 +308,12 @@ impl AgentService for AgentSvc {
         };
         self.sup
             .recorder
-            .to_file(&session.audit, &session.id, event)
+            .write(
+                Log::Session(&session.audit, &session.id),
+                event,
+                Durable::AsConfigured,
+                Priority::Ordinary,
+            )
             .map_err(|e| {
                 self.sup.audit_refused(
                     &session.id,

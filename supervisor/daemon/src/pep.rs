@@ -21,6 +21,7 @@ use tollgate_sandbox::{Sandbox, SandboxSpec};
 pub use tollgate_gate::{Gate, McpAnswer, McpCall};
 
 use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
+use crate::events::Log;
 use crate::host_addrs::Trigger;
 use crate::sessions::Session;
 use crate::supervisor::Supervisor;
@@ -54,9 +55,9 @@ impl Host for Supervisor {
         durable: Durable,
         priority: Priority,
     ) -> Result<(), AuditError> {
-        let (file, id) = (&session.audit, &session.id);
+        let log = Log::Session(&session.audit, &session.id);
         self.recorder
-            .write(file, id, event, durable, priority)
+            .write(log, event, durable, priority)
             .map(|_| ())
     }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, EnvScan, Redactor};
+use tollgate_audit::{Durable, Priority};
 use tollgate_policy::{Engine, Mode};
 use tollgate_proto::v1 as pb;
 use tonic::Status;
@@ -17,6 +18,7 @@ use crate::approvals::Approvals;
 use crate::backends::{Backends, SandboxOwner};
 use crate::credentials::{self, Token};
 use crate::disk::{DiskGuard, Low};
+use crate::events::Log;
 use crate::events::Recorder;
 use crate::host_addrs::HostAddrWatch;
 use crate::llm::Provider;
@@ -279,18 +281,23 @@ impl Supervisor {
             audit_file: None,
         };
         self.recorder
-            .to_file_deferred(
-                &session.audit,
-                &session.id,
+            .write(
+                Log::Session(&session.audit, &session.id),
                 Event::SessionOpened(opened.clone()),
+                Durable::Later,
+                Priority::Ordinary,
             )
             .and_then(|_| {
                 let sup = event::SessionOpened {
                     audit_file: Some(session.audit.path().display().to_string()),
                     ..opened
                 };
-                self.recorder
-                    .supervisor_deferred(&session.id, Event::SessionOpened(sup))
+                self.recorder.write(
+                    Log::Supervisor(&session.id),
+                    Event::SessionOpened(sup),
+                    Durable::Later,
+                    Priority::Ordinary,
+                )
             })
             .map_err(|e| {
                 self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
@@ -334,12 +341,13 @@ impl Supervisor {
         let token = session
             .rotate(Duration::from_secs(self.config.session.token_ttl_s))
             .map_err(|e| Status::internal(e.to_string()))?;
-        let _ = self.recorder.to_file(
-            &session.audit,
-            &session.id,
+        let _ = self.recorder.write(
+            Log::Session(&session.audit, &session.id),
             Event::TokenRotated(event::TokenRotated {
                 expires_unix_ms: unix_ms(session.token_expires()),
             }),
+            Durable::AsConfigured,
+            Priority::Ordinary,
         );
         Ok(token)
     }
@@ -384,9 +392,8 @@ impl Supervisor {
                 self.approvals
                     .close(&a.id, tollgate_gate::approvals::Status::Withdrawn, by)
             {
-                let _ = self.recorder.to_file_essential(
-                    &session.audit,
-                    &session.id,
+                let _ = self.recorder.write(
+                    Log::Session(&session.audit, &session.id),
                     Event::ApprovalDecided(event::ApprovalDecided {
                         approval_id: a.id,
                         tool: a.tool,
@@ -398,6 +405,8 @@ impl Supervisor {
                         target: None,
                         call_id: None,
                     }),
+                    Durable::AsConfigured,
+                    Priority::Essential,
                 );
             }
         }
@@ -451,13 +460,19 @@ impl Supervisor {
             ),
         };
         for e in std::iter::once(event).chain(last) {
-            let _ = self
-                .recorder
-                .to_file_essential_deferred(&session.audit, &session.id, e);
+            let _ = self.recorder.write(
+                Log::Session(&session.audit, &session.id),
+                e,
+                Durable::Later,
+                Priority::Essential,
+            );
         }
-        let _ =
-            self.recorder
-                .supervisor_essential(&session.id, in_log, tollgate_audit::Durable::Later);
+        let _ = self.recorder.write(
+            Log::Supervisor(&session.id),
+            in_log,
+            Durable::Later,
+            Priority::Essential,
+        );
     }
 
     /// Anchors the session file's head outside it, so a truncated tail is
@@ -498,23 +513,28 @@ impl Supervisor {
         });
         // Recorded before the kill, like every action: the supervisor log
         // first (it names the session), then the session's own.
-        let _ = self.recorder.supervisor_essential(
-            &session.id,
+        let _ = self.recorder.write(
+            Log::Supervisor(&session.id),
             stop.clone(),
-            tollgate_audit::Durable::AsConfigured,
+            Durable::AsConfigured,
+            Priority::Essential,
         );
-        let _ = self
-            .recorder
-            .to_file_essential(&session.audit, &session.id, stop);
+        let _ = self.recorder.write(
+            Log::Session(&session.audit, &session.id),
+            stop,
+            Durable::AsConfigured,
+            Priority::Essential,
+        );
         if let Err(e) = sandbox.destroy().await {
             tracing::error!(session = %session.id, error = %e, "the disk floor could not destroy the session's sandbox");
-            let _ = self.recorder.supervisor_essential(
-                &session.id,
+            let _ = self.recorder.write(
+                Log::Supervisor(&session.id),
                 Event::SandboxError(event::SandboxError {
                     during: "disk_floor_stop".to_string(),
                     error: e.to_string(),
                 }),
-                tollgate_audit::Durable::AsConfigured,
+                Durable::AsConfigured,
+                Priority::Essential,
             );
         }
     }
@@ -531,8 +551,8 @@ impl Supervisor {
             self.record_refusal_summary(more);
         }
         if noted.one_by_one {
-            let _ = self.recorder.supervisor_essential(
-                session,
+            let _ = self.recorder.write(
+                Log::Supervisor(session),
                 Event::AuditRefused(event::AuditRefused {
                     what: Some(what.to_string()),
                     error: Some(error.to_string()),
@@ -540,15 +560,16 @@ impl Supervisor {
                     interval_s: None,
                     total: None,
                 }),
-                tollgate_audit::Durable::AsConfigured,
+                Durable::AsConfigured,
+                Priority::Essential,
             );
         }
     }
 
     /// The record of the refusals of an interval not recorded one by one.
     pub fn record_refusal_summary(&self, more: u64) {
-        let _ = self.recorder.supervisor_essential(
-            "",
+        let _ = self.recorder.write(
+            Log::Supervisor(""),
             Event::AuditRefused(event::AuditRefused {
                 what: None,
                 error: None,
@@ -556,7 +577,8 @@ impl Supervisor {
                 interval_s: Some(crate::refusals::INTERVAL.as_secs()),
                 total: Some(self.refusals.total()),
             }),
-            tollgate_audit::Durable::AsConfigured,
+            Durable::AsConfigured,
+            Priority::Essential,
         );
     }
 

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tollgate_audit::event as audit;
+use tollgate_audit::{Durable, Priority};
 use tollgate_policy::Decision;
 use tollgate_policy::clients::{self, Client, MapCtx};
 use tollgate_proto::v1 as pb;
@@ -22,6 +23,7 @@ use super::bindings::{Binding, CallNote};
 use super::event::{self, Event, EventName, ToolEvent};
 use super::propose::{Proposed, propose};
 use super::routes::Route;
+use crate::events::Log;
 use crate::pep::{self, Gate};
 use crate::sessions::{Session, State};
 use crate::supervisor::{Peer, Supervisor};
@@ -182,12 +184,13 @@ async fn handle(
             pb::HookEventResponse::default()
         }
         (EventName::Stop, _) => {
-            let _ = sup.recorder.to_file_deferred(
-                &session.audit,
-                &session.id,
+            let _ = sup.recorder.write(
+                Log::Session(&session.audit, &session.id),
                 audit::Event::ClientTurnEnd(audit::ClientTurnEnd {
                     client: client.as_str().to_string(),
                 }),
+                Durable::Later,
+                Priority::Ordinary,
             );
             pb::HookEventResponse::default()
         }
@@ -501,9 +504,8 @@ fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: 
             }
             if let Some(id) = &n.delegated {
                 let by = format!("uid {} via client prompt", binding.uid);
-                let _ = sup.recorder.to_file_deferred(
-                    &session.audit,
-                    &session.id,
+                let _ = sup.recorder.write(
+                    Log::Session(&session.audit, &session.id),
                     audit::Event::ApprovalDecided(audit::ApprovalDecided {
                         approval_id: id.clone(),
                         tool: n.tool.clone(),
@@ -515,13 +517,16 @@ fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: 
                         target: None,
                         call_id: Some(tool.use_id.clone()),
                     }),
+                    Durable::Later,
+                    Priority::Ordinary,
                 );
             }
         }
     }
-    let _ = sup.recorder.to_file_deferred(
-        &session.audit,
-        &session.id,
+    let _ = sup.recorder.write(
+        Log::Session(&session.audit, &session.id),
         audit::Event::ClientToolResult(result),
+        Durable::Later,
+        Priority::Ordinary,
     );
 }
