@@ -382,7 +382,7 @@ pub fn record_harmless(cx: &Ctx, call_id: &str, client_tool: &str) -> Result<Str
 
 #[cfg(test)]
 mod tests {
-    use tollgate_policy::ToolName;
+    use tollgate_toolcall::ToolName;
 
     #[test]
     fn the_disk_floor_applies_to_the_tools_that_write() {

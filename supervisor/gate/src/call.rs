@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use tollgate_policy::{Decision, McpToolCall, Tool};
+use tollgate_policy::{Decision, McpToolCall};
+use tollgate_toolcall::Tool;
 
 /// A call as its channel proposed it: the id the records carry, the tool
 /// the records name (the channel's), and its arguments as received.
