@@ -936,3 +936,46 @@ async fn a_bad_client_gets_clear_errors_and_its_departure_leaves_nothing_behind(
     assert_eq!(result[0]["status"], "stopped");
     verify_audit(&sup);
 }
+
+/// The redaction finding on the MCP path: the real filesystem server reads a
+/// Latin-1 `settings.ini` (bytes that are not UTF-8) holding an AWS and a
+/// Stripe key; what reaches the client, and the audit log, has both masked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tool_results_mask_secrets_in_a_latin1_file() {
+    let Some(script) = fs_server_or_skip("mcp_tool_results_mask_secrets_in_a_latin1_file") else {
+        return;
+    };
+    let config = "[policy]\nallow = [\"mcp(fs.*)\"]\n[llm]\nprovider = \"script\"\n";
+    let (sup, ws) = start("native", config);
+    let (file, _) = super::sandbox_exec::latin1_settings();
+    std::fs::write(ws.join("settings.ini"), &file).unwrap();
+    let gw =
+        Gateway::start_command(&sup, &ws, "fs", &["node", script.to_str().unwrap(), "/"]).await;
+    let r = gw
+        .call(
+            "read_text_file",
+            json!({"path": ws.join("settings.ini").to_str().unwrap()}),
+        )
+        .await;
+    let (text, is_error) = text_of(&r);
+    assert!(!is_error, "{r}");
+    assert!(
+        text.contains("aws_key_id=[REDACTED:aws-access-key]")
+            && text.contains("stripe=[REDACTED:stripe-key]")
+            && text.contains(" fin"),
+        "{text}"
+    );
+    let stripe = format!("sk_{}_", "live");
+    assert!(
+        !text.contains("AKIAIOSFODNN7EXAMPLE") && !text.contains(&stripe),
+        "{text}"
+    );
+    let session = gw.session.clone();
+    let (status, err) = gw.finish().await;
+    assert!(status.success(), "{status}: {err}");
+    let records = serde_json::to_string(&sup.session_records(&session)).unwrap();
+    assert!(
+        !records.contains("AKIAIOSFODNN7EXAMPLE") && !records.contains(&stripe),
+        "a key reached the audit log"
+    );
+}
