@@ -979,3 +979,71 @@ async fn mcp_tool_results_mask_secrets_in_a_latin1_file() {
         "a key reached the audit log"
     );
 }
+
+/// The MCP finding: the wrapped server's requests to the client
+/// (`sampling/createMessage`, `roots/list`) and the client's `resources/*`,
+/// `prompts/*` passed undecided. Now each is decided by `mcp(SERVER.METHOD)`
+/// rules (refused unless one allows it) and recorded: a refused one gets a
+/// JSON-RPC error that says why, an allowed one passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_server_requests_and_client_resources_are_decided_and_recorded() {
+    if !ready("mcp_server_requests_and_client_resources_are_decided_and_recorded") {
+        return;
+    }
+    let config = RULES.replace(
+        "allow = [\"mcp(shell.*)\"]",
+        "allow = [\"mcp(shell.*)\", \"mcp(shell.roots/list)\", \"mcp(shell.resources/list)\"]",
+    );
+    let (sup, ws) = start("native", &config);
+    let gw = Gateway::start(&sup, &ws, "shell", &[]).await;
+
+    // The server asks the client's model: refused, saying why.
+    let r = gw
+        .call("ask_client", json!({"method": "sampling/createMessage"}))
+        .await;
+    let (text, _) = text_of(&r);
+    let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+    let msg = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        answer["error"]["code"] == -32001
+            && msg.contains("refused the MCP server's `sampling/createMessage`")
+            && msg.contains("mcp(shell.sampling/createMessage)"),
+        "{answer}"
+    );
+    // The server reads the client's roots: allowed by its rule, answered.
+    let r = gw.call("ask_client", json!({"method": "roots/list"})).await;
+    let (text, _) = text_of(&r);
+    let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+    assert!(answer["result"]["roots"].is_array(), "{answer}");
+
+    // The client lists resources (allowed) and prompts (no rule: refused).
+    let listed = gw.client().list_resources(None).await.unwrap();
+    assert_eq!(listed.resources.len(), 1, "{listed:?}");
+    let err = gw
+        .client()
+        .list_prompts(None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("refused the client's `prompts/list`") && err.contains("no rule allows it"),
+        "{err}"
+    );
+
+    let session = gw.session.clone();
+    let (status, stderr) = gw.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+    let records = sup.session_records(&session);
+    for (method, decision) in [
+        ("sampling/createMessage", "deny"),
+        ("roots/list", "allow"),
+        ("resources/list", "allow"),
+        ("prompts/list", "deny"),
+    ] {
+        let found = records_of(&records, "permission_check", method);
+        assert_eq!(found.len(), 1, "{method}: {records:?}");
+        assert_eq!(found[0]["decision"], decision, "{method}");
+        assert_eq!(found[0]["server"], "shell", "{method}");
+    }
+    verify_audit(&sup);
+}

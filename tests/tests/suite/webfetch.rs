@@ -17,7 +17,7 @@ use tollgate_proto::v1 as pb;
 const PUBLIC_IP: &str = "93.184.216.34";
 
 /// One test web host at a time: they share PUBLIC_IP's route.
-static NET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static NET: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 struct NetHost {
     ns: String,
@@ -145,9 +145,7 @@ async fn fetches_a_public_page_and_refuses_redirects_inward() {
     )
     .unwrap();
     std::fs::write(docroot.path().join("big.txt"), "x".repeat(300_000)).unwrap();
-    let _net = NET
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _net = NET.lock().await;
     let _host = NetHost::start("web", docroot.path());
     let sup = Supervisor::builder()
         .config("[session]\nfetch_max_bytes = 100000\n[llm]\nprovider = \"script\"\n")
@@ -247,9 +245,7 @@ async fn webfetch_masks_secrets_in_a_latin1_body() {
     let docroot = tempfile::tempdir().unwrap();
     let (file, _) = super::sandbox_exec::latin1_settings();
     std::fs::write(docroot.path().join("settings.txt"), &file).unwrap();
-    let _net = NET
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _net = NET.lock().await;
     let _host = NetHost::start("webl1", docroot.path());
     let sup = Supervisor::builder()
         .config("[llm]\nprovider = \"script\"\n")
