@@ -1047,3 +1047,61 @@ async fn mcp_server_requests_and_client_resources_are_decided_and_recorded() {
     }
     verify_audit(&sup);
 }
+
+/// The same finding with the real filesystem server: a client that declares
+/// roots is asked for them by the server at start; with no rule naming
+/// `roots/list` the request is refused and recorded (the server says so and
+/// keeps its own directories), and its tools still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_filesystem_server_cannot_read_the_clients_roots_unasked() {
+    let Some(script) =
+        fs_server_or_skip("the_real_filesystem_server_cannot_read_the_clients_roots_unasked")
+    else {
+        return;
+    };
+    let config = "[policy]\nallow = [\"mcp(fs.*)\"]\n[llm]\nprovider = \"script\"\n";
+    let (sup, ws) = start("native", config);
+    std::fs::write(ws.join("notes.txt"), "inside\n").unwrap();
+    let caps: rmcp::model::ClientCapabilities =
+        serde_json::from_value(json!({"roots": {"listChanged": false}})).unwrap();
+    let client = TestClient {
+        info: rmcp::model::ClientConfig::new(
+            caps,
+            rmcp::model::Implementation::new("tollgate-e2e", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_06_18),
+        elicitations: None,
+    };
+    let args = ["--", "node", script.to_str().unwrap(), "/"];
+    let gw = Gateway::spawn_with(&sup, &ws, "fs", &args, client).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let records = sup.session_records(&gw.session);
+        if let Some(r) = records_of(&records, "permission_check", "roots/list").first() {
+            break (*r).clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no roots/list record; stderr:\n{}",
+            gw.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(refused["decision"], "deny", "{refused}");
+    assert_eq!(refused["rule"], "mcp:method-default", "{refused}");
+    let r = gw
+        .call(
+            "read_text_file",
+            json!({"path": ws.join("notes.txt").to_str().unwrap()}),
+        )
+        .await;
+    assert_eq!(text_of(&r), ("inside\n".to_string(), false));
+    let stderr = gw.stderr();
+    assert!(
+        stderr.contains("refused the MCP server's `roots/list`"),
+        "{stderr}"
+    );
+    let (status, err) = gw.finish().await;
+    assert!(status.success(), "{status}: {err}");
+    verify_audit(&sup);
+}
