@@ -51,7 +51,10 @@ async fn handle<G: ConnectionGate>(proxy: Arc<Proxy<G>>, mut s: TcpStream, peer:
         Err(why) => return refuse_bad(&proxy, s, peer, &why).await,
     };
     let text = String::from_utf8_lossy(&head).into_owned();
-    let target = match parse_line(&text) {
+    let target = match parse_line(&text).and_then(|t| {
+        let host = proxy.host_for(t.host)?;
+        Ok(Target { host, ..t })
+    }) {
         Ok(t) => t,
         Err(why) => return refuse_bad(&proxy, s, peer, &why).await,
     };

@@ -11,19 +11,25 @@
 #![forbid(unsafe_code)]
 
 mod connect;
+pub mod dns;
 mod gate;
 mod head;
 pub mod http;
 pub mod sni;
 pub mod socks;
+pub mod synth;
 
+pub use dns::serve_dns;
 pub use gate::{ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Refusal, Via};
 pub use http::serve_http;
 pub use socks::serve_socks;
+pub use synth::SyntheticMap;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use tollgate_policy::network::NetHost;
 
 /// Bounds of one proxy (one sandbox's session).
 #[derive(Debug, Clone)]
@@ -54,6 +60,8 @@ pub struct Proxy<G> {
     pub session: String,
     pub gate: G,
     pub limits: Limits,
+    /// The names the session's DNS stub gave addresses for.
+    pub names: Arc<SyntheticMap>,
     open: AtomicUsize,
 }
 
@@ -63,6 +71,7 @@ impl<G: ConnectionGate> Proxy<G> {
             session,
             gate,
             limits,
+            names: Arc::default(),
             open: AtomicUsize::new(0),
         })
     }
@@ -70,6 +79,19 @@ impl<G: ConnectionGate> Proxy<G> {
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         self.open.load(Ordering::Relaxed)
+    }
+
+    /// The host a connection is decided for: a synthetic address the DNS
+    /// stub gave is the name it stands for; an unknown one is refused.
+    pub fn host_for(&self, host: NetHost) -> Result<NetHost, String> {
+        match host {
+            NetHost::Ip(ip) if SyntheticMap::in_range(ip) => {
+                self.names.name_of(ip).map(NetHost::Name).ok_or_else(|| {
+                    format!("{ip} is not an address this sandbox's DNS stub gave for any name")
+                })
+            }
+            h => Ok(h),
+        }
     }
 
     /// A slot for one connection, or `None` when the cap is reached.

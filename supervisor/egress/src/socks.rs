@@ -61,6 +61,14 @@ async fn handle<G: ConnectionGate>(proxy: Arc<Proxy<G>>, mut s: TcpStream, peer:
             return proxy.gate.bad_request(&proxy.session, peer, &why);
         }
     };
+    let host = match proxy.host_for(host) {
+        Ok(h) => h,
+        Err(why) => {
+            proxy.gate.bad_request(&proxy.session, peer, &why);
+            let _ = s.write_all(&reply(REPLY_HOST_UNREACHABLE)).await;
+            return;
+        }
+    };
     let req = ConnRequest {
         session: proxy.session.clone(),
         host,

@@ -417,3 +417,70 @@ async fn the_per_session_cap_refuses_more_and_frees_on_close() {
     let (_d, hd) = connect_via_http(&r, &t).await;
     assert!(hd.starts_with("HTTP/1.1 200"), "{hd}");
 }
+
+/// One A question for `name`.
+fn dns_query(name: &str) -> Vec<u8> {
+    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for l in name.split('.') {
+        q.push(l.len() as u8);
+        q.extend(l.as_bytes());
+    }
+    q.extend([0, 0, 1, 0, 1]);
+    q
+}
+
+#[tokio::test]
+async fn the_dns_stub_answers_every_name_and_only_allowed_ones_are_resolved_on_the_host() {
+    let r = rig(Limits::default()).await;
+    let stub = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let stub_addr = stub.local_addr().unwrap();
+    tokio::spawn(tollgate_egress::serve_dns(Arc::clone(&r.proxy.names), stub));
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut addrs = HashMap::new();
+    for name in ["ok.example", "c2VjcmV0.exfil.test"] {
+        client.send_to(&dns_query(name), stub_addr).await.unwrap();
+        let mut buf = [0u8; 512];
+        let (n, _) = tokio::time::timeout(Duration::from_secs(2), client.recv_from(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&buf[6..8], &[0, 1], "{name}: one answer");
+        let ip: [u8; 4] = buf[n - 4..n].try_into().unwrap();
+        assert_eq!(ip[..2], [198, 18], "{name}: {ip:?}");
+        addrs.insert(name, ip);
+    }
+    // SOCKS5 by synthetic address: the name it stands for is decided.
+    let socks = |ip: [u8; 4]| {
+        let mut m = vec![5, 1, 0, 5, 1, 0, 1];
+        m.extend(ip);
+        m.extend(r.port.to_be_bytes());
+        m
+    };
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&socks(addrs["ok.example"])).await.unwrap();
+    assert_eq!(read_n(&mut s, 12).await[..4], [5, 0, 5, 0], "{:?}", log(&r));
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&socks(addrs["c2VjcmV0.exfil.test"]))
+        .await
+        .unwrap();
+    assert_eq!(read_all(&mut s).await[..4], [5, 0, 5, 2]);
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&socks([198, 19, 7, 7])).await.unwrap();
+    assert_eq!(
+        read_all(&mut s).await[..4],
+        [5, 0, 5, 4],
+        "an address the stub never gave"
+    );
+    let resolved = r.proxy.gate.resolved.lock().unwrap().clone();
+    assert_eq!(
+        resolved,
+        ["ok.example"],
+        "the host's resolver saw only the allowed name"
+    );
+    let l = log(&r);
+    assert!(
+        l.iter()
+            .any(|x| x == &format!("refused c2vjcmv0.exfil.test:{} network:unlisted", r.port)),
+        "{l:?}"
+    );
+}
