@@ -20,6 +20,7 @@ pub(crate) const RULE_RESOLVE: &str = "network:resolve";
 pub(crate) const RULE_CONNECT: &str = "network:connect";
 pub(crate) const RULE_SNI: &str = "network:sni";
 pub(crate) const RULE_HOST: &str = "network:host-header";
+pub(crate) const RULE_RECORD: &str = "network:audit";
 pub(crate) const RULE_CAP: &str = "network:connection-cap";
 
 /// An upstream connection, allowed and connected, nothing sent yet.
@@ -187,7 +188,13 @@ pub(crate) async fn relay<G: ConnectionGate>(
     mut up: Upstream,
     early: &[u8],
 ) {
-    let id = proxy.gate.opened(req, up.addr, &up.rule);
+    let id = match proxy.gate.opened(req, up.addr, &up.rule) {
+        Ok(id) => id,
+        Err(why) => {
+            proxy.gate.refused(req, &refusal(RULE_RECORD, why));
+            return;
+        }
+    };
     let started = Instant::now();
     let mut stats = ConnStats::default();
     if up.stream.write_all(early).await.is_ok() {

@@ -91,7 +91,9 @@ pub trait ConnectionGate: Send + Sync + 'static {
                 .collect())
         }
     }
-    fn opened(&self, req: &ConnRequest, addr: SocketAddr, rule: &str) -> ConnId;
+    /// The opening record; an error (the record could not be written)
+    /// refuses the connection before any byte flows.
+    fn opened(&self, req: &ConnRequest, addr: SocketAddr, rule: &str) -> Result<ConnId, String>;
     fn refused(&self, req: &ConnRequest, refusal: &Refusal);
     /// A request that names no host it could be decided for (a malformed
     /// CONNECT line, a SOCKS4 greeting, a head too long or too slow).

@@ -52,10 +52,10 @@ impl ConnectionGate for TestGate {
             .map(|ip| vec![*ip])
             .ok_or_else(|| std::io::Error::other("NXDOMAIN"))
     }
-    fn opened(&self, req: &ConnRequest, addr: SocketAddr, rule: &str) -> ConnId {
+    fn opened(&self, req: &ConnRequest, addr: SocketAddr, rule: &str) -> Result<ConnId, String> {
         let mut l = self.log.lock().unwrap();
         l.push(format!("open {} {addr} {rule}", req.target()));
-        ConnId(l.len() as u64)
+        Ok(ConnId(l.len() as u64))
     }
     fn refused(&self, req: &ConnRequest, r: &Refusal) {
         self.log
