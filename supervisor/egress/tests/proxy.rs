@@ -22,6 +22,9 @@ const UPSTREAM: [u8; 4] = [127, 0, 0, 2];
 
 struct TestGate {
     policy: NetworkPolicy,
+    /// The one address spared the SSRF guard (the loopback upstream that
+    /// stands for a public host); `None`: the guard alone decides.
+    exempt: Option<IpAddr>,
     names: HashMap<String, IpAddr>,
     log: Mutex<Vec<String>>,
     resolved: Mutex<Vec<String>>,
@@ -39,7 +42,7 @@ impl ConnectionGate for TestGate {
         }
     }
     fn vet(&self, req: &ConnRequest, ip: IpAddr) -> Result<(), String> {
-        if ip == IpAddr::from(UPSTREAM) {
+        if Some(ip) == self.exempt {
             return Ok(());
         }
         self.policy
@@ -140,6 +143,7 @@ async fn rig(limits: Limits) -> Rig {
     ];
     let gate = TestGate {
         policy: NetworkPolicy::from_config(&c).unwrap(),
+        exempt: Some(up),
         names: names.iter().map(|(n, a)| (n.to_string(), *a)).collect(),
         log: Mutex::default(),
         resolved: Mutex::default(),
@@ -483,4 +487,212 @@ async fn the_dns_stub_answers_every_name_and_only_allowed_ones_are_resolved_on_t
             .any(|x| x == &format!("refused c2vjcmv0.exfil.test:{} network:unlisted", r.port)),
         "{l:?}"
     );
+}
+
+fn ip(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A test host on a public-looking address in a network namespace of its
+/// own behind a veth pair (the pattern of the MCP gateway's
+/// network tests); undone on drop.
+struct VethHost {
+    ns: String,
+    host_if: String,
+    route: String,
+    server: std::process::Child,
+    public: IpAddr,
+}
+
+impl VethHost {
+    fn start() -> VethHost {
+        let k = std::process::id() % 60_000;
+        let (public, host_side, peer_side) = (
+            format!("93.184.{}.{}", 20 + k % 200, 10 + k / 200 % 200),
+            format!("10.215.{}.{}", k / 64 % 250, k % 64 * 4 + 1),
+            format!("10.215.{}.{}", k / 64 % 250, k % 64 * 4 + 2),
+        );
+        let (ns, host_if, peer_if) = (format!("tg-net-{k}"), format!("tgn{k}"), format!("tgm{k}"));
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &ns])
+            .stderr(std::process::Stdio::null())
+            .status();
+        ip(&["netns", "add", &ns]);
+        ip(&[
+            "link", "add", &host_if, "type", "veth", "peer", "name", &peer_if,
+        ]);
+        ip(&["link", "set", &peer_if, "netns", &ns]);
+        ip(&["addr", "add", &format!("{host_side}/30"), "dev", &host_if]);
+        ip(&["link", "set", &host_if, "up"]);
+        ip(&[
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{peer_side}/30"),
+            "dev",
+            &peer_if,
+        ]);
+        ip(&[
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{public}/32"),
+            "dev",
+            &peer_if,
+        ]);
+        ip(&["-n", &ns, "link", "set", &peer_if, "up"]);
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        ip(&["-n", &ns, "route", "add", "default", "via", &host_side]);
+        let route = format!("{public}/32");
+        ip(&["route", "add", &route, "via", &peer_side]);
+        let server = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns, "python3", "-c", SERVER])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let public: IpAddr = public.parse().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect_timeout(
+            &SocketAddr::new(public, 8080),
+            Duration::from_millis(500),
+        )
+        .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the test web server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        VethHost {
+            ns,
+            host_if,
+            route,
+            server,
+            public,
+        }
+    }
+}
+
+impl Drop for VethHost {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = std::process::Command::new("ip")
+            .args(["route", "del", &self.route])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .status();
+    }
+}
+
+/// Answers every GET on port 8080 with the Host it was sent.
+const SERVER: &str = r#"
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = ("host=" + self.headers.get("Host", "") + "\n").encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("0.0.0.0", 8080), H).serve_forever()
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_curl_reaches_a_public_test_host_by_name_through_both_proxies() {
+    assert_eq!(
+        nix_uid(),
+        0,
+        "this test creates network namespaces: run it as root"
+    );
+    let host = VethHost::start();
+    let c = NetworkConfig {
+        allow: vec!["pub.example:8080".into()],
+        ..NetworkConfig::default()
+    };
+    let gate = TestGate {
+        policy: NetworkPolicy::from_config(&c).unwrap(),
+        exempt: None,
+        names: [
+            ("pub.example".to_string(), host.public),
+            ("other.example".to_string(), host.public),
+        ]
+        .into(),
+        log: Mutex::default(),
+        resolved: Mutex::default(),
+    };
+    let proxy = Proxy::new("s1".into(), gate, Limits::default());
+    let hl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (http, socks) = (hl.local_addr().unwrap(), sl.local_addr().unwrap());
+    tokio::spawn(tollgate_egress::serve_http(Arc::clone(&proxy), hl));
+    tokio::spawn(tollgate_egress::serve_socks(Arc::clone(&proxy), sl));
+    let curl = |args: Vec<String>| async move {
+        let out = tokio::process::Command::new("curl")
+            .args(["-sS", "-m", "20", "-i"])
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let out = curl(vec![
+        "-x".into(),
+        format!("http://{http}"),
+        "http://pub.example:8080/x".into(),
+    ])
+    .await;
+    assert!(
+        out.contains("200") && out.contains("host=pub.example:8080"),
+        "{out}"
+    );
+    let out = curl(vec![
+        "--socks5-hostname".into(),
+        socks.to_string(),
+        "http://pub.example:8080/y".into(),
+    ])
+    .await;
+    assert!(out.contains("host=pub.example:8080"), "{out}");
+    let out = curl(vec![
+        "-x".into(),
+        format!("http://{http}"),
+        "http://other.example:8080/".into(),
+    ])
+    .await;
+    assert!(
+        out.contains("403")
+            && out.contains(
+                "X-Tollgate-Refused: host=other.example; port=8080; rule=network:unlisted"
+            ),
+        "{out}"
+    );
+    let l = proxy.gate.log.lock().unwrap().clone();
+    let opened = format!(
+        "open pub.example:8080 {}:8080 pub.example:8080",
+        host.public
+    );
+    assert_eq!(l.iter().filter(|x| **x == opened).count(), 2, "{l:?}");
+}
+
+fn nix_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next().map(|u| u.parse().unwrap()))
+        .unwrap()
 }
