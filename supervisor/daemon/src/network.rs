@@ -45,7 +45,12 @@ impl NetSink for SessionSink {
     fn record(&self, event: Event) -> Result<(), String> {
         self.sup
             .recorder
-            .to_file_essential(&self.audit, &self.session, event)
+            .write(
+                crate::events::Log::Session(&self.audit, &self.session),
+                event,
+                tollgate_audit::Durable::AsConfigured,
+                tollgate_audit::Priority::Essential,
+            )
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
