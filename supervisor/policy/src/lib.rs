@@ -32,6 +32,7 @@ mod host_addrs;
 pub mod host_exec;
 mod mcp;
 mod mode;
+pub mod network;
 mod paths;
 pub mod policy_test;
 mod registry;
