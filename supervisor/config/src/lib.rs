@@ -48,6 +48,42 @@ pub struct Config {
     /// OpenTelemetry export, off unless an endpoint is set.
     #[serde(default)]
     pub telemetry: TelemetrySection,
+    /// The supervisor's own diagnostics on stderr or the journal.
+    #[serde(default)]
+    pub log: LogSection,
+}
+
+/// `[log]`: how much the supervisor says on stderr (or the journal).
+/// `level` absent: lifecycle events (start, ready, reload, session
+/// open/close, revoke) at info, everything else at warn
+/// (docs/OPERATIONS.md "Logs"). `RUST_LOG`, when set, wins.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSection {
+    pub level: Option<LogLevel>,
+}
+
+/// A `[log] level`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -570,6 +606,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("route_shel"), "{err}");
+    }
+
+    #[test]
+    fn the_log_level_is_optional_and_checked() {
+        assert_eq!(Config::default().log.level, None);
+        let c = Config::parse("[log]\nlevel = \"debug\"\n", Path::new("x.toml")).unwrap();
+        assert_eq!(c.log.level, Some(LogLevel::Debug));
+        let err = Config::parse("[log]\nlevel = \"loud\"\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 // The library exports only what the `supervisor` binary calls, so the
 // compiler reports dead code in the modules below again.
 pub use activation::take_passed;
+pub use check::{ConfigFault, EX_CONFIG, check_config, load_config};
 pub use server::{Options, run};
 
 mod activation;
@@ -19,6 +20,7 @@ mod approvals;
 mod auth;
 mod backends;
 mod chat;
+mod check;
 mod conn;
 mod credentials;
 mod disk;
@@ -26,6 +28,7 @@ mod events;
 mod hooks;
 mod host_addrs;
 mod llm;
+pub mod logging;
 mod mcp_gateway;
 mod operator_service;
 mod pep;

@@ -27,7 +27,6 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, Redactor};
-use tollgate_policy::Engine;
 use tollgate_proto::v1 as pb;
 use tonic::transport::Server;
 
@@ -36,10 +35,12 @@ use crate::agent_service::AgentSvc;
 use crate::approvals::Approvals;
 use crate::auth::{self, Guard};
 use crate::backends::{BackendSettings, Backends};
+use crate::check::ConfigFault;
 use crate::conn;
 use crate::events::Recorder;
 use crate::host_addrs::{self, HostAddrWatch};
 use crate::llm::{OpenAi, Provider, Script};
+use crate::logging::LIFECYCLE;
 use crate::operator_service::OperatorSvc;
 use crate::sessions::{Sessions, State};
 use crate::supervisor::{Paths, Supervisor};
@@ -60,9 +61,9 @@ pub struct Options {
 
 /// Runs the supervisor until a signal: the privileged steps of the module
 /// documentation, in their order.
-pub async fn run(opts: Options) -> anyhow::Result<()> {
-    // 1. The config, and the file descriptor budget.
-    let config = load_config(&opts)?;
+pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
+    // 1. The config (loaded by `crate::check::load_config`), and the file
+    // descriptor budget.
     let conns = connection_bounds(&config)?;
     let passed = opts.passed;
     let own_uid = nix::unistd::getuid().as_raw();
@@ -77,10 +78,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
     // 4. The policy engine.
-    let engine = Engine::new(&config.policy).map_err(|e| anyhow::anyhow!("policy: {e}"))?;
+    let engine = crate::check::engine(&config)?;
     // 5. The sandbox backend (orphans are reaped below, once recorded).
     let backends = build_backends(&config, &state_dir, &audit_dir, &recorder).await?;
-    let llm = build_llm(&config, secrets.api_key)?;
+    let llm = build_llm(&config, secrets.api_key).map_err(ConfigFault::wrap)?;
     let (agent_socket, operator_socket) = socket_paths(passed.as_ref(), &state_dir);
     let config_file = opts
         .config
@@ -150,21 +151,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The config file with the command line's overrides.
-fn load_config(opts: &Options) -> anyhow::Result<Config> {
-    let mut config = Config::load(&opts.config, opts.config_explicit)?;
-    if let Some(d) = &opts.state_dir {
-        config.supervisor.state_dir = d.clone();
-    }
-    if let Some(d) = &opts.audit_dir {
-        config.audit.dir = d.clone();
-    }
-    if let Some(b) = opts.sandbox {
-        config.sandbox.backend = b;
-    }
-    Ok(config)
-}
-
 /// Raises the soft RLIMIT_NOFILE to the hard limit, checks `fd_reserve` fits
 /// in it, and sets the connection bounds.
 fn connection_bounds(config: &Config) -> anyhow::Result<conn::Connections> {
@@ -181,8 +167,8 @@ fn connection_bounds(config: &Config) -> anyhow::Result<conn::Connections> {
 /// The gid of `[supervisor] operator_group`, when one is set.
 fn operator_gid(config: &Config) -> anyhow::Result<Option<u32>> {
     match &config.supervisor.operator_group {
-        Some(name) => Ok(Some(auth::group_gid(name).with_context(|| {
-            format!("operator group {name:?} does not exist; create it (groupadd {name}) or remove operator_group")
+        Some(name) => Ok(Some(auth::group_gid(name).ok_or_else(|| {
+            ConfigFault::wrap(anyhow::anyhow!("operator group {name:?} does not exist; create it (groupadd {name}) or remove operator_group"))
         })?)),
         None => Ok(None),
     }
@@ -425,6 +411,7 @@ fn announce_ready(sup: &Supervisor, agent_socket: &Path, operator_socket: &Path)
         sandbox: sup.backends.primary().kind().as_str().to_string(),
     };
     let _ = writeln!(std::io::stderr(), "{line}");
+    tracing::info!(target: LIFECYCLE, agent = %agent_socket.display(), operator = %operator_socket.display(), "ready");
 }
 
 /// On SIGTERM/SIGINT: revoke every session, kill sandboxes, record the
@@ -436,7 +423,7 @@ async fn shut_down(
     servers: tokio::task::JoinHandle<(ServeResult, ServeResult)>,
     telemetry_worker: Option<crate::telemetry::Worker>,
 ) -> anyhow::Result<()> {
-    tracing::info!(signal, "shutting down");
+    tracing::info!(target: LIFECYCLE, signal, "shutting down");
     activation::notify_stopping();
     let ended = sup
         .end_all(

@@ -297,6 +297,7 @@ impl Supervisor {
                 self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
                 Status::unavailable(format!("AUDIT_UNAVAILABLE: cannot record the session: {e}"))
             })?;
+        tracing::info!(target: crate::logging::LIFECYCLE, session = %session.id, uid = peer.uid, workspace = %session.workspace.display(), mode = session.mode.as_str(), "session opened");
         Ok(())
     }
 
@@ -374,6 +375,7 @@ impl Supervisor {
         self.anchor_head(session);
         let info = session.info(0, session.backend.kind().as_str());
         self.sessions.retire(&session.id, info);
+        tracing::info!(target: crate::logging::LIFECYCLE, session = %session.id, state = state.as_str(), by, reason, "session ended");
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
         true
     }
