@@ -27,6 +27,7 @@ mod disk;
 mod events;
 mod hooks;
 mod host_addrs;
+mod identity;
 mod llm;
 pub mod logging;
 mod mcp_gateway;

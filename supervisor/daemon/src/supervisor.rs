@@ -132,7 +132,7 @@ impl Supervisor {
         self.check_session_count(peer.uid)?;
         // Read once: the workspace check, the owner and the paths the
         // session's sandbox hides all come from this one reading.
-        let users = tollgate_policy::host::passwd();
+        let users = crate::identity::users_with(peer.uid);
         let credentials = tollgate_policy::host::credential_paths(&users);
         let ws = self.check_workspace(&req.workspace, peer.uid, &users, &credentials)?;
         tollgate_audit::audit_system_prompt(&req.system_prompt, &self.secrets)

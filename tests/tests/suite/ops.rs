@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -178,4 +179,130 @@ fn a_config_error_at_start_exits_78() {
         );
         assert!(!dirs.state.join("agent.sock").exists(), "{toml}");
     }
+}
+
+/// A supervisor whose name service has users and groups only in
+/// libnss-extrausers: a private mount namespace (`unshare --mount`) with a
+/// test-only /etc/nsswitch.conf and /var/lib/extrausers bind-mounted, then
+/// exec of the supervisor (same pid). Clients run outside it, as the uids.
+const NSS_OWNER: u32 = 61_244;
+const NSS_OTHER: u32 = 61_245;
+const NSS_OPS: u32 = 61_310;
+
+fn nss_fixture(dirs: &Dirs) -> (std::path::PathBuf, std::path::PathBuf) {
+    let fx = dirs.root.path().join("nss");
+    let eu = fx.join("extrausers");
+    std::fs::create_dir_all(&eu).unwrap();
+    let home = dirs.workspace("tgx-home", NSS_OWNER);
+    std::fs::write(
+        eu.join("passwd"),
+        format!(
+            "tgx-owner2:x:{NSS_OWNER}:{NSS_OWNER}::{}:/bin/sh\ntgx-other2:x:{NSS_OTHER}:{NSS_OTHER}::/nonexistent:/bin/sh\n",
+            home.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        eu.join("group"),
+        format!("tgx-owner2:x:{NSS_OWNER}:\ntgx-other2:x:{NSS_OTHER}:\ntgx-ops2:x:{NSS_OPS}:tgx-owner2\n"),
+    )
+    .unwrap();
+    std::fs::write(eu.join("shadow"), "").unwrap();
+    std::fs::write(
+        fx.join("nsswitch.conf"),
+        "passwd: files extrausers\ngroup: files extrausers\nshadow: files\nhosts: files dns\n",
+    )
+    .unwrap();
+    (fx, home)
+}
+
+/// Session owners, their homes and operator group membership come from the
+/// name service: a user only extrausers knows has its home recognised (the
+/// home itself is refused as a workspace, a project inside it is its
+/// session), and `[supervisor] operator_group` names a group only
+/// extrausers knows, whose member (by getgrouplist, not by its process's
+/// groups) is an operator while a non-member holding the socket's group is
+/// not.
+#[test]
+fn identity_comes_from_the_name_service() {
+    if !tollgate_e2e::harness::root_or_skip("identity_comes_from_the_name_service") {
+        return;
+    }
+    assert!(
+        std::path::Path::new("/usr/lib/libnss_extrausers.so.2").exists(),
+        "needs libnss-extrausers"
+    );
+    let dirs = Dirs::new();
+    let (fx, home) = nss_fixture(&dirs);
+    let script = "mount --bind \"$1/nsswitch.conf\" /etc/nsswitch.conf && \
+                  mount --bind \"$1/extrausers\" /var/lib/extrausers && shift && exec \"$@\"";
+    let fx_s = fx.display().to_string();
+    let sup = Supervisor::builder()
+        .config(&format!(
+            "{TEST_CONFIG}\n[supervisor]\noperator_group = \"tgx-ops2\"\n"
+        ))
+        .wrapper(&[
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            &fx_s,
+        ])
+        .dirs(dirs)
+        .start();
+    let client = sup.dirs.staged_bin("e2e-client");
+    let open = |ws: &std::path::Path| {
+        let out = Command::new(&client)
+            .args([
+                sup.agent_socket.to_str().unwrap(),
+                "",
+                "open",
+                ws.to_str().unwrap(),
+            ])
+            .uid(NSS_OWNER)
+            .gid(NSS_OWNER)
+            .output()
+            .expect("run e2e-client");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let at_home = open(&home);
+    assert!(at_home.starts_with("ERR "), "{at_home}");
+    assert!(
+        at_home.contains("home directory of tgx-owner2"),
+        "{at_home}"
+    );
+    let project = home.join("project");
+    std::fs::create_dir(&project).unwrap();
+    nix::unistd::chown(&project, Some(NSS_OWNER.into()), Some(NSS_OWNER.into())).unwrap();
+    let opened = open(&project);
+    assert!(opened.starts_with("OK "), "{opened}");
+
+    let ctl = sup.dirs.staged_bin("supervisorctl");
+    let status_as = |uid: u32| {
+        Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg(format!("--groups={NSS_OPS}"))
+            .arg(&ctl)
+            .arg("--socket")
+            .arg(&sup.operator_socket)
+            .arg("status")
+            .env_remove("TOLLGATE_OPERATOR_SOCKET")
+            .output()
+            .expect("run supervisorctl")
+    };
+    let member = status_as(NSS_OWNER);
+    assert!(
+        member.status.success(),
+        "{}",
+        String::from_utf8_lossy(&member.stderr)
+    );
+    let other = status_as(NSS_OTHER);
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success(), "{err}");
+    assert!(err.contains("not an operator"), "{err}");
 }
