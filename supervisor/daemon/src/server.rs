@@ -65,6 +65,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     // 1. The config (loaded by `crate::check::load_config`), and the file
     // descriptor budget.
     let conns = connection_bounds(&config)?;
+    let reload_from = crate::reload::Source::of(&opts);
     let passed = opts.passed;
     let own_uid = nix::unistd::getuid().as_raw();
     let operator_gid = operator_gid(&config)?;
@@ -78,7 +79,10 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
     // 4. The policy engine.
-    let engine = crate::check::engine(&config)?;
+    let engine = crate::policy_handle::PolicyHandle::new(
+        crate::check::engine(&config)?,
+        crate::policy_handle::digest(&config.policy),
+    );
     // 5. The sandbox backend (orphans are reaped below, once recorded).
     let backends = build_backends(&config, &state_dir, &audit_dir, &recorder).await?;
     let llm = build_llm(&config, secrets.api_key).map_err(ConfigFault::wrap)?;
@@ -139,7 +143,8 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     // may stop us the moment we say we are ready.
     let mut signals = Signals::install()?;
     announce_ready(&sup, &agent_socket, &operator_socket);
-    let signal = signals.wait().await;
+    activation::spawn_watchdog(&sup.shutdown);
+    let signal = crate::reload::until_stopped(&sup, &reload_from, &mut signals).await;
     shut_down(&sup, signal, stop_serving, servers, telemetry_worker).await?;
     // Passed sockets belong to the service manager, which keeps listening
     // on them to start us again.
@@ -550,9 +555,10 @@ async fn audit_maintenance(sup: &Supervisor) {
 }
 
 /// The signals that stop the supervisor.
-struct Signals {
+pub(crate) struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -561,13 +567,15 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
             int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
         })
     }
 
-    async fn wait(&mut self) -> &'static str {
+    pub(crate) async fn wait(&mut self) -> &'static str {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
+            _ = self.hup.recv() => "SIGHUP",
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, EnvScan, Redactor};
-use tollgate_policy::{Engine, Mode};
+use tollgate_policy::Mode;
 use tollgate_proto::v1 as pb;
 use tonic::Status;
 
@@ -45,7 +45,8 @@ pub struct Peer {
 pub struct Supervisor {
     pub config: Config,
     pub paths: Paths,
-    pub engine: Engine,
+    /// The policy in force; `supervisor reload` swaps it (policy_handle.rs).
+    pub engine: crate::policy_handle::PolicyHandle,
     pub audit: Arc<Audit>,
     pub recorder: Recorder,
     pub redactor: Redactor,

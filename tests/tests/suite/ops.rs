@@ -306,3 +306,153 @@ fn identity_comes_from_the_name_service() {
     assert!(!other.status.success(), "{err}");
     assert!(err.contains("not an operator"), "{err}");
 }
+
+async fn open_session(sup: &Supervisor, ws: &std::path::Path) -> pb::OpenSessionResponse {
+    let mut c = sup.agent_client().await;
+    c.open_session(pb::OpenSessionRequest {
+        workspace: ws.display().to_string(),
+        client: "e2e".to_string(),
+        mode: "dangerouslySkipPermissions".to_string(),
+        ..Default::default()
+    })
+    .await
+    .expect("open session")
+    .into_inner()
+}
+
+/// Waits for a line of the supervisor's stderr containing `what`, after
+/// `seen` earlier ones.
+fn wait_log(sup: &Supervisor, what: &str, seen: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sup.stderr().matches(what).count() <= seen {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what:?}:\n{}",
+            sup.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn denied_rule(r: &pb::CallToolResponse) -> Option<String> {
+    r.denied.as_ref().map(|d| d.rule.clone())
+}
+
+/// SIGHUP with a new policy: ten live sessions (one mid-command) all keep
+/// running, the next decision uses the new rules; then a broken config is
+/// refused with its reason and the new-old policy stays in force.
+#[tokio::test]
+async fn sighup_reloads_the_policy_without_revoking_sessions() {
+    let mut sup = Supervisor::builder().env("RUST_LOG", "").start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let mut sessions = Vec::new();
+    for _ in 0..10 {
+        sessions.push(open_session(&sup, &ws).await);
+    }
+    let forbidden = serde_json::json!({"command": "echo forbidden-by-reload"});
+    let before = sup
+        .call_tool(&sessions[1].token, "run_bash", forbidden.clone())
+        .await;
+    assert!(before.ok, "{before:?}");
+
+    // One session mid-command across the reload.
+    let agent_socket = sup.agent_socket.clone();
+    let token = sessions[0].token.clone();
+    let long = tokio::spawn(async move {
+        let mut c = tollgate_e2e::harness::agent_client(&agent_socket).await;
+        c.call_tool(authed(
+            pb::CallToolRequest {
+                call_id: "long".to_string(),
+                tool: "run_bash".to_string(),
+                arguments_json: serde_json::json!({"command": "sleep 2; echo finished"})
+                    .to_string(),
+            },
+            &token,
+        ))
+        .await
+        .expect("CallTool")
+        .into_inner()
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    std::fs::write(
+        &sup.config_path,
+        format!("{TEST_CONFIG}\n[policy]\ndeny = [\"run_bash(echo forbidden-by-reload*)\"]\n"),
+    )
+    .unwrap();
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_log(&sup, "config reloaded", 0);
+
+    let long = long.await.unwrap();
+    assert!(long.ok && long.output.contains("finished"), "{long:?}");
+    for s in &sessions {
+        let r = sup
+            .call_tool(&s.token, "run_bash", serde_json::json!({"command": "true"}))
+            .await;
+        assert!(r.ok, "session {} after the reload: {r:?}", s.session_id);
+    }
+    let after = sup
+        .call_tool(&sessions[2].token, "run_bash", forbidden.clone())
+        .await;
+    assert!(!after.ok, "{after:?}");
+    assert!(
+        denied_rule(&after).is_some_and(|r| r.contains("forbidden-by-reload")),
+        "{after:?}"
+    );
+
+    // A broken config: refused, said in the log, the policy stays.
+    std::fs::write(&sup.config_path, "[policy]\ndeny = [\"run_bash(\"\n").unwrap();
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_log(&sup, "config reload refused", 0);
+    assert!(sup.stderr().contains("supervisor.toml"), "{}", sup.stderr());
+    let still = sup
+        .call_tool(&sessions[3].token, "run_bash", forbidden)
+        .await;
+    assert!(denied_rule(&still).is_some(), "{still:?}");
+    let status = sup.stop().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// The service manager's view (`Type=notify`): READY=1 once serving,
+/// WATCHDOG=1 while `WATCHDOG_USEC` is set, RELOADING=1 (with
+/// MONOTONIC_USEC) then READY=1 around a SIGHUP reload, STOPPING=1 on
+/// SIGTERM: read from a real NOTIFY_SOCKET.
+#[test]
+fn the_service_manager_hears_ready_watchdog_reloading_and_stopping() {
+    let notify_dir = tempfile::tempdir().unwrap();
+    let path = notify_dir.path().join("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut sup = Supervisor::builder()
+        .env("NOTIFY_SOCKET", path.to_str().unwrap())
+        .env("WATCHDOG_USEC", "200000")
+        .start();
+    let mut messages = Vec::new();
+    let next_until = |want: &str, messages: &mut Vec<String>| {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = notify
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no {want:?} after {messages:?}: {e}"));
+            let m = String::from_utf8_lossy(&buf[..n]).to_string();
+            messages.push(m.clone());
+            if m.lines().any(|l| l == want) {
+                return m;
+            }
+        }
+    };
+    next_until("READY=1", &mut messages);
+    next_until("WATCHDOG=1", &mut messages);
+    next_until("WATCHDOG=1", &mut messages);
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    let reloading = next_until("RELOADING=1", &mut messages);
+    assert!(reloading.contains("MONOTONIC_USEC="), "{reloading}");
+    let ready = next_until("READY=1", &mut messages);
+    assert!(ready.contains("config reloaded"), "{ready}");
+    // Stopping: stop() waits, so read what was sent meanwhile.
+    let status = sup.stop().unwrap();
+    assert!(status.success(), "{status}");
+    next_until("STOPPING=1", &mut messages);
+}
