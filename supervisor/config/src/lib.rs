@@ -4,12 +4,14 @@
 //!
 //! Every section uses `deny_unknown_fields`, so a typo is an error that names
 //! the line, never a silently ignored setting. Defaults apply where the file
-//! (or a key) is absent. It reads the one file it is given and nothing else:
-//! it must never start, bind or probe anything (that is the daemon's job),
+//! (or a key) is absent. It reads the file it is given and the `policy.d/`
+//! drop-ins beside it ([`dropins`]), nothing else: it must never start, bind
+//! or probe anything (that is the daemon's job),
 //! so supervisorctl can load the same config without side effects.
 
 #![forbid(unsafe_code)]
 
+pub mod dropins;
 mod telemetry;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +53,9 @@ pub struct Config {
     /// The supervisor's own diagnostics on stderr or the journal.
     #[serde(default)]
     pub log: LogSection,
+    /// The `policy.d/` drop-ins merged into `policy`, in the order merged.
+    #[serde(skip)]
+    pub policy_sources: Vec<dropins::PolicySource>,
 }
 
 /// `[log]`: how much the supervisor says on stderr (or the journal).
@@ -354,17 +359,23 @@ impl Config {
 
     /// Loads `path`. When `path` is the default location and absent, the
     /// built-in defaults apply; an explicitly named file must exist.
+    /// Then merges `policy.d/*.toml` beside it ([`dropins`]).
     pub fn load(path: &Path, explicit: bool) -> Result<Config, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Config::parse(&text, path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
-                Ok(Config::default())
+        let mut config = match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Config::default(),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
             }
-            Err(source) => Err(ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+        };
+        config.policy_sources = dropins::read(&dropins::dir_for(path))?;
+        for s in &config.policy_sources {
+            dropins::merge(&mut config.policy, &s.policy);
         }
+        Ok(config)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
@@ -617,6 +628,61 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn policy_drop_ins_merge_in_name_order_as_unions() {
+        let t = tempfile::tempdir().unwrap();
+        let main = t.path().join("supervisor.toml");
+        std::fs::write(&main, "[policy]\ndeny = [\"run_bash(rm *)\"]\n").unwrap();
+        let d = t.path().join("policy.d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(
+            d.join("20-team.toml"),
+            "[policy]\ndeny = [\"run_bash(rm *)\", \"run_bash(curl *)\"]\nallow = [\"run_bash(make*)\"]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("10-site.toml"),
+            "[policy]\nask = [\"run_bash(git push*)\"]\nallow = [\"run_bash(cargo*)\"]\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("README"), "not a drop-in").unwrap();
+        let c = Config::load(&main, true).unwrap();
+        let rules = |l: &[tollgate_policy::RuleSpec]| {
+            l.iter().map(|r| r.rule().to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rules(&c.policy.deny),
+            ["run_bash(rm *)", "run_bash(curl *)"]
+        );
+        assert_eq!(
+            rules(&c.policy.allow),
+            ["run_bash(cargo*)", "run_bash(make*)"]
+        );
+        assert_eq!(rules(&c.policy.ask), ["run_bash(git push*)"]);
+        let curl = &c.policy.deny[1];
+        assert_eq!(
+            dropins::rule_file(&c.policy_sources, curl),
+            Some(d.join("20-team.toml").as_path())
+        );
+        // A rule the config file has is the config file's (None), first.
+        let names: Vec<_> = c
+            .policy_sources
+            .iter()
+            .map(|s| s.path.file_name().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["10-site.toml", "20-team.toml"]);
+        // A typo in a drop-in names that file and its line; other sections are refused.
+        std::fs::write(d.join("30-bad.toml"), "[policy]\nallow = []\ndenny = []\n").unwrap();
+        let err = Config::load(&main, true).unwrap_err().to_string();
+        assert!(
+            err.contains("30-bad.toml") && err.contains("line 3"),
+            "{err}"
+        );
+        std::fs::write(d.join("30-bad.toml"), "[session]\nauto_approve = true\n").unwrap();
+        let err = Config::load(&main, true).unwrap_err().to_string();
+        assert!(err.contains("30-bad.toml"), "{err}");
     }
 
     #[test]

@@ -44,9 +44,17 @@ pub fn load_config(opts: &Options) -> anyhow::Result<Config> {
 }
 
 /// The policy engine of `config` (a bad rule, or one failing its own
-/// examples, is a config fault).
+/// examples, is a config fault, naming the `policy.d/` drop-in it is in).
 pub fn engine(config: &Config) -> anyhow::Result<Engine> {
-    Engine::new(&config.policy).map_err(|e| ConfigFault::wrap(anyhow::anyhow!("policy: {e}")))
+    Engine::new(&config.policy).map_err(|e| {
+        let file = config
+            .policy_sources
+            .iter()
+            .find(|s| Engine::new(&s.policy).is_err())
+            .map(|s| format!(" (in {})", s.path.display()))
+            .unwrap_or_default();
+        ConfigFault::wrap(anyhow::anyhow!("policy{file}: {e}"))
+    })
 }
 
 /// `supervisor --check-config`: each problem on its own line, then exit

@@ -456,3 +456,69 @@ fn the_service_manager_hears_ready_watchdog_reloading_and_stopping() {
     assert!(status.success(), "{status}");
     next_until("STOPPING=1", &mut messages);
 }
+
+/// `policy.d/*.toml` beside the config: merged into the policy a start (and
+/// `--check-config`) uses; a rule failing its example is named with its
+/// drop-in; a reload picks up a new drop-in.
+#[tokio::test]
+async fn policy_drop_ins_are_merged_checked_and_reloaded() {
+    let dirs = Dirs::new();
+    let d = dirs.root.path().join("policy.d");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(
+        d.join("50-bad.toml"),
+        "[policy]\nallow = [{ rule = \"run_bash(git status*)\", match = [\"git push\"] }]\n",
+    )
+    .unwrap();
+    let bad = check_config(&dirs, TEST_CONFIG);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(EX_CONFIG), "{err}");
+    assert!(err.contains("50-bad.toml"), "{err}");
+    std::fs::remove_file(d.join("50-bad.toml")).unwrap();
+    std::fs::write(
+        d.join("10-team.toml"),
+        "[policy]\ndeny = [\"run_bash(echo team-denied*)\"]\n",
+    )
+    .unwrap();
+    let mut sup = Supervisor::builder().env("RUST_LOG", "").dirs(dirs).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let s = open_session(&sup, &ws).await;
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "echo team-denied x"}),
+        )
+        .await;
+    assert!(
+        denied_rule(&r).is_some_and(|x| x.contains("team-denied")),
+        "{r:?}"
+    );
+    std::fs::write(
+        d.join("20-more.toml"),
+        "[policy]\ndeny = [\"run_bash(echo later-denied*)\"]\n",
+    )
+    .unwrap();
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_log(&sup, "config reloaded", 0);
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "echo later-denied x"}),
+        )
+        .await;
+    assert!(
+        denied_rule(&r).is_some_and(|x| x.contains("later-denied")),
+        "{r:?}"
+    );
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "echo team-denied y"}),
+        )
+        .await;
+    assert!(denied_rule(&r).is_some(), "{r:?}");
+    assert!(sup.stop().unwrap().success());
+}
