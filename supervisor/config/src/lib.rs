@@ -303,6 +303,12 @@ pub struct LlmSection {
     /// Name of the environment variable holding the API key. The key stays in
     /// the supervisor; it never reaches the agent.
     pub api_key_env: String,
+    /// A file holding the API key: owned by the supervisor's uid, a regular
+    /// file no one else may read (checked at start).
+    pub api_key_file: Option<PathBuf>,
+    /// The name of a systemd credential (`LoadCredential=NAME:…`) holding
+    /// the key, read from `$CREDENTIALS_DIRECTORY/NAME`.
+    pub api_key_credential: String,
     pub model: String,
     pub timeout_s: u64,
     pub max_cost_usd: f64,
@@ -320,6 +326,8 @@ impl Default for LlmSection {
             provider: ProviderChoice::Script,
             base_url: String::new(),
             api_key_env: String::new(),
+            api_key_file: None,
+            api_key_credential: String::new(),
             model: String::new(),
             timeout_s: 120,
             max_cost_usd: 5.0,
@@ -448,6 +456,25 @@ impl Config {
         {
             return Err(invalid(
                 "[llm] max_cost_usd and prices must be >= 0".to_string(),
+            ));
+        }
+        let sources = [
+            !l.api_key_env.is_empty(),
+            l.api_key_file.is_some(),
+            !l.api_key_credential.is_empty(),
+        ];
+        if sources.iter().filter(|x| **x).count() > 1 {
+            return Err(invalid(
+                "[llm] set at most one of api_key_env, api_key_file and api_key_credential"
+                    .to_string(),
+            ));
+        }
+        if l.api_key_file.as_deref().is_some_and(|p| !p.is_absolute())
+            || l.api_key_credential.contains('/')
+        {
+            return Err(invalid(
+                "[llm] api_key_file must be an absolute path and api_key_credential a bare name"
+                    .to_string(),
             ));
         }
         if l.provider == ProviderChoice::Openai && l.base_url.is_empty() {

@@ -110,6 +110,9 @@ fn problems(opts: &Options) -> Vec<String> {
     {
         out.push(format!("[llm] {e}"));
     }
+    if let Err(e) = crate::llm_key::read(&config.llm, nix::unistd::getuid().as_raw()) {
+        out.push(e);
+    }
     for (key, dir) in [
         ("[supervisor] state_dir", &config.supervisor.state_dir),
         ("[audit] dir", &config.audit.dir),

@@ -29,6 +29,7 @@ mod hooks;
 mod host_addrs;
 mod identity;
 mod llm;
+mod llm_key;
 pub mod logging;
 mod mcp_gateway;
 mod operator_service;

@@ -75,7 +75,9 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let audit_dir = audit.dir().to_path_buf();
     let recorder = Recorder::new(Arc::clone(&audit));
     // 3. The secrets in the environment, redacted everywhere from now on.
-    let secrets = scan_secrets(&config, &audit);
+    let api_key = crate::llm_key::read(&config.llm, own_uid)
+        .map_err(|e| ConfigFault::wrap(anyhow::anyhow!(e)))?;
+    let secrets = scan_secrets(api_key, &audit);
     let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
     // 4. The policy engine.
@@ -204,16 +206,9 @@ struct Secrets {
 
 /// Scans the environment for secrets, reads the LLM's API key, and gives the
 /// audit log the redactor of them all.
-fn scan_secrets(config: &Config, audit: &Audit) -> Secrets {
+fn scan_secrets(api_key: Option<String>, audit: &Audit) -> Secrets {
     let host_secrets = tollgate_audit::scan_env();
     let mut secret_values = host_secrets.values().to_vec();
-    let api_key = if config.llm.api_key_env.is_empty() {
-        None
-    } else {
-        std::env::var(&config.llm.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty())
-    };
     if let Some(k) = &api_key {
         secret_values.push(k.clone());
     }

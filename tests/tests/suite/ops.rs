@@ -522,3 +522,42 @@ async fn policy_drop_ins_are_merged_checked_and_reloaded() {
     assert!(denied_rule(&r).is_some(), "{r:?}");
     assert!(sup.stop().unwrap().success());
 }
+
+/// `[llm] api_key_credential` reads `$CREDENTIALS_DIRECTORY/NAME` (systemd
+/// `LoadCredential=`); `api_key_file` must be the supervisor's own and
+/// private: a group-readable one stops the start with 78 and is named by
+/// `--check-config`.
+#[test]
+fn the_llm_key_comes_from_a_private_file_or_a_credential() {
+    let creds = tempfile::tempdir().unwrap();
+    let key = creds.path().join("tollgate-llm");
+    std::fs::write(&key, "sk-credential-e2e\n").unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let sup = Supervisor::builder()
+        .config(&format!(
+            "{TEST_CONFIG}api_key_credential = \"tollgate-llm\"\n"
+        ))
+        .env("CREDENTIALS_DIRECTORY", creds.path().to_str().unwrap())
+        .start();
+    drop(sup);
+
+    let dirs = Dirs::new();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let toml = format!("{TEST_CONFIG}api_key_file = \"{}\"\n", key.display());
+    let checked = check_config(&dirs, &toml);
+    let err = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(EX_CONFIG), "{err}");
+    assert!(err.contains("readable by no one else"), "{err}");
+    let path = dirs.root.path().join("bad.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let mut cmd = Command::new(bin("supervisor"));
+    tollgate_launch::configure(&mut cmd, &path, &dirs.state, &dirs.audit);
+    let out = cmd.output().expect("run supervisor");
+    assert_eq!(
+        out.status.code(),
+        Some(EX_CONFIG),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(key.to_str().unwrap()));
+}
