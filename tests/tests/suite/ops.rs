@@ -308,11 +308,19 @@ fn identity_comes_from_the_name_service() {
 }
 
 async fn open_session(sup: &Supervisor, ws: &std::path::Path) -> pb::OpenSessionResponse {
+    open_session_in(sup, ws, "dangerouslySkipPermissions").await
+}
+
+async fn open_session_in(
+    sup: &Supervisor,
+    ws: &std::path::Path,
+    mode: &str,
+) -> pb::OpenSessionResponse {
     let mut c = sup.agent_client().await;
     c.open_session(pb::OpenSessionRequest {
         workspace: ws.display().to_string(),
         client: "e2e".to_string(),
-        mode: "dangerouslySkipPermissions".to_string(),
+        mode: mode.to_string(),
         ..Default::default()
     })
     .await
@@ -338,17 +346,57 @@ fn denied_rule(r: &pb::CallToolResponse) -> Option<String> {
     r.denied.as_ref().map(|d| d.rule.clone())
 }
 
-/// SIGHUP with a new policy: ten live sessions (one mid-command) all keep
-/// running, the next decision uses the new rules; then a broken config is
-/// refused with its reason and the new-old policy stays in force.
-#[tokio::test]
+/// Waits for the first pending approval in `supervisorctl approvals --json`.
+fn wait_pending(sup: &Supervisor) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = sup.ctl(&["approvals", "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if let Some(a) = v.as_array().and_then(|a| a.first()) {
+            return a.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no approval appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGHUP with a new policy: ten live sessions (one mid-command, one
+/// waiting on an approval) all keep running, the approval is still
+/// decidable and its call completes, the next decision uses the new rules;
+/// then a broken config is refused with its reason and the new-old policy
+/// stays in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_policy_without_revoking_sessions() {
     let mut sup = Supervisor::builder().env("RUST_LOG", "").start();
     let ws = sup.dirs.workspace("ws", 0);
     let mut sessions = Vec::new();
-    for _ in 0..10 {
+    for _ in 0..9 {
         sessions.push(open_session(&sup, &ws).await);
     }
+    sessions.push(open_session_in(&sup, &ws, "default").await);
+    let agent_socket = sup.agent_socket.clone();
+    let token = sessions[9].token.clone();
+    let asking = tokio::spawn(async move {
+        let mut c = tollgate_e2e::harness::agent_client(&agent_socket).await;
+        c.call_tool(authed(
+            pb::CallToolRequest {
+                call_id: "ask".to_string(),
+                tool: "write_file".to_string(),
+                arguments_json: serde_json::json!({"path": "asked.txt", "content": "x\n"})
+                    .to_string(),
+            },
+            &token,
+        ))
+        .await
+        .expect("CallTool")
+        .into_inner()
+    });
+    let approval = wait_pending(&sup);
     let forbidden = serde_json::json!({"command": "echo forbidden-by-reload"});
     let before = sup
         .call_tool(&sessions[1].token, "run_bash", forbidden.clone())
@@ -385,7 +433,24 @@ async fn sighup_reloads_the_policy_without_revoking_sessions() {
 
     let long = long.await.unwrap();
     assert!(long.ok && long.output.contains("finished"), "{long:?}");
-    for s in &sessions {
+    let approved = sup.ctl(&["approve", approval["id"].as_str().unwrap()]);
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    let asked = asking.await.unwrap();
+    assert!(asked.ok, "{asked:?}");
+    assert!(ws.join("asked.txt").exists());
+    let read = sup
+        .call_tool(
+            &sessions[9].token,
+            "read_file",
+            serde_json::json!({"path": "asked.txt"}),
+        )
+        .await;
+    assert!(read.ok, "{read:?}");
+    for s in &sessions[..9] {
         let r = sup
             .call_tool(&s.token, "run_bash", serde_json::json!({"command": "true"}))
             .await;
