@@ -30,6 +30,7 @@ mod suite {
     mod mcp_clients;
     mod mcp_gateway;
     mod mcp_gateway_net;
+    mod ops;
     mod own_host;
     mod robustness;
     mod run_bash;

@@ -375,7 +375,7 @@ fn exec_target(sup: &Supervisor, r: &pb::SandboxExecRequest) -> Result<ExecTarge
         )));
     }
     // Read once, as at OpenSession.
-    let users = tollgate_policy::host::passwd();
+    let users = crate::identity::users_with(uid);
     let credentials = tollgate_policy::host::credential_paths(&users);
     let protected = sup.protected_paths();
     let ws = workspace::check(
