@@ -162,6 +162,17 @@ fn load_config(opts: &Options) -> anyhow::Result<Config> {
     if let Some(b) = opts.sandbox {
         config.sandbox.backend = b;
     }
+    if config.sandbox.docker_socket.as_os_str().is_empty() {
+        use tollgate_sandbox::docker::discover;
+        config.sandbox.docker_socket =
+            match discover::engine_socket(&discover::DockerEnv::from_process()) {
+                Ok(p) => p,
+                Err(e) if config.sandbox.backend == BackendChoice::Docker => {
+                    anyhow::bail!("[sandbox] docker_socket is not set and {e}")
+                }
+                Err(_) => PathBuf::from(tollgate_sandbox::docker::DEFAULT_SOCKET),
+            };
+    }
     Ok(config)
 }
 
