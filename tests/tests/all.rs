@@ -33,6 +33,7 @@ mod suite {
     mod own_host;
     mod robustness;
     mod run_bash;
+    mod sandbox_exec;
     mod socket_activation;
     mod supervisor;
     mod telemetry;

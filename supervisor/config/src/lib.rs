@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use tollgate_audit::SyncMode;
+use tollgate_policy::network::{NetworkConfig, NetworkPolicy};
 use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
 pub use telemetry::TelemetrySection;
@@ -48,6 +49,10 @@ pub struct Config {
     /// OpenTelemetry export, off unless an endpoint is set.
     #[serde(default)]
     pub telemetry: TelemetrySection,
+    /// Which hosts sandboxed commands may reach through the supervisor
+    /// (docs/INTERFACES.md "[network]"); absent: no network at all.
+    #[serde(default)]
+    pub network: Option<NetworkConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -410,7 +415,17 @@ impl Config {
             ));
         }
         self.telemetry.check().map_err(invalid)?;
+        self.network_policy().map_err(invalid)?;
         Ok(())
+    }
+
+    /// `[network]`, parsed; `None` when the section is absent (sandboxes
+    /// then have no network at all).
+    pub fn network_policy(&self) -> Result<Option<NetworkPolicy>, String> {
+        self.network
+            .as_ref()
+            .map(NetworkPolicy::from_config)
+            .transpose()
     }
 
     /// The config's cap on the modes a session may ask for.
@@ -571,6 +586,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("route_shel"), "{err}");
+    }
+
+    #[test]
+    fn the_network_section_is_parsed_and_its_errors_name_the_key() {
+        assert_eq!(Config::default().network_policy(), Ok(None));
+        let c = Config::parse(
+            "[network]\nallow = [\"example.org\", \"*.example.org\", \"git.example.net:22\"]\ndeny = [\"upload.example.org\"]\nunlisted = \"ask\"\nallow_private = [\"10.20.0.0/16\"]\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let p = c.network_policy().unwrap().unwrap();
+        assert_eq!(p.unlisted(), tollgate_policy::network::Unlisted::Ask);
+        for (text, key) in [
+            ("[network]\nallow = [\"*.com\"]\n", "[network] allow[0]"),
+            ("[network]\ndeny = [\"a\", \"b:0\"]\n", "[network] deny[1]"),
+            (
+                "[network]\nallow_private = [\"127.0.0.0/8\"]\n",
+                "[network] allow_private[0]",
+            ),
+            ("[network]\nunlisted = \"allow\"\n", "unlisted"),
+            ("[network]\nalow = []\n", "alow"),
+        ] {
+            let err = Config::parse(text, Path::new("x.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
     }
 
     #[test]
