@@ -13,6 +13,7 @@ pub mod docker;
 pub mod egress;
 pub mod host_exec;
 pub mod native;
+pub mod private_dir;
 #[cfg(feature = "test-util")]
 pub mod recording;
 mod setid;
