@@ -16,6 +16,7 @@ pub mod native;
 pub mod private_dir;
 #[cfg(feature = "test-util")]
 pub mod recording;
+pub(crate) mod seccomp_table;
 mod setid;
 
 use std::path::{Path, PathBuf};
