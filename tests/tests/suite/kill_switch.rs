@@ -299,6 +299,11 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
         record.exists(),
         "the sandbox's state record exists while it runs"
     );
+    let cgroups = recorded_cgroups(&record);
+    assert!(
+        !cgroups.is_empty() && cgroups.iter().all(|d| d.is_dir()),
+        "a root supervisor's sandbox has cgroup directories while it runs: {cgroups:?}"
+    );
     sup.crash();
     f.call.abort();
     // A second supervisor on the same state and audit dirs.
@@ -327,7 +332,31 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
         f.session
     );
     assert!(!record.exists(), "the state record is gone after reaping");
+    let left: Vec<&std::path::PathBuf> = cgroups.iter().filter(|d| d.exists()).collect();
+    assert!(
+        left.is_empty(),
+        "cgroup directories left after reaping: {left:?}"
+    );
+    let detail = recovered[0].to_string();
+    assert!(
+        detail.contains("removed its cgroups"),
+        "the recovered record says the cgroups went: {detail}"
+    );
     drop(sup);
+}
+
+/// The cgroup directories a native sandbox's state record lists (empty when
+/// the host gave it none).
+fn recorded_cgroups(record: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(record).unwrap()).unwrap();
+    v["cgroups"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d.as_str().map(Into::into))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Issue 24: after a `kill -9` of the supervisor, a Docker session's
