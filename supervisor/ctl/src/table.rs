@@ -2,13 +2,6 @@
 
 use unicode_width::UnicodeWidthStr as _;
 
-/// How `supervisorctl bench` (tollgate-bench) prints its report.
-pub const BENCH_PRINTER: tollgate_bench::Printer = tollgate_bench::Printer {
-    line: |args| crate::out::text(args, true),
-    table: print,
-    escape,
-};
-
 /// Prints rows as columns separated by two spaces, each as wide as its
 /// widest cell on a terminal (display width: a CJK character takes two
 /// columns, a combining mark none). Cells are escaped so a path cannot
