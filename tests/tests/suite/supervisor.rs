@@ -1,4 +1,4 @@
-//! The supervisor's own contract (issue 2): sessions and credentials, uid
+//! The supervisor's own contract (docs/INTERFACES.md): sessions and credentials, uid
 //! binding, revocation, the operator CLI, health and reflection, and bad input.
 //! Real `supervisor`, `supervisorctl` and a tonic client, over real sockets.
 
@@ -755,7 +755,7 @@ async fn the_bench_floor_server_sends_the_supervisors_list_tools_reply() {
     assert_eq!(other.code(), Code::Unimplemented);
 }
 
-/// Issue 19: a workspace whose git layout cannot be guarded (a symlinked
+/// A workspace whose git layout cannot be guarded (a symlinked
 /// `.git`: the sandbox could repoint it; a workspace that is itself a git
 /// directory) is refused at OpenSession, naming why; one with its hooks in
 /// `core.hooksPath` opens, and a write there needs a typed confirmation.
