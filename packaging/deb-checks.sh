@@ -42,6 +42,8 @@ getent group tollgate >/dev/null || fail "no tollgate group after install"
 for b in supervisor supervisorctl agent tollgate-exec-agent; do
     expect 755 root root "/usr/bin/$b"
 done
+# The bench is a developer's tool (docs/PERFORMANCE.md): not in the package.
+if dpkg -L tollgate | grep -q 'tollgate-bench'; then fail "the package ships the bench: $(dpkg -L tollgate | grep tollgate-bench)"; fi
 for u in tollgate.service tollgate.socket tollgate-operator.socket; do
     expect 644 root root "/lib/systemd/system/$u"
 done

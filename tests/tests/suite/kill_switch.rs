@@ -1,4 +1,5 @@
-//! The kill switch (issue 7, part 4): revoke, kill and kill --all stop an
+//! The kill switch (docs/OPERATIONS.md, "Watching and stopping"): revoke,
+//! kill and kill --all stop an
 //! in-flight `sleep 1000` and its background child at once; the agent sees
 //! SESSION_REVOKED; SIGTERM cleans up; after a `kill -9` of the supervisor the
 //! next start reaps the orphaned sandbox and records it.
@@ -359,7 +360,8 @@ fn recorded_cgroups(record: &std::path::Path) -> Vec<std::path::PathBuf> {
         .unwrap_or_default()
 }
 
-/// Issue 24: after a `kill -9` of the supervisor, a Docker session's
+/// After a `kill -9` of the supervisor (docs/OPERATIONS.md, "The Docker
+/// sandbox"), a Docker session's
 /// container stops on its own (its resident agent loses its connection and
 /// takes everything down) within 2 s, before any restart; the next start
 /// still removes it and records `recovered`.
@@ -432,7 +434,7 @@ async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_rec
     drop(sup);
 }
 
-/// Regression (found by issue 23's `agent mcp` tests): a call whose client
+/// Regression (found by the `agent mcp` tests): a call whose client
 /// went away (Ctrl-C in the agent, a killed `agent mcp`) was recorded as
 /// `stopped` while its command ran on in the sandbox, because the PEP dropped
 /// the executor before it could act on the cancellation. The session stays
@@ -472,7 +474,7 @@ async fn a_call_whose_client_goes_away_kills_its_command() {
     }
 }
 
-/// Issue 24 on the Docker backend, through the whole supervisor: a command
+/// On the Docker backend, through the whole supervisor: a command
 /// that ignores SIGTERM, closes its stdout and leaves a double-forked
 /// `setsid` child behind (which ignores SIGTERM too) is killed with
 /// everything it started on revoke, and again on the session's end.
