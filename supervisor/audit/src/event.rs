@@ -1042,6 +1042,15 @@ pub struct McpEgress {
     pub bytes_in: u64,
     #[serde(default)]
     pub duration_ms: u64,
+    /// In the one `end: "refusals_summary"` record a gateway writes when it
+    /// refused more connections than it records one by one: how many it
+    /// only counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub suppressed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An agent's report: the fields it sent (a JSON object, at most 16 KiB),

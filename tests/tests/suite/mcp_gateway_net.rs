@@ -542,6 +542,75 @@ async fn a_name(backend: &str, extra: &str, test: u32) {
     verify_audit(&sup);
 }
 
+/// A sandbox that hammers a refused host cannot grow the audit log without
+/// bound: 64 refusals are recorded one by one, the rest counted into one
+/// `refusals_summary` record when the gateway ends.
+async fn refused_egress_records_are_bounded(backend: &str, extra: &str, test: u32) {
+    let a = addrs(test);
+    let root = docroot();
+    let _host = NetHost::start(&a, root.path());
+    let name = format!("hammer-{}.example.com", a.tag);
+    let hosts = root.path().join("hosts");
+    let base = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let write_hosts = |ip: &str| {
+        std::fs::write(&hosts, format!("{base}\n{ip} {name}\n")).unwrap();
+    };
+    write_hosts(&a.a);
+    let script = format!("mount --bind {} /etc/hosts && exec \"$@\"", hosts.display());
+    let wrapper = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ];
+    let (sup, ws) = start_sup(backend, extra, &wrapper);
+    let allow = format!("{name}:80");
+    let gw = Gateway::start(&sup, &ws, &["--allow-net", &allow]).await;
+    // Now inward: every connection from inside is refused at connect.
+    write_hosts("10.1.2.3");
+    let hammer = format!(
+        "python3 -c 'import socket\nfor _ in range(100):\n    s = socket.socket()\n    try:\n        s.connect((\"{name}\", 80)); s.recv(1)\n    except OSError:\n        pass\n    s.close()\nprint(\"hammered\")'"
+    );
+    let (text, _) = gw.shell(&hammer).await;
+    assert!(text.contains("hammered"), "{text}");
+    let session = gw.session.clone();
+    wait_egress_records(&sup, &session, 64).await;
+    gw.finish().await;
+    let records = wait_egress_records(&sup, &session, 65).await;
+    let one_by_one = records
+        .iter()
+        .filter(|r| r["end"] != "refusals_summary")
+        .count();
+    let summaries: Vec<_> = records
+        .iter()
+        .filter(|r| r["end"] == "refusals_summary")
+        .collect();
+    assert_eq!(one_by_one, 64, "{records:#?}");
+    assert_eq!(summaries.len(), 1, "{records:#?}");
+    assert_eq!(summaries[0]["suppressed"], 36, "{}", summaries[0]);
+    assert!(
+        summaries[0]["refused"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("100 connections were refused"),
+        "{}",
+        summaries[0]
+    );
+    verify_audit(&sup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_refused_egress_records_are_bounded() {
+    if !ready("mcp_gateway_net_native_bounded") {
+        return;
+    }
+    refused_egress_records_are_bounded("native", "", 6).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_forwards_a_name_and_refuses_it_once_it_turns_inward() {
     if !ready("mcp_gateway_net_native_name") {

@@ -44,6 +44,10 @@ const IDLE: Duration = Duration::from_secs(300);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// At the gateway's end, how long its connections get to record themselves.
 const RECORD_GRACE: Duration = Duration::from_secs(2);
+/// Refused connections recorded one by one; the rest are counted into one
+/// summary record when the gateway ends (docs/THREAT_MODEL.md): a sandbox
+/// hammering a refused host cannot grow the audit log without bound.
+const MAX_REFUSED_RECORDS: u64 = 64;
 
 /// One forwarded host and port, and where its listener sits in the sandbox.
 #[derive(Debug, Clone)]
@@ -151,6 +155,8 @@ struct Ctx {
     server: String,
     slots: Arc<Semaphore>,
     stop: CancellationToken,
+    /// Connections refused so far.
+    refused: AtomicU64,
 }
 
 /// The running forwards of one gateway; [`Running::finish`] ends them.
@@ -173,6 +179,7 @@ pub(super) fn start(
         server: server.to_string(),
         slots: Arc::new(Semaphore::new(MAX_CONNECTIONS as usize)),
         stop: session.cancel.child_token(),
+        refused: AtomicU64::new(0),
     });
     let mut listeners = Vec::with_capacity(plan.forwards.len());
     for f in &plan.forwards {
@@ -364,9 +371,13 @@ async fn idle(last: &AtomicU64, t0: Instant) {
     }
 }
 
-/// The connection's `mcp_egress` record in the session's audit file.
+/// The connection's `mcp_egress` record in the session's audit file; a
+/// refusal past [`MAX_REFUSED_RECORDS`] is only counted.
 fn record(ctx: &Ctx, f: &Forward, o: &Outcome) {
-    let record = Event::McpEgress(event::McpEgress {
+    if o.refused.is_some() && !ctx.count_refusal() {
+        return;
+    }
+    ctx.write(Event::McpEgress(event::McpEgress {
         server: ctx.server.clone(),
         host: f.host.to_string(),
         port: f.port,
@@ -376,14 +387,50 @@ fn record(ctx: &Ctx, f: &Forward, o: &Outcome) {
         bytes_out: o.bytes_out,
         bytes_in: o.bytes_in,
         duration_ms: u64::try_from(o.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-    });
-    if let Err(e) = ctx.sup.recorder.write(
-        Log::Session(&ctx.session.audit, &ctx.session.id),
-        record,
-        Durable::AsConfigured,
-        Priority::Ordinary,
-    ) {
-        tracing::warn!(session = %ctx.session.id, "mcp egress record not written: {e}");
+        suppressed: 0,
+    }));
+}
+
+impl Ctx {
+    /// Counts a refusal; `true` while refusals are still recorded one by one.
+    fn count_refusal(&self) -> bool {
+        self.refused.fetch_add(1, Ordering::Relaxed) < MAX_REFUSED_RECORDS
+    }
+
+    fn write(&self, record: Event) {
+        if let Err(e) = self.sup.recorder.write(
+            Log::Session(&self.session.audit, &self.session.id),
+            record,
+            Durable::AsConfigured,
+            Priority::Ordinary,
+        ) {
+            tracing::warn!(session = %self.session.id, "mcp egress record not written: {e}");
+        }
+    }
+}
+
+/// When the last connection of a gateway is gone: the refusals that were
+/// only counted, in one record.
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        let n = self.refused.load(Ordering::Relaxed);
+        if n <= MAX_REFUSED_RECORDS {
+            return;
+        }
+        self.write(Event::McpEgress(event::McpEgress {
+            server: self.server.clone(),
+            host: String::new(),
+            port: 0,
+            address: None,
+            refused: Some(format!(
+                "{n} connections were refused; the first {MAX_REFUSED_RECORDS} are recorded one by one"
+            )),
+            end: "refusals_summary".to_string(),
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0,
+            suppressed: n - MAX_REFUSED_RECORDS,
+        }));
     }
 }
 
