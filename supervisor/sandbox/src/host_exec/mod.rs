@@ -24,12 +24,15 @@
 //! the sandbox could repoint it.
 
 pub mod git;
+pub(crate) mod git_dir;
 pub(crate) mod reserve;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use tollgate_policy::host_exec::Absent;
 
 use crate::SandboxError;
 
@@ -55,8 +58,23 @@ pub struct Bind {
 pub struct Plan {
     /// Parents before children.
     pub binds: Vec<Bind>,
-    /// Empty directories to create first (parents first), removed at the end.
-    pub reserve: Vec<PathBuf>,
+    /// Placeholders to create first (parents first), removed at the end.
+    pub reserve: Vec<Placeholder>,
+}
+
+/// A placeholder: what holds a missing protected path's place while a
+/// sandbox runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder {
+    pub rel: PathBuf,
+    /// `None`: an empty directory; `Some`: a file holding these bytes.
+    pub file: Option<&'static str>,
+}
+
+impl Placeholder {
+    pub fn dir(rel: PathBuf) -> Placeholder {
+        Placeholder { rel, file: None }
+    }
 }
 
 /// What is at a path, not following a final symlink.
@@ -110,47 +128,113 @@ fn check_names(names: &[String]) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// The paths noted for a plan before parents are worked out.
+#[derive(Default)]
+struct Noted {
+    read_only: BTreeSet<PathBuf>,
+    /// Missing: what holds the place (`None`: an empty directory).
+    missing: BTreeMap<PathBuf, Option<&'static str>>,
+    /// Git directories: pinned, split by [`git_dir::protected`].
+    git_dirs: BTreeSet<PathBuf>,
+}
+
+impl Noted {
+    fn note(&mut self, ws: &Path, rel: PathBuf, absent: Absent) -> Result<(), SandboxError> {
+        match (look(ws, &rel)?, absent) {
+            (Found::Missing, Absent::Nothing) => {}
+            (Found::Missing, Absent::EmptyDir) => {
+                self.missing.insert(rel, None);
+            }
+            (Found::Missing, Absent::File(text)) => {
+                self.missing.insert(rel, Some(text));
+            }
+            (Found::Dir | Found::File, _) => {
+                self.read_only.insert(rel);
+            }
+        }
+        Ok(())
+    }
+
+    /// A git directory as it is at launch: pinned, its protected paths (and
+    /// those of the worktrees and submodules it holds) read-only.
+    fn git_dir(&mut self, ws: &Path, gd: &Path) -> Result<(), SandboxError> {
+        for (g, worktree) in git_dir::with_nested(ws, gd) {
+            if self.git_dirs.contains(&g) {
+                continue;
+            }
+            for p in git_dir::protected(ws, &g, worktree) {
+                self.note(ws, p.rel, p.absent)?;
+            }
+            self.git_dirs.insert(g);
+        }
+        Ok(())
+    }
+
+    /// A path beneath another one is covered by it: nothing can be created
+    /// inside a read-only directory or a reserved (empty, read-only) one,
+    /// and a git directory inside one must not be pinned writable.
+    fn drop_covered(&mut self) {
+        let all: Vec<PathBuf> = self
+            .read_only
+            .iter()
+            .chain(self.missing.keys())
+            .cloned()
+            .collect();
+        let covered = |p: &PathBuf| all.iter().any(|q| q != p && p.starts_with(q));
+        self.read_only.retain(|p| !covered(p));
+        self.missing.retain(|p, _| !covered(p));
+        self.git_dirs
+            .retain(|p| !all.iter().any(|q| p.starts_with(q)));
+    }
+}
+
 /// Decides what to attach read-only, what to pin and what to reserve for a
 /// sandbox over `workspace` (canonical). `names`: the host-executed names;
 /// `home`: the session owner's home (their global git config, `~`).
 pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<Plan, SandboxError> {
     check_names(names)?;
-    let mut read_only: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut missing: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut note = |rel: PathBuf| -> Result<(), SandboxError> {
-        match look(workspace, &rel)? {
-            Found::Missing => missing.insert(rel),
-            Found::Dir | Found::File => read_only.insert(rel),
-        };
-        Ok(())
-    };
+    let mut n = Noted::default();
     if !names.is_empty() {
-        for n in names {
-            note(PathBuf::from(n))?;
-        }
         let found =
             git::scan(workspace, home, git::Depth::WithSubmodules).map_err(|e| refused(e.0))?;
+        let mut git_dirs = Vec::new();
+        for name in names {
+            let rel = PathBuf::from(name);
+            if name.eq_ignore_ascii_case(".git") && matches!(look(workspace, &rel)?, Found::Dir) {
+                git_dirs.push(rel);
+            } else {
+                n.note(workspace, rel, Absent::EmptyDir)?;
+            }
+        }
+        for rel in found.git {
+            if matches!(look(workspace, &rel)?, Found::Dir) {
+                git_dirs.push(rel);
+            } else {
+                n.note(workspace, rel, Absent::EmptyDir)?;
+            }
+        }
         for rel in found
-            .git
+            .missing_git
             .into_iter()
-            .chain(found.missing_git)
             .chain(found.configs)
             .chain(found.hooks)
         {
-            note(rel)?;
+            n.note(workspace, rel, Absent::EmptyDir)?;
+        }
+        for gd in git_dirs {
+            n.git_dir(workspace, &gd)?;
         }
     }
-    // A path beneath another one is covered by it: nothing can be created
-    // inside a read-only directory or a reserved (empty, read-only) one.
-    let all: Vec<PathBuf> = read_only.iter().chain(&missing).cloned().collect();
-    let covered = |p: &PathBuf| all.iter().any(|q| q != p && p.starts_with(q));
-    read_only.retain(|p| !covered(p));
-    missing.retain(|p| !covered(p));
+    n.drop_covered();
+    assemble(workspace, n)
+}
 
+/// The binds and placeholders for what [`plan`] noted: parents pinned,
+/// missing parents reserved.
+fn assemble(workspace: &Path, n: Noted) -> Result<Plan, SandboxError> {
     let mut out = Plan::default();
-    let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut reserve_set: BTreeSet<PathBuf> = BTreeSet::new();
-    for p in &read_only {
+    let mut pins: BTreeSet<PathBuf> = n.git_dirs.clone();
+    for p in &n.read_only {
         for a in ancestors(p) {
             match look(workspace, &a)? {
                 Found::Dir => {
@@ -169,7 +253,7 @@ pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<P
             how: BindHow::ReadOnly,
         });
     }
-    'missing: for p in &missing {
+    'missing: for (p, file) in &n.missing {
         for a in ancestors(p) {
             match look(workspace, &a)? {
                 Found::Dir => {
@@ -182,14 +266,15 @@ pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<P
                     continue 'missing;
                 }
                 Found::Missing => {
-                    reserve_set.insert(a.clone());
-                    out.reserve.push(a.clone());
+                    out.reserve.push(Placeholder::dir(a.clone()));
                     pins.insert(a);
                 }
             }
         }
-        reserve_set.insert(p.clone());
-        out.reserve.push(p.clone());
+        out.reserve.push(Placeholder {
+            rel: p.clone(),
+            file: *file,
+        });
         out.binds.push(Bind {
             rel: p.clone(),
             how: BindHow::ReadOnly,
@@ -206,8 +291,8 @@ pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<P
     out.binds.dedup();
     // Parents first, each once.
     let mut seen = BTreeSet::new();
-    out.reserve.retain(|p| seen.insert(p.clone()));
-    out.reserve.sort_by_key(|p| depth(p));
+    out.reserve.retain(|p| seen.insert(p.rel.clone()));
+    out.reserve.sort_by_key(|p| depth(&p.rel));
     Ok(out)
 }
 
@@ -247,6 +332,13 @@ mod tests {
             .collect()
     }
 
+    fn reserved(p: &Plan) -> Vec<String> {
+        p.reserve
+            .iter()
+            .map(|r| r.rel.display().to_string())
+            .collect()
+    }
+
     fn binds(p: &Plan) -> Vec<(String, BindHow)> {
         p.binds
             .iter()
@@ -270,10 +362,7 @@ mod tests {
                 ("HEAD".into(), BindHow::ReadOnly),
             ]
         );
-        assert_eq!(
-            p.reserve,
-            vec![PathBuf::from(".git"), PathBuf::from("HEAD")]
-        );
+        assert_eq!(reserved(&p), [".git", "HEAD"]);
         // No names: nothing at all (a backend test that wants none).
         assert_eq!(plan(&ws, &[], None).unwrap(), Plan::default());
     }
@@ -308,28 +397,33 @@ mod tests {
             binds(&p),
             vec![
                 (".envrc".into(), BindHow::ReadOnly),
-                (".git".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::Pin),
                 (".vscode".into(), BindHow::ReadOnly),
                 ("HEAD".into(), BindHow::ReadOnly),
                 ("shared.inc".into(), BindHow::ReadOnly),
                 ("tools".into(), BindHow::Pin),
+                (".git/commondir".into(), BindHow::ReadOnly),
+                (".git/config".into(), BindHow::ReadOnly),
+                (".git/config.worktree".into(), BindHow::ReadOnly),
+                (".git/hooks".into(), BindHow::ReadOnly),
+                (".git/info".into(), BindHow::ReadOnly),
                 ("tools/git".into(), BindHow::Pin),
                 ("tools/git/hooks".into(), BindHow::ReadOnly),
             ]
         );
         assert_eq!(
-            p.reserve,
+            reserved(&p),
             [
                 ".envrc",
                 ".vscode",
                 "HEAD",
                 "shared.inc",
+                ".git/commondir",
+                ".git/config.worktree",
+                ".git/info",
                 "tools/git",
                 "tools/git/hooks"
             ]
-            .iter()
-            .map(PathBuf::from)
-            .collect::<Vec<_>>()
         );
     }
 
@@ -350,7 +444,22 @@ mod tests {
                 (".vscode".into(), BindHow::ReadOnly),
                 ("HEAD".into(), BindHow::ReadOnly),
                 ("repo".into(), BindHow::Pin),
-                ("repo/.bare".into(), BindHow::ReadOnly),
+                ("repo/.bare".into(), BindHow::Pin),
+                ("repo/.bare/commondir".into(), BindHow::ReadOnly),
+                ("repo/.bare/config".into(), BindHow::ReadOnly),
+                ("repo/.bare/config.worktree".into(), BindHow::ReadOnly),
+                ("repo/.bare/hooks".into(), BindHow::ReadOnly),
+                ("repo/.bare/info".into(), BindHow::ReadOnly),
+                ("repo/.bare/worktrees".into(), BindHow::Pin),
+                ("repo/.bare/worktrees/wt".into(), BindHow::Pin),
+                (
+                    "repo/.bare/worktrees/wt/commondir".into(),
+                    BindHow::ReadOnly
+                ),
+                (
+                    "repo/.bare/worktrees/wt/config.worktree".into(),
+                    BindHow::ReadOnly
+                ),
             ]
         );
         // A gitfile pointing through a symlink inside the workspace: refused.
