@@ -343,9 +343,10 @@ fn tamper(name: &str, kind: HostExecKind) -> String {
     let mut s = String::new();
     match kind {
         HostExecKind::Dir => {
+            let inner = inner(name).display().to_string();
             s += &try_(
                 "create inside",
-                format!("mkdir -p '{name}' && echo x > '{name}/planted'"),
+                format!("mkdir -p '{inner}' && echo x > '{inner}/planted'"),
             );
         }
         HostExecKind::File => {
@@ -359,6 +360,16 @@ fn tamper(name: &str, kind: HostExecKind) -> String {
         format!("mkdir -p x-{name} && echo y > 'x-{name}/f' && mv -T 'x-{name}' '{name}'"),
     );
     s
+}
+
+/// Where a directory's content is read-only: the directory itself, but for
+/// `.git`, whose git directory is split (only hooks/, config, ... are).
+fn inner(name: &str) -> PathBuf {
+    if name == ".git" {
+        PathBuf::from(".git/hooks")
+    } else {
+        PathBuf::from(name)
+    }
 }
 
 /// (e): every other name of the table, existing or not when the sandbox
@@ -377,10 +388,12 @@ async fn every_host_executed_name_is_read_only_inside_existing_or_not() {
                         let path = p.ws.join(e.name);
                         match e.kind {
                             HostExecKind::Dir => {
-                                std::fs::create_dir(&path).unwrap();
-                                std::fs::write(path.join("kept"), "original\n").unwrap();
-                                std::os::unix::fs::chown(path.join("kept"), Some(uid), Some(uid))
+                                let kept = p.ws.join(inner(e.name));
+                                std::fs::create_dir_all(&kept).unwrap();
+                                std::fs::write(kept.join("kept"), "original\n").unwrap();
+                                std::os::unix::fs::chown(kept.join("kept"), Some(uid), Some(uid))
                                     .unwrap();
+                                std::os::unix::fs::chown(&kept, Some(uid), Some(uid)).unwrap();
                             }
                             HostExecKind::File => std::fs::write(&path, "original\n").unwrap(),
                         }
@@ -403,8 +416,9 @@ async fn every_host_executed_name_is_read_only_inside_existing_or_not() {
                     if existing {
                         let content = match e.kind {
                             HostExecKind::Dir => {
-                                assert!(!path.join("planted").exists(), "{what}: {}", e.name);
-                                std::fs::read_to_string(path.join("kept"))
+                                let kept = p.ws.join(inner(e.name));
+                                assert!(!kept.join("planted").exists(), "{what}: {}", e.name);
+                                std::fs::read_to_string(kept.join("kept"))
                             }
                             HostExecKind::File => std::fs::read_to_string(&path),
                         };
