@@ -28,6 +28,7 @@ mod baselines;
 mod clients;
 mod docker;
 mod floor;
+mod git;
 mod harness;
 mod inproc;
 mod kill;
@@ -359,6 +360,8 @@ async fn measure_native(
         .iter()
         .any(|r| matches!(r.status, Status::Failed(_)));
     rows.extend(native_rows);
+    progress.step("git inside the native sandbox beside the host");
+    rows.extend(git::run(&sup, root, n).await);
     progress.step("agent per-turn overhead and memory");
     let ws = root.subdir("ws-agent")?;
     rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);

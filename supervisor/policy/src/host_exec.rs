@@ -16,6 +16,14 @@
 //! ones that do not exist yet) and the docs (docs/THREAT_MODEL.md holds
 //! [`markdown_table`]'s output, checked by a test).
 //!
+//! A git directory is split rather than frozen: [`GIT_DIR_READ_ONLY`]
+//! names what the host's git obeys inside one (config, hooks, info,
+//! commondir, ...), which both sandboxes keep read-only while the rest
+//! (objects, refs, the index) stays writable for git's ordinary work; the
+//! file tools still refuse every write into `.git` (git is the way to
+//! change a repository), and docs/THREAT_MODEL.md holds
+//! [`git_dir_markdown`]'s output.
+//!
 //! Besides the fixed names, a repository's own configuration can make more
 //! paths host-executed (`core.hooksPath`, an `include.path` into the
 //! workspace, a worktree's git directory elsewhere in the workspace): the

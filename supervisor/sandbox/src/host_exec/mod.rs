@@ -479,4 +479,94 @@ mod tests {
         let e = plan(&ws, &names(), None).unwrap_err().to_string();
         assert!(e.contains("is itself a git directory"), "{e}");
     }
+
+    /// A git directory as git makes it: HEAD, objects/, refs/.
+    fn git_dir_at(d: &Path) {
+        std::fs::create_dir_all(d.join("objects/info")).unwrap();
+        std::fs::create_dir_all(d.join("refs/heads")).unwrap();
+        std::fs::create_dir_all(d.join("hooks")).unwrap();
+        std::fs::write(d.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(d.join("config"), "[core]\n").unwrap();
+    }
+
+    #[test]
+    fn a_git_directory_is_pinned_with_what_git_obeys_read_only() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        git_dir_at(&ws.join(".git"));
+        git_dir_at(&ws.join(".git/modules/lib/inner"));
+        let p = plan(&ws, &[".git".to_string()], None).unwrap();
+        let b = binds(&p);
+        for (rel, how) in [
+            (".git", BindHow::Pin),
+            (".git/config", BindHow::ReadOnly),
+            (".git/hooks", BindHow::ReadOnly),
+            (".git/info", BindHow::ReadOnly),
+            (".git/commondir", BindHow::ReadOnly),
+            (".git/objects/info/alternates", BindHow::ReadOnly),
+            // A submodule's git directory (`modules/a/b`) is split the same way.
+            (".git/modules/lib/inner", BindHow::Pin),
+            (".git/modules/lib/inner/config", BindHow::ReadOnly),
+            (".git/modules/lib/inner/hooks", BindHow::ReadOnly),
+        ] {
+            assert!(b.contains(&(rel.to_string(), how)), "{rel} {how:?}: {b:?}");
+        }
+        // Objects, refs and the index stay writable: no bind covers them.
+        for rel in [
+            ".git/objects/ab",
+            ".git/refs/heads/main",
+            ".git/index",
+            ".git/HEAD",
+        ] {
+            assert!(
+                !p.binds
+                    .iter()
+                    .any(|x| x.how == BindHow::ReadOnly && Path::new(rel).starts_with(&x.rel)),
+                "{rel}: {b:?}"
+            );
+        }
+        let commondir = p
+            .reserve
+            .iter()
+            .find(|r| r.rel == Path::new(".git/commondir"));
+        assert_eq!(commondir.and_then(|r| r.file), Some(".\n"));
+    }
+
+    #[test]
+    fn bad_git_layouts_are_refused_naming_the_path() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        // A `.git` that is a symlink.
+        std::os::unix::fs::symlink(elsewhere.path(), ws.join(".git")).unwrap();
+        let e = plan(&ws, &[".git".to_string()], None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{} is a symlink", ws.join(".git").display())),
+            "{e}"
+        );
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        // A symlink planted where git obeys something inside a git directory.
+        git_dir_at(&ws.join(".git"));
+        std::fs::remove_dir(ws.join(".git/hooks")).unwrap();
+        std::os::unix::fs::symlink("../tools", ws.join(".git/hooks")).unwrap();
+        let e = plan(&ws, &[".git".to_string()], None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(".git/hooks is a symlink"), "{e}");
+    }
+
+    #[test]
+    fn a_gitfile_pointing_outside_the_workspace_is_read_only_and_nothing_outside_bound() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let gd = outside.path().canonicalize().unwrap().join("repo.git");
+        git_dir_at(&gd);
+        std::fs::write(ws.join(".git"), format!("gitdir: {}\n", gd.display())).unwrap();
+        let p = plan(&ws, &[".git".to_string()], None).unwrap();
+        assert_eq!(binds(&p), vec![(".git".into(), BindHow::ReadOnly)]);
+        assert!(p.reserve.is_empty());
+    }
 }
