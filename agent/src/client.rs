@@ -133,7 +133,12 @@ pub fn open_error(status: &Status) -> AgentError {
         Code::PermissionDenied => AgentError::Refused(status.message().to_string()),
         _ => AgentError::Rpc {
             what: "open a session",
-            message: status_text(status),
+            message: match tollgate_proto::refusal::of(status) {
+                // A typed refusal (the audit log cannot be written): its code
+                // and reason, as the supervisor gave them.
+                Some(d) => format!("{}: {}", d.code().as_str_name(), d.reason),
+                None => status_text(status),
+            },
         },
     }
 }

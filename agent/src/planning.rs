@@ -15,37 +15,19 @@ pub const MAX_TODO_CHARS: usize = 4_096;
 /// Largest scratchpad, in bytes.
 pub const MAX_SCRATCHPAD_BYTES: usize = 64 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TodoStatus {
-    Pending,
-    InProgress,
-    Done,
-    Cancelled,
+/// A todo item's status: the typed arguments' own (what `todo_update`'s
+/// schema offers is exactly what it accepts).
+pub use tollgate_toolcall::TodoStatus;
+
+fn parse_status(s: &str) -> Option<TodoStatus> {
+    serde_json::from_value(Value::String(s.to_string())).ok()
 }
 
-impl TodoStatus {
-    fn parse(s: &str) -> Option<TodoStatus> {
-        match s
-            .trim()
-            .to_ascii_lowercase()
-            .replace(['-', ' '], "_")
-            .as_str()
-        {
-            "pending" | "todo" | "open" | "not_started" => Some(TodoStatus::Pending),
-            "in_progress" | "doing" | "started" | "active" => Some(TodoStatus::InProgress),
-            "done" | "completed" | "complete" | "finished" => Some(TodoStatus::Done),
-            "cancelled" | "canceled" | "dropped" | "skipped" => Some(TodoStatus::Cancelled),
-            _ => None,
-        }
-    }
-
-    fn mark(self) -> &'static str {
-        match self {
-            TodoStatus::Pending => "[ ]",
-            TodoStatus::InProgress => "[~]",
-            TodoStatus::Done => "[x]",
-            TodoStatus::Cancelled => "[-]",
-        }
+fn mark(s: TodoStatus) -> &'static str {
+    match s {
+        TodoStatus::Pending => "[ ]",
+        TodoStatus::InProgress => "[~]",
+        TodoStatus::Done => "[x]",
     }
 }
 
@@ -104,7 +86,7 @@ impl Planning {
         }
         self.todos
             .iter()
-            .map(|t| format!("{}. {} {}", t.id, t.status.mark(), t.text))
+            .map(|t| format!("{}. {} {}", t.id, mark(t.status), t.text))
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -186,8 +168,8 @@ impl Planning {
         }
         .ok_or("`id` must be a positive whole number")?;
         let status = match args.get("status") {
-            Some(Value::String(s)) => Some(TodoStatus::parse(s).ok_or_else(|| {
-                format!("unknown status '{s}': use pending, in_progress, done or cancelled")
+            Some(Value::String(s)) => Some(parse_status(s).ok_or_else(|| {
+                format!("unknown status '{s}': use pending, in_progress or done")
             })?),
             Some(_) => return Err("`status` must be a string".into()),
             None => match args.get("done") {
@@ -295,7 +277,7 @@ mod tests {
         );
         p.call(
             ToolName::TodoUpdate,
-            &obj(json!({"id": "2", "status": "in-progress"})),
+            &obj(json!({"id": "2", "status": "in_progress"})),
         )
         .unwrap();
         assert_eq!(
@@ -329,7 +311,7 @@ mod tests {
                 ToolName::TodoUpdate,
                 &obj(json!({"id": 1, "status": "maybe"}))
             ),
-            Err("unknown status 'maybe': use pending, in_progress, done or cancelled".into())
+            Err("unknown status 'maybe': use pending, in_progress or done".into())
         );
         let many: Vec<String> = (0..MAX_TODOS).map(|i| i.to_string()).collect();
         assert!(
@@ -370,7 +352,7 @@ mod tests {
             Ok("Which branch?".into())
         );
         assert!(question_of(&obj(json!({"q": "x"}))).is_err());
-        let local = |name: &str| ToolName::parse(name).is_some_and(ToolName::runs_in_agent);
+        let local = |name: &str| ToolName::parse(name).is_some_and(|t| t.facts().runs_in_agent());
         assert!(local("ask_question") && !local("read_file"));
         assert!(!local("no_such_tool"));
     }

@@ -17,6 +17,32 @@ pub mod v1 {
 
 pub use v1::*;
 
+/// A refusal carried by a gRPC status (docs/INTERFACES.md, "Refusals in a
+/// status"): the message keeps its `CODE: reason` text, and the status's
+/// details hold the typed [`Denial`], so a client reads the code without
+/// parsing the text.
+pub mod refusal {
+    use prost::Message;
+
+    use crate::v1::{Denial, DenialCode};
+
+    /// The status for `denial`, with gRPC code `grpc`.
+    pub fn status(grpc: tonic::Code, denial: &Denial) -> tonic::Status {
+        let code = DenialCode::try_from(denial.code).unwrap_or(DenialCode::Unspecified);
+        let message = format!("{}: {}", code.as_str_name(), denial.reason);
+        tonic::Status::with_details(grpc, message, denial.encode_to_vec().into())
+    }
+
+    /// The typed refusal a status carries, if it carries one.
+    pub fn of(status: &tonic::Status) -> Option<Denial> {
+        let details = status.details();
+        if details.is_empty() {
+            return None;
+        }
+        Denial::decode(details).ok()
+    }
+}
+
 /// The line the supervisor prints on stderr once both sockets accept
 /// (docs/INTERFACES.md): `supervisor: ready agent=<path> operator=<path>
 /// sandbox=<backend>`. Printed with [`ready::ReadyLine`]'s `Display`, read
@@ -112,5 +138,28 @@ pub mod ready {
                 assert_eq!(ReadyLine::parse(l), None, "{l:?}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_survives_the_status() {
+        let d = Denial {
+            code: DenialCode::AuditUnavailable as i32,
+            reason: "cannot open the session's audit log: EIO".to_string(),
+            rule: "floor:audit".to_string(),
+            consequence: String::new(),
+            destructive: false,
+        };
+        let s = refusal::status(tonic::Code::Unavailable, &d);
+        assert_eq!(
+            s.message(),
+            "AUDIT_UNAVAILABLE: cannot open the session's audit log: EIO"
+        );
+        assert_eq!(refusal::of(&s), Some(d));
+        assert_eq!(refusal::of(&tonic::Status::unavailable("x")), None);
     }
 }

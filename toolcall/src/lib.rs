@@ -82,25 +82,90 @@ impl ToolName {
         ToolName::ALL.into_iter().find(|t| t.as_str() == name)
     }
 
-    /// Where the tool runs: the planning tools and `ask_question` in the
-    /// agent's own loop, every other one on the supervisor's side.
-    pub fn runs_in_agent(self) -> bool {
+    /// What the tool reads, writes and reaches: the one table of these
+    /// facts (the registry's spec holds it, the gate acts on it).
+    pub fn facts(self) -> Facts {
+        let fact = |runs, writes_workspace, decides_with_dns| Facts {
+            runs,
+            writes_workspace,
+            decides_with_dns,
+        };
         match self {
+            ToolName::ReadFile | ToolName::GlobFiles | ToolName::Grep => {
+                fact(Runs::Supervisor, false, false)
+            }
+            ToolName::WriteFile | ToolName::EditFile => fact(Runs::Supervisor, true, false),
+            // What a command runs may write anything.
+            ToolName::RunBash => fact(Runs::Sandbox, true, false),
+            // The SSRF guard resolves the host before deciding.
+            ToolName::Webfetch => fact(Runs::Supervisor, false, true),
+            // An MCP server runs in the sandbox; the gateway forwards its
+            // calls, the gate's executors never write for it.
+            ToolName::Mcp => fact(Runs::Sandbox, false, false),
             ToolName::TodoAppend
             | ToolName::TodoList
             | ToolName::TodoUpdate
             | ToolName::ReadScratchpad
             | ToolName::WriteScratchpad
-            | ToolName::AskQuestion => true,
-            ToolName::ReadFile
-            | ToolName::GlobFiles
-            | ToolName::Grep
-            | ToolName::WriteFile
-            | ToolName::EditFile
-            | ToolName::RunBash
-            | ToolName::Webfetch
-            | ToolName::Mcp => false,
+            | ToolName::AskQuestion => fact(Runs::Agent, false, false),
         }
+    }
+}
+
+/// Allow, ask or deny. Ordered so the strictest wins: `Allow < Ask < Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Ask => "ask",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// Where a tool runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runs {
+    /// In the agent's own loop (planning, `ask_question`): the supervisor
+    /// never executes it.
+    Agent,
+    /// In the supervisor, as the workspace's owner (the file tools,
+    /// webfetch).
+    Supervisor,
+    /// In the session's sandbox (run_bash, an MCP server).
+    Sandbox,
+}
+
+/// What a tool reads, writes and reaches (see [`ToolName::facts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Facts {
+    pub runs: Runs,
+    /// It may write to the workspace's filesystem (refused under the disk
+    /// floor).
+    pub writes_workspace: bool,
+    /// Deciding it may ask DNS (decided off the async threads).
+    pub decides_with_dns: bool,
+}
+
+impl Facts {
+    /// The planning tools and `ask_question` run in the agent.
+    pub fn runs_in_agent(self) -> bool {
+        self.runs == Runs::Agent
+    }
+
+    /// Its only effect is the output it returns (no write, no process, no
+    /// network): it may start reading before its decision is durable.
+    pub fn only_reads(self) -> bool {
+        self.runs == Runs::Supervisor && !self.writes_workspace && !self.decides_with_dns
     }
 }
 
@@ -416,7 +481,7 @@ mod tests {
     fn where_each_tool_runs() {
         let here: Vec<&str> = ToolName::ALL
             .into_iter()
-            .filter(|t| t.runs_in_agent())
+            .filter(|t| t.facts().runs_in_agent())
             .map(ToolName::as_str)
             .collect();
         assert_eq!(

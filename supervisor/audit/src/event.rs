@@ -576,24 +576,8 @@ pub struct DiskFloorStop {
     pub reason: String,
 }
 
-/// The policy's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Allow,
-    Ask,
-    Deny,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Allow => "allow",
-            Verdict::Ask => "ask",
-            Verdict::Deny => "deny",
-        }
-    }
-}
+/// The policy's verdict (the engine's own type).
+pub use tollgate_toolcall::Verdict;
 
 /// `permission_check`. A call refused before the engine (the tool-call
 /// cap) or a client's harmless bookkeeping has no consequence, target or

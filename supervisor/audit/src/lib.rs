@@ -107,6 +107,7 @@ mod names;
 pub mod record;
 pub mod redact;
 pub mod redact_rules;
+pub mod redact_stream;
 pub mod report;
 pub mod reserve;
 pub mod secrets;
@@ -121,6 +122,7 @@ pub use file::{AuditFile, Durable};
 pub use names::{FileKind, LogName, list_logs, parse_file_name};
 pub use record::GENESIS;
 pub use redact::Redactor;
+pub use redact_stream::StreamRedactor;
 pub use reserve::{Priority, RESERVE_FILE, ReserveStatus};
 pub use secrets::{
     EnvScan, PromptError, audit_system_prompt, is_secret_env_name, scan_env, scan_vars,

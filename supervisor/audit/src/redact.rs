@@ -28,12 +28,16 @@ use std::fmt;
 use std::sync::LazyLock;
 
 use regex_automata::meta::Regex;
+use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, Match};
 
 use crate::redact_rules::{Check, Mask, RULES, Rule, SECRET_ENV};
 
 /// Host secret values shorter than this are not redacted (too many false hits).
 pub const MIN_SECRET_LEN: usize = 8;
+
+/// What a text reads as when the redactor could not be built (fail closed).
+pub(crate) const UNAVAILABLE: &[u8] = b"[REDACTED:redactor-unavailable]";
 
 /// Redacts host secret values and well-known secret shapes.
 ///
@@ -46,6 +50,8 @@ pub struct Redactor {
     re: Result<Regex, String>,
     /// How many literal secrets; pattern 0 is their alternation when > 0.
     secrets: usize,
+    /// The longest literal secret, in bytes (the stream's hold must cover it).
+    longest_secret: usize,
 }
 
 impl fmt::Debug for Redactor {
@@ -76,6 +82,38 @@ enum Verdict {
     Unsure(&'static Rule),
 }
 
+/// One match of a scan: where it is, and what of it is replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hit {
+    /// The match: a stream never cuts inside it.
+    pub start: usize,
+    pub end: usize,
+    /// `(id, start, end)` of what becomes `[REDACTED:<id>]`; `None` when a
+    /// check said the match is not a secret.
+    pub mask: Option<(&'static str, usize, usize)>,
+}
+
+/// The regex syntax of every rule: bytes, not characters. Classes and `\s`
+/// are ASCII and a negated class matches any other byte, so a text that is
+/// not UTF-8 (Latin-1, binary around a key) is scanned like any other.
+fn byte_syntax() -> syntax::Config {
+    syntax::Config::new().unicode(false).utf8(false)
+}
+
+/// A literal secret as a byte-mode pattern: ASCII escaped, other bytes
+/// as `\xHH` (a non-ASCII character is not allowed in byte mode).
+fn literal_pattern(secret: &[u8]) -> String {
+    let mut p = String::with_capacity(secret.len());
+    for &b in secret {
+        if b.is_ascii() {
+            p.push_str(&regex::escape(&char::from(b).to_string()));
+        } else {
+            p.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    p
+}
+
 impl Redactor {
     /// `secrets`: literal values to redact (host secret env values). Values
     /// shorter than [`MIN_SECRET_LEN`] chars are ignored.
@@ -89,11 +127,12 @@ impl Redactor {
         lits.dedup();
         let mut patterns: Vec<String> = Vec::with_capacity(RULES.len() + 1);
         if !lits.is_empty() {
-            let escaped: Vec<String> = lits.iter().map(|l| regex::escape(l)).collect();
+            let escaped: Vec<String> = lits.iter().map(|l| literal_pattern(l.as_bytes())).collect();
             patterns.push(escaped.join("|"));
         }
         patterns.extend(RULES.iter().map(|r| r.pattern.to_string()));
         let re = Regex::builder()
+            .syntax(byte_syntax())
             .configure(
                 Regex::config()
                     .nfa_size_limit(Some(256 << 20))
@@ -107,12 +146,18 @@ impl Redactor {
         Redactor {
             re,
             secrets: lits.len(),
+            longest_secret: lits.first().map_or(0, String::len),
         }
     }
 
     /// How many literal secrets are redacted.
     pub fn secret_count(&self) -> usize {
         self.secrets
+    }
+
+    /// The longest literal secret, in bytes.
+    pub(crate) fn longest_secret(&self) -> usize {
+        self.longest_secret
     }
 
     /// The text with every secret-looking value replaced.
@@ -122,53 +167,77 @@ impl Redactor {
 
     /// Like [`Redactor::redact`], without copying when nothing matched.
     pub fn redact_cow<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let re = match &self.re {
-            Ok(re) => re,
-            Err(_) => {
-                return if text.is_empty() {
-                    Cow::Borrowed(text)
-                } else {
-                    Cow::Borrowed("[REDACTED:redactor-unavailable]")
-                };
-            }
-        };
-        let mut out = String::new();
-        let mut copied = 0;
-        for m in re.find_iter(text) {
-            let (id, start, end) = match self.judge(text, m) {
-                Verdict::Keep => continue,
-                Verdict::Whole(id) => (id, m.start(), m.end()),
-                Verdict::Part(id, start, end) => (id, start, end),
-                Verdict::Unsure(rule) => (rule.id, m.start(), m.end()),
+        match self.redact_bytes(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            // Every mask starts and ends on an ASCII byte or a whole
+            // literal, so this is UTF-8; lossy only as a safety net.
+            Cow::Owned(v) => Cow::Owned(
+                String::from_utf8(v)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
+        }
+    }
+
+    /// Any bytes with every secret-looking value replaced: text that is not
+    /// UTF-8 (Latin-1, binary) is scanned byte for byte, so a key next to
+    /// a byte that is not UTF-8 is still masked. Borrowed when nothing
+    /// matched.
+    pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        let Some(hits) = self.hits(Input::new(bytes)) else {
+            return if bytes.is_empty() {
+                Cow::Borrowed(bytes)
+            } else {
+                Cow::Owned(UNAVAILABLE.to_vec())
             };
-            if out.is_empty() {
-                out.reserve(text.len());
-            }
-            out.push_str(&text[copied..start]);
-            out.push_str("[REDACTED:");
-            out.push_str(id);
-            out.push(']');
-            copied = end;
+        };
+        if hits.iter().all(|h| h.mask.is_none()) {
+            return Cow::Borrowed(bytes);
         }
-        if copied == 0 && out.is_empty() {
-            return Cow::Borrowed(text);
-        }
-        out.push_str(&text[copied..]);
+        let mut out = Vec::with_capacity(bytes.len());
+        apply(bytes, 0..bytes.len(), &hits, &mut out);
         Cow::Owned(out)
     }
 
     /// Whether `text` holds anything that would be redacted.
     pub fn contains_secret(&self, text: &str) -> bool {
-        match &self.re {
-            Ok(re) => re
-                .find_iter(text)
-                .any(|m| !matches!(self.judge(text, m), Verdict::Keep)),
-            Err(_) => !text.is_empty(),
+        self.contains_secret_bytes(text.as_bytes())
+    }
+
+    /// Whether `bytes` hold anything that would be redacted.
+    pub fn contains_secret_bytes(&self, bytes: &[u8]) -> bool {
+        match self.hits(Input::new(bytes)) {
+            Some(hits) => hits.iter().any(|h| h.mask.is_some()),
+            None => !bytes.is_empty(),
         }
     }
 
+    /// Every match in `input`'s span, in order, with its verdict; `None`
+    /// when the redactor is unavailable. Look-around (`\b`) sees the
+    /// haystack outside the span.
+    pub(crate) fn hits(&self, input: Input<'_>) -> Option<Vec<Hit>> {
+        let re = self.re.as_ref().ok()?;
+        let text = input.haystack();
+        let hits = re
+            .find_iter(input)
+            .map(|m| {
+                let mask = match self.judge(text, m) {
+                    Verdict::Keep => None,
+                    Verdict::Whole(id) => Some((id, m.start(), m.end())),
+                    Verdict::Part(id, start, end) => Some((id, start, end)),
+                    Verdict::Unsure(rule) => Some((rule.id, m.start(), m.end())),
+                };
+                Hit {
+                    start: m.start(),
+                    end: m.end(),
+                    mask,
+                }
+            })
+            .collect();
+        Some(hits)
+    }
+
     /// Which rule found `m`, and what of it to replace.
-    fn judge(&self, text: &str, m: Match) -> Verdict {
+    fn judge(&self, text: &[u8], m: Match) -> Verdict {
         let pid = m.pattern().as_usize();
         let (i, rule): (usize, &'static Rule) = match (self.secrets > 0, pid.checked_sub(1)) {
             (true, None) => return Verdict::Whole(SECRET_ENV),
@@ -260,6 +329,28 @@ impl Redactor {
     }
 }
 
+/// Writes `text[range]` to `out` with the masks of `hits` that lie in it
+/// (each replaced by `[REDACTED:<id>]`).
+pub(crate) fn apply(text: &[u8], range: std::ops::Range<usize>, hits: &[Hit], out: &mut Vec<u8>) {
+    let mut copied = range.start;
+    for (id, start, end) in hits.iter().filter_map(|h| h.mask) {
+        if start < range.start || end > range.end {
+            continue;
+        }
+        out.extend_from_slice(&text[copied..start]);
+        push_mask(out, id);
+        copied = end;
+    }
+    out.extend_from_slice(&text[copied..range.end]);
+}
+
+/// Appends `[REDACTED:<id>]`.
+pub(crate) fn push_mask(out: &mut Vec<u8>, id: &str) {
+    out.extend_from_slice(b"[REDACTED:");
+    out.extend_from_slice(id.as_bytes());
+    out.push(b']');
+}
+
 /// Whether a rule's verdict needs its groups (a second, anchored search).
 fn needs_groups(rule: &Rule) -> bool {
     rule.mask == Mask::Group || rule.check == Check::SecretAssignment
@@ -276,41 +367,41 @@ static GROUPS: LazyLock<Vec<Option<Regex>>> = LazyLock::new(|| {
         .iter()
         .map(|r| {
             needs_groups(r)
-                .then(|| Regex::new(r.pattern).ok())
+                .then(|| Regex::builder().syntax(byte_syntax()).build(r.pattern).ok())
                 .flatten()
         })
         .collect()
 });
 
-fn has_digit(s: &str) -> bool {
-    s.bytes().any(|b| b.is_ascii_digit())
+fn has_digit(s: &[u8]) -> bool {
+    s.iter().any(u8::is_ascii_digit)
 }
 
 /// [`Check::RandomLooking`] on an `sk-…` match.
-fn random_looking(m: &str) -> bool {
-    let rest = m.get(3..).unwrap_or("");
-    let vendor_prefix = ["ant-", "proj-", "svcacct-", "admin-"]
+fn random_looking(m: &[u8]) -> bool {
+    let rest = m.get(3..).unwrap_or(b"");
+    let vendor_prefix = [&b"ant-"[..], b"proj-", b"svcacct-", b"admin-"]
         .iter()
         .any(|p| rest.starts_with(p));
-    let mixed = has_digit(rest) && rest.bytes().any(|b| b.is_ascii_uppercase());
+    let mixed = has_digit(rest) && rest.iter().any(u8::is_ascii_uppercase);
     let hex = rest.len() >= 32
-        && rest.bytes().all(|b| b.is_ascii_hexdigit())
+        && rest.iter().all(u8::is_ascii_hexdigit)
         && has_digit(rest)
-        && rest.bytes().any(|b| b.is_ascii_alphabetic());
+        && rest.iter().any(u8::is_ascii_alphabetic);
     vendor_prefix || mixed || hex
 }
 
 /// [`Check::SecretAssignment`]: tells `DB_PASSWORD=hunter22` and
 /// `"api_key": "…"` (secrets) from `max_tokens=100000000` and
 /// `token = parse_token(input)` (not).
-fn assignment_is_secret(name: &str, quoted: bool, value: &str) -> bool {
-    if value.bytes().all(|b| b.is_ascii_digit()) {
+fn assignment_is_secret(name: &[u8], quoted: bool, value: &[u8]) -> bool {
+    if value.iter().all(u8::is_ascii_digit) {
         return false; // a number
     }
     let env_style = name
-        .bytes()
-        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
-    quoted || env_style || (has_digit(value) && value.bytes().any(|b| b.is_ascii_alphabetic()))
+        .iter()
+        .all(|&b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    quoted || env_style || (has_digit(value) && value.iter().any(u8::is_ascii_alphabetic))
 }
 
 #[cfg(test)]
@@ -473,6 +564,35 @@ mod tests {
             red.redact("é AKIAIOSFODNN7EXAMPLE é"),
             "é [REDACTED:aws-access-key] é"
         );
+    }
+
+    /// A Latin-1 `settings.ini` (bytes that are not UTF-8) holding an AWS
+    /// and a Stripe key: both masked, every other byte unchanged.
+    #[test]
+    fn latin1_bytes_do_not_hide_a_secret() {
+        let red = Redactor::default();
+        let stripe = format!("sk_live_{}", "a1B2c3D4e5".repeat(3));
+        let mut ini = b"[caf\xe9]\nname=Andr\xe9\naws=AKIAIOSFODNN7EXAMPLE\xa0\nstripe=".to_vec();
+        ini.extend_from_slice(stripe.as_bytes());
+        ini.extend_from_slice(b"\n\xff\xfe end");
+        let out = red.redact_bytes(&ini);
+        assert_eq!(
+            out.as_ref(),
+            &b"[caf\xe9]\nname=Andr\xe9\naws=[REDACTED:aws-access-key]\xa0\nstripe=[REDACTED:stripe-key]\n\xff\xfe end"[..]
+        );
+        assert!(red.contains_secret_bytes(&ini));
+        let clean = b"caf\xe9 \xff\x00 plain";
+        assert!(matches!(red.redact_bytes(clean), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_literal_secret_with_non_ascii_characters_is_masked() {
+        let red = Redactor::new(vec!["p\u{e4}ssw\u{f6}rd-\u{2713}-long".to_string()]);
+        assert_eq!(
+            red.redact("x=p\u{e4}ssw\u{f6}rd-\u{2713}-long;"),
+            "x=[REDACTED:secret-env];"
+        );
+        assert_eq!(red.redact("p\u{e4}ssw\u{f6}rd"), "p\u{e4}ssw\u{f6}rd");
     }
 
     #[test]

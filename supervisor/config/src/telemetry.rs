@@ -110,8 +110,10 @@ fn check_endpoint(endpoint: &str) -> Result<(), String> {
             "[telemetry] endpoint {endpoint:?} has a path or query; gRPC needs none ({hint})"
         ));
     }
-    // What tonic will be given must parse too.
-    tonic::transport::Endpoint::from_shared(endpoint.to_string())
+    // What the exporter's gRPC transport will be given must parse as its
+    // URI too (tonic's `Endpoint::from_shared` is this parse).
+    endpoint
+        .parse::<http::Uri>()
         .map_err(|e| format!("[telemetry] endpoint {endpoint:?}: {e}; {hint}"))?;
     Ok(())
 }

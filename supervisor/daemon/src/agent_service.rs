@@ -10,14 +10,17 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tollgate_audit::Event;
 use tollgate_audit::event::AGENT_REPORTABLE;
+use tollgate_audit::{Durable, Priority};
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::agent_service_server::AgentService;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::Authed;
+use crate::events::Log;
 use crate::sessions::{Session, State, unix_ms};
 use crate::supervisor::{Peer, Supervisor};
 use crate::{chat, pep};
+use tollgate_gate::approvals::Notice;
 
 pub struct AgentSvc {
     pub sup: Arc<Supervisor>,
@@ -170,7 +173,9 @@ impl AgentService for AgentSvc {
             for a in sup.approvals.pending_for(&session.id) {
                 let _ = tx
                     .send(Ok(pb::ApprovalServerMsg {
-                        msg: Some(pb::approval_server_msg::Msg::Requested(a)),
+                        msg: Some(pb::approval_server_msg::Msg::Requested(
+                            crate::wire::approval(a),
+                        )),
                     }))
                     .await;
             }
@@ -184,12 +189,12 @@ impl AgentService for AgentSvc {
                 tokio::select! {
                     msg = control.recv() => match msg {
                         Ok(m) => {
-                            let is_end = matches!(m.msg, Some(pb::approval_server_msg::Msg::Ended(_)));
-                            let is_request = matches!(m.msg, Some(pb::approval_server_msg::Msg::Requested(_)));
+                            let is_end = matches!(m, Notice::Ended { .. });
+                            let is_request = matches!(m, Notice::Requested(_));
                             if is_request && !can_approve {
                                 continue;
                             }
-                            if tx.send(Ok(m)).await.is_err() || is_end {
+                            if tx.send(Ok(crate::wire::notice(m))).await.is_err() || is_end {
                                 break;
                             }
                         }
@@ -202,7 +207,7 @@ impl AgentService for AgentSvc {
                                 Some("this session may not decide approvals (session_can_approve = false); an operator must".to_string())
                             } else {
                                 let by = format!("uid {} via session", session.uid);
-                                sup.approvals.decide(&d, &by, Some(&session.id)).err().map(|e| e.to_string())
+                                crate::wire::answer(d).and_then(|d| sup.approvals.decide(&d, &by, Some(&session.id))).err().map(|e| e.to_string())
                             };
                             if let Some(err) = answer {
                                 let msg = pb::ApprovalServerMsg { msg: Some(pb::approval_server_msg::Msg::Error(err)) };
@@ -225,8 +230,8 @@ impl AgentService for AgentSvc {
                             loop {
                                 match control.recv().await {
                                     Ok(m) => {
-                                        let is_end = matches!(m.msg, Some(pb::approval_server_msg::Msg::Ended(_)));
-                                        if tx.send(Ok(m)).await.is_err() || is_end {
+                                        let is_end = matches!(m, Notice::Ended { .. });
+                                        if tx.send(Ok(crate::wire::notice(m))).await.is_err() || is_end {
                                             return;
                                         }
                                     }
@@ -303,7 +308,12 @@ impl AgentService for AgentSvc {
         };
         self.sup
             .recorder
-            .to_file(&session.audit, &session.id, event)
+            .write(
+                Log::Session(&session.audit, &session.id),
+                event,
+                Durable::AsConfigured,
+                Priority::Ordinary,
+            )
             .map_err(|e| {
                 self.sup.audit_refused(
                     &session.id,

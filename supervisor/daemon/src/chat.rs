@@ -8,9 +8,11 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 use tollgate_audit::event::{self, Event, LlmErrorKind};
+use tollgate_audit::{Durable, Priority};
 use tollgate_proto::v1 as pb;
 use tonic::Status;
 
+use crate::events::Log;
 use crate::llm::{self, LlmError};
 use crate::sessions::Session;
 use crate::supervisor::Supervisor;
@@ -190,13 +192,14 @@ fn cost_cap_hit(sup: &Supervisor, session: &Session, spent: f64, cap: f64) -> pb
     let reason = format!(
         "the session's cost limit of ${cap:.2} is reached (${spent:.4} spent). Stop now and summarise what you did and what remains."
     );
-    let _ = sup.recorder.to_file(
-        &session.audit,
-        &session.id,
+    let _ = sup.recorder.write(
+        Log::Session(&session.audit, &session.id),
         Event::CostLimitHit(event::CostLimitHit {
             cost_usd: spent,
             max_cost_usd: cap,
         }),
+        Durable::AsConfigured,
+        Priority::Ordinary,
     );
     pb::ChatResponse {
         message: Some(pb::ChatMessage {
@@ -260,7 +263,12 @@ fn capped(sup: &Supervisor, text: &str, cap: usize) -> String {
 
 fn record(sup: &Supervisor, session: &Session, event: Event) -> Result<(), Status> {
     sup.recorder
-        .to_file(&session.audit, &session.id, event)
+        .write(
+            Log::Session(&session.audit, &session.id),
+            event,
+            Durable::AsConfigured,
+            Priority::Ordinary,
+        )
         .map(|_| ())
         .map_err(|e| {
             sup.audit_refused(

@@ -12,6 +12,15 @@ use tollgate_proto::v1 as pb;
 
 use crate::sessions::unix_ms;
 
+/// Where a record goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Log<'a> {
+    /// A session's own file, and the session's id.
+    Session(&'a AuditFile, &'a str),
+    /// The supervisor's own log, naming the session (`""` for none).
+    Supervisor(&'a str),
+}
+
 /// Writes audit records and publishes them to watchers. A clone writes to
 /// the same log and the same watchers.
 #[derive(Clone)]
@@ -48,69 +57,34 @@ impl Recorder {
         self.watchers.subscribe()
     }
 
-    /// Appends to `file` (a session's log) and publishes. The caller decides
+    /// Appends `event` to `log` and publishes it: the one writer of the
+    /// supervisor's records. `durable` says when it must be on disk,
+    /// `priority` whether it may draw on the audit directory's reserve (an
+    /// essential record: a refusal, a revocation, a stop). The caller decides
     /// what a failure means (for a decision record: refuse the call).
-    pub fn to_file(
+    pub fn write(
         &self,
-        file: &AuditFile,
-        session: &str,
-        event: Event,
-    ) -> Result<Appended, AuditError> {
-        self.write(
-            file,
-            session,
-            event,
-            Durable::AsConfigured,
-            Priority::Ordinary,
-        )
-    }
-
-    /// An essential record (a refusal, a revocation, a stop): when the disk is
-    /// full it may draw on the audit directory's reserve.
-    pub fn to_file_essential(
-        &self,
-        file: &AuditFile,
-        session: &str,
-        event: Event,
-    ) -> Result<Appended, AuditError> {
-        self.write(
-            file,
-            session,
-            event,
-            Durable::AsConfigured,
-            Priority::Essential,
-        )
-    }
-
-    /// [`Recorder::to_file_essential`], riding on the file's next fsync.
-    pub fn to_file_essential_deferred(
-        &self,
-        file: &AuditFile,
-        session: &str,
-        event: Event,
-    ) -> Result<Appended, AuditError> {
-        self.write(file, session, event, Durable::Later, Priority::Essential)
-    }
-
-    /// The same, but the record rides on the next fsync
-    /// ([`AuditFile::append_deferred`]): for an outcome, or for a decision
-    /// that a durable record follows at once.
-    pub fn to_file_deferred(
-        &self,
-        file: &AuditFile,
-        session: &str,
-        event: Event,
-    ) -> Result<Appended, AuditError> {
-        self.write(file, session, event, Durable::Later, Priority::Ordinary)
-    }
-
-    fn write(
-        &self,
-        file: &AuditFile,
-        session: &str,
+        log: Log<'_>,
         event: Event,
         durable: Durable,
         priority: Priority,
+    ) -> Result<Appended, AuditError> {
+        match log {
+            Log::Session(file, session) => self.append(file, session, event, (durable, priority)),
+            Log::Supervisor(session) => {
+                // A fresh one if it broke.
+                let file = self.audit.supervisor_log()?;
+                self.append(&file, session, event, (durable, priority))
+            }
+        }
+    }
+
+    fn append(
+        &self,
+        file: &AuditFile,
+        session: &str,
+        event: Event,
+        (durable, priority): (Durable, Priority),
     ) -> Result<Appended, AuditError> {
         // Watchers see what the log holds; with none, skip the copy.
         let published = (self.watchers.receiver_count() > 0).then(|| summarise(&event));
@@ -133,31 +107,6 @@ impl Recorder {
             sink.offer(session, event);
         }
         Ok(appended)
-    }
-
-    /// Appends to the supervisor's own log (a fresh one if it broke) and
-    /// publishes.
-    pub fn supervisor(&self, session: &str, event: Event) -> Result<Appended, AuditError> {
-        let log = self.audit.supervisor_log()?;
-        self.to_file(&log, session, event)
-    }
-
-    /// [`Recorder::supervisor`], riding on that log's next fsync.
-    pub fn supervisor_deferred(&self, session: &str, event: Event) -> Result<Appended, AuditError> {
-        let log = self.audit.supervisor_log()?;
-        self.write(&log, session, event, Durable::Later, Priority::Ordinary)
-    }
-
-    /// An essential record in the supervisor's log (a revocation, a stop,
-    /// the shutdown): may draw on the reserve.
-    pub fn supervisor_essential(
-        &self,
-        session: &str,
-        event: Event,
-        durable: Durable,
-    ) -> Result<Appended, AuditError> {
-        let log = self.audit.supervisor_log()?;
-        self.write(&log, session, event, durable, Priority::Essential)
     }
 
     /// Makes every record appended to `file` so far durable (one fsync, or

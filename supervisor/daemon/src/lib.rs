@@ -1,9 +1,10 @@
 //! tollgate-supervisor: the only trusted process.
 //!
 //! It owns the gRPC services on agent.sock and operator.sock, sessions and
-//! their credentials, approvals, the LLM proxy, and `pep.rs`: the one place
-//! that calls the policy engine, then the audit log, then a sandbox backend or
-//! a tool executor. It must never run a tool whose decision record was not
+//! their credentials, approvals, the LLM proxy, and the gate
+//! (`tollgate_gate`, entered through `pep.rs`): the one place that calls the
+//! policy engine, then the audit log, then a sandbox backend or a tool
+//! executor. `wire.rs` is the only place the gate's types become protobuf. It must never run a tool whose decision record was not
 //! written, never hand a secret to the agent, and never weaken a sandbox.
 
 #![forbid(unsafe_code)]
@@ -13,14 +14,15 @@
 pub use activation::take_passed;
 pub use server::{Options, run};
 
+// The session, its credentials and the approvals table are the gate's.
+use tollgate_gate::{approvals, credentials};
+
 mod activation;
 mod agent_service;
-mod approvals;
 mod auth;
 mod backends;
 mod chat;
 mod conn;
-mod credentials;
 mod disk;
 mod events;
 mod hooks;
@@ -35,4 +37,5 @@ mod server;
 mod sessions;
 mod supervisor;
 mod telemetry;
+mod wire;
 mod workspace;

@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::event::{self, Event};
+use tollgate_audit::{Durable, Priority};
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::operator_service_server::OperatorService;
 use tollgate_sandbox::{ExecRequest, Output, SandboxError};
@@ -17,6 +18,7 @@ use tonic::{Request, Response, Status};
 
 use crate::approvals::DecideError;
 use crate::backends::{SandboxOwner, SpecFor, sandbox_spec};
+use crate::events::Log;
 use crate::sessions::State;
 use crate::supervisor::{Peer, Supervisor};
 use crate::workspace::{self, WorkspaceRules};
@@ -181,7 +183,13 @@ impl OperatorService for OperatorSvc {
     ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
         let include = req.into_inner().include_decided;
         Ok(Response::new(pb::ListApprovalsResponse {
-            approvals: self.sup.approvals.list(include),
+            approvals: self
+                .sup
+                .approvals
+                .list(include)
+                .into_iter()
+                .map(crate::wire::approval)
+                .collect(),
         }))
     }
 
@@ -199,9 +207,9 @@ impl OperatorService for OperatorSvc {
             reason: r.reason,
         };
         let who = by(peer);
-        match self.sup.approvals.decide(&d, &who, None) {
+        match crate::wire::answer(d).and_then(|d| self.sup.approvals.decide(&d, &who, None)) {
             Ok(a) => Ok(Response::new(pb::DecideApprovalResponse {
-                outcome: a.status,
+                outcome: a.status.as_str().to_string(),
                 decided_by: who,
             })),
             Err(e) => Err(match &e {
@@ -280,9 +288,11 @@ impl OperatorService for OperatorSvc {
             .await
             .map_err(|e| sandbox_status(&e))?;
         for r in reaped {
-            let _ = sup.recorder.supervisor(
-                &r.session_id,
+            let _ = sup.recorder.write(
+                Log::Supervisor(&r.session_id),
                 Event::Recovered(event::Recovered { detail: r.detail }),
+                Durable::AsConfigured,
+                Priority::Ordinary,
             );
         }
         let spec = sandbox_spec(
@@ -302,8 +312,8 @@ impl OperatorService for OperatorSvc {
         } else {
             u64::from(r.timeout_s).min(sup.config.sandbox.max_run_timeout_s)
         };
-        let _ = sup.recorder.supervisor(
-            &id,
+        let _ = sup.recorder.write(
+            Log::Supervisor(&id),
             Event::SandboxExec(event::SandboxExec {
                 by: by(peer),
                 backend: choice.as_str().to_string(),
@@ -312,6 +322,8 @@ impl OperatorService for OperatorSvc {
                 argv: r.argv.clone(),
                 timeout_s,
             }),
+            Durable::AsConfigured,
+            Priority::Ordinary,
         );
         let sandbox = backend
             .create(&spec)

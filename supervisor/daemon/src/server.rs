@@ -27,6 +27,7 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, Redactor};
+use tollgate_audit::{Durable, Priority};
 use tollgate_policy::Engine;
 use tollgate_proto::v1 as pb;
 use tonic::transport::Server;
@@ -37,6 +38,7 @@ use crate::approvals::Approvals;
 use crate::auth::{self, Guard};
 use crate::backends::{BackendSettings, Backends};
 use crate::conn;
+use crate::events::Log;
 use crate::events::Recorder;
 use crate::host_addrs::{self, HostAddrWatch};
 use crate::llm::{OpenAi, Provider, Script};
@@ -311,9 +313,11 @@ fn record_config(
     state_dir: &Path,
     audit_dir: &Path,
 ) -> anyhow::Result<()> {
-    sup.recorder.supervisor(
-        "",
+    sup.recorder.write(
+        Log::Supervisor(""),
         Event::Config(config_record(sup, state_dir, audit_dir, own_uid)),
+        Durable::AsConfigured,
+        Priority::Ordinary,
     )?;
     Ok(())
 }
@@ -451,15 +455,16 @@ async fn shut_down(
     // their last chance in this run.
     audit_maintenance(sup).await;
     let unanchored = sup.audit.unanchored();
-    let _ = sup.recorder.supervisor_essential(
-        "",
+    let _ = sup.recorder.write(
+        Log::Supervisor(""),
         Event::Shutdown(event::Shutdown {
             signal: signal.to_string(),
             sessions_revoked: ended.len() as u64,
             audit_refusals: sup.refusals.total(),
             unanchored: unanchored.iter().map(|p| p.display().to_string()).collect(),
         }),
-        tollgate_audit::Durable::AsConfigured,
+        Durable::AsConfigured,
+        Priority::Essential,
     );
     stop_serving.cancel();
     // Streams have been ended above; give in-flight unary calls a moment.
@@ -514,9 +519,11 @@ fn config_record(
 fn record_reaped(recorder: Recorder) -> tollgate_sandbox::docker::OnReaped {
     Arc::new(move |reaped: Vec<tollgate_sandbox::Reaped>| {
         for r in reaped {
-            let _ = recorder.supervisor(
-                &r.session_id,
+            let _ = recorder.write(
+                Log::Supervisor(&r.session_id),
                 Event::Recovered(event::Recovered { detail: r.detail }),
+                Durable::AsConfigured,
+                Priority::Ordinary,
             );
         }
     })
@@ -691,7 +698,12 @@ fn record_host_addresses(sup: &Arc<Supervisor>) {
                 ),
                 Err(e) => tracing::error!(error = %e, "every webfetch is refused"),
             }
-            if let Err(e) = sup.recorder.supervisor("", record) {
+            if let Err(e) = sup.recorder.write(
+                Log::Supervisor(""),
+                record,
+                Durable::AsConfigured,
+                Priority::Ordinary,
+            ) {
                 tracing::warn!(error = %e, "cannot record the host's addresses");
             }
             tokio::select! {

@@ -1,5 +1,6 @@
 //! The supervisor's shared state and the session lifecycle: open, refresh,
-//! close, revoke, kill, and shutdown. Tool calls go through `pep.rs`.
+//! close, revoke, kill, and shutdown. Tool calls go through the gate
+//! (`tollgate_gate`, entered through `pep.rs`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, EnvScan, Redactor};
+use tollgate_audit::{Durable, Priority};
 use tollgate_policy::{Engine, Mode};
 use tollgate_proto::v1 as pb;
 use tonic::Status;
@@ -16,6 +18,7 @@ use crate::approvals::Approvals;
 use crate::backends::{Backends, SandboxOwner};
 use crate::credentials::{self, Token};
 use crate::disk::{DiskGuard, Low};
+use crate::events::Log;
 use crate::events::Recorder;
 use crate::host_addrs::HostAddrWatch;
 use crate::llm::Provider;
@@ -150,9 +153,7 @@ impl Supervisor {
         let id = credentials::new_session_id().map_err(|e| Status::internal(e.to_string()))?;
         let audit_file = self.audit.open_session(&id).map_err(|e| {
             self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
-            Status::unavailable(format!(
-                "AUDIT_UNAVAILABLE: cannot open the session's audit log: {e}"
-            ))
+            audit_unavailable(format!("cannot open the session's audit log: {e}"))
         })?;
         // From here a refusal removes the file again: nothing names it until
         // the supervisor log's `session_opened`, the last step, is written.
@@ -280,22 +281,27 @@ impl Supervisor {
             audit_file: None,
         };
         self.recorder
-            .to_file_deferred(
-                &session.audit,
-                &session.id,
+            .write(
+                Log::Session(&session.audit, &session.id),
                 Event::SessionOpened(opened.clone()),
+                Durable::Later,
+                Priority::Ordinary,
             )
             .and_then(|_| {
                 let sup = event::SessionOpened {
                     audit_file: Some(session.audit.path().display().to_string()),
                     ..opened
                 };
-                self.recorder
-                    .supervisor_deferred(&session.id, Event::SessionOpened(sup))
+                self.recorder.write(
+                    Log::Supervisor(&session.id),
+                    Event::SessionOpened(sup),
+                    Durable::Later,
+                    Priority::Ordinary,
+                )
             })
             .map_err(|e| {
                 self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
-                Status::unavailable(format!("AUDIT_UNAVAILABLE: cannot record the session: {e}"))
+                audit_unavailable(format!("cannot record the session: {e}"))
             })?;
         Ok(())
     }
@@ -335,12 +341,13 @@ impl Supervisor {
         let token = session
             .rotate(Duration::from_secs(self.config.session.token_ttl_s))
             .map_err(|e| Status::internal(e.to_string()))?;
-        let _ = self.recorder.to_file(
-            &session.audit,
-            &session.id,
+        let _ = self.recorder.write(
+            Log::Session(&session.audit, &session.id),
             Event::TokenRotated(event::TokenRotated {
                 expires_unix_ms: unix_ms(session.token_expires()),
             }),
+            Durable::AsConfigured,
+            Priority::Ordinary,
         );
         Ok(token)
     }
@@ -372,7 +379,7 @@ impl Supervisor {
         session.wait_idle(Duration::from_secs(3)).await;
         self.record_ended(session, state, reason, by, sandbox_result.err());
         self.anchor_head(session);
-        let info = session.info(0, session.backend.kind().as_str());
+        let info = crate::wire::session_info(session, 0, session.backend.kind().as_str());
         self.sessions.retire(&session.id, info);
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
         true
@@ -381,10 +388,12 @@ impl Supervisor {
     /// Every approval still pending for the session, withdrawn and recorded.
     fn withdraw_approvals(&self, session: &Session, state: State, reason: &str, by: &str) {
         for a in self.approvals.pending_for(&session.id) {
-            if let Some(a) = self.approvals.close(&a.id, "withdrawn", by) {
-                let _ = self.recorder.to_file_essential(
-                    &session.audit,
-                    &session.id,
+            if let Some(a) =
+                self.approvals
+                    .close(&a.id, tollgate_gate::approvals::Status::Withdrawn, by)
+            {
+                let _ = self.recorder.write(
+                    Log::Session(&session.audit, &session.id),
                     Event::ApprovalDecided(event::ApprovalDecided {
                         approval_id: a.id,
                         tool: a.tool,
@@ -396,6 +405,8 @@ impl Supervisor {
                         target: None,
                         call_id: None,
                     }),
+                    Durable::AsConfigured,
+                    Priority::Essential,
                 );
             }
         }
@@ -449,13 +460,19 @@ impl Supervisor {
             ),
         };
         for e in std::iter::once(event).chain(last) {
-            let _ = self
-                .recorder
-                .to_file_essential_deferred(&session.audit, &session.id, e);
+            let _ = self.recorder.write(
+                Log::Session(&session.audit, &session.id),
+                e,
+                Durable::Later,
+                Priority::Essential,
+            );
         }
-        let _ =
-            self.recorder
-                .supervisor_essential(&session.id, in_log, tollgate_audit::Durable::Later);
+        let _ = self.recorder.write(
+            Log::Supervisor(&session.id),
+            in_log,
+            Durable::Later,
+            Priority::Essential,
+        );
     }
 
     /// Anchors the session file's head outside it, so a truncated tail is
@@ -496,23 +513,28 @@ impl Supervisor {
         });
         // Recorded before the kill, like every action: the supervisor log
         // first (it names the session), then the session's own.
-        let _ = self.recorder.supervisor_essential(
-            &session.id,
+        let _ = self.recorder.write(
+            Log::Supervisor(&session.id),
             stop.clone(),
-            tollgate_audit::Durable::AsConfigured,
+            Durable::AsConfigured,
+            Priority::Essential,
         );
-        let _ = self
-            .recorder
-            .to_file_essential(&session.audit, &session.id, stop);
+        let _ = self.recorder.write(
+            Log::Session(&session.audit, &session.id),
+            stop,
+            Durable::AsConfigured,
+            Priority::Essential,
+        );
         if let Err(e) = sandbox.destroy().await {
             tracing::error!(session = %session.id, error = %e, "the disk floor could not destroy the session's sandbox");
-            let _ = self.recorder.supervisor_essential(
-                &session.id,
+            let _ = self.recorder.write(
+                Log::Supervisor(&session.id),
                 Event::SandboxError(event::SandboxError {
                     during: "disk_floor_stop".to_string(),
                     error: e.to_string(),
                 }),
-                tollgate_audit::Durable::AsConfigured,
+                Durable::AsConfigured,
+                Priority::Essential,
             );
         }
     }
@@ -529,8 +551,8 @@ impl Supervisor {
             self.record_refusal_summary(more);
         }
         if noted.one_by_one {
-            let _ = self.recorder.supervisor_essential(
-                session,
+            let _ = self.recorder.write(
+                Log::Supervisor(session),
                 Event::AuditRefused(event::AuditRefused {
                     what: Some(what.to_string()),
                     error: Some(error.to_string()),
@@ -538,15 +560,16 @@ impl Supervisor {
                     interval_s: None,
                     total: None,
                 }),
-                tollgate_audit::Durable::AsConfigured,
+                Durable::AsConfigured,
+                Priority::Essential,
             );
         }
     }
 
     /// The record of the refusals of an interval not recorded one by one.
     pub fn record_refusal_summary(&self, more: u64) {
-        let _ = self.recorder.supervisor_essential(
-            "",
+        let _ = self.recorder.write(
+            Log::Supervisor(""),
             Event::AuditRefused(event::AuditRefused {
                 what: None,
                 error: None,
@@ -554,7 +577,8 @@ impl Supervisor {
                 interval_s: Some(crate::refusals::INTERVAL.as_secs()),
                 total: Some(self.refusals.total()),
             }),
-            tollgate_audit::Durable::AsConfigured,
+            Durable::AsConfigured,
+            Priority::Essential,
         );
     }
 
@@ -605,8 +629,21 @@ impl Supervisor {
 
     pub fn session_info(&self, s: &Session) -> pb::SessionInfo {
         let pending = self.approvals.pending_for(&s.id).len() as u32;
-        s.info(pending, s.backend.kind().as_str())
+        crate::wire::session_info(s, pending, s.backend.kind().as_str())
     }
+}
+
+/// A session refused because its records cannot be written: `UNAVAILABLE`,
+/// with the typed refusal in the status's details.
+fn audit_unavailable(reason: String) -> Status {
+    let denial = pb::Denial {
+        code: pb::DenialCode::AuditUnavailable as i32,
+        reason,
+        rule: "floor:audit".to_string(),
+        consequence: String::new(),
+        destructive: false,
+    };
+    tollgate_proto::refusal::status(tonic::Code::Unavailable, &denial)
 }
 
 /// The tools asked for (`None`: all), each one the registry knows.
@@ -648,16 +685,16 @@ fn open_checked_workspace(
 /// Tells the session's agent (its approval stream) that the session ended,
 /// and why.
 fn tell_the_agent(session: &Session, state: State, reason: &str) {
+    use tollgate_policy::Code;
     let code = match state {
-        State::Closed => pb::DenialCode::Unspecified,
-        State::Active | State::Revoked | State::Killed | State::Expired => {
-            pb::DenialCode::SessionRevoked
-        }
+        // A closed session was not refused anything: no code.
+        State::Closed => Code::Ok,
+        State::Active | State::Revoked | State::Killed | State::Expired => Code::SessionRevoked,
     };
-    let _ = session.control.send(pb::ApprovalServerMsg {
-        msg: Some(pb::approval_server_msg::Msg::Ended(pb::SessionEnded {
-            code: code as i32,
+    let _ = session
+        .control
+        .send(tollgate_gate::approvals::Notice::Ended {
+            code,
             reason: reason.to_string(),
-        })),
-    });
+        });
 }

@@ -4,24 +4,8 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
-/// Allow, ask or deny. Ordered so the strictest wins: `Allow < Ask < Deny`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Allow,
-    Ask,
-    Deny,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Allow => "allow",
-            Verdict::Ask => "ask",
-            Verdict::Deny => "deny",
-        }
-    }
-}
+/// Allow, ask or deny (one type, from the engine to the audit log).
+pub use tollgate_toolcall::Verdict;
 
 /// Machine-readable code. The denial codes match the proto's `DenialCode`
 /// names; `Ok` and `ApprovalRequired` go with allow and ask.

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use tollgate_toolcall::ToolName;
+use tollgate_toolcall::{Facts, ToolName};
 
 /// Risk class (docs/ARCHITECTURE.md "Reference: modes, tools, budgets").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -44,8 +44,9 @@ pub struct ToolSpec {
     pub description: &'static str,
     /// JSON Schema of the arguments object (`additionalProperties: false`).
     pub parameters: serde_json::Value,
-    /// Planning and interaction tools run in the agent, not the supervisor.
-    pub runs_in_agent: bool,
+    /// What the tool reads, writes and reaches: [`ToolName::facts`], the
+    /// one table of them.
+    pub facts: Facts,
 }
 
 /// Longest path argument accepted (bytes). Linux's PATH_MAX is 4096 including
@@ -104,7 +105,7 @@ fn gated() -> Vec<ToolSpec> {
             }),
             &["server", "tool"],
         ),
-        runs_in_agent: false,
+        facts: ToolName::Mcp.facts(),
     }]
 }
 
@@ -127,7 +128,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["path"],
             ),
-            runs_in_agent: false,
+            facts: ToolName::ReadFile.facts(),
         },
         ToolSpec {
             name: ToolName::GlobFiles.as_str(),
@@ -143,7 +144,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["pattern"],
             ),
-            runs_in_agent: false,
+            facts: ToolName::GlobFiles.facts(),
         },
         ToolSpec {
             name: ToolName::Grep.as_str(),
@@ -161,7 +162,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["pattern"],
             ),
-            runs_in_agent: false,
+            facts: ToolName::Grep.facts(),
         },
         ToolSpec {
             name: ToolName::WriteFile.as_str(),
@@ -178,7 +179,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["path", "content"],
             ),
-            runs_in_agent: false,
+            facts: ToolName::WriteFile.facts(),
         },
         ToolSpec {
             name: ToolName::EditFile.as_str(),
@@ -196,7 +197,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["path", "old_string", "new_string"],
             ),
-            runs_in_agent: false,
+            facts: ToolName::EditFile.facts(),
         },
         ToolSpec {
             name: ToolName::RunBash.as_str(),
@@ -214,7 +215,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["command"],
             ),
-            runs_in_agent: false,
+            facts: ToolName::RunBash.facts(),
         },
         ToolSpec {
             name: ToolName::Webfetch.as_str(),
@@ -230,7 +231,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["url"],
             ),
-            runs_in_agent: false,
+            facts: ToolName::Webfetch.facts(),
         },
         ToolSpec {
             name: ToolName::TodoAppend.as_str(),
@@ -241,7 +242,7 @@ fn build() -> Vec<ToolSpec> {
                 json!({ "text": string("What needs doing, in one line.", 4096) }),
                 &["text"],
             ),
-            runs_in_agent: true,
+            facts: ToolName::TodoAppend.facts(),
         },
         ToolSpec {
             name: ToolName::TodoList.as_str(),
@@ -249,7 +250,7 @@ fn build() -> Vec<ToolSpec> {
             class: ToolClass::Planning,
             description: "Show your todo list with each item's id and status.",
             parameters: object(json!({}), &[]),
-            runs_in_agent: true,
+            facts: ToolName::TodoList.facts(),
         },
         ToolSpec {
             name: ToolName::TodoUpdate.as_str(),
@@ -268,7 +269,7 @@ fn build() -> Vec<ToolSpec> {
                 }),
                 &["id"],
             ),
-            runs_in_agent: true,
+            facts: ToolName::TodoUpdate.facts(),
         },
         ToolSpec {
             name: ToolName::ReadScratchpad.as_str(),
@@ -276,7 +277,7 @@ fn build() -> Vec<ToolSpec> {
             class: ToolClass::Planning,
             description: "Read your scratchpad: notes you keep for yourself during this session.",
             parameters: object(json!({}), &[]),
-            runs_in_agent: true,
+            facts: ToolName::ReadScratchpad.facts(),
         },
         ToolSpec {
             name: ToolName::WriteScratchpad.as_str(),
@@ -287,7 +288,7 @@ fn build() -> Vec<ToolSpec> {
                 json!({ "content": string("The new scratchpad content.", 65_536) }),
                 &["content"],
             ),
-            runs_in_agent: true,
+            facts: ToolName::WriteScratchpad.facts(),
         },
         ToolSpec {
             name: ToolName::AskQuestion.as_str(),
@@ -299,7 +300,7 @@ fn build() -> Vec<ToolSpec> {
                 json!({ "question": string("The question, in one or two sentences.", 4096) }),
                 &["question"],
             ),
-            runs_in_agent: true,
+            facts: ToolName::AskQuestion.facts(),
         },
     ]
 }
@@ -373,8 +374,8 @@ mod tests {
             }
             assert!(!t.description.is_empty());
             let in_agent = matches!(t.class, ToolClass::Planning | ToolClass::Interaction);
-            assert_eq!(t.runs_in_agent, in_agent, "{}", t.name);
-            assert_eq!(t.tool.runs_in_agent(), in_agent, "{}", t.name);
+            assert_eq!(t.facts.runs_in_agent(), in_agent, "{}", t.name);
+            assert_eq!(t.facts, t.tool.facts(), "{}", t.name);
             assert_eq!(t.name, t.tool.as_str());
         }
     }

@@ -7,12 +7,14 @@
 //!
 //! It must never weaken a sandbox silently: when the host cannot give full
 //! strength, creating a sandbox fails and names what is missing. It makes no
-//! policy decisions: the daemon's `pep.rs` decides, then calls a backend.
+//! policy decisions: the gate (`tollgate-gate`) decides, then calls a backend.
 
 pub mod docker;
 pub mod egress;
 pub mod host_exec;
 pub mod native;
+#[cfg(feature = "test-util")]
+pub mod recording;
 mod setid;
 
 use std::path::{Path, PathBuf};

@@ -10,6 +10,7 @@ mod fixture;
 mod missing;
 mod permissions;
 mod redaction_rules;
+mod redaction_stream;
 mod report;
 mod tail;
 mod tamper;

@@ -12,11 +12,11 @@ use std::collections::BTreeSet;
 use tollgate_audit::Redactor;
 use tollgate_audit::redact_rules::{Mask, RULES};
 
-struct Case {
-    rule: &'static str,
-    text: String,
-    want: String,
-    near_miss: String,
+pub(crate) struct Case {
+    pub(crate) rule: &'static str,
+    pub(crate) text: String,
+    pub(crate) want: String,
+    pub(crate) near_miss: String,
 }
 
 fn case(rule: &'static str, text: String, want: String, near_miss: String) -> Case {
@@ -95,7 +95,8 @@ impl Gen {
     }
 }
 
-fn cases() -> Vec<Case> {
+/// Every rule's cases (also fed to the streaming redactor in `redaction_stream.rs`).
+pub(crate) fn cases() -> Vec<Case> {
     let mut g = Gen(0x5EED_1234_ABCD_0001);
     let g = &mut g;
     vec![

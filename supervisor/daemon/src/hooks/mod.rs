@@ -5,7 +5,7 @@
 //! the event here (ClientHooks on agent.sock) and prints the answer. This
 //! module binds each client session to one tollgate session (per uid, with
 //! the event's `cwd` as workspace), maps the client's tool to tollgate's
-//! (`tollgate_policy::clients`), has `pep.rs` decide it exactly like a
+//! (`tollgate_policy::clients`), has the gate decide it exactly like a
 //! `CallTool` (without running it), keeps routed shell commands for their
 //! rewritten command to claim, and records what the client reports after a
 //! call. It never decides anything itself.

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tollgate_audit::event as audit;
+use tollgate_audit::{Durable, Priority};
 use tollgate_policy::Decision;
 use tollgate_policy::clients::{self, Client, MapCtx};
 use tollgate_proto::v1 as pb;
@@ -22,6 +23,7 @@ use super::bindings::{Binding, CallNote};
 use super::event::{self, Event, EventName, ToolEvent};
 use super::propose::{Proposed, propose};
 use super::routes::Route;
+use crate::events::Log;
 use crate::pep::{self, Gate};
 use crate::sessions::{Session, State};
 use crate::supervisor::{Peer, Supervisor};
@@ -86,17 +88,17 @@ impl ClientHooks for HookSvc {
         if !session.is_active() {
             return Err(Status::failed_precondition(pep::revoked(&session).reason));
         }
-        let (tx, rx) = mpsc::channel::<pb::SandboxExecOutput>(64);
+        let (tx, rx) = mpsc::channel::<crate::wire::Routed>(64);
         let sup = Arc::clone(&self.sup);
         let cancel = session.cancel.child_token();
         tokio::spawn(async move {
             let Some(_work) = session.begin() else {
                 let _ = tx
-                    .send(pb::SandboxExecOutput {
+                    .send(crate::wire::Routed(pb::SandboxExecOutput {
                         out: Some(pb::sandbox_exec_output::Out::Stderr(
                             format!("tollgate: {}\n", pep::revoked(&session).reason).into_bytes(),
                         )),
-                    })
+                    }))
                     .await;
                 return;
             };
@@ -109,10 +111,12 @@ impl ClientHooks for HookSvc {
                     cancel.cancel();
                 })
             };
-            pep::run_routed(&sup, &session, &route, &tx, cancel).await;
+            pep::run_routed(&sup, &route, &tx, cancel).await;
             watcher.abort();
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(rx).map(|r| Ok(r.0)),
+        )))
     }
 }
 
@@ -180,12 +184,13 @@ async fn handle(
             pb::HookEventResponse::default()
         }
         (EventName::Stop, _) => {
-            let _ = sup.recorder.to_file_deferred(
-                &session.audit,
-                &session.id,
+            let _ = sup.recorder.write(
+                Log::Session(&session.audit, &session.id),
                 audit::Event::ClientTurnEnd(audit::ClientTurnEnd {
                     client: client.as_str().to_string(),
                 }),
+                Durable::Later,
+                Priority::Ordinary,
             );
             pb::HookEventResponse::default()
         }
@@ -312,20 +317,16 @@ async fn pre_tool_use(
         Proposed::Harmless => return harmless(sup, binding, tool),
         Proposed::Call(p) => p,
     };
-    let cleared = match pep::authorize(
-        sup,
-        session,
-        &tool.use_id,
-        &p.tool,
-        &p.raw,
-        p.calls,
-        &gate,
-        cancel,
-    )
-    .await
-    {
+    let proposed = tollgate_gate::Proposed {
+        call_id: &tool.use_id,
+        tool: &p.tool,
+        raw_args: &p.raw,
+        mcp: None,
+    };
+    let cx = pep::ctx(sup, session);
+    let cleared = match tollgate_gate::authorize(&cx, proposed, p.calls, &gate, cancel).await {
         Ok(c) => c,
-        Err(d) if d.code == pb::DenialCode::SessionRevoked as i32 => return stop(session, true),
+        Err(d) if d.code == tollgate_policy::Code::SessionRevoked => return stop(session, true),
         Err(d) => return deny(d.reason),
     };
     let d = &cleared.decision;
@@ -416,7 +417,8 @@ fn hook_gate(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, wait: Durati
 
 /// The client's own bookkeeping: recorded, then allowed.
 fn harmless(sup: &Arc<Supervisor>, binding: &Binding, tool: &ToolEvent) -> pb::HookEventResponse {
-    match pep::record_harmless(sup, &binding.session, &tool.use_id, &tool.name) {
+    let cx = pep::ctx(sup, &binding.session);
+    match tollgate_gate::record_harmless(&cx, &tool.use_id, &tool.name) {
         Ok(reason) => {
             note_call(binding, tool, &tool.name, None, None, false);
             pb::HookEventResponse {
@@ -462,11 +464,8 @@ fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: 
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };
-    let excerpt = if note.as_ref().is_some_and(|n| n.secret) {
-        "[REDACTED:secret-file]".to_string()
-    } else {
-        pep::excerpt_of(&sup.redactor.redact(&output))
-    };
+    let secret = note.as_ref().is_some_and(|n| n.secret);
+    let excerpt = tollgate_gate::excerpt(secret, &sup.redactor.redact(&output));
     let duration_ms = tool.duration_ms.or_else(|| {
         note.as_ref()
             .map(|n| n.decided_at.elapsed().as_millis() as u64)
@@ -505,9 +504,8 @@ fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: 
             }
             if let Some(id) = &n.delegated {
                 let by = format!("uid {} via client prompt", binding.uid);
-                let _ = sup.recorder.to_file_deferred(
-                    &session.audit,
-                    &session.id,
+                let _ = sup.recorder.write(
+                    Log::Session(&session.audit, &session.id),
                     audit::Event::ApprovalDecided(audit::ApprovalDecided {
                         approval_id: id.clone(),
                         tool: n.tool.clone(),
@@ -519,13 +517,16 @@ fn post_tool_use(sup: &Supervisor, binding: &Binding, tool: &ToolEvent, failed: 
                         target: None,
                         call_id: Some(tool.use_id.clone()),
                     }),
+                    Durable::Later,
+                    Priority::Ordinary,
                 );
             }
         }
     }
-    let _ = sup.recorder.to_file_deferred(
-        &session.audit,
-        &session.id,
+    let _ = sup.recorder.write(
+        Log::Session(&session.audit, &session.id),
         audit::Event::ClientToolResult(result),
+        Durable::Later,
+        Priority::Ordinary,
     );
 }

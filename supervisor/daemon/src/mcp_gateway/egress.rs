@@ -24,9 +24,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::event::{self, Event};
+use tollgate_audit::{Durable, Priority};
 use tollgate_policy::egress::{EgressEntry, EgressHost, parse_allow_net};
 use tollgate_sandbox::{Egress, Sandbox};
 
+use crate::events::Log;
 use crate::host_addrs::Trigger;
 use crate::sessions::Session;
 use crate::supervisor::Supervisor;
@@ -375,11 +377,12 @@ fn record(ctx: &Ctx, f: &Forward, o: &Outcome) {
         bytes_in: o.bytes_in,
         duration_ms: u64::try_from(o.started.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
-    if let Err(e) = ctx
-        .sup
-        .recorder
-        .to_file(&ctx.session.audit, &ctx.session.id, record)
-    {
+    if let Err(e) = ctx.sup.recorder.write(
+        Log::Session(&ctx.session.audit, &ctx.session.id),
+        record,
+        Durable::AsConfigured,
+        Priority::Ordinary,
+    ) {
         tracing::warn!(session = %ctx.session.id, "mcp egress record not written: {e}");
     }
 }

@@ -32,10 +32,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tollgate_audit::event::{self, Event};
+use tollgate_audit::{Durable, Priority};
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{ExecOutcome, ExecRequest, Output, SandboxError};
 use tonic::{Status, Streaming};
 
+use crate::events::Log;
 use crate::sessions::Session;
 use crate::supervisor::Supervisor;
 use route::Router;
@@ -73,15 +75,16 @@ pub async fn serve(
     if let Some(f) = forwards {
         f.finish().await;
     }
-    let _ = sup.recorder.to_file(
-        &session.audit,
-        &session.id,
+    let _ = sup.recorder.write(
+        Log::Session(&session.audit, &session.id),
         Event::McpServerExited(event::McpServerExited {
             server: start.name.clone(),
             reason: why.reason.clone(),
             exit_code: why.exit_code.map(i64::from),
             signal: why.signal.map(i64::from),
         }),
+        Durable::AsConfigured,
+        Priority::Ordinary,
     );
     end(&down, why.code, &why.reason).await;
 }
@@ -129,15 +132,16 @@ async fn started(
         })?;
     let argv_shown = sup.redactor.redact(&start.argv.join(" "));
     sup.recorder
-        .to_file(
-            &session.audit,
-            &session.id,
+        .write(
+            Log::Session(&session.audit, &session.id),
             Event::McpServerStarted(event::McpServerStarted {
                 server: start.name.clone(),
                 argv: argv_shown,
                 backend: sandbox_kind(session).to_string(),
                 allow_net: Some(start.allow_net.clone()),
             }),
+            Durable::AsConfigured,
+            Priority::Ordinary,
         )
         .map_err(|e| {
             let why = format!(

@@ -251,10 +251,14 @@ impl Router {
             };
             let r = match session.begin() {
                 Some(_work) => {
-                    pep::mcp_tool_call(
-                        &sup, &session, &name, &tool, &call_id, &args, &token, forward,
-                    )
-                    .await
+                    let call = pep::McpCall {
+                        server: &name,
+                        tool: &tool,
+                        call_id: &call_id,
+                        args: &args,
+                    };
+                    let cx = pep::ctx(&sup, &session);
+                    pep::mcp_tool_call(&cx, call, &token, forward).await
                 }
                 None => Err(pep::revoked(&session)),
             };

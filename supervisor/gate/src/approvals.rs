@@ -4,13 +4,14 @@
 //! Each pending approval holds a one-shot channel to the waiting call. The
 //! first decision takes the sender out of the table, so it wins; everyone
 //! after it is told who decided. This module only keeps the table and checks
-//! a decision is well-formed; `pep.rs` waits, audits and acts.
+//! a decision is well-formed; `ask.rs` waits, audits and acts. These are
+//! domain types: the daemon's `wire.rs` turns them into protobuf.
 
 use std::collections::{HashMap, VecDeque};
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use tollgate_proto::v1 as pb;
+use tollgate_policy::Code;
 
 /// How an approval ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +45,109 @@ impl Scope {
     }
 }
 
+/// Where an approval stands: pending, or how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Pending,
+    Approved,
+    Denied,
+    Timeout,
+    Withdrawn,
+}
+
+impl Status {
+    /// The name the wire and the listings use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Approved => "approved",
+            Status::Denied => "denied",
+            Status::Timeout => "timeout",
+            Status::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// The audit log's name for an ended approval (`None` while pending).
+    pub fn outcome(self) -> Option<tollgate_audit::event::ApprovalOutcome> {
+        use tollgate_audit::event::ApprovalOutcome as O;
+        match self {
+            Status::Pending => None,
+            Status::Approved => Some(O::Approved),
+            Status::Denied => Some(O::Denied),
+            Status::Timeout => Some(O::Timeout),
+            Status::Withdrawn => Some(O::Withdrawn),
+        }
+    }
+}
+
+/// An approval as operators and the session see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    pub id: String,
+    pub session_id: String,
+    pub tool: String,
+    pub consequence: String,
+    /// Unified diff preview for write_file / edit_file (capped).
+    pub diff: String,
+    pub destructive: bool,
+    /// The normalised target; a destructive approval is confirmed by typing it.
+    pub target: String,
+    pub created_unix_ms: i64,
+    pub deadline_unix_ms: i64,
+    pub rule: String,
+    pub reason: String,
+    /// Redacted, truncated arguments for display.
+    pub arguments_json: String,
+    pub status: Status,
+    pub uid: u32,
+}
+
+/// A person's answer to an approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub approval_id: String,
+    pub approve: bool,
+    pub scope: Scope,
+    /// For a destructive approval: the target, typed again.
+    pub confirm: String,
+    pub reason: String,
+}
+
+/// What the session's control stream is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    Requested(Approval),
+    Resolved(Resolved),
+    /// The session ended: the code and why.
+    Ended {
+        code: Code,
+        reason: String,
+    },
+}
+
+/// An approval ended: how, by whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub approval_id: String,
+    pub outcome: Status,
+    pub decided_by: String,
+    pub scope: Option<Scope>,
+    pub reason: String,
+}
+
+impl Resolved {
+    /// Ended with `outcome` by `by`, with no scope and no reason.
+    pub fn new(id: &str, outcome: Status, by: &str) -> Resolved {
+        Resolved {
+            approval_id: id.to_string(),
+            outcome,
+            decided_by: by.to_string(),
+            scope: None,
+            reason: String::new(),
+        }
+    }
+}
+
 /// A decision and who made it ("uid 0 via operator", "uid 1000 via session").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolution {
@@ -52,7 +156,7 @@ pub struct Resolution {
 }
 
 struct Pending {
-    approval: pb::Approval,
+    approval: Approval,
     tx: oneshot::Sender<Resolution>,
 }
 
@@ -94,12 +198,12 @@ pub struct Approvals {
     pending: Mutex<HashMap<String, Pending>>,
     /// Decided approvals (newest last), with `status` set, for listings and
     /// "already decided" answers.
-    decided: Mutex<VecDeque<(pb::Approval, String)>>,
+    decided: Mutex<VecDeque<(Approval, String)>>,
 }
 
 impl Approvals {
     /// Registers a pending approval; the receiver yields its resolution.
-    pub fn open(&self, approval: pb::Approval) -> oneshot::Receiver<Resolution> {
+    pub fn open(&self, approval: Approval) -> oneshot::Receiver<Resolution> {
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -111,11 +215,11 @@ impl Approvals {
     /// session's approvals (decisions from the agent's own stream).
     pub fn decide(
         &self,
-        d: &pb::ApprovalDecision,
+        d: &Answer,
         decided_by: &str,
         session: Option<&str>,
-    ) -> Result<pb::Approval, DecideError> {
-        let scope = Scope::parse(&d.scope).map_err(DecideError::BadScope)?;
+    ) -> Result<Approval, DecideError> {
+        let scope = d.scope;
         let mut pending = self.pending.lock();
         let Some(p) = pending.get(&d.approval_id) else {
             drop(pending);
@@ -153,9 +257,12 @@ impl Approvals {
                 reason: d.reason.clone(),
             }
         };
-        let status = if d.approve { "approved" } else { "denied" };
         let mut approval = p.approval;
-        approval.status = status.to_string();
+        approval.status = if d.approve {
+            Status::Approved
+        } else {
+            Status::Denied
+        };
         self.remember(approval.clone(), decided_by);
         // The waiter may be gone (call cancelled a moment ago); the decision
         // still stands in the record.
@@ -168,15 +275,15 @@ impl Approvals {
 
     /// Ends a pending approval without a person (timeout, withdrawn). Returns
     /// it when it was still pending (so the caller audits exactly once).
-    pub fn close(&self, id: &str, status: &str, by: &str) -> Option<pb::Approval> {
+    pub fn close(&self, id: &str, status: Status, by: &str) -> Option<Approval> {
         let p = self.pending.lock().remove(id)?;
         let mut approval = p.approval;
-        approval.status = status.to_string();
+        approval.status = status;
         self.remember(approval.clone(), by);
         Some(approval)
     }
 
-    fn remember(&self, approval: pb::Approval, by: &str) {
+    fn remember(&self, approval: Approval, by: &str) {
         let mut decided = self.decided.lock();
         decided.push_back((approval, by.to_string()));
         while decided.len() > DECIDED_KEPT {
@@ -189,9 +296,9 @@ impl Approvals {
         match decided.iter().rev().find(|(a, _)| a.id == id) {
             Some((a, by)) => DecideError::AlreadyDecided {
                 id: id.to_string(),
-                status: match a.status.as_str() {
-                    "timeout" => "timed out".to_string(),
-                    other => other.to_string(),
+                status: match a.status {
+                    Status::Timeout => "timed out".to_string(),
+                    other => other.as_str().to_string(),
                 },
                 by: if by.is_empty() {
                     String::new()
@@ -203,8 +310,8 @@ impl Approvals {
         }
     }
 
-    pub fn list(&self, include_decided: bool) -> Vec<pb::Approval> {
-        let mut v: Vec<pb::Approval> = self
+    pub fn list(&self, include_decided: bool) -> Vec<Approval> {
+        let mut v: Vec<Approval> = self
             .pending
             .lock()
             .values()
@@ -217,7 +324,7 @@ impl Approvals {
         v
     }
 
-    pub fn pending_for(&self, session: &str) -> Vec<pb::Approval> {
+    pub fn pending_for(&self, session: &str) -> Vec<Approval> {
         self.pending
             .lock()
             .values()
@@ -235,24 +342,30 @@ impl Approvals {
 mod tests {
     use super::*;
 
-    fn approval(id: &str, destructive: bool) -> pb::Approval {
-        pb::Approval {
+    fn approval(id: &str, destructive: bool) -> Approval {
+        Approval {
             id: id.to_string(),
             session_id: "S".to_string(),
             tool: "write_file".to_string(),
             consequence: "overwrite README.md".to_string(),
             destructive,
             target: "README.md".to_string(),
-            status: "pending".to_string(),
-            ..Default::default()
+            diff: String::new(),
+            created_unix_ms: 0,
+            deadline_unix_ms: 0,
+            rule: String::new(),
+            reason: String::new(),
+            arguments_json: String::new(),
+            status: Status::Pending,
+            uid: 0,
         }
     }
 
-    fn decision(id: &str, approve: bool, confirm: &str) -> pb::ApprovalDecision {
-        pb::ApprovalDecision {
+    fn decision(id: &str, approve: bool, confirm: &str) -> Answer {
+        Answer {
             approval_id: id.to_string(),
             approve,
-            scope: "once".to_string(),
+            scope: Scope::Once,
             confirm: confirm.to_string(),
             reason: String::new(),
         }
@@ -317,8 +430,8 @@ mod tests {
     fn closed_approvals_report_their_status() {
         let a = Approvals::default();
         let _rx = a.open(approval("T1", false));
-        assert!(a.close("T1", "timeout", "").is_some());
-        assert!(a.close("T1", "timeout", "").is_none());
+        assert!(a.close("T1", Status::Timeout, "").is_some());
+        assert!(a.close("T1", Status::Timeout, "").is_none());
         assert_eq!(
             a.decide(&decision("T1", true, ""), "x", None)
                 .unwrap_err()

@@ -1,0 +1,170 @@
+//! The wire: the one place the gate's types become protobuf and back
+//! (docs/INTERFACES.md is the contract for what goes out).
+
+use std::sync::atomic::Ordering;
+
+use tollgate_gate::approvals::{Answer, Approval, DecideError, Notice, Resolved, Scope};
+use tollgate_gate::session::{Session, unix_ms};
+use tollgate_gate::{CallTool, Denial, ExitStatus, ShellOut, ToolAnswer};
+use tollgate_policy::Code;
+use tollgate_proto::v1 as pb;
+
+/// The proto code for an engine code (allow and ask have none).
+pub fn code_of(c: Code) -> pb::DenialCode {
+    match c {
+        Code::Ok | Code::ApprovalRequired => pb::DenialCode::Unspecified,
+        Code::UnknownTool => pb::DenialCode::UnknownTool,
+        Code::NotInAllowlist => pb::DenialCode::NotInAllowlist,
+        Code::InvalidArgs => pb::DenialCode::InvalidArgs,
+        Code::PolicyDenied => pb::DenialCode::PolicyDenied,
+        Code::UserDenied => pb::DenialCode::UserDenied,
+        Code::ApprovalTimeout => pb::DenialCode::ApprovalTimeout,
+        Code::CapReached => pb::DenialCode::CapReached,
+        Code::SessionRevoked => pb::DenialCode::SessionRevoked,
+        Code::SandboxUnavailable => pb::DenialCode::SandboxUnavailable,
+        Code::AuditUnavailable => pb::DenialCode::AuditUnavailable,
+    }
+}
+
+pub fn denial(d: Denial) -> pb::Denial {
+    pb::Denial {
+        code: code_of(d.code) as i32,
+        reason: d.reason,
+        rule: d.rule,
+        consequence: d.consequence,
+        destructive: d.destructive,
+    }
+}
+
+pub fn call_tool(req: pb::CallToolRequest) -> CallTool {
+    CallTool {
+        call_id: req.call_id,
+        tool: req.tool,
+        arguments_json: req.arguments_json,
+    }
+}
+
+pub fn tool_answer(a: ToolAnswer) -> pb::CallToolResponse {
+    pb::CallToolResponse {
+        ok: a.ok,
+        output: a.output,
+        exit_code: a.exit_code,
+        truncated: a.truncated,
+        duration_ms: a.duration_ms,
+        denied: a.denied.map(denial),
+        error: a.error,
+        allowed_by: a.allowed_by,
+    }
+}
+
+pub fn approval(a: Approval) -> pb::Approval {
+    pb::Approval {
+        id: a.id,
+        session_id: a.session_id,
+        tool: a.tool,
+        consequence: a.consequence,
+        diff: a.diff,
+        destructive: a.destructive,
+        target: a.target,
+        created_unix_ms: a.created_unix_ms,
+        deadline_unix_ms: a.deadline_unix_ms,
+        rule: a.rule,
+        reason: a.reason,
+        arguments_json: a.arguments_json,
+        status: a.status.as_str().to_string(),
+        uid: a.uid,
+    }
+}
+
+/// A person's decision as the gate's approvals table takes it.
+pub fn answer(d: pb::ApprovalDecision) -> Result<Answer, DecideError> {
+    let scope = Scope::parse(&d.scope).map_err(DecideError::BadScope)?;
+    Ok(Answer {
+        approval_id: d.approval_id,
+        approve: d.approve,
+        scope,
+        confirm: d.confirm,
+        reason: d.reason,
+    })
+}
+
+fn resolved(r: Resolved) -> pb::ApprovalResolved {
+    pb::ApprovalResolved {
+        approval_id: r.approval_id,
+        outcome: r.outcome.as_str().to_string(),
+        decided_by: r.decided_by,
+        scope: r.scope.map(|s| s.as_str().to_string()).unwrap_or_default(),
+        reason: r.reason,
+    }
+}
+
+/// A message of the session's control stream.
+pub fn notice(n: Notice) -> pb::ApprovalServerMsg {
+    use pb::approval_server_msg::Msg;
+    let msg = match n {
+        Notice::Requested(a) => Msg::Requested(approval(a)),
+        Notice::Resolved(r) => Msg::Resolved(resolved(r)),
+        Notice::Ended { code, reason } => Msg::Ended(pb::SessionEnded {
+            code: code_of(code) as i32,
+            reason,
+        }),
+    };
+    pb::ApprovalServerMsg { msg: Some(msg) }
+}
+
+fn exit_status(e: ExitStatus) -> pb::ExitStatus {
+    pb::ExitStatus {
+        code: e.code,
+        signal: e.signal,
+        timed_out: e.timed_out,
+    }
+}
+
+impl From<ShellOut> for Routed {
+    fn from(o: ShellOut) -> Routed {
+        use pb::sandbox_exec_output::Out;
+        let out = match o {
+            ShellOut::Stdout(b) => Out::Stdout(b),
+            ShellOut::Stderr(b) => Out::Stderr(b),
+            ShellOut::Exit(e) => Out::Exit(exit_status(e)),
+        };
+        Routed(pb::SandboxExecOutput { out: Some(out) })
+    }
+}
+
+/// A routed command's output message, as the hook service streams it.
+#[derive(Debug)]
+pub struct Routed(pub pb::SandboxExecOutput);
+
+/// What `supervisorctl sessions` and `show` print of a session.
+pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::SessionInfo {
+    let usage = s.usage();
+    pb::SessionInfo {
+        id: s.id.clone(),
+        uid: s.uid,
+        gid: s.gid,
+        workspace: s.workspace.display().to_string(),
+        mode: s.mode.as_str().to_string(),
+        state: s.state().as_str().to_string(),
+        created_unix_ms: unix_ms(s.created),
+        tools: s
+            .tools
+            .as_ref()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default(),
+        tool_calls: s.tool_calls.load(Ordering::SeqCst),
+        max_tool_calls: s.caps.max_tool_calls,
+        tokens_in: usage.tokens_in,
+        tokens_out: usage.tokens_out,
+        cost_usd: usage.cost_usd,
+        max_cost_usd: s.caps.max_cost_usd,
+        pending_approvals,
+        sandbox: sandbox.to_string(),
+        end_reason: s.end_reason(),
+        client: s.client.clone(),
+        pid: s.pid,
+        audit_file: s.audit.path().display().to_string(),
+        token_expires_unix_ms: unix_ms(s.token_expires()),
+        client_session_id: s.client_session_id.clone(),
+    }
+}

@@ -1,0 +1,94 @@
+//! The records the gate writes to a session's audit log: the excerpt rule
+//! (a secret file's content never goes in; the rest is cut at
+//! [`AUDIT_EXCERPT`]) written once, and the helpers every record of a call
+//! goes through ([`Ctx::write`] is the one writer).
+
+use tollgate_audit::event as audit;
+use tollgate_audit::{AuditError, Durable, Event, Priority};
+use tollgate_policy::Decision;
+
+use crate::host::Ctx;
+
+/// How much of a tool's arguments and output goes into the audit record.
+pub const AUDIT_EXCERPT: usize = 2048;
+
+/// What stands in a record for the arguments or output of a secret file.
+const SECRET: &str = "[REDACTED:secret-file]";
+
+/// An ordinary record, durable as the log is configured.
+pub(crate) fn record(cx: &Ctx, event: Event) -> Result<(), AuditError> {
+    cx.write(event, Durable::AsConfigured, Priority::Ordinary)
+}
+
+/// [`record`], or with `deferred` riding on the file's next fsync (a durable
+/// step follows before anything acts on it).
+pub(crate) fn record_as(cx: &Ctx, event: Event, deferred: bool) -> Result<(), AuditError> {
+    let durable = if deferred {
+        Durable::Later
+    } else {
+        Durable::AsConfigured
+    };
+    cx.write(event, durable, Priority::Ordinary)
+}
+
+/// An outcome: the action has already run, so it rides on the next fsync.
+pub(crate) fn record_outcome(cx: &Ctx, result: audit::ToolResult) {
+    let _ = cx.write(
+        Event::ToolResult(result),
+        Durable::Later,
+        Priority::Ordinary,
+    );
+}
+
+/// An `approval_decided` record; with the decision `d` it names its rule
+/// and target (a withdrawal names neither).
+pub(crate) fn decided(
+    id: &str,
+    tool: &str,
+    outcome: audit::ApprovalOutcome,
+    by: &str,
+    d: Option<&Decision>,
+) -> audit::ApprovalDecided {
+    audit::ApprovalDecided {
+        approval_id: id.to_string(),
+        tool: tool.to_string(),
+        outcome,
+        by: by.to_string(),
+        scope: None,
+        reason: None,
+        rule: d.map(|d| d.rule.clone()),
+        target: d.map(|d| d.target.clone()),
+        call_id: None,
+    }
+}
+
+/// The one excerpt rule: nothing of a secret file, the rest cut at
+/// [`AUDIT_EXCERPT`].
+pub fn excerpt(secret: bool, text: &str) -> String {
+    if secret {
+        SECRET.to_string()
+    } else {
+        excerpt_of(text)
+    }
+}
+
+/// `text` cut at [`AUDIT_EXCERPT`] bytes (on a character boundary), with its
+/// length when cut.
+pub fn excerpt_of(text: &str) -> String {
+    if text.len() <= AUDIT_EXCERPT {
+        return text.to_string();
+    }
+    let mut end = AUDIT_EXCERPT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+/// A fresh approval id.
+pub(crate) fn approval_id() -> Result<String, crate::credentials::CredentialError> {
+    Ok(format!(
+        "ap_{}",
+        &crate::credentials::new_session_id()?[..10]
+    ))
+}
