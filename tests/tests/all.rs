@@ -31,9 +31,11 @@ mod suite {
     mod mcp_clients;
     mod mcp_gateway;
     mod mcp_gateway_net;
+    mod ops;
     mod own_host;
     mod robustness;
     mod run_bash;
+    mod sandbox_exec;
     mod socket_activation;
     mod supervisor;
     mod telemetry;

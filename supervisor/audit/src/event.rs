@@ -80,6 +80,10 @@ pub enum Event {
     McpServerExited(McpServerExited),
     /// One connection an MCP server made through its `--allow-net` gateway.
     McpEgress(McpEgress),
+    /// One connection a sandboxed command made through the network wall
+    /// (opened, refused, closed), or a summary of refusals not recorded one
+    /// by one.
+    NetConnection(NetConnection),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -181,6 +185,7 @@ impl Event {
             Event::McpServerStarted(_) => "mcp_server_started",
             Event::McpServerExited(_) => "mcp_server_exited",
             Event::McpEgress(_) => "mcp_egress",
+            Event::NetConnection(_) => "net_connection",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -236,7 +241,8 @@ impl Event {
             | Event::CostLimitHit(_)
             | Event::ClientTurnEnd(_)
             | Event::McpServerStarted(_)
-            | Event::McpEgress(_) => None,
+            | Event::McpEgress(_)
+            | Event::NetConnection(_) => None,
         }
     }
 
@@ -275,7 +281,8 @@ impl Event {
             | Event::ClientToolResult(_)
             | Event::McpServerStarted(_)
             | Event::McpServerExited(_)
-            | Event::McpEgress(_) => None,
+            | Event::McpEgress(_)
+            | Event::NetConnection(_) => None,
         }
     }
 
@@ -965,6 +972,48 @@ pub struct McpServerExited {
     pub exit_code: Option<i64>,
     #[serde(default)]
     pub signal: Option<i64>,
+}
+
+/// `net_connection`: one phase of a connection through the network wall
+/// (docs/INTERFACES.md "[network]"). `open` is written after the upstream
+/// connect and before any byte flows; `close` when it ends; `refused` for a
+/// refusal; `refusals_summary` counts refusals past the per-session bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetConnection {
+    /// `open`, `close`, `refused` or `refusals_summary`.
+    #[serde(default)]
+    pub phase: String,
+    /// Joins a connection's `open` and `close`.
+    #[serde(default)]
+    pub conn: u64,
+    /// `http-connect`, `http`, `socks5`.
+    #[serde(default)]
+    pub via: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub port: u16,
+    /// The vetted address connected to; `null` when none.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// `allow` or `deny`.
+    #[serde(default)]
+    pub decision: String,
+    /// The rule that decided: a `[network]` entry as written, or a named
+    /// floor (`network:unlisted`, `floor:ssrf`, `network:sni`, …).
+    #[serde(default)]
+    pub rule: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub bytes_up: u64,
+    #[serde(default)]
+    pub bytes_down: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// `refusals_summary`: refusals not recorded one by one.
+    #[serde(default)]
+    pub suppressed: u64,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

@@ -116,6 +116,7 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::McpServerStarted(_)
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
+        | Event::NetConnection(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -264,6 +264,7 @@ impl Builder {
             | Event::McpServerStarted(_)
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
+            | Event::NetConnection(_)
             | Event::QuestionAsked(_)
             | Event::ContextTrim(_)
             | Event::IterationCapHit(_)

@@ -4,18 +4,21 @@
 //!
 //! Every section uses `deny_unknown_fields`, so a typo is an error that names
 //! the line, never a silently ignored setting. Defaults apply where the file
-//! (or a key) is absent. It reads the one file it is given and nothing else:
-//! it must never start, bind or probe anything (that is the daemon's job),
+//! (or a key) is absent. It reads the file it is given and the `policy.d/`
+//! drop-ins beside it ([`dropins`]), nothing else: it must never start, bind
+//! or probe anything (that is the daemon's job),
 //! so supervisorctl can load the same config without side effects.
 
 #![forbid(unsafe_code)]
 
+pub mod dropins;
 mod telemetry;
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use tollgate_audit::SyncMode;
+use tollgate_policy::network::{NetworkConfig, NetworkPolicy};
 use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
 pub use telemetry::TelemetrySection;
@@ -48,6 +51,49 @@ pub struct Config {
     /// OpenTelemetry export, off unless an endpoint is set.
     #[serde(default)]
     pub telemetry: TelemetrySection,
+    /// Which hosts sandboxed commands may reach through the supervisor
+    /// (docs/INTERFACES.md "[network]"); absent: no network at all.
+    #[serde(default)]
+    pub network: Option<NetworkConfig>,
+    /// The supervisor's own diagnostics on stderr or the journal.
+    #[serde(default)]
+    pub log: LogSection,
+    /// The `policy.d/` drop-ins merged into `policy`, in the order merged.
+    #[serde(skip)]
+    pub policy_sources: Vec<dropins::PolicySource>,
+}
+
+/// `[log]`: how much the supervisor says on stderr (or the journal).
+/// `level` absent: lifecycle events (start, ready, reload, session
+/// open/close, revoke) at info, everything else at warn
+/// (docs/OPERATIONS.md "Logs"). `RUST_LOG`, when set, wins.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSection {
+    pub level: Option<LogLevel>,
+}
+
+/// A `[log] level`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -262,6 +308,12 @@ pub struct LlmSection {
     /// Name of the environment variable holding the API key. The key stays in
     /// the supervisor; it never reaches the agent.
     pub api_key_env: String,
+    /// A file holding the API key: owned by the supervisor's uid, a regular
+    /// file no one else may read (checked at start).
+    pub api_key_file: Option<PathBuf>,
+    /// The name of a systemd credential (`LoadCredential=NAME:…`) holding
+    /// the key, read from `$CREDENTIALS_DIRECTORY/NAME`.
+    pub api_key_credential: String,
     pub model: String,
     pub timeout_s: u64,
     pub max_cost_usd: f64,
@@ -279,6 +331,8 @@ impl Default for LlmSection {
             provider: ProviderChoice::Script,
             base_url: String::new(),
             api_key_env: String::new(),
+            api_key_file: None,
+            api_key_credential: String::new(),
             model: String::new(),
             timeout_s: 120,
             max_cost_usd: 5.0,
@@ -318,17 +372,23 @@ impl Config {
 
     /// Loads `path`. When `path` is the default location and absent, the
     /// built-in defaults apply; an explicitly named file must exist.
+    /// Then merges `policy.d/*.toml` beside it ([`dropins`]).
     pub fn load(path: &Path, explicit: bool) -> Result<Config, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Config::parse(&text, path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
-                Ok(Config::default())
+        let mut config = match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Config::default(),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
             }
-            Err(source) => Err(ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+        };
+        config.policy_sources = dropins::read(&dropins::dir_for(path))?;
+        for s in &config.policy_sources {
+            dropins::merge(&mut config.policy, &s.policy);
         }
+        Ok(config)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
@@ -403,13 +463,42 @@ impl Config {
                 "[llm] max_cost_usd and prices must be >= 0".to_string(),
             ));
         }
+        let sources = [
+            !l.api_key_env.is_empty(),
+            l.api_key_file.is_some(),
+            !l.api_key_credential.is_empty(),
+        ];
+        if sources.iter().filter(|x| **x).count() > 1 {
+            return Err(invalid(
+                "[llm] set at most one of api_key_env, api_key_file and api_key_credential"
+                    .to_string(),
+            ));
+        }
+        if l.api_key_file.as_deref().is_some_and(|p| !p.is_absolute())
+            || l.api_key_credential.contains('/')
+        {
+            return Err(invalid(
+                "[llm] api_key_file must be an absolute path and api_key_credential a bare name"
+                    .to_string(),
+            ));
+        }
         if l.provider == ProviderChoice::Openai && l.base_url.is_empty() {
             return Err(invalid(
                 "[llm] provider \"openai\" needs base_url".to_string(),
             ));
         }
         self.telemetry.check().map_err(invalid)?;
+        self.network_policy().map_err(invalid)?;
         Ok(())
+    }
+
+    /// `[network]`, parsed; `None` when the section is absent (sandboxes
+    /// then have no network at all).
+    pub fn network_policy(&self) -> Result<Option<NetworkPolicy>, String> {
+        self.network
+            .as_ref()
+            .map(NetworkPolicy::from_config)
+            .transpose()
     }
 
     /// The config's cap on the modes a session may ask for.
@@ -570,6 +659,99 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("route_shel"), "{err}");
+    }
+
+    #[test]
+    fn the_network_section_is_parsed_and_its_errors_name_the_key() {
+        assert_eq!(Config::default().network_policy(), Ok(None));
+        let c = Config::parse(
+            "[network]\nallow = [\"example.org\", \"*.example.org\", \"git.example.net:22\"]\ndeny = [\"upload.example.org\"]\nunlisted = \"ask\"\nallow_private = [\"10.20.0.0/16\"]\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let p = c.network_policy().unwrap().unwrap();
+        assert_eq!(p.unlisted(), tollgate_policy::network::Unlisted::Ask);
+        for (text, key) in [
+            ("[network]\nallow = [\"*.com\"]\n", "[network] allow[0]"),
+            ("[network]\ndeny = [\"a\", \"b:0\"]\n", "[network] deny[1]"),
+            (
+                "[network]\nallow_private = [\"127.0.0.0/8\"]\n",
+                "[network] allow_private[0]",
+            ),
+            ("[network]\nunlisted = \"allow\"\n", "unlisted"),
+            ("[network]\nalow = []\n", "alow"),
+        ] {
+            let err = Config::parse(text, Path::new("x.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_log_level_is_optional_and_checked() {
+        assert_eq!(Config::default().log.level, None);
+        let c = Config::parse("[log]\nlevel = \"debug\"\n", Path::new("x.toml")).unwrap();
+        assert_eq!(c.log.level, Some(LogLevel::Debug));
+        let err = Config::parse("[log]\nlevel = \"loud\"\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn policy_drop_ins_merge_in_name_order_as_unions() {
+        let t = tempfile::tempdir().unwrap();
+        let main = t.path().join("supervisor.toml");
+        std::fs::write(&main, "[policy]\ndeny = [\"run_bash(rm *)\"]\n").unwrap();
+        let d = t.path().join("policy.d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(
+            d.join("20-team.toml"),
+            "[policy]\ndeny = [\"run_bash(rm *)\", \"run_bash(curl *)\"]\nallow = [\"run_bash(make*)\"]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("10-site.toml"),
+            "[policy]\nask = [\"run_bash(git push*)\"]\nallow = [\"run_bash(cargo*)\"]\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("README"), "not a drop-in").unwrap();
+        let c = Config::load(&main, true).unwrap();
+        let rules = |l: &[tollgate_policy::RuleSpec]| {
+            l.iter().map(|r| r.rule().to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rules(&c.policy.deny),
+            ["run_bash(rm *)", "run_bash(curl *)"]
+        );
+        assert_eq!(
+            rules(&c.policy.allow),
+            ["run_bash(cargo*)", "run_bash(make*)"]
+        );
+        assert_eq!(rules(&c.policy.ask), ["run_bash(git push*)"]);
+        let curl = &c.policy.deny[1];
+        assert_eq!(
+            dropins::rule_file(&c.policy_sources, curl),
+            Some(d.join("20-team.toml").as_path())
+        );
+        // A rule the config file has is the config file's (None), first.
+        let names: Vec<_> = c
+            .policy_sources
+            .iter()
+            .map(|s| s.path.file_name().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["10-site.toml", "20-team.toml"]);
+        // A typo in a drop-in names that file and its line; other sections are refused.
+        std::fs::write(d.join("30-bad.toml"), "[policy]\nallow = []\ndenny = []\n").unwrap();
+        let err = Config::load(&main, true).unwrap_err().to_string();
+        assert!(
+            err.contains("30-bad.toml") && err.contains("line 3"),
+            "{err}"
+        );
+        std::fs::write(d.join("30-bad.toml"), "[session]\nauto_approve = true\n").unwrap();
+        let err = Config::load(&main, true).unwrap_err().to_string();
+        assert!(err.contains("30-bad.toml"), "{err}");
     }
 
     #[test]

@@ -221,3 +221,51 @@ pub fn notify_stopping() {
         tracing::warn!(error = %e, "cannot tell the service manager we are stopping");
     }
 }
+
+/// Tells the service manager a reload began (`RELOADING=1` with
+/// `MONOTONIC_USEC=`, which systemd 253 and later require).
+pub fn notify_reloading() {
+    let mut states = vec![sd_notify::NotifyState::Reloading];
+    if let Ok(now) = sd_notify::NotifyState::monotonic_usec_now() {
+        states.push(now);
+    }
+    if let Err(e) = sd_notify::notify(&states) {
+        tracing::warn!(error = %e, "cannot tell the service manager we are reloading");
+    }
+}
+
+/// Tells the service manager the reload is over (`READY=1`), with a
+/// `STATUS=` saying whether the new config was refused.
+pub fn notify_reloaded(refused: Option<&str>) {
+    let status = match refused {
+        None => "serving; config reloaded".to_string(),
+        Some(e) => format!("serving the old config; reload refused: {e}"),
+    };
+    if let Err(e) = sd_notify::notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ]) {
+        tracing::warn!(error = %e, "cannot tell the service manager the reload is over");
+    }
+}
+
+/// With `WatchdogSec=` set (`WATCHDOG_USEC` for this pid), sends
+/// `WATCHDOG=1` at half the interval from the runtime until shutdown: a
+/// supervisor whose runtime hangs is restarted by systemd.
+pub fn spawn_watchdog(shutdown: &tokio_util::sync::CancellationToken) {
+    let Some(interval) = sd_notify::watchdog_enabled() else {
+        return;
+    };
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval / 2);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                }
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    });
+}

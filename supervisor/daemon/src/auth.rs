@@ -153,46 +153,13 @@ pub fn is_operator(sup: &Supervisor, peer: Peer) -> bool {
     let Some(gid) = sup.operator_gid else {
         return false;
     };
-    if peer.gid == gid {
-        return true;
-    }
-    let users = tollgate_policy::host::passwd();
-    let Some(name) = users
-        .iter()
-        .find(|u| u.uid == peer.uid)
-        .map(|u| u.name.clone())
-    else {
-        return false;
-    };
-    group_members(gid).contains(&name)
+    // Through the name service: LDAP/SSSD members count (identity.rs).
+    crate::identity::in_group(peer.uid, peer.gid, gid)
 }
 
-/// Members of a group from /etc/group.
-fn group_members(gid: u32) -> Vec<String> {
-    let text = std::fs::read_to_string("/etc/group").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            (f.len() >= 4 && f[2].parse::<u32>().ok() == Some(gid)).then(|| {
-                f[3].split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect::<Vec<_>>()
-            })
-        })
-        .flatten()
-        .collect()
-}
-
-/// Looks a group up by name in /etc/group.
+/// Looks a group up by name through the name service.
 pub fn group_gid(name: &str) -> Option<u32> {
-    let text = std::fs::read_to_string("/etc/group").ok()?;
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() >= 3 && f[0] == name)
-            .then(|| f[2].parse().ok())
-            .flatten()
-    })
+    crate::identity::group_gid(name)
 }
 
 /// Which check a wrapper applies.

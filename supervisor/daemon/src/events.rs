@@ -208,6 +208,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpServerStarted(_)
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
+        | Event::NetConnection(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

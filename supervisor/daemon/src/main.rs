@@ -11,7 +11,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser};
 use tollgate_config::{BackendChoice, DEFAULT_CONFIG};
-use tollgate_supervisor::{Options, run, take_passed};
+use tollgate_supervisor::{
+    ConfigFault, EX_CONFIG, Options, check_config, load_config, logging, run, take_passed,
+};
 
 /// tollgate's supervisor: sandboxes, secrets, policy and the audit log.
 #[derive(Debug, Parser)]
@@ -36,6 +38,12 @@ struct Args {
     /// used when present and the supervisor creates its own otherwise.
     #[arg(long)]
     socket_activation: bool,
+    /// Validate the config as a start would (the file, every rule with its
+    /// examples, the operator group, the LLM script, the directories), print
+    /// each error, and exit: 0 when it would start, 78 (EX_CONFIG) when not.
+    /// Starts, binds and writes nothing.
+    #[arg(long)]
+    check_config: bool,
 }
 
 fn main() -> ExitCode {
@@ -46,13 +54,27 @@ fn main() -> ExitCode {
         return code;
     }
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    let mut opts = Options {
+        config_explicit: args.config.is_some(),
+        config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
+        state_dir: args.state_dir,
+        audit_dir: args.audit_dir,
+        sandbox: args.sandbox,
+        passed: None,
+    };
+    if args.check_config {
+        return check_config(&opts);
+    }
+    // A config error stops the start with EX_CONFIG, which the unit's
+    // RestartPreventExitStatus= keeps from restarting in a loop.
+    let config = match load_config(&opts) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "supervisor: {e:#}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    logging::init(config.log.level);
     // A panic inside brush-parser on agent input is caught by the policy
     // engine and the command refused; it gets one warning, not a printed
     // (and with RUST_BACKTRACE set, captured) backtrace, since the agent can
@@ -70,20 +92,12 @@ fn main() -> ExitCode {
     // Sockets the service manager passed are taken before the runtime opens
     // fds of its own (the fd numbers are the contract), so a unit started
     // without them, or with the wrong kind, stops here.
-    let passed = match take_passed(args.socket_activation) {
+    opts.passed = match take_passed(args.socket_activation) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("supervisor: {e:#}");
             return ExitCode::from(1);
         }
-    };
-    let opts = Options {
-        config_explicit: args.config.is_some(),
-        config: args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
-        state_dir: args.state_dir,
-        audit_dir: args.audit_dir,
-        sandbox: args.sandbox,
-        passed,
     };
     // 16 MiB stacks instead of 2: parsing recurses per level of nesting.
     // The policy refuses deep nesting before it parses (tollgate-policy's
@@ -103,11 +117,15 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(opts)) {
+    match runtime.block_on(run(opts, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "supervisor: {e:#}");
-            ExitCode::from(1)
+            if e.downcast_ref::<ConfigFault>().is_some() {
+                ExitCode::from(EX_CONFIG)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

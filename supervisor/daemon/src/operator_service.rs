@@ -9,6 +9,7 @@ use futures_util::Stream;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tollgate_audit::StreamRedactor;
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Durable, Priority};
 use tollgate_proto::v1 as pb;
@@ -312,19 +313,27 @@ impl OperatorService for OperatorSvc {
         } else {
             u64::from(r.timeout_s).min(sup.config.sandbox.max_run_timeout_s)
         };
-        let _ = sup.recorder.write(
-            Log::Supervisor(&id),
-            Event::SandboxExec(event::SandboxExec {
-                by: by(peer),
-                backend: choice.as_str().to_string(),
-                workspace: target.ws.path.display().to_string(),
-                uid: u64::from(target.uid),
-                argv: r.argv.clone(),
-                timeout_s,
-            }),
-            Durable::AsConfigured,
-            Priority::Ordinary,
-        );
+        // A refusal to record is a refusal to run (docs/THREAT_MODEL.md).
+        sup.recorder
+            .write(
+                Log::Supervisor(&id),
+                Event::SandboxExec(event::SandboxExec {
+                    by: by(peer),
+                    backend: choice.as_str().to_string(),
+                    workspace: target.ws.path.display().to_string(),
+                    uid: u64::from(target.uid),
+                    argv: r.argv.clone(),
+                    timeout_s,
+                }),
+                Durable::AsConfigured,
+                Priority::Ordinary,
+            )
+            .map_err(|e| {
+                sup.audit_refused(&id, "an operator's sandbox exec", &e);
+                Status::unavailable(format!(
+                    "AUDIT_UNAVAILABLE: the command was not run: its record cannot be written: {e}"
+                ))
+            })?;
         let sandbox = backend
             .create(&spec)
             .await
@@ -336,7 +345,8 @@ impl OperatorService for OperatorSvc {
             timeout: Duration::from_secs(timeout_s),
             merge_stderr: false,
         };
-        tokio::spawn(exec_streamed(sandbox, req, tx));
+        let redactor = Arc::new(sup.redactor.clone());
+        tokio::spawn(exec_streamed(sandbox, req, redactor, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
     }
 }
@@ -365,7 +375,7 @@ fn exec_target(sup: &Supervisor, r: &pb::SandboxExecRequest) -> Result<ExecTarge
         )));
     }
     // Read once, as at OpenSession.
-    let users = tollgate_policy::host::passwd();
+    let users = crate::identity::users_with(uid);
     let credentials = tollgate_policy::host::credential_paths(&users);
     let protected = sup.protected_paths();
     let ws = workspace::check(
@@ -387,12 +397,14 @@ fn exec_target(sup: &Supervisor, r: &pb::SandboxExecRequest) -> Result<ExecTarge
     })
 }
 
-/// Runs `req` in `sandbox`, streams its output to `tx` (an operator that
-/// went away stops the command), destroys the sandbox and sends how the
-/// command ended.
+/// Runs `req` in `sandbox`, streams its output to `tx` redacted as it
+/// comes (one [`StreamRedactor`] per stream; docs/THREAT_MODEL.md,
+/// "Redaction"; an operator that went away stops the command), destroys
+/// the sandbox and sends how the command ended.
 async fn exec_streamed(
     sandbox: Arc<dyn tollgate_sandbox::Sandbox>,
     req: ExecRequest,
+    redactor: Arc<tollgate_audit::Redactor>,
     tx: mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
 ) {
     let (otx, mut orx) = mpsc::channel::<Output>(64);
@@ -400,19 +412,23 @@ async fn exec_streamed(
     let forward_tx = tx.clone();
     let forward_cancel = cancel.clone();
     let forward = tokio::spawn(async move {
+        let mut streams = [
+            StreamRedactor::new(Arc::clone(&redactor)),
+            StreamRedactor::new(redactor),
+        ];
         while let Some(o) = orx.recv().await {
-            let msg = match o {
-                Output::Stdout(b) => pb::sandbox_exec_output::Out::Stdout(b.to_vec()),
-                Output::Stderr(b) => pb::sandbox_exec_output::Out::Stderr(b.to_vec()),
+            let (which, bytes) = match &o {
+                Output::Stdout(b) => (0, b),
+                Output::Stderr(b) => (1, b),
             };
-            if forward_tx
-                .send(Ok(pb::SandboxExecOutput { out: Some(msg) }))
-                .await
-                .is_err()
-            {
+            let out = streams[which].push(bytes);
+            if !send_output(&forward_tx, which, out).await {
                 // The operator went away: stop the command.
                 forward_cancel.cancel();
             }
+        }
+        for (which, s) in streams.iter_mut().enumerate() {
+            send_output(&forward_tx, which, s.finish()).await;
         }
     });
     let result = sandbox.exec(req, otx, cancel).await;
@@ -429,6 +445,26 @@ async fn exec_streamed(
         Err(e) => Err(sandbox_status(&e)),
     };
     let _ = tx.send(msg).await;
+}
+
+/// Sends redacted output of stream `which` (0 stdout, 1 stderr); false
+/// when the operator went away.
+async fn send_output(
+    tx: &mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
+    which: usize,
+    bytes: Vec<u8>,
+) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    let msg = if which == 0 {
+        pb::sandbox_exec_output::Out::Stdout(bytes)
+    } else {
+        pb::sandbox_exec_output::Out::Stderr(bytes)
+    };
+    tx.send(Ok(pb::SandboxExecOutput { out: Some(msg) }))
+        .await
+        .is_ok()
 }
 
 fn fd_status(sup: &Supervisor) -> pb::FdStatus {

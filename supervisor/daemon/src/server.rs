@@ -28,7 +28,6 @@ use tokio_util::sync::CancellationToken;
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, Redactor};
 use tollgate_audit::{Durable, Priority};
-use tollgate_policy::Engine;
 use tollgate_proto::v1 as pb;
 use tonic::transport::Server;
 
@@ -37,11 +36,13 @@ use crate::agent_service::AgentSvc;
 use crate::approvals::Approvals;
 use crate::auth::{self, Guard};
 use crate::backends::{BackendSettings, Backends};
+use crate::check::ConfigFault;
 use crate::conn;
 use crate::events::Log;
 use crate::events::Recorder;
 use crate::host_addrs::{self, HostAddrWatch};
 use crate::llm::{OpenAi, Provider, Script};
+use crate::logging::LIFECYCLE;
 use crate::operator_service::OperatorSvc;
 use crate::sessions::{Sessions, State};
 use crate::supervisor::{Paths, Supervisor};
@@ -62,10 +63,11 @@ pub struct Options {
 
 /// Runs the supervisor until a signal: the privileged steps of the module
 /// documentation, in their order.
-pub async fn run(opts: Options) -> anyhow::Result<()> {
-    // 1. The config, and the file descriptor budget.
-    let config = load_config(&opts)?;
+pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
+    // 1. The config (loaded by `crate::check::load_config`), and the file
+    // descriptor budget.
     let conns = connection_bounds(&config)?;
+    let reload_from = crate::reload::Source::of(&opts);
     let passed = opts.passed;
     let own_uid = nix::unistd::getuid().as_raw();
     let operator_gid = operator_gid(&config)?;
@@ -75,14 +77,19 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let audit_dir = audit.dir().to_path_buf();
     let recorder = Recorder::new(Arc::clone(&audit));
     // 3. The secrets in the environment, redacted everywhere from now on.
-    let secrets = scan_secrets(&config, &audit);
+    let api_key = crate::llm_key::read(&config.llm, own_uid)
+        .map_err(|e| ConfigFault::wrap(anyhow::anyhow!(e)))?;
+    let secrets = scan_secrets(api_key, &audit);
     let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
     // 4. The policy engine.
-    let engine = Engine::new(&config.policy).map_err(|e| anyhow::anyhow!("policy: {e}"))?;
+    let engine = crate::policy_handle::PolicyHandle::new(
+        crate::check::engine(&config)?,
+        crate::policy_handle::digest(&config.policy),
+    );
     // 5. The sandbox backend (orphans are reaped below, once recorded).
     let backends = build_backends(&config, &state_dir, &audit_dir, &recorder).await?;
-    let llm = build_llm(&config, secrets.api_key)?;
+    let llm = build_llm(&config, secrets.api_key).map_err(ConfigFault::wrap)?;
     let (agent_socket, operator_socket) = socket_paths(passed.as_ref(), &state_dir);
     let config_file = opts
         .config
@@ -140,7 +147,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // may stop us the moment we say we are ready.
     let mut signals = Signals::install()?;
     announce_ready(&sup, &agent_socket, &operator_socket);
-    let signal = signals.wait().await;
+    activation::spawn_watchdog(&sup.shutdown);
+    let signal = crate::reload::until_stopped(&sup, &reload_from, &mut signals).await;
     shut_down(&sup, signal, stop_serving, servers, telemetry_worker).await?;
     // Passed sockets belong to the service manager, which keeps listening
     // on them to start us again.
@@ -150,21 +158,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The config file with the command line's overrides.
-fn load_config(opts: &Options) -> anyhow::Result<Config> {
-    let mut config = Config::load(&opts.config, opts.config_explicit)?;
-    if let Some(d) = &opts.state_dir {
-        config.supervisor.state_dir = d.clone();
-    }
-    if let Some(d) = &opts.audit_dir {
-        config.audit.dir = d.clone();
-    }
-    if let Some(b) = opts.sandbox {
-        config.sandbox.backend = b;
-    }
-    Ok(config)
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit, checks `fd_reserve` fits
@@ -183,8 +176,8 @@ fn connection_bounds(config: &Config) -> anyhow::Result<conn::Connections> {
 /// The gid of `[supervisor] operator_group`, when one is set.
 fn operator_gid(config: &Config) -> anyhow::Result<Option<u32>> {
     match &config.supervisor.operator_group {
-        Some(name) => Ok(Some(auth::group_gid(name).with_context(|| {
-            format!("operator group {name:?} does not exist; create it (groupadd {name}) or remove operator_group")
+        Some(name) => Ok(Some(auth::group_gid(name).ok_or_else(|| {
+            ConfigFault::wrap(anyhow::anyhow!("operator group {name:?} does not exist; create it (groupadd {name}) or remove operator_group"))
         })?)),
         None => Ok(None),
     }
@@ -215,16 +208,9 @@ struct Secrets {
 
 /// Scans the environment for secrets, reads the LLM's API key, and gives the
 /// audit log the redactor of them all.
-fn scan_secrets(config: &Config, audit: &Audit) -> Secrets {
+fn scan_secrets(api_key: Option<String>, audit: &Audit) -> Secrets {
     let host_secrets = tollgate_audit::scan_env();
     let mut secret_values = host_secrets.values().to_vec();
-    let api_key = if config.llm.api_key_env.is_empty() {
-        None
-    } else {
-        std::env::var(&config.llm.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty())
-    };
     if let Some(k) = &api_key {
         secret_values.push(k.clone());
     }
@@ -429,6 +415,7 @@ fn announce_ready(sup: &Supervisor, agent_socket: &Path, operator_socket: &Path)
         sandbox: sup.backends.primary().kind().as_str().to_string(),
     };
     let _ = writeln!(std::io::stderr(), "{line}");
+    tracing::info!(target: LIFECYCLE, agent = %agent_socket.display(), operator = %operator_socket.display(), "ready");
 }
 
 /// On SIGTERM/SIGINT: revoke every session, kill sandboxes, record the
@@ -440,7 +427,7 @@ async fn shut_down(
     servers: tokio::task::JoinHandle<(ServeResult, ServeResult)>,
     telemetry_worker: Option<crate::telemetry::Worker>,
 ) -> anyhow::Result<()> {
-    tracing::info!(signal, "shutting down");
+    tracing::info!(target: LIFECYCLE, signal, "shutting down");
     activation::notify_stopping();
     let ended = sup
         .end_all(
@@ -570,9 +557,10 @@ async fn audit_maintenance(sup: &Supervisor) {
 }
 
 /// The signals that stop the supervisor.
-struct Signals {
+pub(crate) struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -581,13 +569,15 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
             int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
         })
     }
 
-    async fn wait(&mut self) -> &'static str {
+    pub(crate) async fn wait(&mut self) -> &'static str {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
+            _ = self.hup.recv() => "SIGHUP",
         }
     }
 }

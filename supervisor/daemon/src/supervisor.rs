@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Audit, EnvScan, Redactor};
 use tollgate_audit::{Durable, Priority};
-use tollgate_policy::{Engine, Mode};
+use tollgate_policy::Mode;
 use tollgate_proto::v1 as pb;
 use tonic::Status;
 
@@ -48,7 +48,8 @@ pub struct Peer {
 pub struct Supervisor {
     pub config: Config,
     pub paths: Paths,
-    pub engine: Engine,
+    /// The policy in force; `supervisor reload` swaps it (policy_handle.rs).
+    pub engine: crate::policy_handle::PolicyHandle,
     pub audit: Arc<Audit>,
     pub recorder: Recorder,
     pub redactor: Redactor,
@@ -135,7 +136,7 @@ impl Supervisor {
         self.check_session_count(peer.uid)?;
         // Read once: the workspace check, the owner and the paths the
         // session's sandbox hides all come from this one reading.
-        let users = tollgate_policy::host::passwd();
+        let users = crate::identity::users_with(peer.uid);
         let credentials = tollgate_policy::host::credential_paths(&users);
         let ws = self.check_workspace(&req.workspace, peer.uid, &users, &credentials)?;
         tollgate_audit::audit_system_prompt(&req.system_prompt, &self.secrets)
@@ -303,6 +304,7 @@ impl Supervisor {
                 self.audit_refused("", &format!("a session for uid {}", peer.uid), &e);
                 audit_unavailable(format!("cannot record the session: {e}"))
             })?;
+        tracing::info!(target: crate::logging::LIFECYCLE, session = %session.id, uid = peer.uid, workspace = %session.workspace.display(), mode = session.mode.as_str(), "session opened");
         Ok(())
     }
 
@@ -381,6 +383,7 @@ impl Supervisor {
         self.anchor_head(session);
         let info = crate::wire::session_info(session, 0, session.backend.kind().as_str());
         self.sessions.retire(&session.id, info);
+        tracing::info!(target: crate::logging::LIFECYCLE, session = %session.id, state = state.as_str(), by, reason, "session ended");
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
         true
     }

@@ -167,6 +167,12 @@ impl Engine {
         crate::mcp::decide(&self.rules, call, mode)
     }
 
+    /// Decides an MCP protocol request between the client and the wrapped
+    /// server `server` (see [`crate::mcp::is_decided_method`]).
+    pub fn decide_mcp_method(&self, server: &str, method: &str) -> Decision {
+        crate::mcp::decide_method(&self.rules, server, method)
+    }
+
     /// The tools a session may use (what `ListTools` returns).
     pub fn tools_for(&self, session_tools: Option<&BTreeSet<String>>) -> Vec<&'static ToolSpec> {
         registry::registry()

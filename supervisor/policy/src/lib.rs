@@ -32,6 +32,7 @@ mod host_addrs;
 pub mod host_exec;
 mod mcp;
 mod mode;
+pub mod network;
 mod paths;
 pub mod policy_test;
 mod registry;
@@ -48,7 +49,7 @@ pub use facts::{
     FileFacts, FileKind, FsFacts, ResolveError, Resolver, SearchFacts, SearchWalk, Walked,
 };
 pub use host_addrs::{HostAddrs, HostAddrsError};
-pub use mcp::{MCP_RULE_TOOL, McpToolCall, check_server_name};
+pub use mcp::{MCP_RULE_TOOL, McpToolCall, check_server_name, is_decided_method};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
 pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry, spec};

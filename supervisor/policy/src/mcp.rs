@@ -133,6 +133,81 @@ pub(crate) fn decide(rules: &RuleSet, call: &McpToolCall, mode: Mode) -> Decisio
     }
 }
 
+/// Whether the gateway decides a protocol request (docs/INTERFACES.md, "MCP
+/// gateway"): every request of the wrapped server to the client but `ping`
+/// (`sampling/createMessage`, `elicitation/create`, `roots/list`, and any
+/// newer one), and the client's `resources/*` and `prompts/*`. Tools go
+/// through [`decide`]; the rest of the protocol (initialize, ping, tools/list,
+/// notifications, completion, logging) passes.
+pub fn is_decided_method(method: &str, from_server: bool) -> bool {
+    if from_server {
+        method != "ping"
+    } else {
+        method.starts_with("resources/") || method.starts_with("prompts/")
+    }
+}
+
+/// Decides one protocol request `method` between the client and the
+/// wrapped server `server`, by the rules `mcp(SERVER.METHOD)` (the method
+/// holds a `/`: `mcp(fs.roots/list)`, `mcp(fs.resources/*)`). Refused
+/// unless a rule allows it, in every mode: a wrapped server must not read
+/// the client's roots or drive its model unasked. An `ask` rule refuses too
+/// (these requests are not put to a person).
+pub(crate) fn decide_method(rules: &RuleSet, server: &str, method: &str) -> Decision {
+    let target = format!("{server}.{method}");
+    let consequence =
+        format!("pass the MCP request `{method}` between the client and the server `{server}`");
+    let found = rules.evaluate(
+        ToolName::Mcp,
+        &Subject::McpMethod {
+            server: server.to_string(),
+            method: method.to_string(),
+        },
+    );
+    let (verdict, rule, reason) = match found {
+        Some((Verdict::Allow, label)) => (
+            Verdict::Allow,
+            label.to_string(),
+            format!("rule `{label}` allows it."),
+        ),
+        Some((Verdict::Deny, label)) => (
+            Verdict::Deny,
+            label.to_string(),
+            format!("this supervisor's policy refuses it (rule `{label}`)."),
+        ),
+        Some((Verdict::Ask, label)) => (
+            Verdict::Deny,
+            label.to_string(),
+            format!(
+                "rule `{label}` asks, but MCP protocol requests are not put to a person; allow it with `mcp({target})`."
+            ),
+        ),
+        None => (
+            Verdict::Deny,
+            "mcp:method-default".to_string(),
+            format!(
+                "no rule allows it; an operator may allow it with `mcp({target})` in [policy] allow."
+            ),
+        ),
+    };
+    Decision {
+        verdict,
+        code: if verdict == Verdict::Allow {
+            Code::Ok
+        } else {
+            Code::PolicyDenied
+        },
+        reason,
+        rule: Some(rule),
+        destructive: false,
+        consequence,
+        target,
+        path: None,
+        fetch: None,
+        secret: false,
+    }
+}
+
 /// `supervisorctl policy test`'s form of a call: `mcp(NAME.TOOL)`.
 pub(crate) fn parse_call(tool: &str) -> Option<McpToolCall> {
     let inner = tool.trim().strip_prefix("mcp(")?.strip_suffix(')')?.trim();
@@ -257,5 +332,69 @@ mod tests {
         );
         assert_eq!(parse_call("mcp(fs.a.b)"), Some(call("fs", "a.b")));
         assert_eq!(parse_call("read_file"), None);
+    }
+
+    /// The MCP finding: a wrapped server's requests to the client and the
+    /// client's resources/prompts passed undecided. Refused unless a
+    /// `mcp(SERVER.METHOD)` rule allows them, whatever the mode and
+    /// whatever the tool rules say.
+    #[test]
+    fn mcp_protocol_requests_are_refused_unless_a_method_rule_allows_them() {
+        let e = engine(
+            &[
+                "mcp",
+                "mcp(fs.*)",
+                "mcp(fs.roots/list)",
+                "mcp(*.resources/*)",
+            ],
+            &["mcp(fs.prompts/get)"],
+            &["mcp(fs.resources/read)"],
+        );
+        let d = |m: &str| e.decide_mcp_method("fs", m);
+        assert_eq!(d("roots/list").verdict, Verdict::Allow);
+        assert_eq!(
+            d("roots/list").rule.as_deref(),
+            Some("allow: mcp(fs.roots/list)")
+        );
+        assert_eq!(d("resources/list").verdict, Verdict::Allow);
+        let r = d("resources/read");
+        assert_eq!(
+            (r.verdict, r.rule.as_deref()),
+            (Verdict::Deny, Some("deny: mcp(fs.resources/read)"))
+        );
+        let p = d("prompts/get");
+        assert_eq!(p.verdict, Verdict::Deny);
+        assert!(p.reason.contains("not put to a person"), "{}", p.reason);
+        // `mcp` and `mcp(fs.*)` name tools, not sampling.
+        let s = d("sampling/createMessage");
+        assert_eq!(
+            (s.verdict, s.rule.as_deref()),
+            (Verdict::Deny, Some("mcp:method-default"))
+        );
+        assert!(
+            s.reason.contains("mcp(fs.sampling/createMessage)"),
+            "{}",
+            s.reason
+        );
+        assert_eq!(
+            e.decide_mcp_method("other", "roots/list").verdict,
+            Verdict::Deny
+        );
+        // A method rule never allows a tool.
+        let only = engine(&["mcp(fs.*/*)"], &[], &[]);
+        assert_ne!(
+            only.decide_mcp(&call("fs", "read_file"), Mode::Default)
+                .verdict,
+            Verdict::Allow
+        );
+        assert_eq!(
+            only.decide_mcp_method("fs", "elicitation/create").verdict,
+            Verdict::Allow
+        );
+        assert!(is_decided_method("roots/list", true) && !is_decided_method("ping", true));
+        assert!(
+            is_decided_method("resources/read", false) && is_decided_method("prompts/list", false)
+        );
+        assert!(!is_decided_method("tools/list", false) && !is_decided_method("initialize", false));
     }
 }

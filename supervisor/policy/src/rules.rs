@@ -42,6 +42,9 @@ pub(crate) enum Subject {
     Url { url: String, host: String },
     /// An MCP server's tool.
     Mcp { server: String, tool: String },
+    /// An MCP protocol request the gateway decides (`roots/list` of the
+    /// server, `resources/read` of the client, …).
+    McpMethod { server: String, method: String },
     /// Tools without a pattern to match.
     Nothing,
 }
@@ -58,6 +61,12 @@ enum Pattern {
     Mcp {
         server: String,
         tool: String,
+    },
+    /// `SERVER.METHOD` globs, the method holding a `/` (`fs.roots/list`,
+    /// `fs.resources/*`): never matched by a tool's pattern, nor a tool by it.
+    McpMethod {
+        server: String,
+        method: String,
     },
 }
 
@@ -231,6 +240,9 @@ fn mcp_pattern(spec: &str, p: &str) -> Result<Pattern, PolicyError> {
             "both sides of `SERVER.TOOL` must be non-empty; write `*` to match any",
         ));
     }
+    if tool.contains('/') {
+        return mcp_method_pattern(spec, server, tool);
+    }
     // The names MCP allows (crate::mcp), and `*`.
     let name = |s: &str, dot: bool| {
         s.chars()
@@ -247,6 +259,27 @@ fn mcp_pattern(spec: &str, p: &str) -> Result<Pattern, PolicyError> {
     Ok(Pattern::Mcp {
         server: server.to_string(),
         tool: tool.to_string(),
+    })
+}
+
+/// `SERVER.METHOD`: a protocol method (`roots/list`, `resources/*`).
+fn mcp_method_pattern(spec: &str, server: &str, method: &str) -> Result<Pattern, PolicyError> {
+    let ok = |s: &str, slash: bool| {
+        s.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*') || (slash && c == '/')
+        })
+    };
+    if !ok(server, false) || !ok(method, true) {
+        return Err(invalid(
+            spec,
+            format!(
+                "`{server}.{method}` is not SERVER.METHOD: names hold letters, digits, `_`, `-` (and `/` in the method), and `*`"
+            ),
+        ));
+    }
+    Ok(Pattern::McpMethod {
+        server: server.to_string(),
+        method: method.to_string(),
     })
 }
 
@@ -290,6 +323,8 @@ fn path_globs(spec: &str, p: &str) -> Result<GlobSet, PolicyError> {
 impl Rule {
     fn matches(&self, subject: &Subject, verdict: Verdict) -> bool {
         match (&self.pattern, subject) {
+            // A bare `mcp` names every tool, not the protocol's requests.
+            (Pattern::Any, Subject::McpMethod { .. }) => false,
             (Pattern::Any, _) => true,
             (Pattern::Command(p), Subject::Command { commands, outer }) => match verdict {
                 // Allow only when every command that runs is covered.
@@ -312,11 +347,19 @@ impl Rule {
                 Subject::Mcp { server, tool },
             ) => wildcard(ps, server) && wildcard(pt, tool),
             (
+                Pattern::McpMethod {
+                    server: ps,
+                    method: pm,
+                },
+                Subject::McpMethod { server, method },
+            ) => wildcard(ps, server) && wildcard(pm, method),
+            (
                 Pattern::Command(_)
                 | Pattern::Path(_)
                 | Pattern::Domain(_)
                 | Pattern::Url(_)
-                | Pattern::Mcp { .. },
+                | Pattern::Mcp { .. }
+                | Pattern::McpMethod { .. },
                 _,
             ) => false,
         }

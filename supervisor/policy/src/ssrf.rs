@@ -212,7 +212,11 @@ fn host_ips(url: &Url, dns: &dyn Resolver, what: &str) -> Result<Vec<IpAddr>, Ur
 /// Why `ip` may not be connected to, if it may not: its class, or that it is
 /// one of the host's own addresses. `via` names it in the sentence (built
 /// only for a refusal).
-fn refused_address(ip: IpAddr, own: &HostAddrs, via: impl Fn() -> String) -> Option<String> {
+pub(crate) fn refused_address(
+    ip: IpAddr,
+    own: &HostAddrs,
+    via: impl Fn() -> String,
+) -> Option<String> {
     if let Some(why) = blocked_ip(ip) {
         return Some(format!(
             "{} is {why}; only public addresses can be fetched, so the supervisor's machine, private networks and cloud metadata stay out of reach.",

@@ -7,7 +7,18 @@ TOOLS = [
     {"name": "read_file", "description": "read a file anywhere", "inputSchema": schema(["path"], ["path"])},
     {"name": "danger", "description": "leaves DANGER-RAN", "inputSchema": schema([], [])},
     {"name": "misbehave", "description": "garbage | stray | crash", "inputSchema": schema(["how"], ["how"])},
+    {"name": "ask_client", "description": "send a request to the client, return its answer", "inputSchema": schema(["method"], ["method"])},
 ]
+ASKED = [0]
+def ask_client(method):
+    ASKED[0] += 1
+    rid = "srv-%d" % ASKED[0]
+    params = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 5} if method == "sampling/createMessage" else {}
+    send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    while True:
+        answer = json.loads(sys.stdin.readline())
+        if answer.get("id") == rid and "method" not in answer:
+            return json.dumps(answer)
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n")
     sys.stdout.flush()
@@ -20,7 +31,9 @@ for line in sys.stdin:
     sys.stderr.flush()
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"],
-              "capabilities": {"tools": {}}, "serverInfo": {"name": "shell", "version": "0"}}})
+              "capabilities": {"tools": {}, "resources": {}, "prompts": {}}, "serverInfo": {"name": "shell", "version": "0"}}})
+    elif method == "resources/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"resources": [{"uri": "file:///notes", "name": "notes"}]}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": i, "result": {"tools": TOOLS}})
     elif method == "tools/call":
@@ -36,6 +49,8 @@ for line in sys.stdin:
             elif name == "read_file":
                 with open(a["path"]) as f:
                     result(i, f.read())
+            elif name == "ask_client":
+                result(i, ask_client(a["method"]))
             elif name == "danger":
                 open("DANGER-RAN", "w").close()
                 result(i, "ran")

@@ -737,3 +737,57 @@ async fn a_full_audit_disk_still_records_refusals_and_revocations_from_the_reser
     );
     drop(sup);
 }
+
+/// The operator's `sandbox exec` wrote its record with `let _ =`, so on a
+/// full audit disk the command ran unrecorded. A refusal to record is a
+/// refusal to run: the command is refused, saying why, and does not run.
+#[test]
+fn sandbox_exec_does_not_run_when_its_record_cannot_be_written() {
+    if !root_or_skip("sandbox_exec_does_not_run_when_its_record_cannot_be_written") {
+        return;
+    }
+    let disk = Disk::new("4m");
+    let mut dirs = Dirs::new();
+    dirs.audit = disk.mnt.join("audit");
+    let sup = Supervisor::builder()
+        .config("[audit]\nreserve_mb = 1\n")
+        .sandbox("native")
+        .dirs(dirs)
+        .start();
+    // The workspace is not on the full disk: only the record is refused.
+    let ws = sup.dirs.workspace("ws", 0);
+    let ws_arg = ws.display().to_string();
+    let _filler = fill(&disk.mnt);
+    let mut refused = None;
+    // The log's last page may still take a record or two.
+    for i in 0..50 {
+        let marker = format!("ran-{i}");
+        let out = sup.ctl(&[
+            "sandbox",
+            "exec",
+            "--workspace",
+            &ws_arg,
+            "--backend",
+            "native",
+            "--",
+            "touch",
+            &marker,
+        ]);
+        let ran = ws.join(&marker).exists();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.success() {
+            assert!(ran, "recorded but did not run: {stderr}");
+            continue;
+        }
+        assert!(!ran, "the command ran unrecorded: {stderr}");
+        assert!(
+            stderr.contains("AUDIT_UNAVAILABLE") && stderr.contains("not run"),
+            "{stderr}"
+        );
+        refused = Some(stderr);
+        break;
+    }
+    let stderr = refused.expect("sandbox exec refused once the audit disk is full");
+    eprintln!("refused: {stderr}");
+    assert!(status(&sup)["audit_refusals"].as_u64().unwrap() >= 1);
+}

@@ -936,3 +936,172 @@ async fn a_bad_client_gets_clear_errors_and_its_departure_leaves_nothing_behind(
     assert_eq!(result[0]["status"], "stopped");
     verify_audit(&sup);
 }
+
+/// The redaction finding on the MCP path: the real filesystem server reads a
+/// Latin-1 `settings.ini` (bytes that are not UTF-8) holding an AWS and a
+/// Stripe key; what reaches the client, and the audit log, has both masked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tool_results_mask_secrets_in_a_latin1_file() {
+    let Some(script) = fs_server_or_skip("mcp_tool_results_mask_secrets_in_a_latin1_file") else {
+        return;
+    };
+    let config = "[policy]\nallow = [\"mcp(fs.*)\"]\n[llm]\nprovider = \"script\"\n";
+    let (sup, ws) = start("native", config);
+    let (file, _) = super::sandbox_exec::latin1_settings();
+    std::fs::write(ws.join("settings.ini"), &file).unwrap();
+    let gw =
+        Gateway::start_command(&sup, &ws, "fs", &["node", script.to_str().unwrap(), "/"]).await;
+    let r = gw
+        .call(
+            "read_text_file",
+            json!({"path": ws.join("settings.ini").to_str().unwrap()}),
+        )
+        .await;
+    let (text, is_error) = text_of(&r);
+    assert!(!is_error, "{r}");
+    assert!(
+        text.contains("aws_key_id=[REDACTED:aws-access-key]")
+            && text.contains("stripe=[REDACTED:stripe-key]")
+            && text.contains(" fin"),
+        "{text}"
+    );
+    let stripe = format!("sk_{}_", "live");
+    assert!(
+        !text.contains("AKIAIOSFODNN7EXAMPLE") && !text.contains(&stripe),
+        "{text}"
+    );
+    let session = gw.session.clone();
+    let (status, err) = gw.finish().await;
+    assert!(status.success(), "{status}: {err}");
+    let records = serde_json::to_string(&sup.session_records(&session)).unwrap();
+    assert!(
+        !records.contains("AKIAIOSFODNN7EXAMPLE") && !records.contains(&stripe),
+        "a key reached the audit log"
+    );
+}
+
+/// The MCP finding: the wrapped server's requests to the client
+/// (`sampling/createMessage`, `roots/list`) and the client's `resources/*`,
+/// `prompts/*` passed undecided. Now each is decided by `mcp(SERVER.METHOD)`
+/// rules (refused unless one allows it) and recorded: a refused one gets a
+/// JSON-RPC error that says why, an allowed one passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_server_requests_and_client_resources_are_decided_and_recorded() {
+    if !ready("mcp_server_requests_and_client_resources_are_decided_and_recorded") {
+        return;
+    }
+    let config = RULES.replace(
+        "allow = [\"mcp(shell.*)\"]",
+        "allow = [\"mcp(shell.*)\", \"mcp(shell.roots/list)\", \"mcp(shell.resources/list)\"]",
+    );
+    let (sup, ws) = start("native", &config);
+    let gw = Gateway::start(&sup, &ws, "shell", &[]).await;
+
+    // The server asks the client's model: refused, saying why.
+    let r = gw
+        .call("ask_client", json!({"method": "sampling/createMessage"}))
+        .await;
+    let (text, _) = text_of(&r);
+    let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+    let msg = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        answer["error"]["code"] == -32001
+            && msg.contains("refused the MCP server's `sampling/createMessage`")
+            && msg.contains("mcp(shell.sampling/createMessage)"),
+        "{answer}"
+    );
+    // The server reads the client's roots: allowed by its rule, answered.
+    let r = gw.call("ask_client", json!({"method": "roots/list"})).await;
+    let (text, _) = text_of(&r);
+    let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+    assert!(answer["result"]["roots"].is_array(), "{answer}");
+
+    // The client lists resources (allowed) and prompts (no rule: refused).
+    let listed = gw.client().list_resources(None).await.unwrap();
+    assert_eq!(listed.resources.len(), 1, "{listed:?}");
+    let err = gw
+        .client()
+        .list_prompts(None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("refused the client's `prompts/list`") && err.contains("no rule allows it"),
+        "{err}"
+    );
+
+    let session = gw.session.clone();
+    let (status, stderr) = gw.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+    let records = sup.session_records(&session);
+    for (method, decision) in [
+        ("sampling/createMessage", "deny"),
+        ("roots/list", "allow"),
+        ("resources/list", "allow"),
+        ("prompts/list", "deny"),
+    ] {
+        let found = records_of(&records, "permission_check", method);
+        assert_eq!(found.len(), 1, "{method}: {records:?}");
+        assert_eq!(found[0]["decision"], decision, "{method}");
+        assert_eq!(found[0]["server"], "shell", "{method}");
+    }
+    verify_audit(&sup);
+}
+
+/// The same finding with the real filesystem server: a client that declares
+/// roots is asked for them by the server at start; with no rule naming
+/// `roots/list` the request is refused and recorded (the server says so and
+/// keeps its own directories), and its tools still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_filesystem_server_cannot_read_the_clients_roots_unasked() {
+    let Some(script) =
+        fs_server_or_skip("the_real_filesystem_server_cannot_read_the_clients_roots_unasked")
+    else {
+        return;
+    };
+    let config = "[policy]\nallow = [\"mcp(fs.*)\"]\n[llm]\nprovider = \"script\"\n";
+    let (sup, ws) = start("native", config);
+    std::fs::write(ws.join("notes.txt"), "inside\n").unwrap();
+    let caps: rmcp::model::ClientCapabilities =
+        serde_json::from_value(json!({"roots": {"listChanged": false}})).unwrap();
+    let client = TestClient {
+        info: rmcp::model::ClientConfig::new(
+            caps,
+            rmcp::model::Implementation::new("tollgate-e2e", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_06_18),
+        elicitations: None,
+    };
+    let args = ["--", "node", script.to_str().unwrap(), "/"];
+    let gw = Gateway::spawn_with(&sup, &ws, "fs", &args, client).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let records = sup.session_records(&gw.session);
+        if let Some(r) = records_of(&records, "permission_check", "roots/list").first() {
+            break (*r).clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no roots/list record; stderr:\n{}",
+            gw.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(refused["decision"], "deny", "{refused}");
+    assert_eq!(refused["rule"], "mcp:method-default", "{refused}");
+    let r = gw
+        .call(
+            "read_text_file",
+            json!({"path": ws.join("notes.txt").to_str().unwrap()}),
+        )
+        .await;
+    assert_eq!(text_of(&r), ("inside\n".to_string(), false));
+    let stderr = gw.stderr();
+    assert!(
+        stderr.contains("refused the MCP server's `roots/list`"),
+        "{stderr}"
+    );
+    let (status, err) = gw.finish().await;
+    assert!(status.success(), "{status}: {err}");
+    verify_audit(&sup);
+}

@@ -477,7 +477,8 @@ async fn a_config_typo_stops_the_start_and_names_the_line() {
         .arg(&dirs.audit)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // EX_CONFIG (docs/OPERATIONS.md "Checking a config, and exit codes").
+    assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("supervisor: "), "{err}");
     assert!(

@@ -495,7 +495,7 @@ fn a_garbage_endpoint_stops_the_start_naming_the_key() {
         .arg(&dirs.audit)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(78), "EX_CONFIG");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("[telemetry] endpoint \"collector:4317\" has scheme \"collector\""),

@@ -16,6 +16,9 @@ use tollgate_proto::v1 as pb;
 /// route to it exists only inside this test's veth pair).
 const PUBLIC_IP: &str = "93.184.216.34";
 
+/// One test web host at a time: they share PUBLIC_IP's route.
+static NET: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 struct NetHost {
     ns: String,
     host_if: String,
@@ -142,6 +145,7 @@ async fn fetches_a_public_page_and_refuses_redirects_inward() {
     )
     .unwrap();
     std::fs::write(docroot.path().join("big.txt"), "x".repeat(300_000)).unwrap();
+    let _net = NET.lock().await;
     let _host = NetHost::start("web", docroot.path());
     let sup = Supervisor::builder()
         .config("[session]\nfetch_max_bytes = 100000\n[llm]\nprovider = \"script\"\n")
@@ -227,5 +231,49 @@ async fn fetches_a_public_page_and_refuses_redirects_inward() {
             .contains(PUBLIC_IP),
         "{}",
         checks[0]
+    );
+}
+
+/// The redaction finding on the webfetch path: a Latin-1 page (bytes that
+/// are not UTF-8) holding an AWS and a Stripe key reaches the model with
+/// both masked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webfetch_masks_secrets_in_a_latin1_body() {
+    if !root_or_skip("webfetch_masks_secrets_in_a_latin1_body") {
+        return;
+    }
+    let docroot = tempfile::tempdir().unwrap();
+    let (file, _) = super::sandbox_exec::latin1_settings();
+    std::fs::write(docroot.path().join("settings.txt"), &file).unwrap();
+    let _net = NET.lock().await;
+    let _host = NetHost::start("webl1", docroot.path());
+    let sup = Supervisor::builder()
+        .config("[llm]\nprovider = \"script\"\n")
+        .start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let mut c = sup.agent_client().await;
+    let s = c
+        .open_session(pb::OpenSessionRequest {
+            workspace: ws.display().to_string(),
+            mode: "dangerouslySkipPermissions".to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let r = fetch(&sup, &s.token, &format!("http://{PUBLIC_IP}/settings.txt")).await;
+    assert!(r.ok, "{r:?}");
+    let stripe = format!("sk_{}_", "live");
+    assert!(
+        r.output.contains("[REDACTED:aws-access-key]")
+            && r.output.contains("[REDACTED:stripe-key]")
+            && r.output.contains(" fin"),
+        "{}",
+        r.output
+    );
+    assert!(
+        !r.output.contains("AKIAIOSFODNN7EXAMPLE") && !r.output.contains(&stripe),
+        "{}",
+        r.output
     );
 }

@@ -23,6 +23,7 @@
 
 mod egress;
 mod lines;
+mod requests;
 mod result;
 mod route;
 

@@ -15,6 +15,7 @@ use tollgate_proto::v1 as pb;
 
 use super::Downstream;
 use super::lines::{MAX_SERVER_LINE, Piece};
+use super::requests::{self, REFUSED};
 use super::result::{filter_tools_list, tools_call_answer};
 use crate::pep;
 use crate::sessions::Session;
@@ -144,7 +145,16 @@ impl Router {
                 }
                 self.forward_or_fail(None, line).await;
             }
-            (Some(_), id) => {
+            (Some(m), id) => {
+                if tollgate_policy::is_decided_method(m, false)
+                    && let Err(why) = self.decide(m, id.as_ref(), requests::Asker::Client)
+                {
+                    self.note(&why).await;
+                    if let Some(id) = id {
+                        self.to_client(&error(id, REFUSED, &why)).await;
+                    }
+                    return;
+                }
                 if let Some(id) = &id {
                     self.table.lock().client.insert(key(id));
                 }
@@ -167,6 +177,17 @@ impl Router {
                 .await;
             }
         }
+    }
+
+    /// Decides and records a protocol request ([`requests::decide`]).
+    fn decide(
+        &self,
+        method: &str,
+        id: Option<&Value>,
+        from: requests::Asker,
+    ) -> Result<(), String> {
+        let id = id.cloned().unwrap_or(Value::Null);
+        requests::decide(&self.sup, &self.session, &self.name, (method, &id), from)
     }
 
     async fn forward_or_fail(&self, id: Option<Value>, line: &str) {
@@ -301,7 +322,18 @@ impl Router {
             return;
         }
         let id = v.get("id").filter(|i| !i.is_null()).cloned();
-        if v.get("method").is_some() {
+        if let Some(method) = v.get("method") {
+            // A request (with an id) of the server to the client.
+            let m = method.as_str().unwrap_or_default();
+            if let Some(id) = &id
+                && tollgate_policy::is_decided_method(m, true)
+                && let Err(why) = self.decide(m, Some(id), requests::Asker::Server)
+            {
+                self.note(&why).await;
+                let refusal = error(id.clone(), REFUSED, &why).to_string();
+                let _ = self.to_server(&refusal).await;
+                return;
+            }
             if let Some(id) = &id {
                 self.table.lock().server.insert(key(id));
             }

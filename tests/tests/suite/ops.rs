@@ -1,0 +1,628 @@
+//! Operating the supervisor like the daemons operators already trust
+//! (docs/OPERATIONS.md "Logs", "Checking a config", "Exit codes"): the real
+//! `supervisor` binary, its stderr as a pipe, its exit codes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::process::CommandExt as _;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use tollgate_e2e::harness::{Dirs, Supervisor, TEST_CONFIG, authed, bin};
+use tollgate_proto::v1 as pb;
+
+/// sysexits.h EX_CONFIG.
+const EX_CONFIG: i32 = 78;
+
+/// Everything a stopped supervisor printed (its reader thread may still be
+/// taking the last lines off the pipe).
+fn stderr_after_stop(mut sup: Supervisor) -> String {
+    let status = sup.stop().expect("supervisor was running");
+    assert!(status.success(), "supervisor exited {status}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = sup.stderr();
+        if log.contains("shutting down") || std::time::Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// No RUST_LOG and no `[log] level`: lifecycle events at info, as plain
+/// text without a single ANSI escape (stderr is a pipe, not a terminal),
+/// even with a terminal-ish TERM and a JOURNAL_STREAM that names some
+/// other file.
+#[tokio::test]
+async fn logs_on_a_pipe_are_plain_text_with_lifecycle_at_info() {
+    let sup = Supervisor::builder()
+        .env("RUST_LOG", "")
+        .env("TERM", "xterm-256color")
+        .env("CLICOLOR_FORCE", "1")
+        .env("JOURNAL_STREAM", "1:1")
+        .start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let mut c = sup.agent_client().await;
+    let s = c
+        .open_session(pb::OpenSessionRequest {
+            workspace: ws.display().to_string(),
+            client: "e2e".to_string(),
+            ..Default::default()
+        })
+        .await
+        .expect("open session")
+        .into_inner();
+    c.close_session(authed(pb::CloseSessionRequest {}, &s.token))
+        .await
+        .expect("close session");
+    let log = stderr_after_stop(sup);
+    assert!(!log.contains('\u{1b}'), "ANSI escape on a pipe:\n{log:?}");
+    for event in ["ready", "session opened", "session ended", "shutting down"] {
+        assert!(
+            log.lines().any(|l| l.contains(" INFO ")
+                && l.contains("tollgate::lifecycle")
+                && l.contains(event)),
+            "no info line for {event:?}:\n{log}"
+        );
+    }
+    // The rest stays at warn: nothing else at info or below.
+    let others: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            (l.contains(" INFO ") || l.contains(" DEBUG ")) && !l.contains("tollgate::lifecycle")
+        })
+        .collect();
+    assert!(others.is_empty(), "{others:#?}");
+}
+
+/// `[log] level = "info"` turns everything up to info (the host-address
+/// reading at start is an info line outside the lifecycle target);
+/// NO_COLOR keeps it plain.
+#[test]
+fn the_log_level_comes_from_the_config() {
+    let sup = Supervisor::builder()
+        .config(&format!("{TEST_CONFIG}\n[log]\nlevel = \"info\"\n"))
+        .env("RUST_LOG", "")
+        .env("NO_COLOR", "1")
+        .start();
+    let log = stderr_after_stop(sup);
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" INFO ") && l.contains("tollgate_supervisor::")),
+        "no info line outside the lifecycle:\n{log}"
+    );
+    assert!(!log.contains('\u{1b}'), "{log:?}");
+}
+
+fn check_config(dirs: &Dirs, toml: &str) -> Output {
+    let path = dirs.root.path().join("check.toml");
+    std::fs::write(&path, toml).unwrap();
+    Command::new(bin("supervisor"))
+        .arg("--check-config")
+        .arg("--config")
+        .arg(&path)
+        .arg("--state-dir")
+        .arg(&dirs.state)
+        .arg("--audit-dir")
+        .arg(&dirs.audit)
+        .env_remove("TOLLGATE_CONFIG")
+        .output()
+        .expect("run supervisor --check-config")
+}
+
+/// `--check-config`: 0 for a config a start accepts, 78 with the file and
+/// line for a typo, 78 naming the rule for a rule that fails its own
+/// example, the missing operator group, a missing LLM script; and it starts
+/// nothing (no socket appears).
+#[test]
+fn check_config_exits_0_or_78_with_each_reason() {
+    let dirs = Dirs::new();
+    let ok = check_config(&dirs, TEST_CONFIG);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("config OK"));
+    assert!(!dirs.state.join("agent.sock").exists());
+
+    let typo = check_config(
+        &dirs,
+        "[session]\napproval_timeout_s = 30\nauto_aprove = true\n",
+    );
+    let err = String::from_utf8_lossy(&typo.stderr);
+    assert_eq!(typo.status.code(), Some(EX_CONFIG), "{err}");
+    assert!(
+        err.contains("check.toml") && err.contains("line 3") && err.contains("auto_aprove"),
+        "{err}"
+    );
+
+    let example = check_config(
+        &dirs,
+        "[policy]\nallow = [{ rule = \"run_bash(git status*)\", match = [\"git push\"] }]\n",
+    );
+    let err = String::from_utf8_lossy(&example.stderr);
+    assert_eq!(example.status.code(), Some(EX_CONFIG), "{err}");
+    assert!(err.contains("policy") && err.contains("git push"), "{err}");
+
+    let several = check_config(
+        &dirs,
+        "[supervisor]\noperator_group = \"tollgate-no-such-group\"\n[llm]\nprovider = \"script\"\nscript = \"/nonexistent/script.json\"\n",
+    );
+    let err = String::from_utf8_lossy(&several.stderr);
+    assert_eq!(several.status.code(), Some(EX_CONFIG), "{err}");
+    assert!(err.contains("tollgate-no-such-group"), "{err}");
+    assert!(err.contains("/nonexistent/script.json"), "{err}");
+}
+
+/// A config error stops a real start with 78 (so the unit's
+/// RestartPreventExitStatus=78 applies), before any socket is bound.
+#[test]
+fn a_config_error_at_start_exits_78() {
+    let dirs = Dirs::new();
+    for toml in [
+        "[sesion]\n",
+        "[policy]\nallow = [{ rule = \"run_bash(git status*)\", match = [\"git push\"] }]\n",
+        "[supervisor]\noperator_group = \"tollgate-no-such-group\"\n",
+    ] {
+        let path = dirs.root.path().join("bad.toml");
+        std::fs::write(&path, toml).unwrap();
+        let mut cmd = Command::new(bin("supervisor"));
+        tollgate_launch::configure(&mut cmd, &path, &dirs.state, &dirs.audit);
+        let out = cmd.stderr(Stdio::piped()).output().expect("run supervisor");
+        assert_eq!(
+            out.status.code(),
+            Some(EX_CONFIG),
+            "{toml}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!dirs.state.join("agent.sock").exists(), "{toml}");
+    }
+}
+
+/// A supervisor whose name service has users and groups only in
+/// libnss-extrausers: a private mount namespace (`unshare --mount`) with a
+/// test-only /etc/nsswitch.conf and /var/lib/extrausers bind-mounted, then
+/// exec of the supervisor (same pid). Clients run outside it, as the uids.
+const NSS_OWNER: u32 = 61_244;
+const NSS_OTHER: u32 = 61_245;
+const NSS_OPS: u32 = 61_310;
+
+fn nss_fixture(dirs: &Dirs) -> (std::path::PathBuf, std::path::PathBuf) {
+    let fx = dirs.root.path().join("nss");
+    let eu = fx.join("extrausers");
+    std::fs::create_dir_all(&eu).unwrap();
+    let home = dirs.workspace("tgx-home", NSS_OWNER);
+    std::fs::write(
+        eu.join("passwd"),
+        format!(
+            "tgx-owner2:x:{NSS_OWNER}:{NSS_OWNER}::{}:/bin/sh\ntgx-other2:x:{NSS_OTHER}:{NSS_OTHER}::/nonexistent:/bin/sh\n",
+            home.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        eu.join("group"),
+        format!("tgx-owner2:x:{NSS_OWNER}:\ntgx-other2:x:{NSS_OTHER}:\ntgx-ops2:x:{NSS_OPS}:tgx-owner2\n"),
+    )
+    .unwrap();
+    std::fs::write(eu.join("shadow"), "").unwrap();
+    std::fs::write(
+        fx.join("nsswitch.conf"),
+        "passwd: files extrausers\ngroup: files extrausers\nshadow: files\nhosts: files dns\n",
+    )
+    .unwrap();
+    (fx, home)
+}
+
+/// Session owners, their homes and operator group membership come from the
+/// name service: a user only extrausers knows has its home recognised (the
+/// home itself is refused as a workspace, a project inside it is its
+/// session), and `[supervisor] operator_group` names a group only
+/// extrausers knows, whose member (by getgrouplist, not by its process's
+/// groups) is an operator while a non-member holding the socket's group is
+/// not.
+#[test]
+fn identity_comes_from_the_name_service() {
+    if !tollgate_e2e::harness::root_or_skip("identity_comes_from_the_name_service") {
+        return;
+    }
+    assert!(
+        std::path::Path::new("/usr/lib/libnss_extrausers.so.2").exists(),
+        "needs libnss-extrausers"
+    );
+    let dirs = Dirs::new();
+    let (fx, home) = nss_fixture(&dirs);
+    let script = "mount --bind \"$1/nsswitch.conf\" /etc/nsswitch.conf && \
+                  mount --bind \"$1/extrausers\" /var/lib/extrausers && shift && exec \"$@\"";
+    let fx_s = fx.display().to_string();
+    let sup = Supervisor::builder()
+        .config(&format!(
+            "{TEST_CONFIG}\n[supervisor]\noperator_group = \"tgx-ops2\"\n"
+        ))
+        .wrapper(&[
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            &fx_s,
+        ])
+        .dirs(dirs)
+        .start();
+    let client = sup.dirs.staged_bin("e2e-client");
+    let open = |ws: &std::path::Path| {
+        let out = Command::new(&client)
+            .args([
+                sup.agent_socket.to_str().unwrap(),
+                "",
+                "open",
+                ws.to_str().unwrap(),
+            ])
+            .uid(NSS_OWNER)
+            .gid(NSS_OWNER)
+            .output()
+            .expect("run e2e-client");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let at_home = open(&home);
+    assert!(at_home.starts_with("ERR "), "{at_home}");
+    assert!(
+        at_home.contains("home directory of tgx-owner2"),
+        "{at_home}"
+    );
+    let project = home.join("project");
+    std::fs::create_dir(&project).unwrap();
+    nix::unistd::chown(&project, Some(NSS_OWNER.into()), Some(NSS_OWNER.into())).unwrap();
+    let opened = open(&project);
+    assert!(opened.starts_with("OK "), "{opened}");
+
+    let ctl = sup.dirs.staged_bin("supervisorctl");
+    let status_as = |uid: u32| {
+        Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg(format!("--groups={NSS_OPS}"))
+            .arg(&ctl)
+            .arg("--socket")
+            .arg(&sup.operator_socket)
+            .arg("status")
+            .env_remove("TOLLGATE_OPERATOR_SOCKET")
+            .output()
+            .expect("run supervisorctl")
+    };
+    let member = status_as(NSS_OWNER);
+    assert!(
+        member.status.success(),
+        "{}",
+        String::from_utf8_lossy(&member.stderr)
+    );
+    let other = status_as(NSS_OTHER);
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success(), "{err}");
+    assert!(err.contains("not an operator"), "{err}");
+}
+
+async fn open_session(sup: &Supervisor, ws: &std::path::Path) -> pb::OpenSessionResponse {
+    open_session_in(sup, ws, "dangerouslySkipPermissions").await
+}
+
+async fn open_session_in(
+    sup: &Supervisor,
+    ws: &std::path::Path,
+    mode: &str,
+) -> pb::OpenSessionResponse {
+    let mut c = sup.agent_client().await;
+    c.open_session(pb::OpenSessionRequest {
+        workspace: ws.display().to_string(),
+        client: "e2e".to_string(),
+        mode: mode.to_string(),
+        ..Default::default()
+    })
+    .await
+    .expect("open session")
+    .into_inner()
+}
+
+/// Waits for a line of the supervisor's stderr containing `what`, after
+/// `seen` earlier ones.
+fn wait_log(sup: &Supervisor, what: &str, seen: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sup.stderr().matches(what).count() <= seen {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what:?}:\n{}",
+            sup.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn denied_rule(r: &pb::CallToolResponse) -> Option<String> {
+    r.denied.as_ref().map(|d| d.rule.clone())
+}
+
+/// Waits for the first pending approval in `supervisorctl approvals --json`.
+fn wait_pending(sup: &Supervisor) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = sup.ctl(&["approvals", "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if let Some(a) = v.as_array().and_then(|a| a.first()) {
+            return a.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no approval appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGHUP with a new policy: ten live sessions (one mid-command, one
+/// waiting on an approval) all keep running, the approval is still
+/// decidable and its call completes, the next decision uses the new rules;
+/// then a broken config is refused with its reason and the new-old policy
+/// stays in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_policy_without_revoking_sessions() {
+    let mut sup = Supervisor::builder().env("RUST_LOG", "").start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let mut sessions = Vec::new();
+    for _ in 0..9 {
+        sessions.push(open_session(&sup, &ws).await);
+    }
+    sessions.push(open_session_in(&sup, &ws, "default").await);
+    let agent_socket = sup.agent_socket.clone();
+    let token = sessions[9].token.clone();
+    let asking = tokio::spawn(async move {
+        let mut c = tollgate_e2e::harness::agent_client(&agent_socket).await;
+        c.call_tool(authed(
+            pb::CallToolRequest {
+                call_id: "ask".to_string(),
+                tool: "write_file".to_string(),
+                arguments_json: serde_json::json!({"path": "asked.txt", "content": "x\n"})
+                    .to_string(),
+            },
+            &token,
+        ))
+        .await
+        .expect("CallTool")
+        .into_inner()
+    });
+    let approval = wait_pending(&sup);
+    let forbidden = serde_json::json!({"command": "echo forbidden-by-reload"});
+    let before = sup
+        .call_tool(&sessions[1].token, "run_bash", forbidden.clone())
+        .await;
+    assert!(before.ok, "{before:?}");
+
+    // One session mid-command across the reload.
+    let agent_socket = sup.agent_socket.clone();
+    let token = sessions[0].token.clone();
+    let long = tokio::spawn(async move {
+        let mut c = tollgate_e2e::harness::agent_client(&agent_socket).await;
+        c.call_tool(authed(
+            pb::CallToolRequest {
+                call_id: "long".to_string(),
+                tool: "run_bash".to_string(),
+                arguments_json: serde_json::json!({"command": "sleep 2; echo finished"})
+                    .to_string(),
+            },
+            &token,
+        ))
+        .await
+        .expect("CallTool")
+        .into_inner()
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    std::fs::write(
+        &sup.config_path,
+        format!("{TEST_CONFIG}\n[policy]\ndeny = [\"run_bash(echo forbidden-by-reload*)\"]\n"),
+    )
+    .unwrap();
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_log(&sup, "config reloaded", 0);
+
+    let long = long.await.unwrap();
+    assert!(long.ok && long.output.contains("finished"), "{long:?}");
+    let approved = sup.ctl(&["approve", approval["id"].as_str().unwrap()]);
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    let asked = asking.await.unwrap();
+    assert!(asked.ok, "{asked:?}");
+    assert!(ws.join("asked.txt").exists());
+    let read = sup
+        .call_tool(
+            &sessions[9].token,
+            "read_file",
+            serde_json::json!({"path": "asked.txt"}),
+        )
+        .await;
+    assert!(read.ok, "{read:?}");
+    for s in &sessions[..9] {
+        let r = sup
+            .call_tool(&s.token, "run_bash", serde_json::json!({"command": "true"}))
+            .await;
+        assert!(r.ok, "session {} after the reload: {r:?}", s.session_id);
+    }
+    let after = sup
+        .call_tool(&sessions[2].token, "run_bash", forbidden.clone())
+        .await;
+    assert!(!after.ok, "{after:?}");
+    assert!(
+        denied_rule(&after).is_some_and(|r| r.contains("forbidden-by-reload")),
+        "{after:?}"
+    );
+
+    // A broken config: refused, said in the log, the policy stays.
+    std::fs::write(&sup.config_path, "[policy]\ndeny = [\"run_bash(\"\n").unwrap();
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_log(&sup, "config reload refused", 0);
+    assert!(sup.stderr().contains("supervisor.toml"), "{}", sup.stderr());
+    let still = sup
+        .call_tool(&sessions[3].token, "run_bash", forbidden)
+        .await;
+    assert!(denied_rule(&still).is_some(), "{still:?}");
+    let status = sup.stop().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// The service manager's view (`Type=notify`): READY=1 once serving,
+/// WATCHDOG=1 while `WATCHDOG_USEC` is set, RELOADING=1 (with
+/// MONOTONIC_USEC) then READY=1 around a SIGHUP reload, STOPPING=1 on
+/// SIGTERM: read from a real NOTIFY_SOCKET.
+#[test]
+fn the_service_manager_hears_ready_watchdog_reloading_and_stopping() {
+    let notify_dir = tempfile::tempdir().unwrap();
+    let path = notify_dir.path().join("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut sup = Supervisor::builder()
+        .env("NOTIFY_SOCKET", path.to_str().unwrap())
+        .env("WATCHDOG_USEC", "200000")
+        .start();
+    let mut messages = Vec::new();
+    let next_until = |want: &str, messages: &mut Vec<String>| {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = notify
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no {want:?} after {messages:?}: {e}"));
+            let m = String::from_utf8_lossy(&buf[..n]).to_string();
+            messages.push(m.clone());
+            if m.lines().any(|l| l == want) {
+                return m;
+            }
+        }
+    };
+    next_until("READY=1", &mut messages);
+    next_until("WATCHDOG=1", &mut messages);
+    next_until("WATCHDOG=1", &mut messages);
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    let reloading = next_until("RELOADING=1", &mut messages);
+    assert!(reloading.contains("MONOTONIC_USEC="), "{reloading}");
+    let ready = next_until("READY=1", &mut messages);
+    assert!(ready.contains("config reloaded"), "{ready}");
+    // Stopping: stop() waits, so read what was sent meanwhile.
+    let status = sup.stop().unwrap();
+    assert!(status.success(), "{status}");
+    next_until("STOPPING=1", &mut messages);
+}
+
+/// `policy.d/*.toml` beside the config: merged into the policy a start (and
+/// `--check-config`) uses; a rule failing its example is named with its
+/// drop-in; a reload picks up a new drop-in.
+#[tokio::test]
+async fn policy_drop_ins_are_merged_checked_and_reloaded() {
+    let dirs = Dirs::new();
+    let d = dirs.root.path().join("policy.d");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(
+        d.join("50-bad.toml"),
+        "[policy]\nallow = [{ rule = \"run_bash(git status*)\", match = [\"git push\"] }]\n",
+    )
+    .unwrap();
+    let bad = check_config(&dirs, TEST_CONFIG);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(EX_CONFIG), "{err}");
+    assert!(err.contains("50-bad.toml"), "{err}");
+    std::fs::remove_file(d.join("50-bad.toml")).unwrap();
+    std::fs::write(
+        d.join("10-team.toml"),
+        "[policy]\ndeny = [\"run_bash(echo team-denied*)\"]\n",
+    )
+    .unwrap();
+    let mut sup = Supervisor::builder().env("RUST_LOG", "").dirs(dirs).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let s = open_session(&sup, &ws).await;
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "echo team-denied x"}),
+        )
+        .await;
+    assert!(
+        denied_rule(&r).is_some_and(|x| x.contains("team-denied")),
+        "{r:?}"
+    );
+    std::fs::write(
+        d.join("20-more.toml"),
+        "[policy]\ndeny = [\"run_bash(echo later-denied*)\"]\n",
+    )
+    .unwrap();
+    sup.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_log(&sup, "config reloaded", 0);
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "echo later-denied x"}),
+        )
+        .await;
+    assert!(
+        denied_rule(&r).is_some_and(|x| x.contains("later-denied")),
+        "{r:?}"
+    );
+    let r = sup
+        .call_tool(
+            &s.token,
+            "run_bash",
+            serde_json::json!({"command": "echo team-denied y"}),
+        )
+        .await;
+    assert!(denied_rule(&r).is_some(), "{r:?}");
+    assert!(sup.stop().unwrap().success());
+}
+
+/// `[llm] api_key_credential` reads `$CREDENTIALS_DIRECTORY/NAME` (systemd
+/// `LoadCredential=`); `api_key_file` must be the supervisor's own and
+/// private: a group-readable one stops the start with 78 and is named by
+/// `--check-config`.
+#[test]
+fn the_llm_key_comes_from_a_private_file_or_a_credential() {
+    let creds = tempfile::tempdir().unwrap();
+    let key = creds.path().join("tollgate-llm");
+    std::fs::write(&key, "sk-credential-e2e\n").unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let sup = Supervisor::builder()
+        .config(&format!(
+            "{TEST_CONFIG}api_key_credential = \"tollgate-llm\"\n"
+        ))
+        .env("CREDENTIALS_DIRECTORY", creds.path().to_str().unwrap())
+        .start();
+    drop(sup);
+
+    let dirs = Dirs::new();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let toml = format!("{TEST_CONFIG}api_key_file = \"{}\"\n", key.display());
+    let checked = check_config(&dirs, &toml);
+    let err = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(EX_CONFIG), "{err}");
+    assert!(err.contains("readable by no one else"), "{err}");
+    let path = dirs.root.path().join("bad.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let mut cmd = Command::new(bin("supervisor"));
+    tollgate_launch::configure(&mut cmd, &path, &dirs.state, &dirs.audit);
+    let out = cmd.output().expect("run supervisor");
+    assert_eq!(
+        out.status.code(),
+        Some(EX_CONFIG),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(key.to_str().unwrap()));
+}
