@@ -218,6 +218,39 @@ pub const HOST_EXEC: &[HostExecName] = &[
     entry(".zlogout", File, Confirm, SHELL_RC),
 ];
 
+/// How a sandbox attaches a workspace's git directories (`[sandbox]
+/// git_dir`, docs/INTERFACES.md). The split is opt-in: it leaves two holes
+/// the all-read-only default does not have (docs/THREAT_MODEL.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GitDirMode {
+    /// The whole git directory read-only: git can read inside, not commit.
+    #[default]
+    ReadOnly,
+    /// Only [`GIT_DIR_READ_ONLY`] read-only, the rest writable: ordinary
+    /// git works inside.
+    Split,
+}
+
+impl GitDirMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GitDirMode::ReadOnly => "read-only",
+            GitDirMode::Split => "split",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<GitDirMode, String> {
+        match s {
+            "read-only" => Ok(GitDirMode::ReadOnly),
+            "split" => Ok(GitDirMode::Split),
+            other => Err(format!(
+                "[sandbox] git_dir: unknown value {other:?} (expected \"read-only\" or \"split\")"
+            )),
+        }
+    }
+}
+
 /// What stands in for a protected path inside a git directory that does
 /// not exist when a sandbox starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,9 @@
 //! git through the routed client shell (docs/THREAT_MODEL.md, "A git
-//! directory is split, not frozen"): the real Claude Code, its Bash routed
-//! into tollgate's native sandbox, commits in a repository the session's
-//! owner made, where before every commit failed on `.git/index.lock`; and
-//! what the host's git obeys stays as it was.
+//! directory is read-only by default; split on request", here `git_dir =
+//! "split"`): the real Claude Code, its Bash routed into tollgate's
+//! native sandbox, commits in a repository the session's owner made, where
+//! under the read-only default every commit fails on `.git/index.lock`;
+//! and what the host's git obeys stays as it was.
 //!
 //! Without the clients (or root) the test says `skipped: …`, except under
 //! TOLLGATE_REQUIRE_CLIENTS=1 (CI), where it fails.
@@ -21,7 +22,9 @@ use tollgate_e2e::model_mock::{ModelMock, Turn};
 /// An unprivileged uid for the session.
 const USER: u32 = 64124;
 
-const SKIP_MODE: &str = "[session]\napproval_timeout_s = 30\n[clients]\nmode = \"dangerouslySkipPermissions\"\n[llm]\nprovider = \"script\"\n";
+/// The git directory split is opt-in (`[sandbox] git_dir`): under the
+/// default every commit inside fails on `.git/index.lock`.
+const SKIP_MODE: &str = "[session]\napproval_timeout_s = 30\n[clients]\nmode = \"dangerouslySkipPermissions\"\n[llm]\nprovider = \"script\"\n[sandbox]\ngit_dir = \"split\"\n";
 
 fn host_git(ws: &Path, args: &[&str]) -> String {
     let out = Command::new("git")

@@ -7,8 +7,8 @@
 //! is refused.
 
 use serde_json::Value;
-use tollgate_audit::{Durable, Event, Priority};
 use tollgate_audit::event as audit;
+use tollgate_audit::{Durable, Event, Priority};
 use tollgate_policy::Verdict;
 
 use crate::events::Log;

@@ -32,7 +32,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use tollgate_policy::host_exec::Absent;
+use tollgate_policy::host_exec::{Absent, GitDirMode};
 
 use crate::SandboxError;
 
@@ -190,9 +190,16 @@ impl Noted {
 
 /// Decides what to attach read-only, what to pin and what to reserve for a
 /// sandbox over `workspace` (canonical). `names`: the host-executed names;
-/// `home`: the session owner's home (their global git config, `~`).
-pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<Plan, SandboxError> {
+/// `home`: the session owner's home (their global git config, `~`);
+/// `git_dir`: a git directory all read-only, or split ([`git_dir`]).
+pub fn plan(
+    workspace: &Path,
+    names: &[String],
+    home: Option<&Path>,
+    git_dir: GitDirMode,
+) -> Result<Plan, SandboxError> {
     check_names(names)?;
+    let split = git_dir == GitDirMode::Split;
     let mut n = Noted::default();
     if !names.is_empty() {
         let found =
@@ -200,14 +207,17 @@ pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<P
         let mut git_dirs = Vec::new();
         for name in names {
             let rel = PathBuf::from(name);
-            if name.eq_ignore_ascii_case(".git") && matches!(look(workspace, &rel)?, Found::Dir) {
+            if split
+                && name.eq_ignore_ascii_case(".git")
+                && matches!(look(workspace, &rel)?, Found::Dir)
+            {
                 git_dirs.push(rel);
             } else {
                 n.note(workspace, rel, Absent::EmptyDir)?;
             }
         }
         for rel in found.git {
-            if matches!(look(workspace, &rel)?, Found::Dir) {
+            if split && matches!(look(workspace, &rel)?, Found::Dir) {
                 git_dirs.push(rel);
             } else {
                 n.note(workspace, rel, Absent::EmptyDir)?;
@@ -325,6 +335,9 @@ pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<git::GitPaths
 mod tests {
     use super::*;
 
+    const RO: GitDirMode = GitDirMode::ReadOnly;
+    const SPLIT: GitDirMode = GitDirMode::Split;
+
     fn names() -> Vec<String> {
         [".git", ".envrc", ".vscode", "HEAD"]
             .iter()
@@ -352,7 +365,7 @@ mod tests {
         let ws = d.path().canonicalize().unwrap();
         std::fs::create_dir(ws.join(".vscode")).unwrap();
         std::fs::write(ws.join(".envrc"), "x").unwrap();
-        let p = plan(&ws, &names(), None).unwrap();
+        let p = plan(&ws, &names(), None, RO).unwrap();
         assert_eq!(
             binds(&p),
             vec![
@@ -364,7 +377,7 @@ mod tests {
         );
         assert_eq!(reserved(&p), [".git", "HEAD"]);
         // No names: nothing at all (a backend test that wants none).
-        assert_eq!(plan(&ws, &[], None).unwrap(), Plan::default());
+        assert_eq!(plan(&ws, &[], None, RO).unwrap(), Plan::default());
     }
 
     #[test]
@@ -372,11 +385,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let ws = d.path().canonicalize().unwrap();
         std::os::unix::fs::symlink("/etc", ws.join(".vscode")).unwrap();
-        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        let e = plan(&ws, &names(), None, RO).unwrap_err().to_string();
         assert!(e.contains(".vscode is a symlink"), "{e}");
         std::fs::remove_file(ws.join(".vscode")).unwrap();
         for bad in ["a/b", "..", ".", ""] {
-            let e = plan(&ws, &[bad.to_string()], None).unwrap_err().to_string();
+            let e = plan(&ws, &[bad.to_string()], None, RO)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("not a single file name"), "{bad}: {e}");
         }
     }
@@ -392,7 +407,33 @@ mod tests {
             "[core]\n\thooksPath = tools/git/hooks\n[include]\n\tpath = ../shared.inc\n",
         )
         .unwrap();
-        let p = plan(&ws, &names(), None).unwrap();
+        let p = plan(&ws, &names(), None, RO).unwrap();
+        assert_eq!(
+            binds(&p),
+            vec![
+                (".envrc".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::ReadOnly),
+                (".vscode".into(), BindHow::ReadOnly),
+                ("HEAD".into(), BindHow::ReadOnly),
+                ("shared.inc".into(), BindHow::ReadOnly),
+                ("tools".into(), BindHow::Pin),
+                ("tools/git".into(), BindHow::Pin),
+                ("tools/git/hooks".into(), BindHow::ReadOnly),
+            ]
+        );
+        assert_eq!(
+            reserved(&p),
+            [
+                ".envrc",
+                ".vscode",
+                "HEAD",
+                "shared.inc",
+                "tools/git",
+                "tools/git/hooks"
+            ]
+        );
+        // Split: the git directory pinned, what git obeys in it read-only.
+        let p = plan(&ws, &names(), None, SPLIT).unwrap();
         assert_eq!(
             binds(&p),
             vec![
@@ -435,7 +476,19 @@ mod tests {
         std::fs::create_dir_all(&gd).unwrap();
         std::fs::write(gd.join("commondir"), "../..\n").unwrap();
         std::fs::write(ws.join(".git"), format!("gitdir: {}\n", gd.display())).unwrap();
-        let p = plan(&ws, &names(), None).unwrap();
+        let p = plan(&ws, &names(), None, RO).unwrap();
+        assert_eq!(
+            binds(&p),
+            vec![
+                (".envrc".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::ReadOnly),
+                (".vscode".into(), BindHow::ReadOnly),
+                ("HEAD".into(), BindHow::ReadOnly),
+                ("repo".into(), BindHow::Pin),
+                ("repo/.bare".into(), BindHow::ReadOnly),
+            ]
+        );
+        let p = plan(&ws, &names(), None, SPLIT).unwrap();
         assert_eq!(
             binds(&p),
             vec![
@@ -465,7 +518,7 @@ mod tests {
         // A gitfile pointing through a symlink inside the workspace: refused.
         std::os::unix::fs::symlink("repo", ws.join("link")).unwrap();
         std::fs::write(ws.join(".git"), "gitdir: link/.bare/worktrees/wt\n").unwrap();
-        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        let e = plan(&ws, &names(), None, RO).unwrap_err().to_string();
         assert!(e.contains("link is a symlink inside the workspace"), "{e}");
     }
 
@@ -476,7 +529,7 @@ mod tests {
         std::fs::create_dir(ws.join("objects")).unwrap();
         std::fs::create_dir(ws.join("refs")).unwrap();
         std::fs::write(ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        let e = plan(&ws, &names(), None, RO).unwrap_err().to_string();
         assert!(e.contains("is itself a git directory"), "{e}");
     }
 
@@ -495,7 +548,11 @@ mod tests {
         let ws = d.path().canonicalize().unwrap();
         git_dir_at(&ws.join(".git"));
         git_dir_at(&ws.join(".git/modules/lib/inner"));
-        let p = plan(&ws, &[".git".to_string()], None).unwrap();
+        // The default: the whole git directory read-only, nothing inside bound.
+        let p = plan(&ws, &[".git".to_string()], None, RO).unwrap();
+        assert_eq!(binds(&p), vec![(".git".into(), BindHow::ReadOnly)]);
+        assert!(p.reserve.is_empty());
+        let p = plan(&ws, &[".git".to_string()], None, SPLIT).unwrap();
         let b = binds(&p);
         for (rel, how) in [
             (".git", BindHow::Pin),
@@ -539,7 +596,7 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         // A `.git` that is a symlink.
         std::os::unix::fs::symlink(elsewhere.path(), ws.join(".git")).unwrap();
-        let e = plan(&ws, &[".git".to_string()], None)
+        let e = plan(&ws, &[".git".to_string()], None, SPLIT)
             .unwrap_err()
             .to_string();
         assert!(
@@ -551,7 +608,7 @@ mod tests {
         git_dir_at(&ws.join(".git"));
         std::fs::remove_dir(ws.join(".git/hooks")).unwrap();
         std::os::unix::fs::symlink("../tools", ws.join(".git/hooks")).unwrap();
-        let e = plan(&ws, &[".git".to_string()], None)
+        let e = plan(&ws, &[".git".to_string()], None, SPLIT)
             .unwrap_err()
             .to_string();
         assert!(e.contains(".git/hooks is a symlink"), "{e}");
@@ -565,8 +622,14 @@ mod tests {
         let gd = outside.path().canonicalize().unwrap().join("repo.git");
         git_dir_at(&gd);
         std::fs::write(ws.join(".git"), format!("gitdir: {}\n", gd.display())).unwrap();
-        let p = plan(&ws, &[".git".to_string()], None).unwrap();
-        assert_eq!(binds(&p), vec![(".git".into(), BindHow::ReadOnly)]);
-        assert!(p.reserve.is_empty());
+        for mode in [RO, SPLIT] {
+            let p = plan(&ws, &[".git".to_string()], None, mode).unwrap();
+            assert_eq!(
+                binds(&p),
+                vec![(".git".into(), BindHow::ReadOnly)],
+                "{mode:?}"
+            );
+            assert!(p.reserve.is_empty(), "{mode:?}");
+        }
     }
 }

@@ -1,6 +1,7 @@
-//! git inside the sandbox (docs/THREAT_MODEL.md, "A git directory is
-//! split, not frozen"): ordinary git work succeeds on both backends, for a
-//! root session and an ordinary one, while what the host's git obeys stays
+//! git inside the sandbox with `[sandbox] git_dir = "split"`
+//! (docs/THREAT_MODEL.md, "A git directory is read-only by default; split
+//! on request"): ordinary git work succeeds on both backends, for a root
+//! session and an ordinary one, while what the host's git obeys stays
 //! read-only; after every vector planted from inside, the owner's real git
 //! on the host (`status`, `log -p`, `diff`, `commit`, `fetch` from a local
 //! remote) runs nothing.
@@ -13,8 +14,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use common::{NOBODY, sh, spec, workspace};
-use tollgate_sandbox::Backend;
+use common::{NOBODY, sh, workspace};
+use tollgate_policy::host_exec::GitDirMode;
+use tollgate_sandbox::{Backend, SandboxSpec};
+
+/// Every test here runs with the git directory split (`[sandbox] git_dir =
+/// "split"`; the default keeps all of it read-only, where git cannot commit).
+fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
+    SandboxSpec {
+        git_dir: GitDirMode::Split,
+        ..common::spec(prefix, ws, uid, gid)
+    }
+}
 
 const UIDS: [u32; 2] = [NOBODY, 0];
 
