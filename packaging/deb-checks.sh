@@ -26,9 +26,15 @@ expect() {
     [ "$got" = "$1 $2 $3" ] || fail "$4 is '$got', expected '$1 $2 $3'"
 }
 
+# Scratch files: a fresh mktemp directory, never a fixed name in /tmp that
+# another user could plant (docs/THREAT_MODEL.md, "Names in world-writable
+# directories").
+scratch="$(mktemp -d /tmp/deb-checks.XXXXXX)" || fail "mktemp -d failed"
+trap 'rm -rf "$scratch"' EXIT
+
 first="$(ls /debs/first/*.deb)"
 second="$(ls /debs/second/*.deb)"
-snapshot >/tmp/before
+snapshot >"$scratch/before"
 
 say "install $(basename "$first")"
 dpkg -i "$first"
@@ -36,6 +42,8 @@ getent group tollgate >/dev/null || fail "no tollgate group after install"
 for b in supervisor supervisorctl agent tollgate-exec-agent; do
     expect 755 root root "/usr/bin/$b"
 done
+# The bench is a developer's tool (docs/PERFORMANCE.md): not in the package.
+if dpkg -L tollgate | grep -q 'tollgate-bench'; then fail "the package ships the bench: $(dpkg -L tollgate | grep tollgate-bench)"; fi
 for u in tollgate.service tollgate.socket tollgate-operator.socket; do
     expect 644 root root "/lib/systemd/system/$u"
 done
@@ -60,19 +68,19 @@ grep -q -- '--socket' /usr/share/bash-completion/completions/supervisorctl ||
     fail "bash completion lacks --socket"
 
 say "run the packaged supervisor to its ready line"
-supervisor --config /etc/tollgate/supervisor.toml 2>/tmp/supervisor.log &
+supervisor --config /etc/tollgate/supervisor.toml 2>"$scratch/supervisor.log" &
 pid=$!
 i=0
-until grep -q '^supervisor: ready ' /tmp/supervisor.log; do
+until grep -q '^supervisor: ready ' "$scratch/supervisor.log"; do
     i=$((i + 1))
     if [ "$i" -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; then
-        cat /tmp/supervisor.log >&2
+        cat "$scratch/supervisor.log" >&2
         fail "no ready line"
     fi
     sleep 0.1
 done
-grep '^supervisor: ready ' /tmp/supervisor.log
-grep -q '^supervisor: ready agent=/run/tollgate/agent.sock operator=/run/tollgate/operator.sock sandbox=native$' /tmp/supervisor.log ||
+grep '^supervisor: ready ' "$scratch/supervisor.log"
+grep -q '^supervisor: ready agent=/run/tollgate/agent.sock operator=/run/tollgate/operator.sock sandbox=native$' "$scratch/supervisor.log" ||
     fail "unexpected ready line"
 expect 666 root root /run/tollgate/agent.sock
 expect 660 root tollgate /run/tollgate/operator.sock
@@ -96,8 +104,8 @@ say "purge"
 dpkg --purge tollgate
 getent group tollgate >/dev/null && fail "the tollgate group is left after purge"
 [ ! -e /run/tollgate ] || fail "/run/tollgate is left after purge"
-snapshot >/tmp/after
-if ! diff /tmp/before /tmp/after; then
+snapshot >"$scratch/after"
+if ! diff "$scratch/before" "$scratch/after"; then
     fail "install, upgrade and purge left the files above (> added, < removed)"
 fi
 say "ok: install, files, modes, group, conffile, ready line, upgrade, purge"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CI for the packaging (issue 25), as root on the host:
+# CI for the packaging (docs/OPERATIONS.md, "Running under systemd"), as
+# root on the host:
 #   1. systemd-analyze verify on the three units (ExecStart pointed at the
 #      freshly built binary, since nothing is installed on the host; man
 #      pages found in the generated ones);

@@ -1,16 +1,20 @@
 import json,os,re
-names=[l.split()[1][5:] for l in open('/usr/include/x86_64-linux-gnu/asm/unistd_64.h') if l.startswith('#define __NR_')]
-# newer than the 6.1 headers, harmless; unknown names are skipped by runc
-names+=['cachestat','fchmodat2','map_shadow_stack','futex_wake','futex_wait','futex_requeue','mseal']
-deny={
- 'admin':'acct adjtimex clock_adjtime clock_settime settimeofday reboot swapon swapoff sethostname setdomainname syslog vhangup quotactl quotactl_fd nfsservctl sysfs _sysctl ustat uselib iopl ioperm modify_ldt lookup_dcookie',
- 'modules':'create_module init_module finit_module delete_module get_kernel_syms query_module kexec_load kexec_file_load',
- 'mounts':'mount umount2 pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick mount_setattr',
- 'namespaces':'unshare setns',
- 'process-inspection':'ptrace process_vm_readv process_vm_writev kcmp pidfd_getfd process_madvise process_mrelease',
- 'kernel-attack-surface':'bpf perf_event_open userfaultfd io_uring_setup io_uring_enter io_uring_register keyctl add_key request_key fanotify_init fanotify_mark name_to_handle_at open_by_handle_at memfd_secret migrate_pages move_pages',
- 'obsolete':'afs_syscall tuxcall security getpmsg putpmsg vserver epoll_ctl_old epoll_wait_old',
-}
+HERE=os.path.dirname(os.path.abspath(__file__))
+# The one table both backends are built from (supervisor/sandbox/src/seccomp_table.rs):
+# ALLOWED passes with any arguments, DENIED is refused (grouped by its reason),
+# CONDITIONAL and MODE below get argument checks. A unit test
+# (the_docker_profile_is_built_from_the_one_table) fails when this profile and
+# that table drift; unknown names to an older libseccomp are skipped by runc.
+TABLE=open(os.path.join(HERE,'..','supervisor','sandbox','src','seccomp_table.rs')).read()
+def entries(const):
+    body=TABLE[TABLE.index('pub(crate) const %s'%const):]
+    body=body[:body.index('\n];')]
+    return re.findall(r'\(\s*"(\w+)",\s*(\d+),?\s*(?:"([^"]*)",?\s*)?\)',body)
+allowed=[n for n,_,_ in entries('ALLOWED')]
+deny={}
+for n,_,why in entries('DENIED'):
+    if n in ('clone3','openat2'): continue  # ENOSYS, below
+    deny.setdefault(why,[]).append(n)
 # Calls that carry a file mode (supervisor/sandbox/src/setid.rs holds the same
 # list, and a unit test holds this profile to it): (name, mode argument, how
 # the mode is used). 'always': refused with S_ISUID/S_ISGID in the mode;
@@ -22,11 +26,7 @@ MODE=[('open',2,('creating',1)),('mkdir',1,'always'),('creat',1,'always'),('chmo
 S_ISUID_ISGID=0o6000
 O_CREAT_TMPFILE=0o100|0o20000000
 S_IFMT=0o170000
-conditional={'clone','clone3','socket','socketpair','personality','ioctl','openat2'}|{m[0] for m in MODE}
-denied={n for v in deny.values() for n in v.split()}
-unknown=denied-set(names)
-assert not unknown, unknown
-allow=sorted(n for n in names if n not in denied and n not in conditional)
+allow=sorted(allowed)
 prof={
  "comment":"tollgate docker sandbox seccomp profile: an allowlist (default EPERM) for x86_64 and aarch64 only (i386 and x32 syscalls fail the architecture check); see sandbox-image/README.md",
  "defaultAction":"SCMP_ACT_ERRNO",
@@ -38,7 +38,8 @@ S.append({"comment":"ordinary process, file, socket and time syscalls","names":a
 S.append({"comment":"clone without namespace flags (CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET)","names":["clone"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":0x7E020000,"valueTwo":0,"op":"SCMP_CMP_MASKED_EQ"}]})
 S.append({"comment":"clone3 passes its flags in memory seccomp cannot read: ENOSYS makes libc fall back to clone","names":["clone3"],"action":"SCMP_ACT_ERRNO","errnoRet":38})
 for fam,nm in [(1,'AF_UNIX'),(2,'AF_INET'),(10,'AF_INET6')]:
-    S.append({"comment":"socket(%s); netlink, packet, vsock and the rest are refused"%nm,"names":["socket"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":fam,"op":"SCMP_CMP_EQ"}]})
+    S.append({"comment":"socket(%s); packet, vsock and the rest are refused"%nm,"names":["socket"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":fam,"op":"SCMP_CMP_EQ"}]})
+S.append({"comment":"socket(AF_NETLINK, *, NETLINK_ROUTE) only: in the container's own network namespace it lists lo and, without CAP_NET_ADMIN, changes nothing (glibc's getifaddrs and if_nameindex need it)","names":["socket"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":16,"op":"SCMP_CMP_EQ"},{"index":2,"value":0,"op":"SCMP_CMP_EQ"}]})
 S.append({"comment":"socketpair(AF_UNIX)","names":["socketpair"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":1,"op":"SCMP_CMP_EQ"}]})
 for p in [0,8,0x20000,0x20008,0xffffffff]:
     S.append({"comment":"personality: PER_LINUX, UNAME26, ADDR_NO_RANDOMIZE and the query only","names":["personality"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":p,"op":"SCMP_CMP_EQ"}]})
@@ -76,7 +77,7 @@ for name,arg,use in MODE:
     S.append({"comment":"%s with a mode without S_ISUID/S_ISGID"%name,"names":[name],"action":"SCMP_ACT_ALLOW","args":[masked(arg,S_ISUID_ISGID,0)]})
 S.append({"comment":"openat2 passes its mode in memory seccomp cannot read: ENOSYS makes callers fall back to openat","names":["openat2"],"action":"SCMP_ACT_ERRNO","errnoRet":38})
 for k,v in deny.items():
-    S.append({"comment":"refused: "+k,"names":sorted(v.split()),"action":"SCMP_ACT_ERRNO","errnoRet":1})
+    S.append({"comment":"refused: "+k,"names":sorted(v),"action":"SCMP_ACT_ERRNO","errnoRet":1})
 out=json.dumps(prof,indent=1)
 # keep long name lists on few lines
 out=re.sub(r'\[\n\s+("[^\]]*?)\n\s*\]', lambda m: '['+' '.join(x.strip() for x in m.group(1).split('\n'))+']', out)

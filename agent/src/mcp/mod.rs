@@ -1,4 +1,4 @@
-//! `agent mcp`: tollgate's tools as a stdio MCP server (issue 23).
+//! `agent mcp`: tollgate's tools as a stdio MCP server (docs/MCP.md).
 //!
 //! It opens one session with the supervisor (the workspace is the working
 //! directory or `--workspace`; `--mode` and `--tools` as for `agent`), offers

@@ -61,7 +61,7 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
             ..by_class
         },
         // A GET through the SSRF guard: it changes nothing here, and it is
-        // not read-only either (the rule: it reaches out).
+        // not read-only either (docs/MCP.md's hint table: it reaches out).
         Some(ToolName::Webfetch) => Hints {
             destructive: false,
             ..by_class

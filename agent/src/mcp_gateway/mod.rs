@@ -1,5 +1,5 @@
 //! `agent mcp-gateway --name NAME [--allow-net HOST…] -- COMMAND ARGS…`
-//! (issue 23): a third-party stdio MCP server, run by the supervisor in this
+//! (docs/MCP.md): a third-party stdio MCP server, run by the supervisor in this
 //! session's sandbox, with every message between it and the MCP client
 //! passing through the supervisor, which decides each `tools/call` by
 //! `mcp(NAME.TOOL)` rules, removes denied tools from `tools/list`, caps and

@@ -1,6 +1,6 @@
 //! Redacts 1 MiB of `tollgate_audit::bench_input` text K times: a fixed
 //! workload for instruction counts, which a loaded machine does not move
-//! (docs/PERFORMANCE.md, issue 19):
+//! (docs/PERFORMANCE.md):
 //!
 //! ```text
 //! cargo build --release -p tollgate-audit --example redact_mib

@@ -1,6 +1,6 @@
 //! The baseline under ListTools: the same reply from a bare tonic server.
 //!
-//! `supervisorctl __grpc-floor SOCKET` (started by `bench`, not for people)
+//! `tollgate-bench __grpc-floor SOCKET` (started by `bench`, not for people)
 //! serves AgentService on SOCKET with tonic's defaults and nothing else: no
 //! token check, no session, no layers, no audit. Its ListTools returns the
 //! supervisor's own reply (every tool's spec, the same bytes), and every
@@ -30,7 +30,7 @@ const READY: &str = "grpc-floor: ready";
 /// `supervisorctl __grpc-floor SOCKET`: serves until killed.
 pub fn main(args: &[std::ffi::OsString]) -> ExitCode {
     let [socket] = args else {
-        eprintln!("usage: supervisorctl {SUBCOMMAND} SOCKET");
+        eprintln!("usage: tollgate-bench {SUBCOMMAND} SOCKET");
         return ExitCode::from(2);
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -159,7 +159,7 @@ impl FloorProc {
     pub fn start(dir: &Path) -> anyhow::Result<FloorProc> {
         use std::io::{BufRead as _, BufReader};
 
-        let exe = std::env::current_exe().context("cannot find supervisorctl's own executable")?;
+        let exe = std::env::current_exe().context("cannot find the bench's own executable")?;
         let socket = dir.join("floor.sock");
         let mut child = Command::new(&exe)
             .arg(SUBCOMMAND)

@@ -13,42 +13,36 @@ use anyhow::{Context as _, anyhow, bail};
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::agent_service_client::AgentServiceClient;
 use tollgate_proto::v1::operator_service_client::OperatorServiceClient;
+use tollgate_sandbox::private_dir::PrivateDir;
 use tonic::transport::{Channel, Endpoint};
 
-/// A directory removed (with everything in it) when dropped.
+/// A directory removed (with everything in it) when dropped; made by
+/// `mkdtemp` and changed only through descriptors, as the bench may run as
+/// root in a world-writable `$TMPDIR` (docs/THREAT_MODEL.md, "Names in
+/// world-writable directories").
 pub struct TempRoot {
+    dir: Option<PrivateDir>,
     path: PathBuf,
     keep: bool,
 }
 
 impl TempRoot {
-    /// `<parent>/tollgate-bench-<pid>-<n>`, mode 0755 (sandboxes traverse it
+    /// `<parent>/tollgate-bench-XXXXXX`, mode 0755 (sandboxes traverse it
     /// to reach their workspace).
     pub fn new(parent: &Path) -> anyhow::Result<TempRoot> {
-        let pid = std::process::id();
-        for n in 0..100u32 {
-            let path = parent.join(format!("tollgate-bench-{pid}-{n}"));
-            match std::fs::create_dir(&path) {
-                Ok(()) => {
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                        .with_context(|| format!("cannot chmod {}", path.display()))?;
-                    let path = std::fs::canonicalize(&path)
-                        .with_context(|| format!("cannot resolve {}", path.display()))?;
-                    return Ok(TempRoot { path, keep: false });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(anyhow!(
-                        "cannot create a temporary directory in {}: {e}, hint: pass --dir DIR",
-                        parent.display()
-                    ));
-                }
-            }
-        }
-        bail!(
-            "cannot create a temporary directory in {}: 100 names taken",
-            parent.display()
-        )
+        let dir = PrivateDir::new(parent, "tollgate-bench-", 0o755).map_err(|e| {
+            anyhow!(
+                "cannot create a temporary directory in {}: {e}, hint: pass --dir DIR",
+                parent.display()
+            )
+        })?;
+        let path = std::fs::canonicalize(dir.path())
+            .with_context(|| format!("cannot resolve {}", dir.path().display()))?;
+        Ok(TempRoot {
+            dir: Some(dir),
+            path,
+            keep: false,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -60,27 +54,24 @@ impl TempRoot {
         self.keep = true;
     }
 
-    /// A fresh subdirectory (0755).
+    /// A fresh subdirectory (0755); a name that exists is an error.
     pub fn subdir(&self, name: &str) -> anyhow::Result<PathBuf> {
-        let p = self.path.join(name);
-        std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()))?;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
-            .with_context(|| format!("cannot chmod {}", p.display()))?;
-        Ok(p)
+        let dir = self.dir.as_ref().context("the bench directory is gone")?;
+        dir.mkdir(name, 0o755)
+            .map_err(|e| anyhow!("cannot create {name} in {}: {e}", self.path.display()))?;
+        Ok(self.path.join(name))
     }
 }
 
 impl Drop for TempRoot {
     fn drop(&mut self) {
+        let Some(dir) = self.dir.take() else { return };
         if self.keep {
-            eprintln!("supervisorctl: bench: kept {}", self.path.display());
+            eprintln!("supervisorctl: bench: kept {}", dir.keep().display());
             return;
         }
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            eprintln!(
-                "supervisorctl: bench: cannot remove {}: {e}",
-                self.path.display()
-            );
+        if let Err(e) = dir.close() {
+            eprintln!("supervisorctl: bench: {e}");
         }
     }
 }
@@ -490,4 +481,34 @@ pub fn run_quiet(cmd: &mut Command) -> anyhow::Result<()> {
         bail!("{:?} failed ({status})", cmd.get_program());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt as _;
+
+    /// As root the bench makes its root in a world-writable `$TMPDIR`: a
+    /// fresh mkdtemp name, mode set through its descriptor, subdirectories
+    /// never reused, everything removed (docs/THREAT_MODEL.md, "Names in
+    /// world-writable directories").
+    #[test]
+    fn bench_temp_root_is_fresh_and_never_reuses_a_name() {
+        let parent = std::env::temp_dir();
+        let planted = parent.join(format!("tollgate-bench-{}-0", std::process::id()));
+        std::fs::create_dir(&planted).unwrap();
+        let root = TempRoot::new(&parent).unwrap();
+        assert_ne!(root.path(), std::fs::canonicalize(&planted).unwrap());
+        let m = std::fs::symlink_metadata(root.path()).unwrap();
+        assert!(m.is_dir());
+        assert_eq!(m.mode() & 0o7777, 0o755);
+        assert_eq!(m.uid(), nix::unistd::geteuid().as_raw());
+        let ws = root.subdir("ws").unwrap();
+        assert!(ws.is_dir());
+        assert!(root.subdir("ws").is_err(), "an existing name was reused");
+        let path = root.path().to_path_buf();
+        drop(root);
+        assert!(!path.exists());
+        std::fs::remove_dir(&planted).unwrap();
+    }
 }

@@ -1,11 +1,12 @@
 //! tollgate-bench: `supervisorctl bench`, every figure of the performance
 //! page (docs/PERFORMANCE.md), beside the tools people would otherwise use,
-//! in one run (issue 9). A library that `supervisorctl` calls for its
-//! `bench` subcommand (and for the floor server's `__grpc-floor`); it
-//! measures, and prints through the [`Printer`] supervisorctl hands it. It
-//! links neither the daemon nor anything the daemon alone needs.
+//! in one run. The `tollgate-bench` binary (src/main.rs), which
+//! `supervisorctl bench` runs, calls it (and serves the floor server's
+//! `__grpc-floor`); it measures, and prints through the [`Printer`] the
+//! binary hands it. It links neither the daemon nor anything the daemon
+//! alone needs, and supervisorctl does not link it (docs/INTERFACES.md).
 //!
-//! It starts its own supervisors (the `supervisor` binary next to this one)
+//! It starts its own supervisors (the `supervisor` binary next to tollgate-bench)
 //! on a temporary directory with a config it writes (script provider, native
 //! sandbox, `dangerouslySkipPermissions` allowed, audit `sync = "always"`),
 //! measures each group with a warm-up and `--samples` samples, prints one
@@ -49,7 +50,7 @@ use stats::{Row, Status, Unit, fmt_value};
 
 pub use floor::{SUBCOMMAND as FLOOR_SUBCOMMAND, main as floor_main};
 
-/// How supervisorctl prints: its stdout (a closed pipe exits quietly) and
+/// How the report is printed: its stdout (a closed pipe exits quietly) and
 /// its table layout, so the report looks like every other table it prints.
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
@@ -156,15 +157,15 @@ pub async fn run(args: Args, out: Printer) -> anyhow::Result<u8> {
             args.samples
         );
     }
-    let own = std::env::current_exe().context("cannot find supervisorctl's own executable")?;
+    let own = std::env::current_exe().context("cannot find the bench's own executable")?;
     let bin_dir = own
         .parent()
-        .ok_or_else(|| anyhow!("supervisorctl's executable has no directory"))?
+        .ok_or_else(|| anyhow!("the bench's executable has no directory"))?
         .to_path_buf();
     let supervisor_exe = bin_dir.join("supervisor");
     if !supervisor_exe.is_file() {
         bail!(
-            "no supervisor binary at {}, hint: build it next to supervisorctl (cargo build --release)",
+            "no supervisor binary at {}, hint: build it next to tollgate-bench (cargo build --release)",
             supervisor_exe.display()
         );
     }

@@ -173,7 +173,8 @@ pub struct SandboxSection {
     pub tmp_mb: u64,
     /// Largest file a sandboxed command may write (RLIMIT_FSIZE).
     pub fsize_mb: u64,
-    /// Docker engine socket.
+    /// Docker engine socket; empty (the default): found as the docker CLI
+    /// finds it (`DOCKER_HOST`, the Docker context, /var/run/docker.sock).
     pub docker_socket: PathBuf,
     /// Free space (MiB) a workspace's filesystem must keep: below it the
     /// session's running commands are stopped and new commands and file
@@ -208,7 +209,7 @@ impl Default for SandboxSection {
             max_run_timeout_s: 600,
             tmp_mb: 256,
             fsize_mb: 1024,
-            docker_socket: PathBuf::from("/var/run/docker.sock"),
+            docker_socket: PathBuf::new(),
             min_free_mb: 256,
             docker_exec_agent: PathBuf::new(),
             git_dir: GitDirMode::ReadOnly,

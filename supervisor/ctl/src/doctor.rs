@@ -105,7 +105,11 @@ async fn docker_checks(status: Option<&pb::StatusResponse>, config: &Config) -> 
     );
     dcfg.socket = match status.filter(|s| !s.docker_socket.is_empty()) {
         Some(s) => PathBuf::from(&s.docker_socket),
-        None => config.sandbox.docker_socket.clone(),
+        None if !config.sandbox.docker_socket.as_os_str().is_empty() => {
+            config.sandbox.docker_socket.clone()
+        }
+        // Unset: found as the docker CLI finds it, as the supervisor does.
+        None => dcfg.socket.clone(),
     };
     if !config.sandbox.image.is_empty() {
         dcfg.image = config.sandbox.image.clone();

@@ -12,6 +12,7 @@ mod out;
 
 mod approvals;
 mod audit;
+mod bench;
 mod client;
 mod doctor;
 mod policy;
@@ -117,7 +118,16 @@ enum Cmd {
     Doctor,
     /// Measure every figure of docs/PERFORMANCE.md against its baselines
     /// (starts its own supervisors on a temporary directory; run as root).
-    Bench(tollgate_bench::Args),
+    /// Runs tollgate-bench, beside supervisorctl or on PATH, with these
+    /// arguments: `supervisorctl bench --help` lists its flags.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// tollgate-bench's flags: --json, --samples N, --quick,
+        /// --container-samples N, --dir DIR, --image IMAGE, --no-docker,
+        /// --audit-sync always|batch, --keep.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -190,11 +200,9 @@ enum PolicyCmd {
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == tollgate_bench::FLOOR_SUBCOMMAND)
-    {
-        return tollgate_bench::floor_main(&args[2..]);
+    if args.get(1).is_some_and(|a| a == bench::FLOOR_SUBCOMMAND) {
+        eprintln!("supervisorctl: {:#}", bench::exec(&args[1..]));
+        return ExitCode::from(1);
     }
     if let Some(code) = tollgate_clidocs::main_if_asked(Cli::command, "8") {
         return code;
@@ -314,7 +322,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             file,
         }),
         Cmd::Doctor => doctor::run(&socket).await,
-        Cmd::Bench(args) => tollgate_bench::run(args, table::BENCH_PRINTER).await,
+        Cmd::Bench { args } => Err(bench::exec(&args)),
     }
 }
 

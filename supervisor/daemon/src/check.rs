@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use tollgate_config::{Config, ProviderChoice};
+use tollgate_config::{BackendChoice, Config, ProviderChoice};
 use tollgate_policy::Engine;
 
 use crate::server::Options;
@@ -40,7 +40,29 @@ pub fn load_config(opts: &Options) -> anyhow::Result<Config> {
     if let Some(b) = opts.sandbox {
         config.sandbox.backend = b;
     }
+    discover_docker_socket(&mut config)?;
     Ok(config)
+}
+
+/// `[sandbox] docker_socket` unset: found as the docker CLI finds it
+/// (DOCKER_HOST, the current context, the default socket). With the Docker
+/// backend a failed lookup is a config fault; otherwise the default stands.
+fn discover_docker_socket(config: &mut Config) -> anyhow::Result<()> {
+    use tollgate_sandbox::docker::discover;
+    if !config.sandbox.docker_socket.as_os_str().is_empty() {
+        return Ok(());
+    }
+    config.sandbox.docker_socket =
+        match discover::engine_socket(&discover::DockerEnv::from_process()) {
+            Ok(p) => p,
+            Err(e) if config.sandbox.backend == BackendChoice::Docker => {
+                return Err(ConfigFault::wrap(anyhow::anyhow!(
+                    "[sandbox] docker_socket is not set and {e}"
+                )));
+            }
+            Err(_) => std::path::PathBuf::from(tollgate_sandbox::docker::DEFAULT_SOCKET),
+        };
+    Ok(())
 }
 
 /// The policy engine of `config` (a bad rule, or one failing its own

@@ -1,4 +1,5 @@
-//! The supervisor's own host addresses (issue 19), kept fresh.
+//! The supervisor's own host addresses (docs/THREAT_MODEL.md, "The walls, by
+//! layer"), kept fresh.
 //!
 //! [`read_host_addrs`] (tollgate-policy's `host` feature) lists every
 //! address of every interface of the supervisor's network namespace.

@@ -2,7 +2,7 @@
 //! by layer", 8). The host
 //! environment scan and the system prompt audit live in `tollgate_audit::secrets`.
 
-/// The only variables a sandbox sees (docs/THREAT_MODEL.md; issue 7).
+/// The only variables a sandbox sees (docs/THREAT_MODEL.md).
 pub const SANDBOX_ENV_ALLOWLIST: &[&str] = &[
     "PATH",
     "HOME",

@@ -70,7 +70,8 @@ pub struct Supervisor {
     pub disk: DiskGuard,
     /// Calls and sessions refused because the audit log could not be written.
     pub refusals: Refusals,
-    /// The host's own addresses, kept fresh (issue 19): no webfetch reaches them.
+    /// The host's own addresses, kept fresh (docs/THREAT_MODEL.md, "The walls,
+    /// by layer"): no webfetch reaches them.
     pub host_addrs: Arc<HostAddrWatch>,
     /// Client sessions (`agent hook`) and their routed commands.
     pub hooks: crate::hooks::Hooks,

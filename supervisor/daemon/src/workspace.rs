@@ -21,7 +21,8 @@ const SYSTEM_DIRS: &[&str] = &[
 ];
 
 /// The paths this workspace's own git configuration makes host-executed,
-/// for the policy's write checks (issue 19): git directories not named
+/// for the policy's write checks (docs/THREAT_MODEL.md, "What the host runs
+/// by itself"): git directories not named
 /// `.git`, config files git includes, `core.hooksPath`. Read on the host,
 /// once per session; a layout that cannot be guarded (a symlink on a path
 /// git follows, a workspace that is itself a git directory) is the reason.
@@ -234,7 +235,8 @@ mod tests {
         );
     }
 
-    /// Issue 21: every entry of tollgate-policy's one table, for a user's
+    /// Every entry of tollgate-policy's one table (docs/THREAT_MODEL.md,
+    /// "Credential paths"), for a user's
     /// home: a workspace at or inside it, or holding it, is refused, and
     /// so is one whose own path names it in a home nobody has (moved here
     /// from the Docker backend, which no longer keeps a list).

@@ -40,7 +40,7 @@ fn usage_errors_exit_2() {
     );
 }
 
-/// `--sandbox` is parsed by clap (issue 21): the error names the choices.
+/// `--sandbox` is parsed by clap: the error names the choices.
 #[test]
 fn an_unknown_sandbox_names_the_choices() {
     let out = supervisor().args(["--sandbox", "vm"]).output().unwrap();

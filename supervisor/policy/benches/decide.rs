@@ -1,8 +1,8 @@
-//! Decision latency (issue 3, "Performance"): a typical run_bash decision
+//! Decision latency (docs/PERFORMANCE.md): a typical run_bash decision
 //! (target ≤ 20 µs), a read_file decision (≤ 3 µs), a 4 KiB script of
-//! pipelines (≤ 500 µs), and loading the default policy (≤ 5 ms). Issue 19
-//! adds webfetch decisions (a literal address, and a name answered from
-//! memory): no decision path may get more than 5 % slower.
+//! pipelines (≤ 500 µs), and loading the default policy (≤ 5 ms). Also
+//! webfetch decisions (a literal address, and a name answered from
+//! memory); adding them may make no decision path more than 5 % slower.
 //!
 //! The engine's own cost is measured with in-memory filesystem facts; the
 //! `real fs` variants add the lstat calls the daemon's RealFs makes.

@@ -1,4 +1,4 @@
-//! Credential paths: the one table (issue 21).
+//! Credential paths: the one table (docs/THREAT_MODEL.md, "Credential paths").
 //!
 //! [`HOME_CREDENTIALS`] lists the credential files and directories beneath a
 //! home directory (`.ssh`, `.aws`, `.git-credentials`, ...);
@@ -216,7 +216,7 @@ mod tests {
         }
     }
 
-    /// Issue 21: the union of the three tables that had drifted apart.
+    /// The one table is the union of the three tables that had drifted apart.
     #[test]
     fn the_table_holds_every_entry_the_old_copies_had() {
         let home: Vec<&str> = HOME_CREDENTIALS.iter().map(|c| c.path).collect();

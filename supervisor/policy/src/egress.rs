@@ -1,4 +1,5 @@
-//! `agent mcp-gateway --allow-net HOST[:PORT]…` (issue 23): the grammar of
+//! `agent mcp-gateway --allow-net HOST[:PORT]…` (docs/CLIENTS.md, "MCP
+//! servers that need the network"): the grammar of
 //! one entry, and the limits on the list. Only syntax here; whether a host
 //! may be reached is the SSRF guard's ([`crate::Engine::vet_url`]), asked by
 //! the daemon at start and again at every connection.

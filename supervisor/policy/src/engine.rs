@@ -194,7 +194,8 @@ impl Engine {
         })
     }
 
-    /// The connector check (issue 19): whether a fetch may connect to `ip`
+    /// The connector check (docs/THREAT_MODEL.md, "The walls, by layer"):
+    /// whether a fetch may connect to `ip`
     /// right now; `Err` with the sentence why not (an address class the
     /// floor refuses, or an address of the supervisor's own host as `dns`
     /// knows them now).

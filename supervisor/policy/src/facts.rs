@@ -49,7 +49,7 @@ pub enum ResolveError {
 pub trait Resolver {
     fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError>;
 
-    /// Every address of the supervisor's own host, as last read (issue 19):
+    /// Every address of the supervisor's own host, as last read:
     /// a fetch to one of them is refused. `Err` when they could not be
     /// read: then every fetch is refused (fail closed). A resolver that
     /// models no host (a test, an offline tool told so) returns

@@ -1,5 +1,5 @@
 //! The addresses of the supervisor's own host, as a fact the SSRF guard
-//! looks up (issue 19).
+//! looks up (docs/THREAT_MODEL.md, "The walls, by layer").
 //!
 //! The address classes the guard refuses (loopback, private, link-local, …)
 //! do not cover the host's own public addresses: a service bound to 0.0.0.0

@@ -1,5 +1,5 @@
 //! Decisions on the tools of third-party MCP servers that `agent
-//! mcp-gateway` runs in a sandbox (issue 23).
+//! mcp-gateway` runs in a sandbox (docs/MCP.md).
 //!
 //! Rules name them `mcp(NAME.TOOL)`, where NAME is the gateway's `--name`
 //! and TOOL the server's tool; `*` matches any run of characters

@@ -1134,7 +1134,8 @@ mod tests {
         );
     }
 
-    /// Issue 21: every entry of the one table is a credential path to the
+    /// Every entry of the one table (docs/THREAT_MODEL.md, "Credential
+    /// paths") is a credential path to the
     /// floor, beneath the owner's home, root's and any /home/<user>, and
     /// at any depth inside it.
     #[test]

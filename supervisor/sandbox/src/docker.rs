@@ -25,6 +25,7 @@
 
 mod agent;
 mod container;
+pub mod discover;
 mod errors;
 mod exec;
 mod mounts;
@@ -68,7 +69,8 @@ use crate::{
     Strength,
 };
 
-/// The engine socket when neither the config nor `DOCKER_HOST` names one.
+/// The engine socket when neither the config, `DOCKER_HOST` nor a Docker
+/// context names one.
 pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 /// Repository of the sandbox images.
 pub const IMAGE_REPO: &str = "tollgate-sandbox";
@@ -120,14 +122,16 @@ pub struct DockerConfig {
 }
 
 impl DockerConfig {
-    /// The defaults: socket from `DOCKER_HOST` when it is `unix://…` (else
-    /// [`DEFAULT_SOCKET`]), the default image, the shipped seccomp profile, the
+    /// The defaults: the socket found as the docker CLI finds it
+    /// ([`discover::engine_socket`]; [`DEFAULT_SOCKET`] when that fails, with
+    /// a warning), the default image, the shipped seccomp profile, the
     /// exec agent next to this executable ([`default_agent_path`]).
     pub fn new(state_dir: PathBuf, audit_dir: PathBuf) -> DockerConfig {
-        let socket = std::env::var("DOCKER_HOST")
-            .ok()
-            .and_then(|h| h.strip_prefix("unix://").map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+        let socket =
+            discover::engine_socket(&discover::DockerEnv::from_process()).unwrap_or_else(|e| {
+                tracing::warn!("{e}; trying {DEFAULT_SOCKET}");
+                PathBuf::from(DEFAULT_SOCKET)
+            });
         DockerConfig {
             socket,
             image: default_image(),

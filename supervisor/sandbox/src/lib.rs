@@ -13,8 +13,10 @@ pub mod docker;
 pub mod egress;
 pub mod host_exec;
 pub mod native;
+pub mod private_dir;
 #[cfg(feature = "test-util")]
 pub mod recording;
+pub(crate) mod seccomp_table;
 mod setid;
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! End to end, the agent's side of approvals (issue 6 part 6): answering at the
+//! End to end, the agent's side of approvals: answering at the
 //! agent's terminal, the typed second confirmation of a destructive call, and an
 //! operator deciding while the agent's prompt is open.
 

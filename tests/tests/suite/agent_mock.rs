@@ -372,7 +372,7 @@ async fn provider_bad_inputs_give_clear_messages_and_the_session_goes_on() {
     );
 }
 
-/// Issue 20.5: a tool call the agent refuses by itself (a made-up tool name,
+/// A tool call the agent refuses by itself (a made-up tool name,
 /// arguments that are not JSON) never reaches the supervisor's PEP, so the
 /// only record of it is the model's output as the supervisor saw it in the
 /// Chat proxy: each call's name and raw argument text, redacted and capped.
@@ -468,7 +468,7 @@ async fn tool_calls_the_agent_refuses_are_on_record_as_the_models_output() {
     verify_audit(&sup);
 }
 
-/// Issue 20.5, the provider's side: a response the supervisor cannot use (a
+/// The provider's side: a response the supervisor cannot use (a
 /// tool call with no name) is refused before the agent sees it; the body the
 /// model sent is on record with the error, redacted and capped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,5 @@
-//! Human in the loop (issue 6): approvals decided from supervisorctl while the
+//! Human in the loop (docs/ARCHITECTURE.md, "The PEP pipeline"): approvals
+//! decided from supervisorctl while the
 //! agent waits, denials, timeouts, session scope, destructive double
 //! confirmation, auto_approve, and who may decide.
 
@@ -501,7 +502,7 @@ async fn watch_shows_approvals_and_decisions_as_json_lines() {
     }
 }
 
-/// Issue 19: a write through the file tools to a path the host runs by
+/// A write through the file tools to a path the host runs by
 /// itself needs a person's typed confirmation in every mode: auto_approve
 /// does not approve it, an approval with session scope does not approve the
 /// next one, and dangerouslySkipPermissions refuses it outright; what the

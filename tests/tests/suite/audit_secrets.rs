@@ -1,4 +1,4 @@
-//! Audit log and secrets hygiene end to end (issue 7): fail closed on a full
+//! Audit log and secrets hygiene end to end (docs/THREAT_MODEL.md): fail closed on a full
 //! disk, refuse a badly permissioned audit dir, name a corrupted line, redact
 //! secrets in tool results and LLM traffic, keep the sandbox environment to
 //! the allowlist, and never print a token anywhere.

@@ -1,5 +1,5 @@
 //! `agent hook` against a real supervisor (and against sockets that fail),
-//! driven with the events Claude Code and Codex send (issue 22). It needs
+//! driven with the events Claude Code and Codex send (docs/CLIENTS.md). It needs
 //! neither client: these are the hook's own promises.
 //!
 //! Fails closed: supervisor down, socket missing or refused, a deadline

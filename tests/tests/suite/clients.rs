@@ -1,4 +1,4 @@
-//! Claude Code and Codex behind the gate (issue 22), against the real
+//! Claude Code and Codex behind the gate (docs/CLIENTS.md), against the real
 //! clients: a real supervisor, a mock Anthropic Messages server or a mock
 //! OpenAI Responses server (in the client's loopback-only network
 //! namespace), tollgate's managed configuration installed in a private

@@ -1,5 +1,5 @@
-//! Issue 21, item 1: one table of credential paths
-//! (`tollgate_policy::credentials`), and every wall uses it. One test walks
+//! One table of credential paths (`tollgate_policy::credentials`), and every
+//! wall uses it (docs/THREAT_MODEL.md, "Credential paths"). One test walks
 //! the table for a real session owner (a user created for the test, whose
 //! home holds every entry) and proves each entry
 //!

@@ -1,5 +1,5 @@
 //! The audit disk and the shared disk, end to end on real tmpfs mounts
-//! (issue 19 item 4, issue 20 item 3):
+//! (docs/OPERATIONS.md, "The audit disk and shared disks"):
 //!
 //! - a sandboxed loop of `fallocate`, `dd` and `head -c` on a filesystem it
 //!   shares with the audit directory is stopped at the floor
@@ -157,7 +157,7 @@ fn open_as(uid: u32, sup: &Supervisor, ws: &Path, mode: &str) -> (String, String
     )
 }
 
-/// Issue 19.4 on one backend, the filling session owned by `filler` and the
+/// The disk floor on one backend, the filling session owned by `filler` and the
 /// newcomer by `other`. The tmpfs holds the audit directory and both
 /// workspaces; the floor is 192 of its 320 MiB, so a writer that overshoots
 /// the floor between two looks (20 ms apart) still leaves room.
@@ -400,7 +400,7 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Issue 20.3. The audit directory is a 1 MiB tmpfs (no room for a reserve:
+/// A full audit disk. The audit directory is a 1 MiB tmpfs (no room for a reserve:
 /// `reserve_mb = 0`), filled to the last byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_audit_disk_leaves_no_empty_file_and_anchors_come_later() {
@@ -542,7 +542,7 @@ fn doctor(sup: &Supervisor) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Issue 19.4: doctor says when the audit directory shares a filesystem with
+/// Doctor says when the audit directory shares a filesystem with
 /// a workspace (here an active session's, on the audit dir's own tmpfs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_warns_when_the_audit_dir_shares_a_filesystem_with_a_workspace() {
@@ -587,7 +587,7 @@ async fn doctor_warns_when_the_audit_dir_shares_a_filesystem_with_a_workspace() 
     drop(sup);
 }
 
-/// Issue 19.4, the reserve: on a full audit disk, refusals, revocations and
+/// The reserve: on a full audit disk, refusals, revocations and
 /// their anchors are still recorded (drawn from `[audit] reserve_mb` once the
 /// last pages are used up) while everything else is refused; once there is
 /// room the reserve grows back and sessions open again.

@@ -1,4 +1,5 @@
-//! run_bash through the whole path on the Docker backend (issue 24): 50
+//! run_bash through the whole path on the Docker backend (docs/OPERATIONS.md,
+//! "The Docker sandbox"): 50
 //! concurrent calls in one session, each through the container's resident
 //! exec agent, all complete with their own output; and `supervisorctl
 //! doctor` shows the agent running.

@@ -108,7 +108,8 @@ fn escape_corpus_native_via_sandbox_exec() {
     assert!(tiocsti.live(), "TIOCSTI not live under a pty: {tiocsti:?}");
 }
 
-/// The cases of issue 19 (nothing written inside runs later on the host):
+/// The host-executed cases (nothing written inside runs later on the host;
+/// docs/THREAT_MODEL.md, "What the host runs by itself"):
 /// `fs-git-*` and `fs-host-exec-*`.
 fn host_exec_case(c: &escape::Case) -> bool {
     c.id.starts_with("fs-git-") || c.id.starts_with("fs-host-exec-")
@@ -116,7 +117,7 @@ fn host_exec_case(c: &escape::Case) -> bool {
 
 /// A root-owned session: uid 0 without capabilities. /etc/shadow is root's,
 /// so only the sandbox (Landlock) can refuse it; and file permissions stop
-/// none of issue 19's writes, so only the read-only mounts can.
+/// none of the host-executed writes, so only the read-only mounts can.
 #[test]
 fn uid0_session_cannot_read_etc_shadow() {
     if !harness::root_or_skip("uid0_session_cannot_read_etc_shadow") {
@@ -142,7 +143,7 @@ fn uid0_session_cannot_read_etc_shadow() {
         backend: "native".into(),
     };
     check(&runner, &mut fx, &cases, n);
-    // Docker: issue 19's cases (a container's /etc/shadow is its image's,
+    // Docker: the host-executed cases (a container's /etc/shadow is its image's,
     // not the host's: fs-etc-shadow says nothing about the host there).
     let runner = SupervisorctlRunner {
         backend: "docker".into(),
@@ -155,7 +156,7 @@ fn uid0_session_cannot_read_etc_shadow() {
     }
 }
 
-/// Issue 19's cases all escape without a sandbox (so each proves something)
+/// The host-executed cases all escape without a sandbox (so each proves something)
 /// and were held: `check` already failed on any that was not.
 fn host_exec_cases_live(rows: &[escape::Row]) {
     let ours: Vec<&escape::Row> = rows

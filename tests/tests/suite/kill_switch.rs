@@ -1,4 +1,5 @@
-//! The kill switch (issue 7, part 4): revoke, kill and kill --all stop an
+//! The kill switch (docs/OPERATIONS.md, "Watching and stopping"): revoke,
+//! kill and kill --all stop an
 //! in-flight `sleep 1000` and its background child at once; the agent sees
 //! SESSION_REVOKED; SIGTERM cleans up; after a `kill -9` of the supervisor the
 //! next start reaps the orphaned sandbox and records it.
@@ -299,6 +300,11 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
         record.exists(),
         "the sandbox's state record exists while it runs"
     );
+    let cgroups = recorded_cgroups(&record);
+    assert!(
+        !cgroups.is_empty() && cgroups.iter().all(|d| d.is_dir()),
+        "a root supervisor's sandbox has cgroup directories while it runs: {cgroups:?}"
+    );
     sup.crash();
     f.call.abort();
     // A second supervisor on the same state and audit dirs.
@@ -327,10 +333,35 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
         f.session
     );
     assert!(!record.exists(), "the state record is gone after reaping");
+    let left: Vec<&std::path::PathBuf> = cgroups.iter().filter(|d| d.exists()).collect();
+    assert!(
+        left.is_empty(),
+        "cgroup directories left after reaping: {left:?}"
+    );
+    let detail = recovered[0].to_string();
+    assert!(
+        detail.contains("removed its cgroups"),
+        "the recovered record says the cgroups went: {detail}"
+    );
     drop(sup);
 }
 
-/// Issue 24: after a `kill -9` of the supervisor, a Docker session's
+/// The cgroup directories a native sandbox's state record lists (empty when
+/// the host gave it none).
+fn recorded_cgroups(record: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(record).unwrap()).unwrap();
+    v["cgroups"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d.as_str().map(Into::into))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// After a `kill -9` of the supervisor (docs/OPERATIONS.md, "The Docker
+/// sandbox"), a Docker session's
 /// container stops on its own (its resident agent loses its connection and
 /// takes everything down) within 2 s, before any restart; the next start
 /// still removes it and records `recovered`.
@@ -403,7 +434,7 @@ async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_rec
     drop(sup);
 }
 
-/// Regression (found by issue 23's `agent mcp` tests): a call whose client
+/// Regression (found by the `agent mcp` tests): a call whose client
 /// went away (Ctrl-C in the agent, a killed `agent mcp`) was recorded as
 /// `stopped` while its command ran on in the sandbox, because the PEP dropped
 /// the executor before it could act on the cancellation. The session stays
@@ -443,7 +474,7 @@ async fn a_call_whose_client_goes_away_kills_its_command() {
     }
 }
 
-/// Issue 24 on the Docker backend, through the whole supervisor: a command
+/// On the Docker backend, through the whole supervisor: a command
 /// that ignores SIGTERM, closes its stdout and leaves a double-forked
 /// `setsid` child behind (which ignores SIGTERM too) is killed with
 /// everything it started on revoke, and again on the session's end.

@@ -1,4 +1,4 @@
-//! `agent mcp` end to end (issue 23 part 1): the real `agent mcp` process over
+//! `agent mcp` end to end (docs/MCP.md): the real `agent mcp` process over
 //! stdio, driven by rmcp's client, against a real supervisor. Each test says
 //! what it pins: the tool list is ListTools with honest hints; a call runs
 //! through the PEP, the sandbox and the audit; a denial is `isError` with

@@ -1,5 +1,5 @@
 //! The real Claude Code and Codex calling tollgate's tools through
-//! `agent mcp` (issue 23): each client runs offline in a network namespace
+//! `agent mcp` (docs/MCP.md): each client runs offline in a network namespace
 //! with only loopback, against a mock model server there that scripts
 //! `mcp__tollgate__run_bash` calls; the client starts `agent mcp` as its
 //! MCP server from its own configuration (`--mcp-config` for Claude Code,

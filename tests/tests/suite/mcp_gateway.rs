@@ -1,4 +1,4 @@
-//! `agent mcp-gateway` end to end (issue 23 part 2): the real `agent
+//! `agent mcp-gateway` end to end (docs/MCP.md): the real `agent
 //! mcp-gateway` process, driven over stdio by rmcp's client, in front of a
 //! real supervisor that runs a wrapped MCP server in the session's sandbox.
 //! The server is a small one written here (`SHELL_SERVER`, Python) that

@@ -1,5 +1,6 @@
-//! `agent mcp-gateway --allow-net` end to end (issue 23: "no network unless
-//! --allow-net names hosts that the SSRF guard vets"), on both backends.
+//! `agent mcp-gateway --allow-net` end to end (docs/CLIENTS.md, "MCP servers
+//! that need the network": no network unless --allow-net names hosts that
+//! the SSRF guard vets), on both backends.
 //!
 //! A "public" web server answers on two public-looking addresses inside a
 //! network namespace this test creates, behind a veth pair (the pattern of

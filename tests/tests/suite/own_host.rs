@@ -1,4 +1,5 @@
-//! webfetch must not reach the supervisor's own host (issue 19, item 3).
+//! webfetch must not reach the supervisor's own host (docs/THREAT_MODEL.md,
+//! "The walls, by layer").
 //!
 //! The address classes the SSRF guard refuses do not include the host's own
 //! public addresses, and a service bound to 0.0.0.0 answers there. Here a

@@ -1,4 +1,4 @@
-//! Issue 20, items 1, 2 and 4: faults that used to leave the supervisor
+//! Faults that used to leave the supervisor
 //! unable to serve, or left debris. Each test creates the fault with real
 //! processes over real sockets: a connection flood from another uid, an
 //! engine socket that appears after start, a native sandbox's cgroups at a

@@ -1,4 +1,4 @@
-//! run_bash through the whole path (issue 4): output order and caps, exit
+//! run_bash through the whole path: output order and caps, exit
 //! codes, timeouts, and hostile commands contained within their limits while
 //! the supervisor stays responsive to other sessions.
 
@@ -298,7 +298,7 @@ async fn parser_bombs_are_refused_and_the_supervisor_survives() {
     }
 }
 
-/// Issue 19, item 7: `supervisorctl sandbox exec` in a workspace beneath a
+/// `supervisorctl sandbox exec` in a workspace beneath a
 /// directory the native root replaces (/var/tmp was a symlink to /tmp
 /// there: SANDBOX_UNAVAILABLE "exited during setup without a report") runs
 /// on both backends, at the workspace's own path.

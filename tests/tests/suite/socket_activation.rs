@@ -1,4 +1,5 @@
-//! Socket activation (issue 25): the real `supervisor` started the way
+//! Socket activation (docs/OPERATIONS.md, "Running under systemd"): the real
+//! `supervisor` started the way
 //! systemd starts it from tollgate.socket and tollgate-operator.socket — its
 //! sockets already bound and listening on fds 3 and 4, `LISTEN_FDS`,
 //! `LISTEN_PID` (its own pid) and `LISTEN_FDNAMES` set, `NOTIFY_SOCKET`

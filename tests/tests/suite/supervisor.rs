@@ -1,4 +1,4 @@
-//! The supervisor's own contract (issue 2): sessions and credentials, uid
+//! The supervisor's own contract (docs/INTERFACES.md): sessions and credentials, uid
 //! binding, revocation, the operator CLI, health and reflection, and bad input.
 //! Real `supervisor`, `supervisorctl` and a tonic client, over real sockets.
 
@@ -755,7 +755,7 @@ async fn the_bench_floor_server_sends_the_supervisors_list_tools_reply() {
     assert_eq!(other.code(), Code::Unimplemented);
 }
 
-/// Issue 19: a workspace whose git layout cannot be guarded (a symlinked
+/// A workspace whose git layout cannot be guarded (a symlinked
 /// `.git`: the sandbox could repoint it; a workspace that is itself a git
 /// directory) is refused at OpenSession, naming why; one with its hooks in
 /// `core.hooksPath` opens, and a write there needs a typed confirmation.
@@ -826,4 +826,58 @@ async fn a_git_layout_that_cannot_be_guarded_is_refused_at_open() {
         .unwrap();
     assert_eq!(decided["rule"], "confirm:host-exec", "{decided}");
     assert_eq!(decided["destructive"], true, "{decided}");
+}
+
+/// `supervisorctl bench` runs tollgate-bench (supervisorctl links no bench
+/// code) with its arguments as given: every flag docs/INTERFACES.md names
+/// reaches it.
+#[test]
+fn supervisorctl_bench_runs_tollgate_bench_with_every_documented_flag() {
+    let out = Command::new(bin("supervisorctl"))
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(help.contains("Usage: supervisorctl bench"), "{help}");
+    for flag in [
+        "--json",
+        "--samples",
+        "--quick",
+        "--container-samples",
+        "--dir",
+        "--image",
+        "--no-docker",
+        "--audit-sync",
+        "--keep",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+    let bad = Command::new(bin("supervisorctl"))
+        .args(["bench", "--audit-sync", "sometimes"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a sync mode"));
+}
+
+/// Without tollgate-bench beside it or on PATH (as installed from the
+/// .deb), `supervisorctl bench` fails naming the binary it needs.
+#[test]
+fn supervisorctl_bench_without_the_bench_binary_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lone = dir.path().join("supervisorctl");
+    std::fs::copy(bin("supervisorctl"), &lone).unwrap();
+    let out = Command::new(&lone)
+        .args(["bench", "--quick"])
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        err.contains("bench needs tollgate-bench, which is neither beside supervisorctl"),
+        "{err}"
+    );
+    assert!(err.contains("nor on PATH"), "{err}");
 }

@@ -1,4 +1,4 @@
-//! OpenTelemetry export (issue 25): a real supervisor with `[telemetry]`
+//! OpenTelemetry export (docs/OPERATIONS.md): a real supervisor with `[telemetry]`
 //! pointed at an OTLP/gRPC receiver running inside this test (a tonic
 //! server built from the OpenTelemetry protobuf definitions), driven by the
 //! real `agent` and `supervisorctl`. Also a receiver that is down and one

@@ -1,4 +1,4 @@
-//! webfetch end to end (issue 4, part 4): a "public" web server on a
+//! webfetch end to end: a "public" web server on a
 //! documentation-free public-looking address, reachable only through a veth
 //! pair into a network namespace this test creates. The supervisor vets the
 //! address, connects to it only, returns status, content type and text, and

@@ -151,7 +151,8 @@ fn fill(mnt: &Path) -> PathBuf {
     filler
 }
 
-/// Issue 19.4: the reserve keeps room for the essential records (refusals,
+/// The reserve (docs/OPERATIONS.md, "The audit disk and shared disks")
+/// keeps room for the essential records (refusals,
 /// revocations, anchors, shutdown) when the disk is full; meanwhile ordinary
 /// records are refused, and both resume once the disk has room again.
 #[test]
@@ -226,7 +227,7 @@ fn exhaust(f: &tollgate_audit::AuditFile) {
     }
 }
 
-/// Issue 20.3: an anchor that cannot be written when its session closes is
+/// An anchor that cannot be written when its session closes is
 /// kept, written late once there is room, and until then `anchor_book` names
 /// the file unanchored (its session ended).
 #[test]
@@ -281,7 +282,7 @@ fn an_anchor_that_finds_the_disk_full_is_written_when_room_returns() {
     assert!(last.contains("\"late\":true"), "{last}");
 }
 
-/// Issue 20.3: a session file that nothing names yet is removed when its
+/// A session file that nothing names yet is removed when its
 /// session is refused.
 #[test]
 fn a_discarded_session_file_is_gone_and_refuses_appends() {

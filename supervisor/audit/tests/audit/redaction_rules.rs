@@ -1,5 +1,6 @@
 //! The redaction rules (`tollgate_audit::redact_rules::RULES`), table-driven
-//! (issue 19, item 5): every rule has at least one case, a text holding a
+//! (docs/THREAT_MODEL.md, "The walls, by layer"): every rule has at least
+//! one case, a text holding a
 //! secret of its shape with what it must read after redaction (masked by
 //! THAT rule, and only the part the rule says), and a near miss of the same
 //! shape that must be left alone.

@@ -1,4 +1,4 @@
-//! `agent mcp-gateway` on the supervisor's side (issue 23): a third-party
+//! `agent mcp-gateway` on the supervisor's side (docs/MCP.md): a third-party
 //! MCP server runs in the session's sandbox, and every message between it
 //! and the MCP client passes through here.
 //!

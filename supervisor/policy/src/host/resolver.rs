@@ -11,7 +11,8 @@ use crate::host::Snapshot;
 use crate::{HostAddrs, HostAddrsError, ResolveError, Resolver};
 
 /// The system resolver, with optional pins (`supervisorctl policy test
-/// --resolve HOST=IP`), and the host's own addresses (issue 19). Pinned
+/// --resolve HOST=IP`), and the host's own addresses (docs/THREAT_MODEL.md,
+/// "The walls, by layer"). Pinned
 /// names never reach the system resolver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemResolver {

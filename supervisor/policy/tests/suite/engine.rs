@@ -1,4 +1,4 @@
-//! Table tests of the whole pipeline, one group per item of the issue:
+//! Table tests of the whole pipeline, one group per stage:
 //! registry, validation, the hard floor, rules, always-confirm, modes and
 //! the decision's fields.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -964,7 +964,7 @@ fn decisions_carry_target_path_and_complete_reasons() {
     );
 }
 
-// ---- names the host runs by itself (issue 19) ------------------------------
+// ---- names the host runs by itself (docs/THREAT_MODEL.md) ------------------
 
 /// The default filesystem plus, when `existing`, every table name at the
 /// top and in `sub/` (a directory for `Dir` names, a file for `File` ones).
@@ -1308,7 +1308,7 @@ fn the_repositorys_own_host_executed_paths_are_guarded_too() {
     assert_eq!((h.verdict, h.destructive), (Verdict::Allow, false));
 }
 
-// ---- 8. programs that run programs (issue 19, item 6) ------------------------
+// ---- 8. programs that run programs (docs/THREAT_MODEL.md) --------------------
 
 /// The verdict of a command in every mode: (mode, verdict, destructive, rule).
 fn verdicts(engine: &Engine, cmd: &str) -> Vec<(Mode, Verdict, bool, Option<String>)> {

@@ -16,8 +16,11 @@
 //! Output is flow-controlled per command: the agent sends at most a window
 //! of output ahead, and the supervisor grants more as `out` takes it. A
 //! reader of `out` that falls behind slows the command down (its pipe
-//! fills); one that takes nothing for [`READER_STALL`] stops holding it up,
-//! and what does not fit is then dropped.
+//! fills), however long it pauses, as on the native backend: nothing is
+//! dropped while the command runs, and the command's deadline bounds the
+//! wait. Only a reader that is gone (its receiver dropped) stops holding it
+//! up, and once the command has ended a reader that takes nothing for
+//! [`FLUSH_WAIT`] gets the rest dropped, with a warning.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -41,11 +44,9 @@ pub const BACKSTOP_GRACE: Duration = Duration::from_secs(2);
 /// After a kill was sent, how long the command may take to end before the
 /// whole container is destroyed.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
-/// Output kept for a stalled reader of `out`; beyond it output is dropped.
+/// Output kept once credit was returned early (the reader is gone); beyond
+/// it output is dropped.
 const MAX_BUFFERED: usize = 8 * 1024 * 1024;
-/// A reader of `out` that takes nothing for this long no longer holds the
-/// command up: its output is dropped instead.
-const READER_STALL: Duration = Duration::from_secs(5);
 /// How long the final flush waits for a reader to take the next piece.
 const FLUSH_WAIT: Duration = Duration::from_secs(5);
 /// Credit is returned to the agent in batches of at least this much.
@@ -430,9 +431,6 @@ impl DockerSandbox {
                     Ok(p) => self.reader_took(run, p).await,
                     Err(_) => self.reader_gone(run).await,
                 },
-                _ = tokio::time::sleep_until(run.last_progress + READER_STALL), if waiting && !run.dropping => {
-                    self.reader_stalled(run).await;
-                }
                 ev = events.recv() => match ev {
                     Some(Event::Output(o)) => self.output_arrived(run, o).await,
                     Some(Event::Exited(x)) => return Ended::Exited(x),
@@ -455,8 +453,6 @@ impl DockerSandbox {
             p.send(o);
             run.credit.give(owed, &self.link, false).await;
         }
-        run.last_progress = tokio::time::Instant::now();
-        run.dropping = false;
     }
 
     /// The reader is gone: what is queued is dropped, its credit returned.
@@ -468,23 +464,12 @@ impl DockerSandbox {
         run.credit.give(owed, &self.link, true).await;
     }
 
-    /// The reader took nothing for [`READER_STALL`]: it no longer holds the
-    /// command up.
-    async fn reader_stalled(&self, run: &mut CommandRun) {
-        tracing::warn!(container = %self.name, "output reader stalled for {READER_STALL:?}; dropping output");
-        run.dropping = true;
-        let owed = run.pending.credit_all();
-        run.credit.give(owed, &self.link, true).await;
-    }
-
     /// A piece of output from the agent: queued for the reader.
     async fn output_arrived(&self, run: &mut CommandRun, o: Output) {
         let n = len_of(&o);
-        if run.pending.queue.is_empty() {
-            run.last_progress = tokio::time::Instant::now();
-        }
-        // A stalled or gone reader never holds the command up.
-        let settle_now = run.dropping || run.pending.closed;
+        // A slow reader holds the command up (its credit waits); only a
+        // gone one does not.
+        let settle_now = run.pending.closed;
         let kept = run.pending.push(o, settle_now);
         if settle_now || !kept {
             run.credit.give(n, &self.link, false).await;
@@ -554,10 +539,6 @@ struct CommandRun {
     /// Killed by the supervisor's backstop (the agent's deadline did not fire).
     backstop: bool,
     kill_sent: Option<tokio::time::Instant>,
-    /// When the reader last took output (or output arrived for an idle one).
-    last_progress: tokio::time::Instant,
-    /// The reader stalled: output is credited as it arrives.
-    dropping: bool,
 }
 
 impl CommandRun {
@@ -573,8 +554,6 @@ impl CommandRun {
             cancelled: false,
             backstop: false,
             kill_sent: None,
-            last_progress: tokio::time::Instant::now(),
-            dropping: false,
         }
     }
 }
@@ -652,7 +631,7 @@ mod tests {
         }
         assert_eq!((p.queue.len(), p.dropped), (9, 0));
         assert_eq!(p.pop().map(|(_, owed)| owed), Some(mib));
-        // The reader stalls: what is queued is credited at once, once.
+        // The reader is gone: what is queued is credited at once, once.
         assert_eq!(p.credit_all(), 8 * mib);
         assert_eq!(p.credit_all(), 0);
         assert_eq!(p.pop().map(|(_, owed)| owed), Some(0));

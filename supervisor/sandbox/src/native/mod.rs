@@ -31,6 +31,8 @@ mod protocol;
 mod record;
 mod rlimits;
 pub(crate) mod seccomp;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod seccomp_numbers;
 pub(crate) mod sys;
 
 use std::collections::HashMap;

@@ -101,9 +101,9 @@ chmod ok\nchmod-hibits ok\nfchmod ok\nfchmodat ok\nfchmodat2 ok\n\
 fchmodat2-nofollow ok\nchmod-dir ok\nopenat2 ok\n\
 plain-open ok\nplain-chmod ok\nplain-fchmodat2 ok\nplain-fchmod ok\nplain-mkdir ok\nplain-mode 700\n";
 
-const NETLINK_NOTE: &str = "the native filter allows NETLINK_ROUTE sockets (glibc's getaddrinfo \
-    and if_nameindex use them; in the sandbox's own network namespace they see only lo and, \
-    without CAP_NET_ADMIN, change nothing); Docker's profile refuses every netlink socket";
+const NETLINK_NOTE: &str = "both backends allow NETLINK_ROUTE sockets, and no other netlink \
+    protocol (glibc's getifaddrs and if_nameindex use them; in the sandbox's own network namespace \
+    they see only lo and, without CAP_NET_ADMIN, change nothing)";
 const HOST_ETC: &str = "the container's /etc is the image's, not the host's: there is no host \
     /etc/shadow to refuse (etc_shadow_is_unreadable_even_for_a_uid0_session checks its content \
     never shows)";
@@ -233,7 +233,7 @@ pub const CASES: &[Case] = &[
         run: Run::Probe(&["netlink-route"]),
         control: Control::Prints("ok\n"),
         native: Expect::Prints("ok\n"),
-        docker: Expect::Prints("EPERM\n"),
+        docker: Expect::Prints("ok\n"),
         note: NETLINK_NOTE,
     },
     Case {
@@ -242,8 +242,26 @@ pub const CASES: &[Case] = &[
         run: Run::Probe(&["ifaces"]),
         control: Control::None("the host's interfaces vary"),
         native: Expect::Prints("lo\n"),
-        docker: Expect::Prints("EPERM\n"),
+        docker: Expect::Prints("lo\n"),
         note: NETLINK_NOTE,
+    },
+    Case {
+        id: "mempolicy",
+        what: "set_mempolicy and mbind (NUMA placement, CAP_SYS_NICE class in Docker's own profile)",
+        run: Run::Probe(&["mempolicy"]),
+        control: Control::Prints("ok ok\n"),
+        native: Expect::Prints("EPERM EPERM\n"),
+        docker: Expect::Prints("EPERM EPERM\n"),
+        note: "",
+    },
+    Case {
+        id: "memfd-secret",
+        what: "memfd_secret (memory hidden from the kernel's direct map)",
+        run: Run::Probe(&["memfd-secret"]),
+        control: Control::None("secretmem is off by default on many kernels"),
+        native: Expect::Prints("EPERM\n"),
+        docker: Expect::Prints("EPERM\n"),
+        note: "",
     },
     Case {
         id: "etc-shadow-visible",

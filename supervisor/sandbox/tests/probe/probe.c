@@ -362,6 +362,15 @@ int main(int argc, char **argv) {
         r(s); printf("\n"); if (s >= 0) close(s);
         return 0;
     }
+    if (!strcmp(c, "mempolicy")) {
+        /* NUMA placement of the caller's own memory, MPOL_DEFAULT: harmless
+         * on the host; refused by both backends' one seccomp table. */
+        void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        r(syscall(SYS_set_mempolicy, 0, NULL, 0)); printf(" ");
+        r(syscall(SYS_mbind, p, 4096, 0, NULL, 0, 0)); printf("\n");
+        return 0;
+    }
+    if (!strcmp(c, "memfd-secret")) { r(syscall(447, 0)); printf("\n"); return 0; }
     if (!strcmp(c, "ioctl-notty")) {
         /* On stdin, which is no terminal: seccomp answers before the tty layer. */
         unsigned long reqs[3] = {TIOCSTI, TIOCSTI | (1UL << 32), TIOCLINUX};

@@ -648,7 +648,7 @@ async fn https_is_spoken_to_the_pinned_address() {
 
 #[tokio::test]
 async fn an_address_refused_at_the_connector_is_never_connected_to() {
-    // Issue 19: the address was fine when the policy judged it, and is the
+    // The address was fine when the policy judged it, and is the
     // host's own by the time the fetch connects.
     let s = start_server("127.0.0.1", "one").await;
     let url = format!("http://127.0.0.1:{}/text", s.addr.port());

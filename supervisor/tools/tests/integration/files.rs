@@ -422,7 +422,8 @@ async fn write_file_keeps_the_mode_of_the_file_it_replaces() {
     assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, 0o755);
 }
 
-/// Issue 19: no set-user/group-ID file comes out of the file tools, for a
+/// No set-user/group-ID file comes out of the file tools (docs/THREAT_MODEL.md,
+/// "Set-id files"), for a
 /// root-owned session (fsuid 0 keeps CAP_FSETID, so the kernel would keep
 /// whatever mode the tool sets) as for an ordinary one. Replacing or editing
 /// a set-id file drops the bits; a file made in a set-group-ID directory
