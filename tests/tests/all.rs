@@ -25,6 +25,7 @@ mod suite {
     mod disk;
     mod docker_run_bash;
     mod escape;
+    mod git_routed;
     mod kill_switch;
     mod mcp_agent;
     mod mcp_clients;

@@ -29,6 +29,7 @@ mod baselines;
 mod clients;
 mod docker;
 mod floor;
+mod git;
 mod harness;
 mod inproc;
 mod kill;
@@ -360,6 +361,8 @@ async fn measure_native(
         .iter()
         .any(|r| matches!(r.status, Status::Failed(_)));
     rows.extend(native_rows);
+    progress.step("git inside the native sandbox beside the host");
+    rows.extend(git::run(&sup, root, n).await);
     progress.step("agent per-turn overhead and memory");
     let ws = root.subdir("ws-agent")?;
     rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
@@ -477,9 +480,12 @@ fn config_toml(script: &Path, image: Option<&str>, sync: tollgate_audit::SyncMod
          [clients]\nmode = \"dangerouslySkipPermissions\"\n\n",
     )
     .replace("{SYNC}", sync.as_str());
+    // The git rows commit inside: the split (docs/THREAT_MODEL.md).
+    c.push_str("[sandbox]\ngit_dir = \"split\"\n");
     if let Some(image) = image {
-        c.push_str(&format!("[sandbox]\nimage = {}\n\n", quote(image)));
+        c.push_str(&format!("image = {}\n", quote(image)));
     }
+    c.push('\n');
     c.push_str(&format!(
         "[llm]\nprovider = \"script\"\nscript = {}\n",
         quote(&script.display().to_string())
@@ -663,6 +669,10 @@ mod tests {
             assert_eq!(c.audit.sync, sync);
             assert_eq!(c.llm.script.as_deref(), Some(script));
             assert_eq!(c.sandbox.image, image.unwrap_or(""));
+            assert_eq!(
+                c.sandbox.git_dir,
+                tollgate_policy::host_exec::GitDirMode::Split
+            );
             assert!(c.session.allow_dangerously_skip);
             assert!(c.supervisor.max_sessions_per_uid >= 133);
             // 100 held connections and a load of 100 sessions, one uid;

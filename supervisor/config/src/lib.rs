@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use tollgate_audit::SyncMode;
+use tollgate_policy::host_exec::GitDirMode;
 use tollgate_policy::network::{NetworkConfig, NetworkPolicy};
 use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
@@ -183,6 +184,17 @@ pub struct SandboxSection {
     /// `tollgate-exec-agent`); empty means the one next to the supervisor's
     /// own executable.
     pub docker_exec_agent: PathBuf,
+    /// How the workspace's git directories are attached: `"read-only"`
+    /// (all of it) or `"split"` (what the host's git obeys read-only, the
+    /// rest writable; docs/THREAT_MODEL.md).
+    #[serde(deserialize_with = "git_dir_mode")]
+    pub git_dir: GitDirMode,
+}
+
+/// `[sandbox] git_dir`: a bad value is an error naming the key.
+fn git_dir_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<GitDirMode, D::Error> {
+    let s = String::deserialize(d)?;
+    GitDirMode::parse(&s).map_err(serde::de::Error::custom)
 }
 
 impl Default for SandboxSection {
@@ -200,6 +212,7 @@ impl Default for SandboxSection {
             docker_socket: PathBuf::new(),
             min_free_mb: 256,
             docker_exec_agent: PathBuf::new(),
+            git_dir: GitDirMode::ReadOnly,
         }
     }
 }
@@ -569,6 +582,33 @@ mod tests {
             .mode_permitted(Mode::DangerouslySkipPermissions)
             .unwrap_err();
         assert!(err.contains("forbids"), "{err}");
+    }
+
+    /// `[sandbox] git_dir`: read-only by default, "split" on request, and
+    /// any other value refused naming the key. (That "split" reaches the
+    /// sandbox through the daemon is the e2e `suite::git_routed`, whose
+    /// commit fails under the default.)
+    #[test]
+    fn git_dir_is_read_only_unless_split_is_asked_for() {
+        let p = Path::new("x.toml");
+        assert_eq!(
+            Config::parse("", p).unwrap().sandbox.git_dir,
+            GitDirMode::ReadOnly
+        );
+        for (text, want) in [
+            ("read-only", GitDirMode::ReadOnly),
+            ("split", GitDirMode::Split),
+        ] {
+            let c = Config::parse(&format!("[sandbox]\ngit_dir = \"{text}\"\n"), p).unwrap();
+            assert_eq!(c.sandbox.git_dir, want, "{text}");
+            assert_eq!(want.as_str(), text);
+        }
+        for bad in ["\"writable\"", "\"Split\"", "true"] {
+            let err = Config::parse(&format!("[sandbox]\ngit_dir = {bad}\n"), p)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("git_dir"), "{bad}: {err}");
+        }
     }
 
     /// (That the sizes reach the sandbox's limits is the daemon's

@@ -330,6 +330,7 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
             s.credentials,
         ),
         host_exec: tollgate_policy::host_exec::names(),
+        git_dir: sup.config.sandbox.git_dir,
         home: s.owner.home.clone(),
         egress: s.egress,
     }
@@ -365,6 +366,7 @@ mod tests {
             limits: Limits::default(),
             hidden: Vec::new(),
             host_exec: tollgate_policy::host_exec::names(),
+            git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
         }

@@ -16,6 +16,14 @@
 //! ones that do not exist yet) and the docs (docs/THREAT_MODEL.md holds
 //! [`markdown_table`]'s output, checked by a test).
 //!
+//! A git directory is split rather than frozen: [`GIT_DIR_READ_ONLY`]
+//! names what the host's git obeys inside one (config, hooks, info,
+//! commondir, ...), which both sandboxes keep read-only while the rest
+//! (objects, refs, the index) stays writable for git's ordinary work; the
+//! file tools still refuse every write into `.git` (git is the way to
+//! change a repository), and docs/THREAT_MODEL.md holds
+//! [`git_dir_markdown`]'s output.
+//!
 //! Besides the fixed names, a repository's own configuration can make more
 //! paths host-executed (`core.hooksPath`, an `include.path` into the
 //! workspace, a worktree's git directory elsewhere in the workspace): the
@@ -209,6 +217,173 @@ pub const HOST_EXEC: &[HostExecName] = &[
     entry(".zlogin", File, Confirm, SHELL_RC),
     entry(".zlogout", File, Confirm, SHELL_RC),
 ];
+
+/// How a sandbox attaches a workspace's git directories (`[sandbox]
+/// git_dir`, docs/INTERFACES.md). The split is opt-in: it leaves two holes
+/// the all-read-only default does not have (docs/THREAT_MODEL.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GitDirMode {
+    /// The whole git directory read-only: git can read inside, not commit.
+    #[default]
+    ReadOnly,
+    /// Only [`GIT_DIR_READ_ONLY`] read-only, the rest writable: ordinary
+    /// git works inside.
+    Split,
+}
+
+impl GitDirMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GitDirMode::ReadOnly => "read-only",
+            GitDirMode::Split => "split",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<GitDirMode, String> {
+        match s {
+            "read-only" => Ok(GitDirMode::ReadOnly),
+            "split" => Ok(GitDirMode::Split),
+            other => Err(format!(
+                "[sandbox] git_dir: unknown value {other:?} (expected \"read-only\" or \"split\")"
+            )),
+        }
+    }
+}
+
+/// What stands in for a protected path inside a git directory that does
+/// not exist when a sandbox starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absent {
+    /// An empty read-only directory.
+    EmptyDir,
+    /// A read-only file holding these bytes (what git reads as "nothing":
+    /// `.` for `commondir`, an empty config or alternates list).
+    File(&'static str),
+    /// Nothing: git reads this path only where it already exists.
+    Nothing,
+}
+
+/// One path inside a git directory that the host's git obeys: read-only in
+/// the sandbox and not replaceable, everything else in the git directory
+/// stays writable (objects, refs, logs, the index, `HEAD`, `ORIG_HEAD`,
+/// `FETCH_HEAD`, `MERGE_*`, `rebase-*`, `sequencer/`, `packed-refs`, lock
+/// files), so git's ordinary work succeeds inside (docs/THREAT_MODEL.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GitDirEntry {
+    /// Relative to the git directory.
+    pub rel: &'static str,
+    pub kind: HostExecKind,
+    pub absent: Absent,
+    /// Also protected in a linked worktree's own git directory
+    /// (`worktrees/*`; the rest git takes from the common directory).
+    pub in_worktree: bool,
+    pub runs: &'static str,
+}
+
+const fn git_entry(
+    rel: &'static str,
+    kind: HostExecKind,
+    absent: Absent,
+    runs: &'static str,
+) -> GitDirEntry {
+    let in_worktree = matches!(
+        rel.as_bytes(),
+        b"config.worktree" | b"commondir" | b"gitdir"
+    );
+    GitDirEntry {
+        rel,
+        kind,
+        absent,
+        in_worktree,
+        runs,
+    }
+}
+
+/// The read-only part of every git directory: the repository's, each
+/// linked worktree's (`worktrees/*`) and each submodule's (`modules/**`).
+pub const GIT_DIR_READ_ONLY: &[GitDirEntry] = &[
+    git_entry(
+        "config",
+        File,
+        Absent::File(""),
+        "git obeys it on every command: `core.fsmonitor`, `core.pager`, aliases, drivers and helpers name programs it runs",
+    ),
+    git_entry(
+        "config.worktree",
+        File,
+        Absent::File(""),
+        "git reads it as config when `extensions.worktreeConfig` is set",
+    ),
+    git_entry(
+        "hooks",
+        Dir,
+        Absent::EmptyDir,
+        "git runs the hooks in here on commit, checkout, merge, push and more",
+    ),
+    git_entry(
+        "info",
+        Dir,
+        Absent::EmptyDir,
+        "git reads `info/attributes` (filter and diff drivers) and `info/exclude` from here",
+    ),
+    git_entry(
+        "commondir",
+        File,
+        Absent::File(".\n"),
+        "git takes the config, hooks and objects of the directory this file names",
+    ),
+    git_entry(
+        "gitdir",
+        File,
+        Absent::Nothing,
+        "git finds a linked worktree's working tree through it",
+    ),
+    git_entry(
+        "objects/info/alternates",
+        File,
+        Absent::File(""),
+        "git reads objects from the directories this file names",
+    ),
+    git_entry(
+        "objects/info/http-alternates",
+        File,
+        Absent::File(""),
+        "git fetches objects from the addresses this file names",
+    ),
+];
+
+/// The entry for a path relative to a git directory, when it is one of
+/// [`GIT_DIR_READ_ONLY`] or beneath one (any letter case).
+pub fn git_dir_read_only(rel: &Path) -> Option<&'static GitDirEntry> {
+    GIT_DIR_READ_ONLY
+        .iter()
+        .find(|e| within_nocase(rel, Path::new(e.rel)))
+}
+
+/// The read-only part of a git directory as Markdown, for
+/// docs/THREAT_MODEL.md (a test keeps the two equal).
+pub fn git_dir_markdown() -> String {
+    let mut s = String::from(
+        "| path in the git directory | kind | when absent at start | what git does with it |\n",
+    );
+    s.push_str("|---|---|---|---|\n");
+    for e in GIT_DIR_READ_ONLY {
+        let absent = match e.absent {
+            Absent::EmptyDir => "an empty read-only directory".to_string(),
+            Absent::File("") => "an empty read-only file".to_string(),
+            Absent::File(t) => format!("a read-only file holding `{}`", t.trim_end()),
+            Absent::Nothing => "left absent (git reads it only where it exists)".to_string(),
+        };
+        s.push_str(&format!(
+            "| `{}` | {} | {absent} | {} |\n",
+            e.rel,
+            e.kind.as_str(),
+            e.runs
+        ));
+    }
+    s
+}
 
 /// The first byte (lowercased) of every name in [`HOST_EXEC`].
 const FIRST_BYTES: &[u8] = b".lh";
@@ -496,6 +671,44 @@ mod tests {
             &doc[from..to],
             markdown_table(),
             "docs/THREAT_MODEL.md: paste host_exec::markdown_table()'s output between the markers"
+        );
+    }
+
+    #[test]
+    fn git_dir_split_matches_beneath_in_any_case() {
+        for (rel, want) in [
+            ("config", Some("config")),
+            ("HOOKS/pre-commit", Some("hooks")),
+            ("info/attributes", Some("info")),
+            ("objects/info/alternates", Some("objects/info/alternates")),
+            ("objects/ab/cdef", None),
+            ("objects/info/packs", None),
+            ("refs/heads/main", None),
+            ("index.lock", None),
+            ("HEAD", None),
+            ("configx", None),
+        ] {
+            assert_eq!(
+                git_dir_read_only(Path::new(rel)).map(|e| e.rel),
+                want,
+                "{rel}"
+            );
+        }
+    }
+
+    /// docs/THREAT_MODEL.md lists exactly the git directory's split.
+    #[test]
+    fn the_threat_model_lists_the_git_dir_split_as_it_is() {
+        let doc = include_str!("../../../docs/THREAT_MODEL.md");
+        let start =
+            "<!-- git-dir table: generated from GIT_DIR_READ_ONLY; a test keeps it equal -->\n";
+        let end = "<!-- end of git-dir table -->";
+        let from = doc.find(start).expect("the table's start marker") + start.len();
+        let to = from + doc[from..].find(end).expect("the table's end marker");
+        assert_eq!(
+            &doc[from..to],
+            git_dir_markdown(),
+            "docs/THREAT_MODEL.md: paste host_exec::git_dir_markdown()'s output between the markers"
         );
     }
 

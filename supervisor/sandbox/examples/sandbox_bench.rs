@@ -107,6 +107,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         limits: Limits::default(),
         hidden: vec![state.clone()],
         host_exec,
+        git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
     };

@@ -195,6 +195,7 @@ async fn run(args: Args) -> Result<u8, String> {
         limits: args.limits.clone(),
         hidden: vec![state_dir.clone()],
         host_exec: tollgate_policy::host_exec::names(),
+        git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
     };

@@ -404,7 +404,12 @@ impl DockerBackend {
         }
         // What the host runs by itself: reserved on the host now, mounted
         // read-only (parents pinned) with the workspace.
-        let protect = crate::host_exec::plan(&workspace, &spec.host_exec, spec.home.as_deref())?;
+        let protect = crate::host_exec::plan(
+            &workspace,
+            &spec.host_exec,
+            spec.home.as_deref(),
+            spec.git_dir,
+        )?;
         let reservation = crate::host_exec::reserve::acquire(
             &workspace,
             spec.workspace_id,

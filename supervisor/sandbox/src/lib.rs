@@ -103,6 +103,9 @@ pub struct SandboxSpec {
     /// the sandbox at the top of the workspace, reserved when missing; with
     /// the repository's own paths besides ([`host_exec::plan`]). Empty: none.
     pub host_exec: Vec<String>,
+    /// How git directories among those paths are attached: all read-only
+    /// (the default) or split (`[sandbox] git_dir`, docs/THREAT_MODEL.md).
+    pub git_dir: tollgate_policy::host_exec::GitDirMode,
     /// The session owner's home directory: their global git config (it may
     /// set `core.hooksPath` or include files in the workspace) and `~`.
     pub home: Option<PathBuf>,

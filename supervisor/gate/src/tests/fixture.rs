@@ -106,6 +106,7 @@ impl Host for TestHost {
             limits: tollgate_sandbox::Limits::default(),
             hidden: Vec::new(),
             host_exec: Vec::new(),
+            git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
         }

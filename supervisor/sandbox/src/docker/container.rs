@@ -316,6 +316,7 @@ mod tests {
             },
             hidden: vec![],
             host_exec: Vec::new(),
+            git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
         }

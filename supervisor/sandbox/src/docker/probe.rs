@@ -142,6 +142,7 @@ async fn probe_in(
         hidden: Vec::new(),
         // A throwaway workspace: nothing in it is run by the host.
         host_exec: Vec::new(),
+        git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
     };

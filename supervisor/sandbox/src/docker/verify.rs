@@ -223,6 +223,7 @@ async fn via_exec(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tollgate_policy::host_exec::GitDirMode;
 
     fn tmp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("tollgate-verify-{}-{name}", std::process::id()));
@@ -237,9 +238,14 @@ mod tests {
         std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
         std::fs::write(w.join(".git/config"), "[core]\n").unwrap();
         std::fs::create_dir_all(w.join("tools/hooks")).unwrap();
-        let binds =
-            crate::host_exec::plan(&w, &[".git".to_string(), ".envrc".to_string()], None).unwrap();
-        assert!(binds.reserve.contains(&PathBuf::from(".envrc")));
+        let binds = crate::host_exec::plan(
+            &w,
+            &[".git".to_string(), ".envrc".to_string()],
+            None,
+            GitDirMode::ReadOnly,
+        )
+        .unwrap();
+        assert!(binds.reserve.iter().any(|r| r.rel == Path::new(".envrc")));
         std::fs::create_dir(w.join(".envrc")).unwrap();
         let p = plan(&w, &binds.binds).unwrap();
         let got: Vec<(PathBuf, bool)> = p.iter().map(|m| (m.path.clone(), m.read_only)).collect();
@@ -261,17 +267,20 @@ mod tests {
         let outside = tmp("links-outside");
         std::fs::create_dir_all(w.join(".git")).unwrap();
         std::os::unix::fs::symlink(&outside, w.join(".git/hooks")).unwrap();
-        let e = crate::host_exec::plan(&w, &[".git".to_string()], None).unwrap_err();
+        let e = crate::host_exec::plan(&w, &[".git".to_string()], None, GitDirMode::ReadOnly)
+            .unwrap_err();
         assert!(e.to_string().contains("hooks is a symlink"), "{e}");
         std::fs::remove_file(w.join(".git/hooks")).unwrap();
         std::fs::remove_dir(w.join(".git")).unwrap();
         std::os::unix::fs::symlink(&outside, w.join(".git")).unwrap();
-        let e = crate::host_exec::plan(&w, &[".git".to_string()], None).unwrap_err();
+        let e = crate::host_exec::plan(&w, &[".git".to_string()], None, GitDirMode::ReadOnly)
+            .unwrap_err();
         assert!(e.to_string().contains(".git is a symlink"), "{e}");
         // Swapped for a symlink after the plan: the mount plan refuses it.
         std::fs::remove_file(w.join(".git")).unwrap();
         std::fs::create_dir(w.join(".git")).unwrap();
-        let binds = crate::host_exec::plan(&w, &[".git".to_string()], None).unwrap();
+        let binds =
+            crate::host_exec::plan(&w, &[".git".to_string()], None, GitDirMode::ReadOnly).unwrap();
         std::fs::remove_dir(w.join(".git")).unwrap();
         std::os::unix::fs::symlink(&outside, w.join(".git")).unwrap();
         let e = plan(&w, &binds.binds).unwrap_err();

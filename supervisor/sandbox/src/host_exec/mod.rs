@@ -24,12 +24,15 @@
 //! the sandbox could repoint it.
 
 pub mod git;
+pub(crate) mod git_dir;
 pub(crate) mod reserve;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use tollgate_policy::host_exec::{Absent, GitDirMode};
 
 use crate::SandboxError;
 
@@ -55,8 +58,23 @@ pub struct Bind {
 pub struct Plan {
     /// Parents before children.
     pub binds: Vec<Bind>,
-    /// Empty directories to create first (parents first), removed at the end.
-    pub reserve: Vec<PathBuf>,
+    /// Placeholders to create first (parents first), removed at the end.
+    pub reserve: Vec<Placeholder>,
+}
+
+/// A placeholder: what holds a missing protected path's place while a
+/// sandbox runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder {
+    pub rel: PathBuf,
+    /// `None`: an empty directory; `Some`: a file holding these bytes.
+    pub file: Option<&'static str>,
+}
+
+impl Placeholder {
+    pub fn dir(rel: PathBuf) -> Placeholder {
+        Placeholder { rel, file: None }
+    }
 }
 
 /// What is at a path, not following a final symlink.
@@ -110,47 +128,123 @@ fn check_names(names: &[String]) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// The paths noted for a plan before parents are worked out.
+#[derive(Default)]
+struct Noted {
+    read_only: BTreeSet<PathBuf>,
+    /// Missing: what holds the place (`None`: an empty directory).
+    missing: BTreeMap<PathBuf, Option<&'static str>>,
+    /// Git directories: pinned, split by [`git_dir::protected`].
+    git_dirs: BTreeSet<PathBuf>,
+}
+
+impl Noted {
+    fn note(&mut self, ws: &Path, rel: PathBuf, absent: Absent) -> Result<(), SandboxError> {
+        match (look(ws, &rel)?, absent) {
+            (Found::Missing, Absent::Nothing) => {}
+            (Found::Missing, Absent::EmptyDir) => {
+                self.missing.insert(rel, None);
+            }
+            (Found::Missing, Absent::File(text)) => {
+                self.missing.insert(rel, Some(text));
+            }
+            (Found::Dir | Found::File, _) => {
+                self.read_only.insert(rel);
+            }
+        }
+        Ok(())
+    }
+
+    /// A git directory as it is at launch: pinned, its protected paths (and
+    /// those of the worktrees and submodules it holds) read-only.
+    fn git_dir(&mut self, ws: &Path, gd: &Path) -> Result<(), SandboxError> {
+        for (g, worktree) in git_dir::with_nested(ws, gd) {
+            if self.git_dirs.contains(&g) {
+                continue;
+            }
+            for p in git_dir::protected(ws, &g, worktree) {
+                self.note(ws, p.rel, p.absent)?;
+            }
+            self.git_dirs.insert(g);
+        }
+        Ok(())
+    }
+
+    /// A path beneath another one is covered by it: nothing can be created
+    /// inside a read-only directory or a reserved (empty, read-only) one,
+    /// and a git directory inside one must not be pinned writable.
+    fn drop_covered(&mut self) {
+        let all: Vec<PathBuf> = self
+            .read_only
+            .iter()
+            .chain(self.missing.keys())
+            .cloned()
+            .collect();
+        let covered = |p: &PathBuf| all.iter().any(|q| q != p && p.starts_with(q));
+        self.read_only.retain(|p| !covered(p));
+        self.missing.retain(|p, _| !covered(p));
+        self.git_dirs
+            .retain(|p| !all.iter().any(|q| p.starts_with(q)));
+    }
+}
+
 /// Decides what to attach read-only, what to pin and what to reserve for a
 /// sandbox over `workspace` (canonical). `names`: the host-executed names;
-/// `home`: the session owner's home (their global git config, `~`).
-pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<Plan, SandboxError> {
+/// `home`: the session owner's home (their global git config, `~`);
+/// `git_dir`: a git directory all read-only, or split ([`git_dir`]).
+pub fn plan(
+    workspace: &Path,
+    names: &[String],
+    home: Option<&Path>,
+    git_dir: GitDirMode,
+) -> Result<Plan, SandboxError> {
     check_names(names)?;
-    let mut read_only: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut missing: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut note = |rel: PathBuf| -> Result<(), SandboxError> {
-        match look(workspace, &rel)? {
-            Found::Missing => missing.insert(rel),
-            Found::Dir | Found::File => read_only.insert(rel),
-        };
-        Ok(())
-    };
+    let split = git_dir == GitDirMode::Split;
+    let mut n = Noted::default();
     if !names.is_empty() {
-        for n in names {
-            note(PathBuf::from(n))?;
-        }
         let found =
             git::scan(workspace, home, git::Depth::WithSubmodules).map_err(|e| refused(e.0))?;
+        let mut git_dirs = Vec::new();
+        for name in names {
+            let rel = PathBuf::from(name);
+            if split
+                && name.eq_ignore_ascii_case(".git")
+                && matches!(look(workspace, &rel)?, Found::Dir)
+            {
+                git_dirs.push(rel);
+            } else {
+                n.note(workspace, rel, Absent::EmptyDir)?;
+            }
+        }
+        for rel in found.git {
+            if split && matches!(look(workspace, &rel)?, Found::Dir) {
+                git_dirs.push(rel);
+            } else {
+                n.note(workspace, rel, Absent::EmptyDir)?;
+            }
+        }
         for rel in found
-            .git
+            .missing_git
             .into_iter()
-            .chain(found.missing_git)
             .chain(found.configs)
             .chain(found.hooks)
         {
-            note(rel)?;
+            n.note(workspace, rel, Absent::EmptyDir)?;
+        }
+        for gd in git_dirs {
+            n.git_dir(workspace, &gd)?;
         }
     }
-    // A path beneath another one is covered by it: nothing can be created
-    // inside a read-only directory or a reserved (empty, read-only) one.
-    let all: Vec<PathBuf> = read_only.iter().chain(&missing).cloned().collect();
-    let covered = |p: &PathBuf| all.iter().any(|q| q != p && p.starts_with(q));
-    read_only.retain(|p| !covered(p));
-    missing.retain(|p| !covered(p));
+    n.drop_covered();
+    assemble(workspace, n)
+}
 
+/// The binds and placeholders for what [`plan`] noted: parents pinned,
+/// missing parents reserved.
+fn assemble(workspace: &Path, n: Noted) -> Result<Plan, SandboxError> {
     let mut out = Plan::default();
-    let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut reserve_set: BTreeSet<PathBuf> = BTreeSet::new();
-    for p in &read_only {
+    let mut pins: BTreeSet<PathBuf> = n.git_dirs.clone();
+    for p in &n.read_only {
         for a in ancestors(p) {
             match look(workspace, &a)? {
                 Found::Dir => {
@@ -169,7 +263,7 @@ pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<P
             how: BindHow::ReadOnly,
         });
     }
-    'missing: for p in &missing {
+    'missing: for (p, file) in &n.missing {
         for a in ancestors(p) {
             match look(workspace, &a)? {
                 Found::Dir => {
@@ -182,14 +276,15 @@ pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<P
                     continue 'missing;
                 }
                 Found::Missing => {
-                    reserve_set.insert(a.clone());
-                    out.reserve.push(a.clone());
+                    out.reserve.push(Placeholder::dir(a.clone()));
                     pins.insert(a);
                 }
             }
         }
-        reserve_set.insert(p.clone());
-        out.reserve.push(p.clone());
+        out.reserve.push(Placeholder {
+            rel: p.clone(),
+            file: *file,
+        });
         out.binds.push(Bind {
             rel: p.clone(),
             how: BindHow::ReadOnly,
@@ -206,8 +301,8 @@ pub fn plan(workspace: &Path, names: &[String], home: Option<&Path>) -> Result<P
     out.binds.dedup();
     // Parents first, each once.
     let mut seen = BTreeSet::new();
-    out.reserve.retain(|p| seen.insert(p.clone()));
-    out.reserve.sort_by_key(|p| depth(p));
+    out.reserve.retain(|p| seen.insert(p.rel.clone()));
+    out.reserve.sort_by_key(|p| depth(&p.rel));
     Ok(out)
 }
 
@@ -240,10 +335,20 @@ pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<git::GitPaths
 mod tests {
     use super::*;
 
+    const RO: GitDirMode = GitDirMode::ReadOnly;
+    const SPLIT: GitDirMode = GitDirMode::Split;
+
     fn names() -> Vec<String> {
         [".git", ".envrc", ".vscode", "HEAD"]
             .iter()
             .map(|s| s.to_string())
+            .collect()
+    }
+
+    fn reserved(p: &Plan) -> Vec<String> {
+        p.reserve
+            .iter()
+            .map(|r| r.rel.display().to_string())
             .collect()
     }
 
@@ -260,7 +365,7 @@ mod tests {
         let ws = d.path().canonicalize().unwrap();
         std::fs::create_dir(ws.join(".vscode")).unwrap();
         std::fs::write(ws.join(".envrc"), "x").unwrap();
-        let p = plan(&ws, &names(), None).unwrap();
+        let p = plan(&ws, &names(), None, RO).unwrap();
         assert_eq!(
             binds(&p),
             vec![
@@ -270,12 +375,9 @@ mod tests {
                 ("HEAD".into(), BindHow::ReadOnly),
             ]
         );
-        assert_eq!(
-            p.reserve,
-            vec![PathBuf::from(".git"), PathBuf::from("HEAD")]
-        );
+        assert_eq!(reserved(&p), [".git", "HEAD"]);
         // No names: nothing at all (a backend test that wants none).
-        assert_eq!(plan(&ws, &[], None).unwrap(), Plan::default());
+        assert_eq!(plan(&ws, &[], None, RO).unwrap(), Plan::default());
     }
 
     #[test]
@@ -283,11 +385,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let ws = d.path().canonicalize().unwrap();
         std::os::unix::fs::symlink("/etc", ws.join(".vscode")).unwrap();
-        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        let e = plan(&ws, &names(), None, RO).unwrap_err().to_string();
         assert!(e.contains(".vscode is a symlink"), "{e}");
         std::fs::remove_file(ws.join(".vscode")).unwrap();
         for bad in ["a/b", "..", ".", ""] {
-            let e = plan(&ws, &[bad.to_string()], None).unwrap_err().to_string();
+            let e = plan(&ws, &[bad.to_string()], None, RO)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("not a single file name"), "{bad}: {e}");
         }
     }
@@ -303,7 +407,7 @@ mod tests {
             "[core]\n\thooksPath = tools/git/hooks\n[include]\n\tpath = ../shared.inc\n",
         )
         .unwrap();
-        let p = plan(&ws, &names(), None).unwrap();
+        let p = plan(&ws, &names(), None, RO).unwrap();
         assert_eq!(
             binds(&p),
             vec![
@@ -318,7 +422,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            p.reserve,
+            reserved(&p),
             [
                 ".envrc",
                 ".vscode",
@@ -327,9 +431,40 @@ mod tests {
                 "tools/git",
                 "tools/git/hooks"
             ]
-            .iter()
-            .map(PathBuf::from)
-            .collect::<Vec<_>>()
+        );
+        // Split: the git directory pinned, what git obeys in it read-only.
+        let p = plan(&ws, &names(), None, SPLIT).unwrap();
+        assert_eq!(
+            binds(&p),
+            vec![
+                (".envrc".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::Pin),
+                (".vscode".into(), BindHow::ReadOnly),
+                ("HEAD".into(), BindHow::ReadOnly),
+                ("shared.inc".into(), BindHow::ReadOnly),
+                ("tools".into(), BindHow::Pin),
+                (".git/commondir".into(), BindHow::ReadOnly),
+                (".git/config".into(), BindHow::ReadOnly),
+                (".git/config.worktree".into(), BindHow::ReadOnly),
+                (".git/hooks".into(), BindHow::ReadOnly),
+                (".git/info".into(), BindHow::ReadOnly),
+                ("tools/git".into(), BindHow::Pin),
+                ("tools/git/hooks".into(), BindHow::ReadOnly),
+            ]
+        );
+        assert_eq!(
+            reserved(&p),
+            [
+                ".envrc",
+                ".vscode",
+                "HEAD",
+                "shared.inc",
+                ".git/commondir",
+                ".git/config.worktree",
+                ".git/info",
+                "tools/git",
+                "tools/git/hooks"
+            ]
         );
     }
 
@@ -341,7 +476,7 @@ mod tests {
         std::fs::create_dir_all(&gd).unwrap();
         std::fs::write(gd.join("commondir"), "../..\n").unwrap();
         std::fs::write(ws.join(".git"), format!("gitdir: {}\n", gd.display())).unwrap();
-        let p = plan(&ws, &names(), None).unwrap();
+        let p = plan(&ws, &names(), None, RO).unwrap();
         assert_eq!(
             binds(&p),
             vec![
@@ -353,10 +488,37 @@ mod tests {
                 ("repo/.bare".into(), BindHow::ReadOnly),
             ]
         );
+        let p = plan(&ws, &names(), None, SPLIT).unwrap();
+        assert_eq!(
+            binds(&p),
+            vec![
+                (".envrc".into(), BindHow::ReadOnly),
+                (".git".into(), BindHow::ReadOnly),
+                (".vscode".into(), BindHow::ReadOnly),
+                ("HEAD".into(), BindHow::ReadOnly),
+                ("repo".into(), BindHow::Pin),
+                ("repo/.bare".into(), BindHow::Pin),
+                ("repo/.bare/commondir".into(), BindHow::ReadOnly),
+                ("repo/.bare/config".into(), BindHow::ReadOnly),
+                ("repo/.bare/config.worktree".into(), BindHow::ReadOnly),
+                ("repo/.bare/hooks".into(), BindHow::ReadOnly),
+                ("repo/.bare/info".into(), BindHow::ReadOnly),
+                ("repo/.bare/worktrees".into(), BindHow::Pin),
+                ("repo/.bare/worktrees/wt".into(), BindHow::Pin),
+                (
+                    "repo/.bare/worktrees/wt/commondir".into(),
+                    BindHow::ReadOnly
+                ),
+                (
+                    "repo/.bare/worktrees/wt/config.worktree".into(),
+                    BindHow::ReadOnly
+                ),
+            ]
+        );
         // A gitfile pointing through a symlink inside the workspace: refused.
         std::os::unix::fs::symlink("repo", ws.join("link")).unwrap();
         std::fs::write(ws.join(".git"), "gitdir: link/.bare/worktrees/wt\n").unwrap();
-        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        let e = plan(&ws, &names(), None, RO).unwrap_err().to_string();
         assert!(e.contains("link is a symlink inside the workspace"), "{e}");
     }
 
@@ -367,7 +529,107 @@ mod tests {
         std::fs::create_dir(ws.join("objects")).unwrap();
         std::fs::create_dir(ws.join("refs")).unwrap();
         std::fs::write(ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-        let e = plan(&ws, &names(), None).unwrap_err().to_string();
+        let e = plan(&ws, &names(), None, RO).unwrap_err().to_string();
         assert!(e.contains("is itself a git directory"), "{e}");
+    }
+
+    /// A git directory as git makes it: HEAD, objects/, refs/.
+    fn git_dir_at(d: &Path) {
+        std::fs::create_dir_all(d.join("objects/info")).unwrap();
+        std::fs::create_dir_all(d.join("refs/heads")).unwrap();
+        std::fs::create_dir_all(d.join("hooks")).unwrap();
+        std::fs::write(d.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(d.join("config"), "[core]\n").unwrap();
+    }
+
+    #[test]
+    fn a_git_directory_is_pinned_with_what_git_obeys_read_only() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        git_dir_at(&ws.join(".git"));
+        git_dir_at(&ws.join(".git/modules/lib/inner"));
+        // The default: the whole git directory read-only, nothing inside bound.
+        let p = plan(&ws, &[".git".to_string()], None, RO).unwrap();
+        assert_eq!(binds(&p), vec![(".git".into(), BindHow::ReadOnly)]);
+        assert!(p.reserve.is_empty());
+        let p = plan(&ws, &[".git".to_string()], None, SPLIT).unwrap();
+        let b = binds(&p);
+        for (rel, how) in [
+            (".git", BindHow::Pin),
+            (".git/config", BindHow::ReadOnly),
+            (".git/hooks", BindHow::ReadOnly),
+            (".git/info", BindHow::ReadOnly),
+            (".git/commondir", BindHow::ReadOnly),
+            (".git/objects/info/alternates", BindHow::ReadOnly),
+            // A submodule's git directory (`modules/a/b`) is split the same way.
+            (".git/modules/lib/inner", BindHow::Pin),
+            (".git/modules/lib/inner/config", BindHow::ReadOnly),
+            (".git/modules/lib/inner/hooks", BindHow::ReadOnly),
+        ] {
+            assert!(b.contains(&(rel.to_string(), how)), "{rel} {how:?}: {b:?}");
+        }
+        // Objects, refs and the index stay writable: no bind covers them.
+        for rel in [
+            ".git/objects/ab",
+            ".git/refs/heads/main",
+            ".git/index",
+            ".git/HEAD",
+        ] {
+            assert!(
+                !p.binds
+                    .iter()
+                    .any(|x| x.how == BindHow::ReadOnly && Path::new(rel).starts_with(&x.rel)),
+                "{rel}: {b:?}"
+            );
+        }
+        let commondir = p
+            .reserve
+            .iter()
+            .find(|r| r.rel == Path::new(".git/commondir"));
+        assert_eq!(commondir.and_then(|r| r.file), Some(".\n"));
+    }
+
+    #[test]
+    fn bad_git_layouts_are_refused_naming_the_path() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        // A `.git` that is a symlink.
+        std::os::unix::fs::symlink(elsewhere.path(), ws.join(".git")).unwrap();
+        let e = plan(&ws, &[".git".to_string()], None, SPLIT)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{} is a symlink", ws.join(".git").display())),
+            "{e}"
+        );
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        // A symlink planted where git obeys something inside a git directory.
+        git_dir_at(&ws.join(".git"));
+        std::fs::remove_dir(ws.join(".git/hooks")).unwrap();
+        std::os::unix::fs::symlink("../tools", ws.join(".git/hooks")).unwrap();
+        let e = plan(&ws, &[".git".to_string()], None, SPLIT)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(".git/hooks is a symlink"), "{e}");
+    }
+
+    #[test]
+    fn a_gitfile_pointing_outside_the_workspace_is_read_only_and_nothing_outside_bound() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let gd = outside.path().canonicalize().unwrap().join("repo.git");
+        git_dir_at(&gd);
+        std::fs::write(ws.join(".git"), format!("gitdir: {}\n", gd.display())).unwrap();
+        for mode in [RO, SPLIT] {
+            let p = plan(&ws, &[".git".to_string()], None, mode).unwrap();
+            assert_eq!(
+                binds(&p),
+                vec![(".git".into(), BindHow::ReadOnly)],
+                "{mode:?}"
+            );
+            assert!(p.reserve.is_empty(), "{mode:?}");
+        }
     }
 }

@@ -28,10 +28,13 @@ use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use serde::{Deserialize, Serialize};
 
+use super::Placeholder;
 use crate::native::sys;
 use crate::{Reaped, SandboxError, WorkspaceId};
 
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// The most a file placeholder holds (`.` and a newline, for `commondir`).
+const MAX_PLACEHOLDER_BYTES: i64 = 2;
 const RESOLVE_BENEATH: u64 = 0x08;
 
 /// Which directory a placeholder is: device, inode and, where the
@@ -187,7 +190,7 @@ fn stat_at(dir: &Parent<'_>, name: &CString) -> nix::Result<FileStat> {
 pub(crate) fn acquire(
     ws: &Path,
     id: Option<WorkspaceId>,
-    rels: &[PathBuf],
+    rels: &[Placeholder],
     owner: (u32, u32),
     state_dir: &Path,
     session: &str,
@@ -209,8 +212,8 @@ pub(crate) fn acquire(
             workspace: ws.to_path_buf(),
             held: rels
                 .iter()
-                .map(|rel| Held {
-                    rel: rel.clone(),
+                .map(|p| Held {
+                    rel: p.rel.clone(),
                     id: Ident::default(),
                 })
                 .collect(),
@@ -218,7 +221,8 @@ pub(crate) fn acquire(
     )?;
     t.live.insert(record.clone());
     r.record = Some(record.clone());
-    for rel in rels {
+    for p in rels {
+        let rel = &p.rel;
         let abs = ws.join(rel);
         if let Some(slot) = t.slots.get_mut(&abs) {
             slot.count += 1;
@@ -227,7 +231,7 @@ pub(crate) fn acquire(
         }
         let (dir, name) =
             parent_of(&ws_fd, rel).map_err(io_err(format!("placeholder {}", abs.display())))?;
-        match nix::sys::stat::mkdirat(&dir, name.as_c_str(), Mode::from_bits_truncate(0o755)) {
+        match create(&dir, &name, p.file) {
             Ok(()) => {}
             // Made since the plan was drawn (by the user): not ours; the
             // sandbox attaches it as it is, or refuses a symlink.
@@ -268,6 +272,27 @@ pub(crate) fn acquire(
     )?;
     drop(t);
     Ok(r)
+}
+
+/// Creates one placeholder: an empty directory, or a file holding `file`
+/// (never through a symlink, never over an existing entry).
+fn create(dir: &Parent<'_>, name: &CString, file: Option<&str>) -> nix::Result<()> {
+    let Some(text) = file else {
+        return nix::sys::stat::mkdirat(dir, name.as_c_str(), Mode::from_bits_truncate(0o755));
+    };
+    let fd = nix::fcntl::openat(
+        dir,
+        name.as_c_str(),
+        nix::fcntl::OFlag::O_CREAT
+            | nix::fcntl::OFlag::O_EXCL
+            | nix::fcntl::OFlag::O_WRONLY
+            | nix::fcntl::OFlag::O_NOFOLLOW
+            | nix::fcntl::OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )?;
+    let mut f = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut f, text.as_bytes())
+        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
 }
 
 impl Reservation {
@@ -321,9 +346,25 @@ fn remove(ws_fd: &OwnedFd, rel: &Path, id: Ident) -> std::io::Result<Removed> {
         Err(nix::errno::Errno::ENOENT) => return Ok(Removed::NotOurs),
         Err(e) => return Err(e.into()),
     };
-    let is_dir = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
     let same = id.unknown() || Ident::of(&dir, &name, &st) == id;
-    if !is_dir || !same {
+    // A file placeholder is ours only when known for certain, and still
+    // holds no more than a placeholder's few bytes (docs/THREAT_MODEL.md).
+    if kind == SFlag::S_IFREG && !id.unknown() && same {
+        if st.st_size > MAX_PLACEHOLDER_BYTES {
+            return Ok(Removed::NotEmpty);
+        }
+        return match nix::unistd::unlinkat(
+            &dir,
+            name.as_c_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        ) {
+            Ok(()) => Ok(Removed::Yes),
+            Err(nix::errno::Errno::ENOENT) => Ok(Removed::NotOurs),
+            Err(e) => Err(e.into()),
+        };
+    }
+    if kind != SFlag::S_IFDIR || !same {
         return Ok(Removed::NotOurs);
     }
     match nix::unistd::unlinkat(&dir, name.as_c_str(), nix::unistd::UnlinkatFlags::RemoveDir) {
@@ -442,14 +483,13 @@ mod tests {
     fn placeholders_are_made_shared_and_removed_by_the_last_holder() {
         let (d, ws) = ws();
         let state = d.path().join("state");
-        let rels = vec![
-            PathBuf::from(".vscode"),
-            PathBuf::from("tools"),
-            PathBuf::from("tools/hooks"),
-        ];
+        let rels: Vec<Placeholder> = [".vscode", "tools", "tools/hooks"]
+            .iter()
+            .map(|r| Placeholder::dir(PathBuf::from(r)))
+            .collect();
         let a = acquire(&ws, None, &rels, (0, 0), &state, "a").unwrap();
         for r in &rels {
-            assert!(ws.join(r).is_dir(), "{}", r.display());
+            assert!(ws.join(&r.rel).is_dir(), "{}", r.rel.display());
         }
         assert!(state.join("reserved/a.json").exists());
         let b = acquire(&ws, None, &rels, (0, 0), &state, "b").unwrap();
@@ -468,7 +508,10 @@ mod tests {
     fn a_placeholder_the_user_filled_is_left_and_a_replaced_one_untouched() {
         let (d, ws) = ws();
         let state = d.path().join("state");
-        let rels = vec![PathBuf::from(".idea"), PathBuf::from(".envrc")];
+        let rels = vec![
+            Placeholder::dir(PathBuf::from(".idea")),
+            Placeholder::dir(PathBuf::from(".envrc")),
+        ];
         let r = acquire(&ws, None, &rels, (0, 0), &state, "s").unwrap();
         std::fs::write(ws.join(".idea/workspace.xml"), "x").unwrap();
         std::fs::remove_dir(ws.join(".envrc")).unwrap();
@@ -485,7 +528,7 @@ mod tests {
         let live = acquire(
             &ws,
             None,
-            &[PathBuf::from(".cargo")],
+            &[Placeholder::dir(PathBuf::from(".cargo"))],
             (0, 0),
             &state,
             "live",
@@ -494,7 +537,7 @@ mod tests {
         let crashed = acquire(
             &ws,
             None,
-            &[PathBuf::from(".husky")],
+            &[Placeholder::dir(PathBuf::from(".husky"))],
             (0, 0),
             &state,
             "crashed",
@@ -518,6 +561,37 @@ mod tests {
     }
 
     #[test]
+    fn file_placeholders_hold_their_bytes_and_are_removed_unless_changed() {
+        let (d, ws) = ws();
+        let state = d.path().join("state");
+        std::fs::create_dir(ws.join("g")).unwrap();
+        let rels = vec![
+            Placeholder {
+                rel: PathBuf::from("g/commondir"),
+                file: Some(".\n"),
+            },
+            Placeholder {
+                rel: PathBuf::from("g/config.worktree"),
+                file: Some(""),
+            },
+        ];
+        let r = acquire(&ws, None, &rels, (0, 0), &state, "f").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.join("g/commondir")).unwrap(),
+            ".\n"
+        );
+        assert_eq!(
+            std::fs::read(ws.join("g/config.worktree")).unwrap().len(),
+            0
+        );
+        // The user wrote into one meanwhile: theirs now.
+        std::fs::write(ws.join("g/config.worktree"), "[user]\n\tname = me\n").unwrap();
+        drop(r);
+        assert!(!ws.join("g/commondir").exists());
+        assert!(ws.join("g/config.worktree").exists());
+    }
+
+    #[test]
     fn nothing_is_created_through_a_symlink() {
         let (d, ws) = ws();
         let state = d.path().join("state");
@@ -527,7 +601,7 @@ mod tests {
         let e = acquire(
             &ws,
             None,
-            &[PathBuf::from("tools/hooks")],
+            &[Placeholder::dir(PathBuf::from("tools/hooks"))],
             (0, 0),
             &state,
             "x",

@@ -201,7 +201,12 @@ impl NativeBackend {
         self.validate(spec)?;
         // What the host runs by itself: decided and reserved here, on the
         // host; attached inside by pid 1 (mounts.rs).
-        let plan = crate::host_exec::plan(&spec.workspace, &spec.host_exec, spec.home.as_deref())?;
+        let plan = crate::host_exec::plan(
+            &spec.workspace,
+            &spec.host_exec,
+            spec.home.as_deref(),
+            spec.git_dir,
+        )?;
         let reservation = crate::host_exec::reserve::acquire(
             &spec.workspace,
             spec.workspace_id,

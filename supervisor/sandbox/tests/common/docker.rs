@@ -135,6 +135,7 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         },
         hidden: Vec::new(),
         host_exec: tollgate_policy::host_exec::names(),
+        git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
     }

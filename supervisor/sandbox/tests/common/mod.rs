@@ -178,6 +178,7 @@ pub fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
         },
         hidden: vec![state_dir().to_path_buf()],
         host_exec: tollgate_policy::host_exec::names(),
+        git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
     }

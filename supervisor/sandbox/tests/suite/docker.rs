@@ -1079,9 +1079,13 @@ async fn a_mount_that_is_not_what_was_checked_is_refused() {
     let sb = s.backend.create_sandbox(&spec(&s.ws.path)).await.unwrap();
     let docker = engine();
     // The placeholders exist now: the same paths the backend mounted.
-    let protect =
-        tollgate_sandbox::host_exec::plan(&s.ws.path, &tollgate_policy::host_exec::names(), None)
-            .unwrap();
+    let protect = tollgate_sandbox::host_exec::plan(
+        &s.ws.path,
+        &tollgate_policy::host_exec::names(),
+        None,
+        spec(&s.ws.path).git_dir,
+    )
+    .unwrap();
     let plan = tollgate_sandbox::docker::plan_mounts(&s.ws.path, &protect.binds).unwrap();
     assert!(
         plan.len() > tollgate_policy::host_exec::HOST_EXEC.len(),

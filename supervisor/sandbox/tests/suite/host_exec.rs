@@ -22,11 +22,22 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use common::{NOBODY, sh, spec, workspace};
-use tollgate_policy::host_exec::{HOST_EXEC, HostExecKind};
-use tollgate_sandbox::Backend;
+use tollgate_policy::host_exec::{GitDirMode, HOST_EXEC, HostExecKind};
+use tollgate_sandbox::{Backend, SandboxSpec};
 
 /// The uids a session may have: an ordinary user and root.
 const UIDS: [u32; 2] = [NOBODY, 0];
+
+/// Both ways a git directory may be attached (`[sandbox] git_dir`): every
+/// attack must fail under each.
+const MODES: [GitDirMode; 2] = [GitDirMode::ReadOnly, GitDirMode::Split];
+
+fn spec_in(mode: GitDirMode, prefix: &str, ws: &Path, uid: u32) -> SandboxSpec {
+    SandboxSpec {
+        git_dir: mode,
+        ..spec(prefix, ws, uid, uid)
+    }
+}
 
 /// git on the host, as `uid`, in `dir`, with no system or global config of
 /// the machine's (HOME is the scenario's own).
@@ -304,12 +315,16 @@ async fn nothing_planted_inside_runs_on_the_host_later() {
                 control.marker.exists(),
                 "{name} (uid {uid}): not live: the host's git ran nothing even without a sandbox"
             );
-            for (backend, b) in &backends {
+            for ((backend, b), mode) in backends
+                .iter()
+                .flat_map(|b| MODES.iter().map(move |m| (b, *m)))
+            {
+                let backend = format!("{backend} ({})", mode.as_str());
                 let p = Place::new(uid);
                 setup(&p, uid);
                 let before = snapshot(&p.ws);
                 let sb = b
-                    .create(&spec("hostexec", &p.ws, uid, uid))
+                    .create(&spec_in(mode, "hostexec", &p.ws, uid))
                     .await
                     .unwrap_or_else(|e| panic!("{name} on {backend} (uid {uid}): {e}"));
                 let r = sh(sb.as_ref(), &p.script(&attack)).await;
@@ -336,16 +351,17 @@ async fn nothing_planted_inside_runs_on_the_host_later() {
 
 /// The shell lines that try to write, rename, remove and replace `name`
 /// (`kind` when it exists), each printing `ALLOWED:` when it worked.
-fn tamper(name: &str, kind: HostExecKind) -> String {
+fn tamper(name: &str, kind: HostExecKind, mode: GitDirMode) -> String {
     let try_ = |what: &str, cmd: String| {
         format!("if {cmd} 2>/dev/null; then echo 'ALLOWED:{name}:{what}'; fi\n")
     };
     let mut s = String::new();
     match kind {
         HostExecKind::Dir => {
+            let inner = inner(name, mode).display().to_string();
             s += &try_(
                 "create inside",
-                format!("mkdir -p '{name}' && echo x > '{name}/planted'"),
+                format!("mkdir -p '{inner}' && echo x > '{inner}/planted'"),
             );
         }
         HostExecKind::File => {
@@ -361,6 +377,16 @@ fn tamper(name: &str, kind: HostExecKind) -> String {
     s
 }
 
+/// Where a directory's content is read-only: the directory itself, but for
+/// `.git` when its git directory is split (only hooks/, config, ... are).
+fn inner(name: &str, mode: GitDirMode) -> PathBuf {
+    if name == ".git" && mode == GitDirMode::Split {
+        PathBuf::from(".git/hooks")
+    } else {
+        PathBuf::from(name)
+    }
+}
+
 /// (e): every other name of the table, existing or not when the sandbox
 /// starts, cannot be created, written, renamed, removed or replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,7 +395,7 @@ async fn every_host_executed_name_is_read_only_inside_existing_or_not() {
         return;
     }
     for (backend, b) in common::backends().await {
-        for uid in UIDS {
+        for (uid, mode) in UIDS.into_iter().flat_map(|u| MODES.map(|m| (u, m))) {
             for existing in [false, true] {
                 let p = Place::new(uid);
                 if existing {
@@ -377,21 +403,29 @@ async fn every_host_executed_name_is_read_only_inside_existing_or_not() {
                         let path = p.ws.join(e.name);
                         match e.kind {
                             HostExecKind::Dir => {
-                                std::fs::create_dir(&path).unwrap();
-                                std::fs::write(path.join("kept"), "original\n").unwrap();
-                                std::os::unix::fs::chown(path.join("kept"), Some(uid), Some(uid))
+                                let kept = p.ws.join(inner(e.name, mode));
+                                std::fs::create_dir_all(&kept).unwrap();
+                                std::fs::write(kept.join("kept"), "original\n").unwrap();
+                                std::os::unix::fs::chown(kept.join("kept"), Some(uid), Some(uid))
                                     .unwrap();
+                                std::os::unix::fs::chown(&kept, Some(uid), Some(uid)).unwrap();
                             }
                             HostExecKind::File => std::fs::write(&path, "original\n").unwrap(),
                         }
                         std::os::unix::fs::chown(&path, Some(uid), Some(uid)).unwrap();
                     }
                 }
-                let script: String = HOST_EXEC.iter().map(|e| tamper(e.name, e.kind)).collect();
-                let sb = b.create(&spec("names", &p.ws, uid, uid)).await.unwrap();
+                let script: String = HOST_EXEC
+                    .iter()
+                    .map(|e| tamper(e.name, e.kind, mode))
+                    .collect();
+                let sb = b.create(&spec_in(mode, "names", &p.ws, uid)).await.unwrap();
                 let r = sh(sb.as_ref(), &script).await;
                 sb.destroy().await.unwrap();
-                let what = format!("{backend}, uid {uid}, existing {existing}");
+                let what = format!(
+                    "{backend}, uid {uid}, git_dir {}, existing {existing}",
+                    mode.as_str()
+                );
                 assert_eq!(r.stdout, "", "{what}: {r:?}");
                 for e in HOST_EXEC {
                     let path = p.ws.join(e.name);
@@ -403,8 +437,9 @@ async fn every_host_executed_name_is_read_only_inside_existing_or_not() {
                     if existing {
                         let content = match e.kind {
                             HostExecKind::Dir => {
-                                assert!(!path.join("planted").exists(), "{what}: {}", e.name);
-                                std::fs::read_to_string(path.join("kept"))
+                                let kept = p.ws.join(inner(e.name, mode));
+                                assert!(!kept.join("planted").exists(), "{what}: {}", e.name);
+                                std::fs::read_to_string(kept.join("kept"))
                             }
                             HostExecKind::File => std::fs::read_to_string(&path),
                         };

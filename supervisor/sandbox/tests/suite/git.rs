@@ -1,0 +1,436 @@
+//! git inside the sandbox with `[sandbox] git_dir = "split"`
+//! (docs/THREAT_MODEL.md, "A git directory is read-only by default; split
+//! on request"): ordinary git work succeeds on both backends, for a root
+//! session and an ordinary one, while what the host's git obeys stays
+//! read-only; after every vector planted from inside, the owner's real git
+//! on the host (`status`, `log -p`, `diff`, `commit`, `fetch` from a local
+//! remote) runs nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use common::{NOBODY, sh, workspace};
+use tollgate_policy::host_exec::GitDirMode;
+use tollgate_sandbox::{Backend, SandboxSpec};
+
+/// Every test here runs with the git directory split (`[sandbox] git_dir =
+/// "split"`; the default keeps all of it read-only, where git cannot commit).
+fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
+    SandboxSpec {
+        git_dir: GitDirMode::Split,
+        ..common::spec(prefix, ws, uid, gid)
+    }
+}
+
+const UIDS: [u32; 2] = [NOBODY, 0];
+
+/// An identity for commits inside, without any config file.
+const IDENTITY: &str = "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t.invalid \
+     GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t.invalid GIT_CONFIG_NOSYSTEM=1 HOME=/tmp; set -e\n";
+
+/// Native, and Docker with the full image (it has git; the minimal one has
+/// none). TOLLGATE_REQUIRE_DOCKER_FULL=1 makes a missing image a failure.
+async fn backends() -> Vec<(&'static str, Arc<dyn Backend>)> {
+    let mut v: Vec<(&'static str, Arc<dyn Backend>)> =
+        vec![("native", common::native() as Arc<dyn Backend>)];
+    match common::docker::backend_full().await {
+        Some(d) => v.push(("docker", d)),
+        None if std::env::var("TOLLGATE_REQUIRE_DOCKER_FULL").as_deref() == Ok("1") => {
+            panic!("the full docker image is required (TOLLGATE_REQUIRE_DOCKER_FULL=1)")
+        }
+        None => {}
+    }
+    v
+}
+
+/// The owner's git on the host, as `uid`, with no config of the machine's.
+fn host_git(dir: &Path, uid: u32, home: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_EDITOR", "true")
+        .env("PAGER", "cat")
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .expect("git on the host")
+}
+
+fn git_ok(dir: &Path, uid: u32, home: &Path, args: &[&str]) -> String {
+    let out = host_git(dir, uid, home, args);
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+struct Place {
+    _home_dir: tempfile::TempDir,
+    home: PathBuf,
+    _ws_dir: tempfile::TempDir,
+    ws: PathBuf,
+    /// A bare repository outside the workspace: the local remote.
+    _remote_dir: tempfile::TempDir,
+    remote: PathBuf,
+}
+
+impl Place {
+    /// A repository with two commits on `main` and a remote holding them.
+    fn new(uid: u32) -> Place {
+        let (home_dir, ws_dir, remote_dir) = (
+            workspace(uid, uid),
+            workspace(uid, uid),
+            workspace(uid, uid),
+        );
+        let canon = |d: &tempfile::TempDir| d.path().canonicalize().unwrap();
+        let p = Place {
+            home: canon(&home_dir),
+            ws: canon(&ws_dir),
+            remote: canon(&remote_dir),
+            _home_dir: home_dir,
+            _ws_dir: ws_dir,
+            _remote_dir: remote_dir,
+        };
+        let ws = &p.ws;
+        git_ok(ws, uid, &p.home, &["init", "-q", "-b", "main"]);
+        for (i, text) in ["one\ntwo\nthree\n", "one\n2\nthree\n"].iter().enumerate() {
+            let f = ws.join("file.txt");
+            std::fs::write(&f, text).unwrap();
+            std::os::unix::fs::chown(&f, Some(uid), Some(uid)).unwrap();
+            git_ok(ws, uid, &p.home, &["add", "file.txt"]);
+            git_ok(ws, uid, &p.home, &["commit", "-qm", &format!("c{i}")]);
+        }
+        git_ok(
+            &p.remote,
+            uid,
+            &p.home,
+            &["init", "-q", "--bare", "-b", "main"],
+        );
+        let remote = p.remote.display().to_string();
+        git_ok(ws, uid, &p.home, &["remote", "add", "origin", &remote]);
+        git_ok(ws, uid, &p.home, &["push", "-q", "origin", "main"]);
+        p
+    }
+
+    fn marker(&self) -> PathBuf {
+        self.home.join("pwned")
+    }
+}
+
+/// Every ordinary git command the issue lists, in one script; each prints
+/// its name after it succeeds.
+const ORDINARY: &str = r#"
+step() { echo "ok:$1"; }
+echo more >> file.txt; git add file.txt; step add
+git commit -qm third; step commit
+git commit -q --amend -m third-amended; step amend
+git checkout -q -b feature; step checkout-b
+echo feat > feat.txt; git add feat.txt; git commit -qm feat
+git switch -q main; step switch
+echo dirty >> file.txt; git stash -q; git stash pop -q; git checkout -q -- file.txt; step stash
+git merge -q --no-edit feature; step merge
+git checkout -q -b topic HEAD~1; echo t > t.txt; git add t.txt; git commit -qm topic
+git rebase -q main; step rebase
+git switch -q main; git cherry-pick topic >/dev/null; step cherry-pick
+git reset -q --hard HEAD~1; step reset
+git tag v1; git tag -a -m annotated v2; step tag
+git gc -q; git repack -q -a -d; step gc
+git worktree add -q wt-inside -b wt-branch; git -C wt-inside log --oneline >/dev/null; step worktree
+git log -p >/dev/null; step log
+git diff HEAD~1 >/dev/null; step diff
+git blame file.txt >/dev/null; step blame
+mkdir fresh; cd fresh; git init -q; echo x > x; git add x; git commit -qm fresh; cd ..; step init
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordinary_git_works_inside_on_both_backends_root_or_not() {
+    if !common::require_root() {
+        return;
+    }
+    for (backend, b) in backends().await {
+        for uid in UIDS {
+            let p = Place::new(uid);
+            let sb = b.create(&spec("git", &p.ws, uid, uid)).await.unwrap();
+            let r = sh(sb.as_ref(), &format!("{IDENTITY}{ORDINARY}")).await;
+            sb.destroy().await.unwrap();
+            let what = format!("{backend}, uid {uid}");
+            assert_eq!(r.code(), Some(0), "{what}: {r:?}");
+            let steps: Vec<&str> = ORDINARY
+                .lines()
+                .filter_map(|l| l.split("step ").nth(1))
+                .collect();
+            let done: Vec<&str> = r
+                .stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix("ok:"))
+                .collect();
+            assert_eq!(done, steps, "{what}: {r:?}");
+            eprintln!("{what}: {} steps done inside", done.len());
+            // The host sees the work: a sound repository holding it.
+            git_ok(&p.ws, uid, &p.home, &["fsck", "--no-progress"]);
+            let log = git_ok(&p.ws, uid, &p.home, &["log", "--format=%s", "main"]);
+            assert!(
+                log.contains("third-amended") && log.contains("feat"),
+                "{what}: {log}"
+            );
+            let tags = git_ok(&p.ws, uid, &p.home, &["tag"]);
+            assert_eq!(tags, "v1\nv2\n", "{what}");
+            // No placeholder is left in the git directory.
+            for name in ["commondir", "config.worktree", "objects/info/alternates"] {
+                assert!(
+                    !p.ws.join(".git").join(name).exists(),
+                    "{what}: {name} left"
+                );
+            }
+        }
+    }
+}
+
+/// A config line that runs `touch MARK/<what>` on git's next `status`.
+fn fsmonitor(what: &str) -> String {
+    format!(r#"printf '[core]\n\tfsmonitor = "touch MARK/{what}; false"\n'"#)
+}
+
+/// Every hook name git knows.
+const HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
+
+/// (vector, the marker the host's git makes when the vector is planted
+/// without a sandbox (`None`: git obeys it only in a command the owner
+/// does not run here, or never from a repository's config), the plant).
+fn vectors() -> Vec<(&'static str, Option<&'static str>, String)> {
+    let hook = |m: &str| format!(r#"printf '#!/bin/sh\ntouch MARK/{m}\n'"#);
+    let every_hook = HOOKS
+        .iter()
+        .map(|h| {
+            format!(
+                "{} > .git/hooks/{h}; chmod +x .git/hooks/{h}",
+                hook(&format!("hook-{h}"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    vec![
+        ("core.fsmonitor", Some("fsmonitor"), r#"git config core.fsmonitor "touch MARK/fsmonitor; false""#.into()),
+        ("core.hooksPath", Some("hookspath"), format!("mkdir -p eh && {} > eh/pre-commit && chmod +x eh/pre-commit && git config core.hooksPath eh", hook("hookspath"))),
+        ("core.sshCommand", Some("sshcommand"), r#"git config core.sshCommand "touch MARK/sshcommand; false" && git config remote.sshr.url example.invalid:repo && git config remote.sshr.fetch '+refs/heads/*:refs/remotes/sshr/*'"#.into()),
+        ("core.pager", Some("pager"), r#"git config core.pager "touch MARK/pager; cat""#.into()),
+        ("core.editor", Some("editor"), r#"git config core.editor "touch MARK/editor; true""#.into()),
+        ("diff.external", Some("diffexternal"), r#"git config diff.external "touch MARK/diffexternal; true""#.into()),
+        ("filter driver (config, info/attributes)", Some("filter"), r#"git config filter.evil.clean "touch MARK/filter; cat" && echo '* filter=evil' >> .git/info/attributes"#.into()),
+        ("diff driver (config, .gitattributes)", Some("diffdriver"), r#"git config diff.evil.command "touch MARK/diffdriver; true" && echo '*.txt diff=evil' >> .gitattributes"#.into()),
+        ("merge driver (config, .gitattributes)", Some("merge"), r#"git config merge.evil.driver "touch MARK/merge; false" && echo '*.txt merge=evil' >> .gitattributes"#.into()),
+        ("alias.*", Some("alias"), r#"git config alias.st "!touch MARK/alias""#.into()),
+        ("include.path", Some("include"), format!("{} > evil.inc && git config include.path ../evil.inc", fsmonitor("include"))),
+        ("includeIf", Some("includeif"), format!("{} > evil2.inc && git config includeIf.gitdir:/.path ../evil2.inc", fsmonitor("includeif"))),
+        ("credential.helper", Some("credential"), r#"git config credential.helper "!touch MARK/credential; false""#.into()),
+        ("uploadpack.packObjectsHook", None, r#"git config uploadpack.packObjectsHook "touch MARK/packobjects; git""#.into()),
+        ("protocol.ext.allow with ext::", Some("ext"), r#"git config protocol.ext.allow always && git config remote.extr.url 'ext::sh -c touch% MARK/ext' && git config remote.extr.fetch '+refs/heads/*:refs/remotes/extr/*'"#.into()),
+        ("submodule update = !cmd", None, r#"git config submodule.evil.update '!touch MARK/submodule' && printf '[submodule "evil"]\n\tpath = evil\n\turl = ./evil\n\tupdate = !touch MARK/submodule\n' > .gitmodules"#.into()),
+        ("every hook name", Some("hook-pre-commit"), every_hook),
+        ("config.worktree", Some("configworktree"), format!("{} > .git/config.worktree && git config extensions.worktreeConfig true", fsmonitor("configworktree"))),
+        ("commondir", Some("commondir"), format!("mkdir evil && cp -r .git/. evil/ && {} >> evil/config && echo ../evil > .git/commondir", fsmonitor("commondir"))),
+        (".git renamed and remade", Some("rename"), format!("mv .git .git-old && cp -r .git-old .git && {} >> .git/config", fsmonitor("rename"))),
+        (".git/config replaced by a rename", Some("replace"), format!("cp .git/config c.new && {} >> c.new && mv c.new .git/config", fsmonitor("replace"))),
+        ("hooks replaced by a symlink", Some("hooklink"), format!("mkdir -p eh2 && {} > eh2/pre-commit && chmod +x eh2/pre-commit && rm -rf .git/hooks && ln -s ../eh2 .git/hooks", hook("hooklink"))),
+        ("a worktree's .git file repointed", Some("worktree"), format!("mkdir evilwt && cp -r .git/. evilwt/ && {} >> evilwt/config && echo \"gitdir: $PWD/evilwt\" > lw/.git", fsmonitor("worktree"))),
+        ("a worktree's commondir repointed", Some("wtcommondir"), format!("mkdir evilc && cp -r .git/. evilc/ && {} >> evilc/config && echo \"$PWD/evilc\" > .git/worktrees/lw/commondir", fsmonitor("wtcommondir"))),
+    ]
+}
+
+/// The owner's git on the host after a sandbox: status (also in the
+/// linked worktree), a paged `log -p` (on a terminal), `diff`, `commit`
+/// with hooks and with the editor, a merge, `fetch` from every remote (the
+/// local one among them), a credential fill and an alias. Failures are
+/// fine: what counts is what ran.
+fn owner_uses_the_repository(p: &Place, uid: u32) {
+    let script = r#"
+git status >/dev/null 2>&1
+git -C lw status >/dev/null 2>&1
+script -qec 'git log -p -1' /dev/null >/dev/null 2>&1
+echo change >> file.txt
+git diff >/dev/null 2>&1
+git commit -qam host >/dev/null 2>&1
+git commit -q --amend >/dev/null 2>&1
+git merge -q --no-edit side >/dev/null 2>&1
+git fetch -q --all >/dev/null 2>&1
+printf 'protocol=https\nhost=example.invalid\n\n' | git credential fill >/dev/null 2>&1
+git st >/dev/null 2>&1
+true
+"#;
+    Command::new("sh")
+        .args(["-c", script])
+        .current_dir(&p.ws)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &p.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("EDITOR", "true")
+        .env("TERM", "dumb")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .envs(identity())
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .unwrap();
+}
+
+fn identity() -> [(&'static str, &'static str); 4] {
+    [
+        ("GIT_AUTHOR_NAME", "t"),
+        ("GIT_AUTHOR_EMAIL", "t@t.invalid"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@t.invalid"),
+    ]
+}
+
+/// The repository of [`Place::new`] with a linked worktree `lw` inside the
+/// workspace and a branch `side` that merging needs a content merge for;
+/// `MARK` (the markers' directory) in the owner's home.
+fn victim(uid: u32) -> (Place, PathBuf) {
+    let p = Place::new(uid);
+    let (ws, home) = (&p.ws, &p.home);
+    git_ok(ws, uid, home, &["branch", "side", "HEAD~1"]);
+    git_ok(ws, uid, home, &["worktree", "add", "-q", "lw", "side"]);
+    std::fs::write(ws.join("lw/file.txt"), "one\ntwo\nTHREE\n").unwrap();
+    git_ok(&ws.join("lw"), uid, home, &["commit", "-qam", "side"]);
+    let marks = p.marker();
+    std::fs::create_dir(&marks).unwrap();
+    std::os::unix::fs::chown(&marks, Some(uid), Some(uid)).unwrap();
+    (p, marks)
+}
+
+fn marks_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn host_sh(p: &Place, uid: u32, script: &str) -> Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .current_dir(&p.ws)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &p.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .unwrap()
+}
+
+/// Each vector, planted on the host without a sandbox, makes the owner's
+/// git run its command (so the vector is live); all of them planted from
+/// inside a sandbox make it run nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_planted_from_inside_runs_in_the_owners_git() {
+    if !common::require_root() {
+        return;
+    }
+    let all = vectors();
+    for (name, marker, plant) in &all {
+        let Some(marker) = marker else { continue };
+        let (p, marks) = victim(NOBODY);
+        let out = host_sh(
+            &p,
+            NOBODY,
+            &plant.replace("MARK", &marks.display().to_string()),
+        );
+        assert!(
+            out.status.success(),
+            "control {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        owner_uses_the_repository(&p, NOBODY);
+        eprintln!("control {name}: {:?}", marks_in(&marks));
+        assert!(
+            marks_in(&marks).contains(&marker.to_string()),
+            "control {name}: not live, the owner's git ran nothing without a sandbox ({:?})",
+            marks_in(&marks)
+        );
+    }
+    for (backend, b) in backends().await {
+        for uid in UIDS {
+            let (p, marks) = victim(uid);
+            let config = std::fs::read(p.ws.join(".git/config")).unwrap();
+            let script: String = all
+                .iter()
+                .map(|(name, _, plant)| {
+                    let plant = plant.replace("MARK", &marks.display().to_string());
+                    format!("if ( {plant} ) 2>/dev/null; then echo 'PLANTED: {name}'; fi\n")
+                })
+                .collect();
+            let sb = b.create(&spec("gitvec", &p.ws, uid, uid)).await.unwrap();
+            let identity = IDENTITY.replace("set -e\n", "\n");
+            let r = sh(sb.as_ref(), &format!("{identity}{script}")).await;
+            sb.destroy().await.unwrap();
+            let what = format!("{backend}, uid {uid}");
+            owner_uses_the_repository(&p, uid);
+            eprintln!("{what}: {} vectors tried inside: {:?}", all.len(), r.stderr);
+            assert_eq!(
+                marks_in(&marks),
+                Vec::<String>::new(),
+                "{what}: the owner's git ran a planted command ({r:?})"
+            );
+            // The alias plant and the .gitattributes ones touch only data
+            // files; everything git obeys refused them.
+            let planted: Vec<&str> = r.stdout.lines().collect();
+            assert_eq!(
+                planted,
+                Vec::<&str>::new(),
+                "{what}: planted from inside: {r:?}"
+            );
+            assert_eq!(
+                std::fs::read(p.ws.join(".git/config")).unwrap(),
+                config,
+                "{what}"
+            );
+        }
+    }
+}
