@@ -6,8 +6,9 @@
 //!
 //! One file per client session id under `<state_dir>/client-sessions/`,
 //! named `<client>.<id>` (the id is letters, digits, `-`, `_` and `.`, never
-//! `..`), holding the uid. The first claim creates it (`O_EXCL`, then
-//! `fsync` of the file and the directory) before the session opens; a later
+//! `..`), holding the uid. The first claim writes it whole to a fresh file and
+//! links it into place (so a parallel claim never reads it half written),
+//! then `fsync`s the directory, before the session opens; a later
 //! claim reads it (`O_NOFOLLOW`) and must come from that uid. A file that
 //! cannot be read or makes no sense refuses the claim: fail closed.
 
@@ -15,6 +16,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tollgate_policy::clients::Client;
 use tonic::Status;
@@ -57,24 +59,8 @@ impl Claims {
                 self.dir.display()
             ))
         };
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(mut f) => {
-                let written = f
-                    .write_all(format!("{uid}\n").as_bytes())
-                    .and_then(|_| f.sync_all())
-                    .and_then(|_| File::open(&self.dir)?.sync_all());
-                if let Err(e) = written {
-                    let _ = std::fs::remove_file(&path);
-                    return Err(unavailable("record", e));
-                }
-                Ok(())
-            }
+        match self.publish(&path, uid) {
+            Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                 let owner = read_owner(&path).map_err(|e| unavailable("read", e))?;
                 if owner == uid {
@@ -87,6 +73,40 @@ impl Claims {
             Err(e) => Err(unavailable("record", e)),
         }
     }
+
+    /// Writes `uid` to a fresh file beside `path`, makes it durable, then
+    /// links it to `path`, which fails with `AlreadyExists` when another
+    /// claim got there first: a reader never sees a claim half written (two
+    /// parallel hooks of one session both open it).
+    fn publish(&self, path: &Path, uid: u32) -> std::io::Result<()> {
+        let tmp = self.fresh_name();
+        // A leftover of an earlier supervisor with the same pid.
+        let _ = std::fs::remove_file(&tmp);
+        let written = write_new(&tmp, uid).and_then(|_| std::fs::hard_link(&tmp, path));
+        let removed = std::fs::remove_file(&tmp);
+        written?;
+        removed?;
+        File::open(&self.dir)?.sync_all()
+    }
+
+    /// A name in the directory no other claim uses (`.` first: never a
+    /// client's, whose names start with the client).
+    fn fresh_name(&self) -> PathBuf {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        self.dir.join(format!(".claim-{}-{n}", std::process::id()))
+    }
+}
+
+fn write_new(path: &Path, uid: u32) -> std::io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(format!("{uid}\n").as_bytes())?;
+    f.sync_all()
 }
 
 fn read_owner(path: &Path) -> std::io::Result<u32> {
@@ -122,6 +142,30 @@ mod tests {
             e.message(),
             "claude-code session s-1 belongs to uid 1000; the caller is uid 2000. Each user's client runs its own sessions"
         );
+    }
+
+    #[test]
+    fn parallel_claims_of_one_id_never_read_it_half_written() {
+        let t = tempfile::tempdir().unwrap();
+        let c = std::sync::Arc::new(Claims::open(t.path()).unwrap());
+        for round in 0..50 {
+            let id = format!("par-{round}");
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (c, id) = (std::sync::Arc::clone(&c), id.clone());
+                    std::thread::spawn(move || c.claim(Client::ClaudeCode, &id, 1000))
+                })
+                .collect();
+            for th in threads {
+                th.join().unwrap().unwrap();
+            }
+        }
+        let left: Vec<_> = std::fs::read_dir(t.path().join(CLAIMS_DIR))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "temporary files left: {left:?}");
     }
 
     #[test]
