@@ -127,6 +127,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         refusals: crate::refusals::Refusals::default(),
         host_addrs,
         hooks,
+        walls: crate::wall::Walls::default(),
         config,
     });
 

@@ -75,6 +75,8 @@ pub struct Supervisor {
     pub host_addrs: Arc<HostAddrWatch>,
     /// Client sessions (`agent hook`) and their routed commands.
     pub hooks: crate::hooks::Hooks,
+    /// The network wall of each session's sandbox (wall/mod.rs).
+    pub walls: crate::wall::Walls,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -375,6 +377,9 @@ impl Supervisor {
             None => Ok(()),
         };
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
+        // Its connections closed, each close recorded before the session's
+        // last records.
+        self.walls.stop(&session.id).await;
         self.withdraw_approvals(session, state, reason, by);
         tell_the_agent(session, state, reason);
         // Cancelled calls write their own last records; those must come

@@ -78,8 +78,21 @@ pub async fn run_routed<O>(
         timeout_s: route.timeout_s,
         merge_stderr: false,
     };
+    let net = crate::exec::net_lines::mark(cx);
     let ran = shell::run(cx, sb.as_ref(), cmd, tx, &cancel).await;
     let streamed = forward.await.unwrap_or_default();
+    let refused = crate::exec::net_lines::refused_since(cx, net);
+    if !refused.is_empty() {
+        send(
+            out,
+            stderr_line(&format!(
+                "{}
+",
+                refused.trim_start()
+            )),
+        )
+        .await;
+    }
     let duration_ms = started.elapsed().as_millis() as u64;
     let (status, exit, note) = routed_end(&cx.session, &ran);
     if let Some(note) = note {

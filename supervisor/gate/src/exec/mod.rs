@@ -11,6 +11,7 @@ use tollgate_tools::ToolOutput;
 use crate::host::Ctx;
 
 mod fetch;
+pub(crate) mod net_lines;
 pub mod sandbox;
 pub(crate) mod shell;
 

@@ -90,6 +90,7 @@ pub(super) async fn run_bash(
         timeout_s,
         merge_stderr: true,
     };
+    let net = super::net_lines::mark(cx);
     let ran = run(cx, sb.as_ref(), cmd, tx, cancel).await;
     let (kept, more) = collector.await.unwrap_or_default();
     if let Some(reason) = cx.session.disk_stop.lock().take() {
@@ -102,7 +103,11 @@ pub(super) async fn run_bash(
     if outcome.cancelled {
         return Err(ExecError::Cancelled);
     }
-    Ok(command_output(&kept, more, cap, &outcome, ran.timeout))
+    let mut done = command_output(&kept, more, cap, &outcome, ran.timeout);
+    done.output
+        .text
+        .push_str(&super::net_lines::refused_since(cx, net));
+    Ok(done)
 }
 
 /// A command's merged output, redacted on bytes as it comes (a secret split

@@ -233,6 +233,7 @@ impl NativeBackend {
             rlimit_nproc: self.opts.rlimit_nproc,
             binds: plan.binds,
             egress: spec.egress.clone(),
+            wall: spec.wall,
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -947,12 +948,8 @@ impl Sandbox for NativeSandbox {
         self.exec_fed(req, stdin, out, cancel).await
     }
 
-    fn egress_listener(
-        &self,
-        addr: std::net::SocketAddr,
-    ) -> Result<std::net::TcpListener, SandboxError> {
-        let pidfd = self
-            .teardown
+    fn netns_pidfd(&self) -> Result<OwnedFd, SandboxError> {
+        self.teardown
             .lock()
             .ok()
             .and_then(|t| {
@@ -965,8 +962,7 @@ impl Sandbox for NativeSandbox {
             .map_err(|e| SandboxError::Io {
                 context: "pidfd of sandbox pid 1".to_string(),
                 source: e,
-            })?;
-        crate::egress::listen_in(pidfd, addr)
+            })
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
