@@ -16,6 +16,7 @@ mod bench;
 mod client;
 mod doctor;
 mod policy;
+mod reload;
 mod sandbox;
 mod sessions;
 mod shared_disk;
@@ -113,6 +114,13 @@ enum Cmd {
     /// The policy engine, offline.
     #[command(subcommand)]
     Policy(PolicyCmd),
+    /// Read the config again and put its policy in force for new decisions,
+    /// as SIGHUP does; every live session keeps running. A refused reload
+    /// exits 1 and the old config stays.
+    Reload {
+        #[arg(long)]
+        json: bool,
+    },
     /// Check this host: Landlock, seccomp, namespaces, cgroups, Docker,
     /// credential paths, sockets.
     Doctor,
@@ -321,6 +329,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             resolve,
             file,
         }),
+        Cmd::Reload { json } => reload::run(connect().await?, json).await,
         Cmd::Doctor => doctor::run(&socket).await,
         Cmd::Bench { args } => Err(bench::exec(&args)),
     }

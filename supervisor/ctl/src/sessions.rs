@@ -70,6 +70,8 @@ fn print_status_json(s: &pb::StatusResponse) {
             "audit_reserve_drawing": s.audit_reserve_drawing,
             "disk_min_free_mb": s.disk_min_free_mb,
             "telemetry": telemetry_json(s.telemetry.as_ref()),
+            "policy_digest": s.policy_digest,
+            "last_reload": s.last_reload.as_ref().map(crate::reload::result_json),
         })
     );
 }
@@ -92,6 +94,11 @@ fn print_status_table(s: pb::StatusResponse) {
             ),
         ),
         ("config", config),
+        ("policy", format!("digest {}", s.policy_digest)),
+        (
+            "last reload",
+            crate::reload::status_line(s.last_reload.as_ref()),
+        ),
         ("sandbox", format!("{}: {}", s.sandbox, s.sandbox_strength)),
         ("sessions", format!("{} active", s.sessions_active)),
         ("approvals", format!("{} pending", s.approvals_pending)),
