@@ -308,28 +308,16 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
     sup.crash();
     f.call.abort();
     // A second supervisor on the same state and audit dirs.
-    let dirs2 = Dirs {
-        root: tempfile::tempdir().unwrap(),
-        state: state.clone(),
-        audit: audit.clone(),
-    };
+    let dirs2 = same_dirs(&state, &audit);
     let sup2 = Supervisor::builder().dirs(dirs2).start();
     wait_for("sleeps to die", Duration::from_secs(5), || {
         sleeps(arg).is_empty()
     });
-    let records: Vec<serde_json::Value> = sup2
-        .audit_files("supervisor-")
-        .iter()
-        .flat_map(|p| tollgate_e2e::harness::read_records(p))
-        .collect();
-    let recovered: Vec<&serde_json::Value> = records
-        .iter()
-        .filter(|r| r["event"] == "recovered" && r["session"] == f.session.as_str())
-        .collect();
+    let recovered = recovered_records(&sup2, &f.session);
     assert_eq!(
         recovered.len(),
         1,
-        "one recovered record for {}: {records:#?}",
+        "one recovered record for {}: {recovered:#?}",
         f.session
     );
     assert!(!record.exists(), "the state record is gone after reaping");
@@ -405,30 +393,18 @@ async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_rec
     );
 
     // A second supervisor on the same state and audit dirs removes it.
-    let dirs2 = Dirs {
-        root: tempfile::tempdir().unwrap(),
-        state: state.clone(),
-        audit: audit.clone(),
-    };
+    let dirs2 = same_dirs(&state, &audit);
     let sup2 = Supervisor::builder()
         .config(&config)
         .sandbox("docker")
         .dirs(dirs2)
         .start();
     assert_eq!(running(), None, "container {id} is still there");
-    let records: Vec<serde_json::Value> = sup2
-        .audit_files("supervisor-")
-        .iter()
-        .flat_map(|p| tollgate_e2e::harness::read_records(p))
-        .collect();
-    let recovered: Vec<&serde_json::Value> = records
-        .iter()
-        .filter(|r| r["event"] == "recovered" && r["session"] == f.session.as_str())
-        .collect();
+    let recovered = recovered_records(&sup2, &f.session);
     assert_eq!(
         recovered.len(),
         1,
-        "one recovered record for {}: {records:#?}",
+        "one recovered record for {}: {recovered:#?}",
         f.session
     );
     drop(sup);
@@ -534,6 +510,15 @@ async fn docker_revoke_and_session_end_kill_a_command_that_hides() {
     }
 }
 
+/// A second supervisor's dirs: the first one's state and audit dirs.
+fn same_dirs(state: &std::path::Path, audit: &std::path::Path) -> Dirs {
+    Dirs {
+        root: tempfile::tempdir().unwrap(),
+        state: state.to_path_buf(),
+        audit: audit.to_path_buf(),
+    }
+}
+
 /// The `recovered` records a supervisor wrote for `session`.
 fn recovered_records(sup: &Supervisor, session: &str) -> Vec<serde_json::Value> {
     sup.audit_files("supervisor-")
@@ -562,11 +547,7 @@ async fn a_start_with_docker_configured_reaps_a_native_sandbox_left_behind() {
     assert!(record.exists(), "the native sandbox's state record exists");
     sup.crash();
     f.call.abort();
-    let dirs2 = Dirs {
-        root: tempfile::tempdir().unwrap(),
-        state,
-        audit,
-    };
+    let dirs2 = same_dirs(&state, &audit);
     let sup2 = Supervisor::builder()
         .config(&tollgate_e2e::harness::docker_config(""))
         .sandbox("docker")
@@ -606,11 +587,7 @@ async fn a_start_with_native_configured_reaps_a_docker_container_left_behind() {
     assert!(!listed().is_empty(), "no container for {}", f.session);
     sup.crash();
     f.call.abort();
-    let dirs2 = Dirs {
-        root: tempfile::tempdir().unwrap(),
-        state,
-        audit,
-    };
+    let dirs2 = same_dirs(&state, &audit);
     let sup2 = Supervisor::builder()
         .config(&config)
         .sandbox("native")
