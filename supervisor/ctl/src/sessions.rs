@@ -343,7 +343,12 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
     Ok(())
 }
 
-pub async fn revoke(mut c: Client, id: String, reason: Option<String>) -> anyhow::Result<()> {
+pub async fn revoke(
+    mut c: Client,
+    id: String,
+    reason: Option<String>,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let s = c
         .revoke_session(pb::RevokeSessionRequest {
             session_id: id,
@@ -352,11 +357,20 @@ pub async fn revoke(mut c: Client, id: String, reason: Option<String>) -> anyhow
         .await
         .map_err(status_error)?
         .into_inner();
-    outln!("revoked {} ({})", s.id, table::escape(&s.end_reason));
+    if json_out {
+        outln!("{}", session_json(&s));
+    } else {
+        outln!("revoked {} ({})", s.id, table::escape(&s.end_reason));
+    }
     Ok(())
 }
 
-pub async fn kill(mut c: Client, id: Option<String>, all: bool) -> anyhow::Result<()> {
+pub async fn kill(
+    mut c: Client,
+    id: Option<String>,
+    all: bool,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let r = c
         .kill_session(pb::KillSessionRequest {
             session_id: id.unwrap_or_default(),
@@ -366,6 +380,10 @@ pub async fn kill(mut c: Client, id: Option<String>, all: bool) -> anyhow::Resul
         .await
         .map_err(status_error)?
         .into_inner();
+    if json_out {
+        outln!("{}", json!({ "killed": r.killed }));
+        return Ok(());
+    }
     if r.killed.is_empty() {
         outln!("no sessions killed");
     }

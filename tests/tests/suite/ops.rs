@@ -795,3 +795,184 @@ fn the_llm_key_comes_from_a_private_file_or_a_credential() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains(key.to_str().unwrap()));
 }
+
+/// `supervisorctl ARGS --json`: its exit code, stdout as JSON (Null when
+/// empty) and stderr as JSON (Null when empty).
+fn ctl_json_any(
+    sup: &Supervisor,
+    args: &[&str],
+) -> (Option<i32>, serde_json::Value, serde_json::Value) {
+    let out = sup.ctl(args);
+    let parse = |b: &[u8], what: &str| {
+        if b.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(b)
+                .unwrap_or_else(|e| panic!("{args:?} {what}: {e}: {}", String::from_utf8_lossy(b)))
+        }
+    };
+    (
+        out.status.code(),
+        parse(&out.stdout, "stdout"),
+        parse(&out.stderr, "stderr"),
+    )
+}
+
+/// Every command answers `--json` with one JSON document (JSON Lines for
+/// the streams), and a failure under `--json` is one error object on
+/// stderr, stdout empty: a usage error (exit 2), an unknown id (exit 1,
+/// `not_found`), an unreachable socket (`connect`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_answers_json_and_fails_as_json() {
+    let sup = Supervisor::start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let s = open_session_in(&sup, &ws, "default").await;
+    // Two approvals: one approved, one denied.
+    let mut waiting = Vec::new();
+    for (i, path) in ["a.txt", "b.txt"].iter().enumerate() {
+        let agent_socket = sup.agent_socket.clone();
+        let token = s.token.clone();
+        let path = path.to_string();
+        waiting.push(tokio::spawn(async move {
+            let mut c = tollgate_e2e::harness::agent_client(&agent_socket).await;
+            c.call_tool(authed(
+                pb::CallToolRequest {
+                    call_id: format!("w{i}"),
+                    tool: "write_file".to_string(),
+                    arguments_json: serde_json::json!({"path": path, "content": "x\n"}).to_string(),
+                },
+                &token,
+            ))
+            .await
+            .expect("CallTool")
+            .into_inner()
+        }));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ctl_json(&sup, &["approvals", "--json"])
+            .as_array()
+            .map_or(0, Vec::len)
+            <= i
+        {
+            assert!(std::time::Instant::now() < deadline, "no approval {i}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let pending = ctl_json(&sup, &["approvals", "--json"]);
+    let ids: Vec<&str> = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    // Dynamic completion offers the pending approvals' and live sessions' ids.
+    let complete = |words: &[&str]| {
+        let out = Command::new(bin("supervisorctl"))
+            .env("COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
+            .env("TOLLGATE_OPERATOR_SOCKET", &sup.operator_socket)
+            .arg("--")
+            .args(words)
+            .output()
+            .unwrap();
+        // An empty word is offered the flags too.
+        let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with("--"))
+            .map(str::to_string)
+            .collect();
+        got.sort();
+        got
+    };
+    let mut want: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(complete(&["supervisorctl", "approve", ""]), want);
+    assert_eq!(
+        complete(&["supervisorctl", "revoke", &s.session_id[..3]]),
+        std::slice::from_ref(&s.session_id)
+    );
+    assert!(complete(&["supervisorctl", "revoke", "nomatch"]).is_empty());
+
+    let approved = ctl_json(&sup, &["approve", ids[0], "--json"]);
+    assert_eq!(approved["approval"], ids[0], "{approved}");
+    assert_eq!(approved["outcome"], "approved");
+    assert_eq!(approved["scope"], "once");
+    let denied = ctl_json(&sup, &["deny", ids[1], "--reason", "no", "--json"]);
+    assert_eq!(denied["outcome"], "denied", "{denied}");
+    assert_eq!(denied["scope"], serde_json::Value::Null);
+    for w in waiting {
+        w.await.unwrap();
+    }
+    let shown = ctl_json(&sup, &["show", &s.session_id, "--json"]);
+    assert_eq!(shown["id"], s.session_id.as_str());
+    let doctor = ctl_json_any(&sup, &["doctor", "--json"]);
+    assert!(
+        doctor.1["checks"].as_array().is_some_and(|c| !c.is_empty()),
+        "{doctor:?}"
+    );
+    assert_eq!(doctor.0, Some(if doctor.1["ok"] == true { 0 } else { 1 }));
+    let reload = ctl_json(&sup, &["reload", "--json"]);
+    assert_eq!(reload["accepted"], true, "{reload}");
+    let audit = sup.dirs.audit.display().to_string();
+    let verify = ctl_json(&sup, &["audit", "verify", &audit, "--json"]);
+    assert_eq!(verify["ok"], true, "{verify}");
+    assert!(verify["files"].as_array().unwrap().len() >= 2, "{verify}");
+    let exec = sup.ctl(&[
+        "sandbox",
+        "exec",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    assert_eq!(exec.status.code(), Some(3));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&exec.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines.contains(&serde_json::json!({"stdout": "out\n"})),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&serde_json::json!({"stderr": "err\n"})),
+        "{lines:?}"
+    );
+    assert_eq!(lines.last().unwrap()["exit"]["code"], 3, "{lines:?}");
+    let tail = sup.ctl(&["audit", "tail", &s.session_id, "--no-follow", "--json"]);
+    let first: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&tail.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(first["event"], "session_opened", "{first}");
+    let revoked = ctl_json(&sup, &["revoke", &s.session_id, "--json"]);
+    assert_eq!(revoked["state"], "revoked", "{revoked}");
+    let killed = ctl_json(&sup, &["kill", "--all", "--json"]);
+    assert!(killed["killed"].is_array(), "{killed}");
+
+    // Failures under --json: one shape on stderr, nothing on stdout.
+    let (code, out, err) = ctl_json_any(&sup, &["show", "nosuch", "--json"]);
+    assert_eq!((code, &out), (Some(1), &serde_json::Value::Null), "{err}");
+    assert_eq!(err["error"]["kind"], "not_found", "{err}");
+    assert_eq!(err["error"]["exit_code"], 1);
+    assert!(err["error"]["message"].as_str().unwrap().contains("nosuch"));
+    let (code, _, err) = ctl_json_any(&sup, &["revoke", "--json"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err["error"]["kind"], "usage", "{err}");
+    let gone = sup.dirs.root.path().join("no.sock");
+    let out = Command::new(bin("supervisorctl"))
+        .args(["--socket", gone.to_str().unwrap(), "status", "--json"])
+        .output()
+        .unwrap();
+    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["kind"], "connect", "{err}");
+    assert!(out.stdout.is_empty());
+    // Without --json the same failure is the usual line.
+    let text = sup.ctl(&["show", "nosuch"]);
+    assert!(String::from_utf8_lossy(&text.stderr).starts_with("supervisorctl: "));
+}
