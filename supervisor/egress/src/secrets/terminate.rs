@@ -97,7 +97,7 @@ pub(crate) async fn run<G: ConnectionGate>(
     let l = &proxy.limits;
     let (head, rest) = match read_head(&mut tls, l.max_head_bytes, l.head_timeout).await {
         Ok(h) => h,
-        Err(why) => return proxy.gate.refused(req, &refusal(RULE_SECRET_REQUEST, why)),
+        Err(why) => return proxy.gate.refused(req, &no_request(req, why)),
     };
     let dest = Dest {
         host: &req.host,
@@ -169,6 +169,21 @@ async fn accept(
         .accept(stream)
         .await
         .map_err(|e| refusal(RULE_SECRET_TLS, accept_reason(req, &e)))
+}
+
+/// No request came in the terminated connection. A client that pins the
+/// host's key completes the handshake with the session's leaf, then leaves.
+fn no_request(req: &ConnRequest, why: String) -> Refusal {
+    if why.contains("closed before") {
+        let t = req.target();
+        return refusal(
+            RULE_SECRET_TLS,
+            format!(
+                "the client closed the connection to {t} after the TLS handshake without a request: a client pinning certificates does this; a secret is bound to {t}, so its connections go only through the proxy's TLS"
+            ),
+        );
+    }
+    refusal(RULE_SECRET_REQUEST, why)
 }
 
 fn accept_reason(req: &ConnRequest, e: &io::Error) -> String {
