@@ -147,6 +147,14 @@ impl BackendChoice {
         }
     }
 
+    /// The backend that is not this one.
+    pub fn other(self) -> BackendChoice {
+        match self {
+            BackendChoice::Native => BackendChoice::Docker,
+            BackendChoice::Docker => BackendChoice::Native,
+        }
+    }
+
     pub fn parse(s: &str) -> Result<BackendChoice, String> {
         match s {
             "native" => Ok(BackendChoice::Native),

@@ -308,12 +308,28 @@ fn record_config(
     Ok(())
 }
 
-/// Reaps the sandboxes a crashed predecessor left, and records them.
-async fn reap_orphans(sup: &Supervisor) {
+/// Reaps the sandboxes a crashed predecessor left with either backend
+/// (docs/OPERATIONS.md, "After a crash"), and records them: the configured
+/// backend's now, the other's in the background, so an engine that is down
+/// or slow never delays the start. A sandbox asked of the other backend
+/// meanwhile waits for its reaping (it is part of building it).
+async fn reap_orphans(sup: &Arc<Supervisor>) {
     match sup.backends.primary().reap_orphans().await {
         Ok(reaped) => (record_reaped(sup.recorder.clone()))(reaped),
         Err(e) => tracing::warn!(error = %e, "reaping orphaned sandboxes failed"),
     }
+    let other = sup.backends.primary_choice().other();
+    let sup = Arc::clone(sup);
+    tokio::spawn(async move {
+        match sup.backends.get(other).await {
+            Ok((_, reaped)) => (record_reaped(sup.recorder.clone()))(reaped),
+            Err(e) => tracing::info!(
+                backend = other.as_str(),
+                error = %e,
+                "the other sandbox backend cannot be built, so nothing it left is reaped now"
+            ),
+        }
+    });
 }
 
 /// The two gRPC servers (each with health and reflection) on their
