@@ -33,6 +33,7 @@ pub mod disk;
 mod exec;
 mod host;
 mod mcp;
+pub mod network;
 mod records;
 mod routed;
 pub mod session;

@@ -134,6 +134,10 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
+        Fixture::with_mode(tollgate_policy::Mode::Default)
+    }
+
+    pub fn with_mode(mode: tollgate_policy::Mode) -> Fixture {
         let config = Config::parse(POLICY, std::path::Path::new("test.toml")).unwrap();
         let engine = Engine::new(&config.policy).unwrap();
         let ws_dir = tempfile::tempdir().unwrap();
@@ -161,7 +165,7 @@ impl Fixture {
             user: "tester".to_string(),
             credentials: Vec::new(),
             repo: Vec::new(),
-            mode: tollgate_policy::Mode::Default,
+            mode,
             tools: None,
             caps: Caps {
                 max_tool_calls: 100,
