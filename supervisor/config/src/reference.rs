@@ -433,6 +433,12 @@ pub const SECTIONS: &[Section] = &[
                 None,
                 "CIDRs an allowed name may resolve to despite the SSRF guard.",
             ),
+            key(
+                "trust_ca",
+                LIST,
+                None,
+                "PEM files of extra CAs (a corporate one) the egress proxy trusts, beside the host's trust store, when it connects on to a host a secret is bound to.",
+            ),
         ],
     },
     Section {
