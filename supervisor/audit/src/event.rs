@@ -1057,6 +1057,13 @@ pub struct NetConnection {
     /// `refusals_summary`: refusals not recorded one by one.
     #[serde(default)]
     pub suppressed: u64,
+    /// The tool call the connection came from: the one running command's
+    /// call id, or several joined by `|` when several ran at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// That call's command (several: one per line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

@@ -237,6 +237,7 @@ async fn settle(
                 call: own,
                 d: decision,
                 timeout: gate.approval_wait,
+                channel: None,
             };
             let by = crate::ask::ask(cx, &approval, cancel).await?;
             Ok((by, None))

@@ -34,6 +34,7 @@ mod exec;
 mod host;
 pub mod in_force;
 mod mcp;
+pub mod network;
 mod records;
 mod routed;
 pub mod session;

@@ -135,6 +135,10 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
+        Fixture::with_mode(tollgate_policy::Mode::Default)
+    }
+
+    pub fn with_mode(mode: tollgate_policy::Mode) -> Fixture {
         let config = Config::parse(POLICY, std::path::Path::new("test.toml")).unwrap();
         let engine = Arc::new(InForce::new(
             Engine::new(&config.policy).unwrap(),
@@ -166,7 +170,7 @@ impl Fixture {
             user: "tester".to_string(),
             credentials: Vec::new(),
             repo: Vec::new(),
-            mode: tollgate_policy::Mode::Default,
+            mode,
             tools: None,
             caps: Caps {
                 max_tool_calls: 100,
