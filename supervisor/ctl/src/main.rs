@@ -17,6 +17,7 @@ mod client;
 mod complete;
 mod doctor;
 mod errors;
+mod import;
 mod policy;
 mod reload;
 mod sandbox;
@@ -221,6 +222,14 @@ enum AuditCmd {
 
 #[derive(Debug, Subcommand)]
 enum PolicyCmd {
+    /// Translate another client's permission rules into a policy.d/ drop-in
+    /// (on stdout; what does not map is listed as comments and on stderr).
+    Import {
+        #[arg(value_enum)]
+        client: import::Client,
+        /// Claude Code's settings.json, or a Codex execpolicy rules file.
+        file: PathBuf,
+    },
     /// Decide JSON Lines of tool calls offline: {"tool","args","mode"?} per line.
     Test {
         #[arg(long)]
@@ -357,23 +366,31 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             .await
         }
         Cmd::Audit(a) => audit_cmd(a, connect).await,
-        Cmd::Policy(PolicyCmd::Test {
+        Cmd::Policy(p) => policy_cmd(p),
+        Cmd::Reload { json } => reload::run(connect().await?, json).await,
+        Cmd::Doctor { json } => doctor::run(&socket, json).await,
+        Cmd::Bench { args } => Err(bench::exec(&args)),
+    }
+}
+
+/// `policy import|test`: offline, no supervisor needed.
+fn policy_cmd(cmd: PolicyCmd) -> anyhow::Result<u8> {
+    match cmd {
+        PolicyCmd::Import { client, file } => import::run(client, &file),
+        PolicyCmd::Test {
             config,
             workspace,
             mode,
             resolve,
             file,
             json: _,
-        }) => policy::test(policy::TestArgs {
+        } => policy::test(policy::TestArgs {
             config,
             workspace,
             mode,
             resolve,
             file,
         }),
-        Cmd::Reload { json } => reload::run(connect().await?, json).await,
-        Cmd::Doctor { json } => doctor::run(&socket, json).await,
-        Cmd::Bench { args } => Err(bench::exec(&args)),
     }
 }
 
