@@ -15,6 +15,7 @@ mod audit;
 mod bench;
 mod client;
 mod doctor;
+mod net;
 mod policy;
 mod sandbox;
 mod sessions;
@@ -104,6 +105,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// One live session's network: allow or deny a host, list the lists.
+    #[command(subcommand)]
+    Net(net::NetCmd),
     /// Probe the sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
@@ -269,6 +273,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Cmd::Watch { session, json } => approvals::watch(connect().await?, session, json)
             .await
             .map(|()| 0),
+        Cmd::Net(cmd) => net::run(connect().await?, cmd).await.map(|()| 0),
         Cmd::Sandbox(SandboxCmd::Exec {
             workspace,
             user,
