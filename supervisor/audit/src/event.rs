@@ -408,6 +408,42 @@ pub struct ConfigRecord {
     pub audit_reserve: ReserveStatus,
     #[serde(default)]
     pub disk_min_free_mb: u64,
+    /// The digest of the `[policy]` in force (docs/OPERATIONS.md
+    /// "Reloading").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
+    /// Present on the record of a reload attempt, accepted or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload: Option<ConfigReload>,
+}
+
+/// A reload attempt (`config` record's `reload`): who asked, what became of
+/// it, the digest of the policy in force before it and of the new one
+/// (absent when the new config could not be read that far), why it was
+/// refused, and the settings that differ but apply only at the next start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigReload {
+    #[serde(default)]
+    pub by: String,
+    pub outcome: ReloadOutcome,
+    #[serde(default)]
+    pub old_digest: String,
+    #[serde(default)]
+    pub new_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs_restart: Vec<String>,
+}
+
+/// What became of a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadOutcome {
+    /// The new policy decides from then on.
+    Accepted,
+    /// The old config stays in force.
+    Refused,
 }
 
 /// How many policy rules of each kind the config holds.
@@ -606,6 +642,10 @@ pub struct PermissionCheck {
     pub code: String,
     #[serde(default)]
     pub rule: Option<String>,
+    /// The `policy.d/` drop-in that brought `rule`; absent for the config
+    /// file's own rules, floors and modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default)]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -654,6 +694,9 @@ pub struct ApprovalRequested {
     pub deadline_unix_ms: Option<i64>,
     #[serde(default)]
     pub rule: Option<String>,
+    /// As in [`PermissionCheck`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
 }

@@ -116,6 +116,7 @@ async fn open_approval(
             target: d.target.clone(),
             deadline_unix_ms: Some(approval.deadline_unix_ms),
             rule: d.rule.clone(),
+            rule_file: d.rule_file.clone(),
             channel: a.channel.map(str::to_string),
         }),
     ) {

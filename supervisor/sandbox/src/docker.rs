@@ -415,8 +415,11 @@ impl DockerBackend {
             spec.workspace_id,
             &protect.reserve,
             (spec.uid, spec.gid),
-            &self.cfg.state_dir,
-            &spec.session_id,
+            crate::host_exec::reserve::Holder {
+                state_dir: &self.cfg.state_dir,
+                session: &spec.session_id,
+                backend: crate::BackendKind::Docker,
+            },
         )?;
         let mounts = verify::plan(&workspace, &protect.binds)?;
         Ok(SandboxPlan {
@@ -598,7 +601,7 @@ impl Backend for DockerBackend {
         // Placeholders only once their containers are gone.
         crate::host_exec::reserve::merge(
             &mut reaped,
-            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+            crate::host_exec::reserve::reap(&self.cfg.state_dir, crate::BackendKind::Docker),
         );
         Ok(reaped)
     }

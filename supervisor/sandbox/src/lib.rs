@@ -30,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 pub use egress::Egress;
 
 /// Which backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Native,
     Docker,

@@ -48,6 +48,11 @@ pub struct NetworkConfig {
     /// CIDRs an allowed name may resolve to despite the SSRF guard.
     #[serde(default)]
     pub allow_private: Vec<String>,
+    /// PEM files of extra CAs (a corporate one) the egress proxy trusts,
+    /// beside the host's trust store, when it connects on to a host a
+    /// secret is bound to (docs/INTERFACES.md "[[secrets]]").
+    #[serde(default)]
+    pub trust_ca: Vec<String>,
 }
 
 /// The section, parsed and checked.

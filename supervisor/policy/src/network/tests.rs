@@ -8,6 +8,7 @@ fn policy(allow: &[&str], deny: &[&str], unlisted: Unlisted) -> NetworkPolicy {
         deny: deny.iter().map(|s| s.to_string()).collect(),
         unlisted,
         allow_private: vec![],
+        ..NetworkConfig::default()
     })
     .unwrap()
 }

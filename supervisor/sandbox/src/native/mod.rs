@@ -212,8 +212,11 @@ impl NativeBackend {
             spec.workspace_id,
             &plan.reserve,
             (spec.uid, spec.gid),
-            &self.cfg.state_dir,
-            &spec.session_id,
+            crate::host_exec::reserve::Holder {
+                state_dir: &self.cfg.state_dir,
+                session: &spec.session_id,
+                backend: crate::BackendKind::Native,
+            },
         )?;
         let init_cfg = InitConfig {
             session_id: spec.session_id.clone(),
@@ -551,7 +554,7 @@ impl Backend for NativeBackend {
         // Placeholders only once their sandboxes are dead.
         crate::host_exec::reserve::merge(
             &mut rows,
-            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+            crate::host_exec::reserve::reap(&self.cfg.state_dir, crate::BackendKind::Native),
         );
         Ok(rows)
     }
