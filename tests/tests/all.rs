@@ -31,6 +31,7 @@ mod suite {
     mod mcp_clients;
     mod mcp_gateway;
     mod mcp_gateway_net;
+    mod network_ops;
     mod ops;
     mod own_host;
     mod robustness;

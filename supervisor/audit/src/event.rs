@@ -84,6 +84,9 @@ pub enum Event {
     /// (opened, refused, closed), or a summary of refusals not recorded one
     /// by one.
     NetConnection(NetConnection),
+    /// An operator's change to one live session's network lists
+    /// (`supervisorctl net allow|deny`).
+    NetworkRule(NetworkRule),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -186,6 +189,7 @@ impl Event {
             Event::McpServerExited(_) => "mcp_server_exited",
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
+            Event::NetworkRule(_) => "network_rule",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -242,7 +246,8 @@ impl Event {
             | Event::ClientTurnEnd(_)
             | Event::McpServerStarted(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::NetworkRule(_) => None,
         }
     }
 
@@ -282,7 +287,8 @@ impl Event {
             | Event::McpServerStarted(_)
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::NetworkRule(_) => None,
         }
     }
 
@@ -1064,6 +1070,19 @@ pub struct NetConnection {
     /// That call's command (several: one per line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+}
+
+/// `network_rule`: an operator added `entry` to the session's `allow` or
+/// `deny` (`verb`), effective for the session's next connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkRule {
+    #[serde(default)]
+    pub verb: String,
+    #[serde(default)]
+    pub entry: String,
+    /// Who: `uid 0 via operator`.
+    #[serde(default)]
+    pub by: String,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

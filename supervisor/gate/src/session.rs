@@ -404,6 +404,19 @@ impl Session {
             .insert((tool.to_string(), target.to_string()));
     }
 
+    /// The targets of `tool` approved for the session, sorted.
+    pub fn grants_of(&self, tool: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .grants
+            .lock()
+            .iter()
+            .filter(|(t, _)| t == tool)
+            .map(|(_, target)| target.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
     pub fn has_grant(&self, tool: &str, target: &str) -> bool {
         self.grants
             .lock()
