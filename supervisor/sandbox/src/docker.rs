@@ -333,6 +333,7 @@ impl DockerBackend {
         let files = AgentFiles {
             binary: plan.agent.path.clone(),
             socket: socket.path().to_path_buf(),
+            no_links_beneath: plan.no_links_beneath.clone(),
         };
         let body = create_body(
             spec,
@@ -422,11 +423,17 @@ impl DockerBackend {
             },
         )?;
         let mounts = verify::plan(&workspace, &protect.binds)?;
+        let no_links_beneath = protect
+            .no_links_beneath
+            .iter()
+            .map(|g| workspace.join(g))
+            .collect();
         Ok(SandboxPlan {
             agent,
             workspace,
             reservation,
             mounts,
+            no_links_beneath,
         })
     }
 
@@ -747,4 +754,6 @@ struct SandboxPlan {
     workspace: PathBuf,
     reservation: crate::host_exec::reserve::Reservation,
     mounts: Vec<verify::PlannedMount>,
+    /// The split git directories (absolute), for the agent's command line.
+    no_links_beneath: Vec<PathBuf>,
 }

@@ -234,6 +234,11 @@ impl NativeBackend {
             pids: spec.limits.pids,
             rlimit_cpu_s: self.opts.rlimit_cpu_s,
             rlimit_nproc: self.opts.rlimit_nproc,
+            no_links_beneath: plan
+                .no_links_beneath
+                .iter()
+                .map(|g| spec.workspace.join(g))
+                .collect(),
             binds: plan.binds,
             egress: spec.egress.clone(),
         };
