@@ -22,6 +22,7 @@ mod suite {
     mod client_hooks;
     mod clients;
     mod credentials;
+    mod devenv;
     mod disk;
     mod docker_run_bash;
     mod escape;

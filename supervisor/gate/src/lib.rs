@@ -42,7 +42,7 @@ pub mod session;
 mod tests;
 
 pub use authorize::{authorize, record_harmless};
-pub use call::{CallTool, Cleared, Gate, Proposed, ToolAnswer};
+pub use call::{CallTool, Cleared, Failure, Gate, Proposed, ToolAnswer};
 pub use call_tool::call_tool;
 pub use denial::{Denial, denial_of, revoked};
 pub use exec::sandbox::{session_sandbox, warm_sandbox};

@@ -73,6 +73,9 @@ pub async fn run_routed<O>(
         cx.host.redactor().clone(),
         cx.host.config().session.output_cap_bytes,
     ));
+    if let Some(note) = shell::clamp_notice(cx, route.timeout_s) {
+        send(out, stderr_line(&format!("tollgate: {note}\n"))).await;
+    }
     let cmd = Command {
         text: route.command,
         timeout_s: route.timeout_s,
@@ -161,7 +164,7 @@ fn routed_end(session: &Session, ran: &Ran) -> (audit::ToolStatus, ExitStatus, O
                 "the command timed out after {}s and was killed",
                 timeout.as_secs()
             );
-            (audit::ToolStatus::Ok, exit(-1, 9, true), Some(why))
+            (audit::ToolStatus::Error, exit(-1, 9, true), Some(why))
         }
         Ok(o) => (
             audit::ToolStatus::Ok,
@@ -209,7 +212,9 @@ fn record_routed_outcome(
             signal: Some(i64::from(exit.signal)),
             server: None,
             mcp_tool: None,
-            error: None,
+            error: exit
+                .timed_out
+                .then(|| crate::Failure::Timeout.as_str().to_string()),
         },
     );
 }

@@ -242,6 +242,8 @@ pub struct DockerBackend {
     strength: Strength,
     /// The checked exec agent (`None`: refused, the reason is in `strength`).
     agent: Option<AgentBinary>,
+    /// The image's shell, learned from the last sandbox built.
+    shell: std::sync::Mutex<Option<crate::Shell>>,
 }
 
 impl std::fmt::Debug for DockerBackend {
@@ -311,6 +313,7 @@ impl DockerBackend {
             seccomp,
             strength,
             agent,
+            shell: std::sync::Mutex::new(None),
         })
     }
 
@@ -364,6 +367,7 @@ impl DockerBackend {
             posture,
             init: None,
             reservation: std::sync::Mutex::new(Some(plan.reservation)),
+            shell: crate::Shell::Sh,
         };
         // Docker resolved the sources itself: make sure it mounted what was
         // checked, and that pid 1 runs the agent binary that was checked.
@@ -381,6 +385,13 @@ impl DockerBackend {
             return Err(e);
         }
         sandbox.init = init_pid.and_then(|pid| pidfd::open_for_container(pid, &id));
+        sandbox.shell = match init_pid.map(crate::shell::of_container_root) {
+            Some(Ok(shell)) => shell,
+            _ => sandbox.probe_shell().await,
+        };
+        if let Ok(mut learned) = self.shell.lock() {
+            *learned = Some(sandbox.shell);
+        }
         sandbox.watch();
         Ok(sandbox)
     }
@@ -599,6 +610,10 @@ impl Backend for DockerBackend {
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         Ok(Arc::new(self.create_sandbox(spec).await?))
+    }
+
+    fn shell(&self) -> Option<crate::Shell> {
+        self.shell.lock().ok().and_then(|s| *s)
     }
 
     /// Kills and removes every container this supervisor's state dir left

@@ -20,6 +20,8 @@ pub(crate) struct Done {
     pub(crate) exit_code: Option<i32>,
     /// Already redacted as it came (a command's output).
     pub(crate) redacted: bool,
+    /// run_bash: the command was killed when this timeout passed.
+    pub(crate) timed_out: Option<std::time::Duration>,
 }
 
 impl From<ToolOutput> for Done {
@@ -28,6 +30,7 @@ impl From<ToolOutput> for Done {
             output,
             exit_code: None,
             redacted: false,
+            timed_out: None,
         }
     }
 }

@@ -554,6 +554,10 @@ impl Backend for NativeBackend {
         Ok(sb)
     }
 
+    fn shell(&self) -> Option<crate::Shell> {
+        Some(crate::Shell::of_host())
+    }
+
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
         let mut rows = record::reap(&self.cfg.state_dir, &self.instance_dirs()).await;
         // Placeholders only once their sandboxes are dead.
@@ -988,5 +992,10 @@ impl Sandbox for NativeSandbox {
 
     fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::SeqCst)
+    }
+
+    fn shell(&self) -> crate::Shell {
+        // The sandbox's /bin and /usr are the host's, read-only.
+        crate::Shell::of_host()
     }
 }
