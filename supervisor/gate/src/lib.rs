@@ -32,6 +32,7 @@ mod denial;
 pub mod disk;
 mod exec;
 mod host;
+pub mod jobs;
 mod mcp;
 mod records;
 mod routed;
