@@ -27,6 +27,7 @@ mod suite {
     mod docker_run_bash;
     mod escape;
     mod git_routed;
+    mod jobs;
     mod kill_switch;
     mod mcp_agent;
     mod mcp_clients;

@@ -107,6 +107,8 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::ApprovalDecided(_)
         | Event::ToolStarted(_)
         | Event::ToolResult(_)
+        | Event::JobStarted(_)
+        | Event::JobEnded(_)
         | Event::LlmRequest(_)
         | Event::LlmResponse(_)
         | Event::LlmCallError(_)

@@ -255,6 +255,8 @@ impl Builder {
             | Event::DiskFloorStop(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
+            | Event::JobEnded(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)

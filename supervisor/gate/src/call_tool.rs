@@ -129,7 +129,7 @@ async fn run(
         _ => None,
     };
     let run = async {
-        let run = execute(cx, call, decision, cancel);
+        let run = execute(cx, call_id, call, decision, cancel);
         if overlap {
             read_while_durable(run, || cx.host.sync(&cx.session.audit)).await
         } else {

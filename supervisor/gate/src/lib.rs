@@ -33,6 +33,7 @@ pub mod disk;
 mod exec;
 mod host;
 pub mod in_force;
+pub mod jobs;
 mod mcp;
 pub mod network;
 mod records;

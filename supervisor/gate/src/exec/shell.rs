@@ -26,6 +26,9 @@ pub(crate) struct Command<'a> {
     pub(crate) timeout_s: Option<u64>,
     /// stderr into stdout (run_bash), or kept apart (a routed command).
     pub(crate) merge_stderr: bool,
+    /// A background job: no timeout ([`super::job::LIFETIME`]); it ends
+    /// when it exits, is killed, or its session ends.
+    pub(crate) background: bool,
 }
 
 /// How a run ended, and the timeout it had.
@@ -79,8 +82,20 @@ pub(crate) async fn run(
     cancel: &CancellationToken,
 ) -> Ran {
     let cfg = &cx.host.config().sandbox;
+<<<<<<< HEAD
     let asked = cmd.timeout_s.unwrap_or(cfg.run_timeout_s);
     let timeout = Duration::from_secs(asked.clamp(1, cfg.max_run_timeout_s));
+=======
+    let timeout = if cmd.background {
+        super::job::LIFETIME
+    } else {
+        Duration::from_secs(
+            cmd.timeout_s
+                .unwrap_or(cfg.run_timeout_s)
+                .clamp(1, cfg.max_run_timeout_s),
+        )
+    };
+>>>>>>> jobs
     let req = ExecRequest {
         // bash when the sandbox has it: the shell policy parsed it as bash.
         argv: sb.shell().argv(cmd.text),
@@ -113,6 +128,7 @@ pub(super) async fn run_bash(
         text: command,
         timeout_s,
         merge_stderr: true,
+        background: false,
     };
     let ran = run(cx, sb.as_ref(), cmd, tx, cancel).await;
     let (kept, more) = collector.await.unwrap_or_default();
