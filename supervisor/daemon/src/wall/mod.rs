@@ -63,11 +63,7 @@ impl Walls {
         let sockets = sandbox
             .network_wall()
             .map_err(|e| format!("the network wall cannot be served in the sandbox: {e}"))?;
-        let sink = SessionSink {
-            sup: Arc::clone(sup),
-            audit: Arc::clone(&session.audit),
-            session: session.id.clone(),
-        };
+        let sink = SessionSink::new(Arc::clone(sup), Arc::clone(session));
         let notes = Arc::new(RefusalNotes::default());
         let gate = Noted {
             gate: NetworkGate::new(Arc::new(policy), sink),
