@@ -520,7 +520,7 @@ async fn docker_forwards_a_name_and_refuses_it_once_it_turns_inward() {
 
 /// The full sandbox image (Python for the wrapped server), or `None` after
 /// a `skipped:` line (a failure under TOLLGATE_REQUIRE_DOCKER=1).
-fn full_image_or_skip(test: &str) -> Option<String> {
+pub(crate) fn full_image_or_skip(test: &str) -> Option<String> {
     if !ready(test) {
         return None;
     }

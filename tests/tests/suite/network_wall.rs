@@ -129,7 +129,7 @@ impl World {
             "sh",
         ];
         let config = format!(
-            "{extra}\n[network]\nallow = [\"{web}\", \"{web}:8080\", \"{echo}:7000\"]\n\n[sandbox]\nrun_timeout_s = 60\n\n[llm]\nprovider = \"script\"\n"
+            "{extra}\n[network]\nallow = [\"{web}\", \"{web}:8080\", \"{echo}:7000\"]\n\n[llm]\nprovider = \"script\"\n"
         );
         let sup = Supervisor::builder()
             .config(&config)
@@ -473,4 +473,23 @@ async fn without_network_clients_stay_refused_and_say_how_to_ask() {
     loopback_is_the_sandboxs_own(&s, host_lo.local_addr().unwrap().port());
     let (out, _) = s.bash("env | grep -ci _proxy=; cat /etc/resolv.conf");
     assert!(out.starts_with("0\n"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_root_session_reaches_allowed_hosts_and_nothing_else() {
+    let Some(image) = super::mcp_gateway_net::full_image_or_skip("network_wall_docker_root") else {
+        return;
+    };
+    let extra = format!("[sandbox]\nimage = \"{image}\"\n");
+    the_wall(62, "docker", &extra, 0, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_non_root_session_reaches_allowed_hosts_and_nothing_else() {
+    let Some(image) = super::mcp_gateway_net::full_image_or_skip("network_wall_docker_non_root")
+    else {
+        return;
+    };
+    let extra = format!("[sandbox]\nimage = \"{image}\"\n");
+    the_wall(63, "docker", &extra, 65534, false).await;
 }

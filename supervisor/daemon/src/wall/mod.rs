@@ -101,7 +101,7 @@ impl Walls {
 
     pub(crate) fn refused_since(&self, session: &str, mark: u64) -> Vec<String> {
         match self.lock().get(session) {
-            Some(r) => r.notes.lines_since(mark, session),
+            Some(r) => r.notes.lines_since(mark),
             None => Vec::new(),
         }
     }

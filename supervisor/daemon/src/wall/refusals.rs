@@ -1,14 +1,13 @@
 //! The `network: refused …` lines a command's result ends with
 //! (docs/INTERFACES.md "[network]"): every connection the wall refused
 //! while the command ran, one line per host and port, deduplicated, with
-//! the reason and, for a host the lists do not hold, the operator's command
-//! that would allow it.
+//! the gate's reason (which, for a host the lists do not hold, names the
+//! operator's command that would allow it).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use tollgate_egress::{ConnRequest, Refusal};
-use tollgate_policy::network::UNLISTED_RULE;
 
 /// Refusals kept for the lines; older ones fall off (a command that was
 /// refused more often than this still gets a line for each of the last).
@@ -32,10 +31,6 @@ struct Note {
     host: String,
     port: u16,
     reason: String,
-    /// The host and port a `supervisorctl net allow` would name, when the
-    /// lists' silence refused it (a deny entry, the SSRF guard, a
-    /// mismatched SNI are not lifted by allowing the host).
-    allow: Option<String>,
 }
 
 impl RefusalNotes {
@@ -49,13 +44,8 @@ impl RefusalNotes {
         let target = req.target();
         let reason = r
             .reason
-            .trim_end_matches("; an operator can add it to [network] allow")
             .trim_start_matches(&format!("{target} is "))
             .to_string();
-        let allow = (r.rule == UNLISTED_RULE).then(|| match req.port {
-            80 | 443 => host.clone(),
-            p => format!("{host}:{p}"),
-        });
         let mut n = self.lock();
         let seq = n.next;
         n.next += 1;
@@ -68,14 +58,13 @@ impl RefusalNotes {
                 host,
                 port: req.port,
                 reason,
-                allow,
             },
         ));
     }
 
     /// One line per host and port refused since `mark`, in the order first
     /// refused.
-    pub(crate) fn lines_since(&self, mark: u64, session: &str) -> Vec<String> {
+    pub(crate) fn lines_since(&self, mark: u64) -> Vec<String> {
         let n = self.lock();
         let mut seen: Vec<(&str, u16)> = Vec::new();
         let mut lines = Vec::new();
@@ -84,7 +73,7 @@ impl RefusalNotes {
                 continue;
             }
             seen.push((note.host.as_str(), note.port));
-            lines.push(line(note, session));
+            lines.push(line(note));
         }
         lines
     }
@@ -94,24 +83,20 @@ impl RefusalNotes {
     }
 }
 
-fn line(n: &Note, session: &str) -> String {
-    let hint = match &n.allow {
-        Some(h) => format!("; an operator can run: supervisorctl net allow {session} {h}"),
-        None => String::new(),
-    };
+fn line(n: &Note) -> String {
     let reason: String = n
         .reason
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    format!("network: refused {}:{} ({reason}{hint})", n.host, n.port)
+    format!("network: refused {}:{} ({reason})", n.host, n.port)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tollgate_egress::Via;
-    use tollgate_policy::network::NetHost;
+    use tollgate_policy::network::{NetHost, UNLISTED_RULE};
 
     fn req(host: &str, port: u16) -> ConnRequest {
         ConnRequest {
@@ -127,13 +112,14 @@ mod tests {
         Refusal {
             rule: UNLISTED_RULE.into(),
             reason: format!(
-                "{target} is not in [network] allow; an operator can add it to [network] allow"
+                "{target} is not in [network] allow; an operator can run: supervisorctl net allow S1 {}",
+                target.trim_end_matches(":443")
             ),
         }
     }
 
     #[test]
-    fn one_line_per_host_and_port_since_the_mark_with_the_operators_command() {
+    fn one_line_per_host_and_port_since_the_mark_with_the_gates_reason() {
         let n = RefusalNotes::default();
         n.note(&req("old.example", 443), &unlisted("old.example:443"));
         let mark = n.mark();
@@ -147,13 +133,13 @@ mod tests {
         };
         n.note(&req("in.example", 443), &ssrf);
         assert_eq!(
-            n.lines_since(mark, "S1"),
+            n.lines_since(mark),
             vec![
                 "network: refused evil.example:443 (not in [network] allow; an operator can run: supervisorctl net allow S1 evil.example)",
                 "network: refused evil.example:8443 (not in [network] allow; an operator can run: supervisorctl net allow S1 evil.example:8443)",
                 "network: refused in.example:443 (`in.example` resolves to 10.0.0.1, which is a private address)",
             ]
         );
-        assert!(n.lines_since(n.mark(), "S1").is_empty());
+        assert!(n.lines_since(n.mark()).is_empty());
     }
 }
