@@ -66,6 +66,12 @@ pub enum Event {
     ApprovalDecided(ApprovalDecided),
     ToolStarted(ToolStarted),
     ToolResult(ToolResult),
+    /// A background job of the session started (run_bash `background`, or
+    /// a client's routed command run in the background).
+    JobStarted(JobStarted),
+    /// A background job ended: exited, killed by `kill_job` or its client,
+    /// or ended with its session.
+    JobEnded(JobEnded),
     // The model, through the Chat proxy.
     LlmRequest(LlmRequest),
     LlmResponse(LlmResponse),
@@ -84,6 +90,9 @@ pub enum Event {
     /// (opened, refused, closed), or a summary of refusals not recorded one
     /// by one.
     NetConnection(NetConnection),
+    /// An operator's change to one live session's network lists
+    /// (`supervisorctl net allow|deny`).
+    NetworkRule(NetworkRule),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -176,6 +185,8 @@ impl Event {
             Event::ApprovalDecided(_) => "approval_decided",
             Event::ToolStarted(_) => "tool_started",
             Event::ToolResult(_) => "tool_result",
+            Event::JobStarted(_) => "job_started",
+            Event::JobEnded(_) => "job_ended",
             Event::LlmRequest(_) => "llm_request",
             Event::LlmResponse(_) => "llm_response",
             Event::LlmCallError(_) => "llm_call_error",
@@ -186,6 +197,7 @@ impl Event {
             Event::McpServerExited(_) => "mcp_server_exited",
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
+            Event::NetworkRule(_) => "network_rule",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -217,6 +229,7 @@ impl Event {
             Event::LlmCallError(e) => Some(&e.reason),
             Event::ClientToolResult(e) => e.reason.as_deref(),
             Event::McpServerExited(e) => Some(&e.reason),
+            Event::JobEnded(e) => Some(&e.reason),
             Event::QuestionAsked(r)
             | Event::ContextTrim(r)
             | Event::IterationCapHit(r)
@@ -236,13 +249,15 @@ impl Event {
             | Event::ApprovalRequested(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::CostLimitHit(_)
             | Event::ClientTurnEnd(_)
             | Event::McpServerStarted(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::NetworkRule(_) => None,
         }
     }
 
@@ -273,6 +288,8 @@ impl Event {
             | Event::ApprovalDecided(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
+            | Event::JobEnded(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)
@@ -282,7 +299,8 @@ impl Event {
             | Event::McpServerStarted(_)
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::NetworkRule(_) => None,
         }
     }
 
@@ -402,6 +420,42 @@ pub struct ConfigRecord {
     pub audit_reserve: ReserveStatus,
     #[serde(default)]
     pub disk_min_free_mb: u64,
+    /// The digest of the `[policy]` in force (docs/OPERATIONS.md
+    /// "Reloading").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
+    /// Present on the record of a reload attempt, accepted or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload: Option<ConfigReload>,
+}
+
+/// A reload attempt (`config` record's `reload`): who asked, what became of
+/// it, the digest of the policy in force before it and of the new one
+/// (absent when the new config could not be read that far), why it was
+/// refused, and the settings that differ but apply only at the next start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigReload {
+    #[serde(default)]
+    pub by: String,
+    pub outcome: ReloadOutcome,
+    #[serde(default)]
+    pub old_digest: String,
+    #[serde(default)]
+    pub new_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs_restart: Vec<String>,
+}
+
+/// What became of a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadOutcome {
+    /// The new policy decides from then on.
+    Accepted,
+    /// The old config stays in force.
+    Refused,
 }
 
 /// How many policy rules of each kind the config holds.
@@ -600,6 +654,10 @@ pub struct PermissionCheck {
     pub code: String,
     #[serde(default)]
     pub rule: Option<String>,
+    /// The `policy.d/` drop-in that brought `rule`; absent for the config
+    /// file's own rules, floors and modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default)]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -648,6 +706,9 @@ pub struct ApprovalRequested {
     pub deadline_unix_ms: Option<i64>,
     #[serde(default)]
     pub rule: Option<String>,
+    /// As in [`PermissionCheck`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
 }
@@ -779,6 +840,57 @@ impl ToolResult {
     pub fn exit(&self) -> Option<i64> {
         self.exit_code.flatten()
     }
+}
+
+/// `job_started`: `command` as decided (redacted, cut to the excerpt's
+/// length); `routed` when a client's hook routed it (its output goes to
+/// the client, not to `job_output`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStarted {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    #[serde(default)]
+    pub command: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub routed: bool,
+}
+
+/// How a background job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobEnd {
+    /// It exited (or a signal of its own ended it).
+    Exited,
+    /// `kill_job`, or its client stopped it (Claude Code's TaskStop).
+    Killed,
+    /// Its session ended (closed, revoked, killed, expired) or its sandbox
+    /// was stopped (the disk floor).
+    SessionEnded,
+    /// The sandbox failed under it.
+    Failed,
+}
+
+/// `job_ended`: how, its exit code or signal when it has one, the bytes it
+/// printed, how long it ran, and why in a sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEnded {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    pub how: JobEnd,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i64>,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// Why a run was stopped: the denial's code, rule and reason.
@@ -1014,6 +1126,26 @@ pub struct NetConnection {
     /// `refusals_summary`: refusals not recorded one by one.
     #[serde(default)]
     pub suppressed: u64,
+    /// The tool call the connection came from: the one running command's
+    /// call id, or several joined by `|` when several ran at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// That call's command (several: one per line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+/// `network_rule`: an operator added `entry` to the session's `allow` or
+/// `deny` (`verb`), effective for the session's next connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkRule {
+    #[serde(default)]
+    pub verb: String,
+    #[serde(default)]
+    pub entry: String,
+    /// Who: `uid 0 via operator`.
+    #[serde(default)]
+    pub by: String,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

@@ -48,7 +48,7 @@ pub struct Peer {
 pub struct Supervisor {
     pub config: Config,
     pub paths: Paths,
-    /// The policy in force; `supervisor reload` swaps it (policy_handle.rs).
+    /// The policy in force; a reload swaps it (policy_handle.rs, reload.rs).
     pub engine: crate::policy_handle::PolicyHandle,
     pub audit: Arc<Audit>,
     pub recorder: Recorder,
@@ -75,6 +75,8 @@ pub struct Supervisor {
     pub host_addrs: Arc<HostAddrWatch>,
     /// Client sessions (`agent hook`) and their routed commands.
     pub hooks: crate::hooks::Hooks,
+    /// Where a reload reads the config, and how the last one went.
+    pub reloads: crate::reload::Reloads,
 }
 
 impl std::fmt::Debug for Supervisor {

@@ -179,6 +179,28 @@ fn check_hello(req: &ConnRequest, buf: &[u8]) -> Option<Result<(), Refusal>> {
     })
 }
 
+/// Carries an opened connection: terminated when some secret of the
+/// session is bound to its host and the client speaks TLS
+/// (docs/THREAT_MODEL.md "Secrets"), relayed end to end otherwise.
+pub(crate) async fn deliver<G: ConnectionGate>(
+    proxy: &Arc<Proxy<G>>,
+    req: &ConnRequest,
+    client: TcpStream,
+    up: Upstream,
+    early: Vec<u8>,
+) {
+    if let Some(s) = proxy
+        .secrets
+        .as_ref()
+        .filter(|s| s.binds(&req.host, req.port))
+        && matches!(client_hello(&early), Hello::Sni(_) | Hello::NoSni)
+    {
+        let s = Arc::clone(s);
+        return crate::secrets::terminate::run(proxy, req, client, up, early, &s).await;
+    }
+    relay(proxy, req, client, up, &early).await;
+}
+
 /// Records the opening, sends what the client already sent, relays both
 /// ways and records the close.
 pub(crate) async fn relay<G: ConnectionGate>(

@@ -15,13 +15,17 @@ pub mod dns;
 mod gate;
 mod head;
 pub mod http;
+pub mod secrets;
 pub mod sni;
 pub mod socks;
 pub mod synth;
 
 pub use dns::serve_dns;
-pub use gate::{ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Refusal, Via};
+pub use gate::{
+    ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Refusal, SecretUse, Via,
+};
 pub use http::serve_http;
+pub use secrets::{SecretCounters, SessionSecret, SessionSecrets};
 pub use socks::serve_socks;
 pub use synth::SyntheticMap;
 
@@ -62,16 +66,30 @@ pub struct Proxy<G> {
     pub limits: Limits,
     /// The names the session's DNS stub gave addresses for.
     pub names: Arc<SyntheticMap>,
+    /// The session's secrets: connections to their hosts are terminated
+    /// (docs/THREAT_MODEL.md "Secrets"); `None`: every tunnel is end to end.
+    pub secrets: Option<Arc<SessionSecrets>>,
     open: AtomicUsize,
 }
 
 impl<G: ConnectionGate> Proxy<G> {
     pub fn new(session: String, gate: G, limits: Limits) -> Arc<Proxy<G>> {
+        Self::with_secrets(session, gate, limits, None)
+    }
+
+    /// A session's proxies that put `secrets` in toward their hosts.
+    pub fn with_secrets(
+        session: String,
+        gate: G,
+        limits: Limits,
+        secrets: Option<Arc<SessionSecrets>>,
+    ) -> Arc<Proxy<G>> {
         Arc::new(Proxy {
             session,
             gate,
             limits,
             names: Arc::default(),
+            secrets,
             open: AtomicUsize::new(0),
         })
     }

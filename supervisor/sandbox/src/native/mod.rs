@@ -212,8 +212,11 @@ impl NativeBackend {
             spec.workspace_id,
             &plan.reserve,
             (spec.uid, spec.gid),
-            &self.cfg.state_dir,
-            &spec.session_id,
+            crate::host_exec::reserve::Holder {
+                state_dir: &self.cfg.state_dir,
+                session: &spec.session_id,
+                backend: crate::BackendKind::Native,
+            },
         )?;
         let init_cfg = InitConfig {
             session_id: spec.session_id.clone(),
@@ -551,12 +554,16 @@ impl Backend for NativeBackend {
         Ok(sb)
     }
 
+    fn shell(&self) -> Option<crate::Shell> {
+        Some(crate::Shell::of_host())
+    }
+
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
         let mut rows = record::reap(&self.cfg.state_dir, &self.instance_dirs()).await;
         // Placeholders only once their sandboxes are dead.
         crate::host_exec::reserve::merge(
             &mut rows,
-            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+            crate::host_exec::reserve::reap(&self.cfg.state_dir, crate::BackendKind::Native),
         );
         Ok(rows)
     }
@@ -985,5 +992,10 @@ impl Sandbox for NativeSandbox {
 
     fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::SeqCst)
+    }
+
+    fn shell(&self) -> crate::Shell {
+        // The sandbox's /bin and /usr are the host's, read-only.
+        crate::Shell::of_host()
     }
 }
