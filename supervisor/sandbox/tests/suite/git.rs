@@ -610,3 +610,137 @@ async fn a_new_gitlink_is_entered_unless_the_owner_ignores_submodules() {
         }
     }
 }
+
+/// A repository of one commit at `dir`, owned by `uid`.
+fn repo_at(dir: &Path, uid: u32, home: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::os::unix::fs::chown(dir, Some(uid), Some(uid)).unwrap();
+    git_ok(dir, uid, home, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("f"), "f\n").unwrap();
+    std::os::unix::fs::chown(dir.join("f"), Some(uid), Some(uid)).unwrap();
+    git_ok(dir, uid, home, &["add", "f"]);
+    git_ok(dir, uid, home, &["commit", "-qm", "f"]);
+}
+
+/// The layouts of the issue's "bad input", each on both backends: it works
+/// inside, or git or the sandbox refuses it with a sentence naming the
+/// path and why; the owner's git on the host runs nothing planted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_git_layouts_work_or_are_refused_naming_the_path() {
+    if !common::require_root() {
+        return;
+    }
+    let uid = NOBODY;
+    for (backend, b) in backends().await {
+        let (p, marks) = victim(uid);
+        let m = marks.display().to_string();
+        // A nested repository one directory down: split like the top one.
+        repo_at(&p.ws.join("inner"), uid, &p.home);
+        // The workspace's .git as a file pointing outside the workspace.
+        let out = workspace(uid, uid);
+        let outside = out.path().canonicalize().unwrap().join("repo");
+        repo_at(&outside, uid, &p.home);
+        let gitfile_ws = workspace(uid, uid);
+        let gws = gitfile_ws.path().canonicalize().unwrap();
+        std::fs::write(
+            gws.join(".git"),
+            format!("gitdir: {}/.git\n", outside.display()),
+        )
+        .unwrap();
+        let sb = b.create(&spec("gitbad", &p.ws, uid, uid)).await.unwrap();
+        let plant = format!(
+            "{IDENTITY}set +e\n\
+             git -C inner config core.fsmonitor 'touch {m}/inner' 2>/dev/null && echo planted-config\n\
+             ln -s /etc inner/.git/refs/heads/x 2>/dev/null && echo planted-link\n\
+             echo x >> inner/f && git -C inner commit -qam inner && echo inner-commit\n\
+             mkdir later && cd later && git init -q && echo y > y && git add y && git commit -qm y && echo later-commit\n"
+        );
+        let r = sh(sb.as_ref(), &plant).await;
+        sb.destroy().await.unwrap();
+        let what = backend.to_string();
+        assert!(
+            r.stdout.contains("inner-commit") && r.stdout.contains("later-commit"),
+            "{what}: {r:?}"
+        );
+        assert!(!r.stdout.contains("planted"), "{what}: {r:?}");
+        host_sh(&p, uid, "git -C inner status; git -C inner log -p -1");
+        owner_uses_the_repository(&p, uid);
+        assert_eq!(marks_in(&marks), Vec::<String>::new(), "{what}");
+
+        // .git a file pointing outside: read-only inside, and git names it.
+        let sb = b.create(&spec("gitbad2", &gws, uid, uid)).await.unwrap();
+        let r = sh(
+            sb.as_ref(),
+            &format!(
+                "git status 2>&1; echo \"gitdir: $PWD/evil\" > .git 2>/dev/null && echo repointed"
+            ),
+        )
+        .await;
+        sb.destroy().await.unwrap();
+        assert!(
+            r.stdout
+                .contains(&format!("not a git repository: {}/.git", outside.display())),
+            "{what}: {r:?}"
+        );
+        assert!(!r.stdout.contains("repointed"), "{what}: {r:?}");
+
+        // A workspace that becomes a repository during the session: its top
+        // .git is reserved (an empty read-only directory), so `git init`
+        // there fails, and git names the path.
+        let plain = workspace(uid, uid);
+        let pws = plain.path().canonicalize().unwrap();
+        let sb = b.create(&spec("gitbad6", &pws, uid, uid)).await.unwrap();
+        let r = sh(sb.as_ref(), &format!("{IDENTITY}set +e\ngit init -q 2>&1; echo x > x; git add x 2>&1 && git commit -qm x 2>&1 && echo committed")).await;
+        sb.destroy().await.unwrap();
+        eprintln!("{what}: git init at the top: {}", r.stdout);
+        assert!(
+            r.stdout.contains(&format!("{}/.git", pws.display()))
+                && !r.stdout.contains("committed"),
+            "{what}: {r:?}"
+        );
+        assert!(
+            !pws.join(".git").exists(),
+            "{what}: the placeholder is left"
+        );
+
+        // The session's uid differs from the repository's owner: git's own
+        // sentence names the path and why.
+        let other = workspace(uid, uid);
+        let ows = other.path().canonicalize().unwrap();
+        repo_at(&ows, 0, &p.home);
+        std::os::unix::fs::chown(&ows, Some(uid), Some(uid)).unwrap();
+        let sb = b.create(&spec("gitbad3", &ows, uid, uid)).await.unwrap();
+        let r = sh(sb.as_ref(), "HOME=/tmp git status 2>&1").await;
+        sb.destroy().await.unwrap();
+        assert!(
+            r.stdout.contains("dubious ownership") && r.stdout.contains(&ows.display().to_string()),
+            "{what}: {r:?}"
+        );
+
+        // Refused before anything starts, naming the path and why: a .git
+        // that is a symlink, a bare repository as the workspace.
+        let link = workspace(uid, uid);
+        let lws = link.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink(outside.join(".git"), lws.join(".git")).unwrap();
+        let e = b
+            .create(&spec("gitbad4", &lws, uid, uid))
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains(&format!("{}/.git is a symlink", lws.display())),
+            "{what}: {e}"
+        );
+        let bare = workspace(uid, uid);
+        let bws = bare.path().canonicalize().unwrap();
+        git_ok(&bws, uid, &p.home, &["init", "-q", "--bare"]);
+        let e = b
+            .create(&spec("gitbad5", &bws, uid, uid))
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("is itself a git directory"), "{what}: {e}");
+    }
+}
