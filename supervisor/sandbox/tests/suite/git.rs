@@ -671,9 +671,7 @@ async fn bad_git_layouts_work_or_are_refused_naming_the_path() {
         let sb = b.create(&spec("gitbad2", &gws, uid, uid)).await.unwrap();
         let r = sh(
             sb.as_ref(),
-            &format!(
-                "git status 2>&1; echo \"gitdir: $PWD/evil\" > .git 2>/dev/null && echo repointed"
-            ),
+            "git status 2>&1; echo \"gitdir: $PWD/evil\" > .git 2>/dev/null && echo repointed",
         )
         .await;
         sb.destroy().await.unwrap();
