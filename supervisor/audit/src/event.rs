@@ -70,6 +70,8 @@ pub enum Event {
     LlmRequest(LlmRequest),
     LlmResponse(LlmResponse),
     LlmCallError(LlmCallError),
+    /// A model call the provider answered 429 or 5xx, tried again.
+    LlmRetry(LlmRetry),
     CostLimitHit(CostLimitHit),
     // Coding clients (hooks) and the MCP gateway.
     /// A client's turn ended (its Stop hook).
@@ -179,6 +181,7 @@ impl Event {
             Event::LlmRequest(_) => "llm_request",
             Event::LlmResponse(_) => "llm_response",
             Event::LlmCallError(_) => "llm_call_error",
+            Event::LlmRetry(_) => "llm_retry",
             Event::CostLimitHit(_) => "cost_limit_hit",
             Event::ClientTurnEnd(_) => "client_turn_end",
             Event::ClientToolResult(_) => "client_tool_result",
@@ -215,6 +218,7 @@ impl Event {
             Event::PermissionCheck(e) => Some(&e.reason),
             Event::ApprovalDecided(e) => e.reason.as_deref(),
             Event::LlmCallError(e) => Some(&e.reason),
+            Event::LlmRetry(e) => Some(&e.reason),
             Event::ClientToolResult(e) => e.reason.as_deref(),
             Event::McpServerExited(e) => Some(&e.reason),
             Event::QuestionAsked(r)
@@ -276,6 +280,7 @@ impl Event {
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)
+            | Event::LlmRetry(_)
             | Event::CostLimitHit(_)
             | Event::ClientTurnEnd(_)
             | Event::ClientToolResult(_)
@@ -949,6 +954,30 @@ pub struct LlmCallError {
     /// What the model sent, when it could not be used (redacted, capped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+}
+
+/// `llm_retry`: the provider answered `status` (429 or 5xx) to attempt
+/// `attempt` of turn `turn`; the call is tried again after `wait_ms`, which
+/// is the provider's `Retry-After` when it sent one (`retry_after`, as
+/// sent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmRetry {
+    #[serde(default)]
+    pub provider: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub turn: u64,
+    #[serde(default)]
+    pub attempt: u64,
+    #[serde(default)]
+    pub status: u64,
+    #[serde(default)]
+    pub wait_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
+    #[serde(default)]
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -202,6 +202,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::LlmRequest(_)
         | Event::LlmResponse(_)
         | Event::LlmCallError(_)
+        | Event::LlmRetry(_)
         | Event::CostLimitHit(_)
         | Event::ClientTurnEnd(_)
         | Event::ClientToolResult(_)

@@ -272,8 +272,13 @@ fn build_llm(config: &Config, api_key: Option<String>) -> anyhow::Result<Arc<dyn
             None => Script::empty(),
         }),
         ProviderChoice::Openai => Arc::new(
-            OpenAi::new(&config.llm.base_url, api_key, config.llm.max_response_bytes)
-                .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+            OpenAi::new(
+                &config.llm.base_url,
+                api_key,
+                config.llm.max_response_bytes,
+                config.llm.proxy.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
         ),
     })
 }
