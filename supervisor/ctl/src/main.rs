@@ -19,6 +19,7 @@ mod doctor;
 mod errors;
 mod import;
 mod policy;
+mod prometheus;
 mod reload;
 mod sandbox;
 mod sessions;
@@ -47,8 +48,11 @@ struct Cli {
 enum Cmd {
     /// Is the supervisor up, and how strong is its sandbox?
     Status {
-        #[arg(long)]
+        #[arg(long, conflicts_with = "prometheus")]
         json: bool,
+        /// The counters as Prometheus text exposition.
+        #[arg(long)]
+        prometheus: bool,
     },
     /// List sessions.
     Sessions {
@@ -288,7 +292,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     let socket = client::socket_path(cli.socket.as_deref());
     let connect = || client::connect(&socket);
     match cli.cmd {
-        Cmd::Status { json } => sessions::status(connect().await?, json).await.map(|()| 0),
+        Cmd::Status { json, prometheus } => {
+            let format = match (json, prometheus) {
+                (true, _) => sessions::Format::Json,
+                (_, true) => sessions::Format::Prometheus,
+                _ => sessions::Format::Table,
+            };
+            sessions::status(connect().await?, format).await.map(|()| 0)
+        }
         Cmd::Sessions { json, all } => sessions::list(connect().await?, json, all)
             .await
             .map(|()| 0),

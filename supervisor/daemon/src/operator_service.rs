@@ -98,6 +98,7 @@ impl OperatorService for OperatorSvc {
             telemetry: sup.recorder.telemetry().map(|t| t.status()),
             policy_digest: sup.engine.digest(),
             last_reload: sup.reloads.last(),
+            records: Some(sup.recorder.counters().status()),
         }))
     }
 

@@ -902,6 +902,21 @@ async fn every_command_answers_json_and_fails_as_json() {
     for w in waiting {
         w.await.unwrap();
     }
+    // The counters: the two asks are on record, in status and as Prometheus text.
+    let status = ctl_json(&sup, &["status", "--json"]);
+    assert_eq!(status["records"]["decisions"]["ask"], 2, "{status}");
+    let prom = sup.ctl(&["status", "--prometheus"]);
+    let text = String::from_utf8_lossy(&prom.stdout).to_string();
+    assert!(prom.status.success(), "{text}");
+    assert!(
+        text.contains("tollgate_decisions_total{verdict=\"ask\"} 2\n"),
+        "{text}"
+    );
+    assert!(text.contains("tollgate_sessions_active 1\n"), "{text}");
+    assert!(
+        text.contains("# TYPE tollgate_decisions_total counter\n"),
+        "{text}"
+    );
     let shown = ctl_json(&sup, &["show", &s.session_id, "--json"]);
     assert_eq!(shown["id"], s.session_id.as_str());
     let doctor = ctl_json_any(&sup, &["doctor", "--json"]);
