@@ -18,6 +18,7 @@ mod complete;
 mod doctor;
 mod errors;
 mod import;
+mod net;
 mod policy;
 mod prometheus;
 mod reload;
@@ -128,6 +129,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// One live session's network: allow or deny a host, list the lists.
+    #[command(subcommand)]
+    Net(net::NetCmd),
     /// Probe the sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
@@ -340,21 +344,17 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             approval,
             reason,
             json,
-        } => {
-            let d = approvals::Decide {
-                id: approval,
-                approve: false,
-                scope: "once".to_string(),
-                confirm: None,
-                reason,
-            };
-            approvals::decide(connect().await?, d, json)
-                .await
-                .map(|()| 0)
-        }
+        } => approvals::decide(
+            connect().await?,
+            approvals::Decide::deny(approval, reason),
+            json,
+        )
+        .await
+        .map(|()| 0),
         Cmd::Watch { session, json } => approvals::watch(connect().await?, session, json)
             .await
             .map(|()| 0),
+        Cmd::Net(cmd) => net::run(connect().await?, cmd).await.map(|()| 0),
         Cmd::Sandbox(SandboxCmd::Exec {
             workspace,
             user,

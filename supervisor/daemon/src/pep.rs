@@ -101,6 +101,22 @@ impl Host for Supervisor {
             },
         )
     }
+
+    fn sandbox_built(
+        self: Arc<Self>,
+        session: &Arc<Session>,
+        sandbox: &dyn Sandbox,
+    ) -> Result<(), String> {
+        self.walls.start(&self, session, sandbox)
+    }
+
+    fn net_mark(&self, session: &Session) -> u64 {
+        self.walls.mark(&session.id)
+    }
+
+    fn net_refusals(&self, session: &Session, mark: u64) -> Vec<String> {
+        self.walls.refused_since(&session.id, mark)
+    }
 }
 
 /// The gate's context for one call of `session`.
@@ -137,6 +153,7 @@ pub async fn run_routed(
         command: &route.command,
         target: &route.target,
         timeout_s: route.timeout_s,
+        background: route.background,
     };
     tollgate_gate::run_routed(&ctx(sup, &route.session), &cmd, out, cancel).await
 }

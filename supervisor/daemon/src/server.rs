@@ -125,6 +125,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         host_addrs,
         hooks,
         reloads: crate::reload::Reloads::new(reload_from),
+        walls: crate::wall::Walls::default(),
         config,
     });
 
