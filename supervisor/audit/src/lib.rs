@@ -95,6 +95,7 @@
 #![forbid(unsafe_code)]
 
 #[doc(hidden)]
+pub mod archive;
 pub mod bench_input;
 mod chain;
 mod dir;

@@ -219,6 +219,21 @@ enum AuditCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Move whole closed runs (a supervisor log and the session files it
+    /// names) created before DATE into DIR; what stays and what moved still
+    /// verify.
+    Archive {
+        /// YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC).
+        #[arg(long)]
+        before: String,
+        /// Where the files go (created 0700 if absent).
+        to: PathBuf,
+        /// The audit directory (default: asked from the supervisor).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Allowed / asked / approved / denied per tool and rule, with suggestions.
     Report {
         /// Files or directories (default: the supervisor's audit directory).
@@ -426,6 +441,18 @@ where
             audit::tail(&dir, &session, !no_follow, json)
                 .await
                 .map(|()| 0)
+        }
+        AuditCmd::Archive {
+            before,
+            to,
+            dir,
+            json,
+        } => {
+            let dir = match dir {
+                Some(d) => d,
+                None => audit::dir_from_supervisor(connect().await?).await?,
+            };
+            audit::archive(&dir, &before, &to, json)
         }
         AuditCmd::Report { paths, json } => {
             let paths = if paths.is_empty() {
