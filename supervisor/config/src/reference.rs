@@ -499,6 +499,12 @@ pub const SECTIONS: &[Section] = &[
                 Some("\"tollgate\""),
                 "service.name of the exported resource.",
             ),
+            key(
+                "metrics_interval_s",
+                INT,
+                Some("60"),
+                "Seconds between OTLP metrics exports of the counters supervisorctl status shows (sessions, decisions by verdict, refusals, approvals pending, egress connections); 0: none.",
+            ),
         ],
     },
     Section {

@@ -140,6 +140,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let stop_serving = CancellationToken::new();
     let servers = serve(&sup, agent_listener, operator_listener, &stop_serving).await?;
     spawn_maintenance(&sup);
+    crate::telemetry::metrics::spawn(&sup);
 
     // 7. The ready line, then serve until a signal.
     // Caught from before the ready line on: a service manager (or a test)
