@@ -25,6 +25,7 @@ mod backends;
 mod chat;
 mod check;
 mod conn;
+mod counters;
 mod disk;
 mod events;
 mod hooks;

@@ -140,6 +140,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let stop_serving = CancellationToken::new();
     let servers = serve(&sup, agent_listener, operator_listener, &stop_serving).await?;
     spawn_maintenance(&sup);
+    crate::telemetry::metrics::spawn(&sup);
 
     // 7. The ready line, then serve until a signal.
     // Caught from before the ready line on: a service manager (or a test)
@@ -273,8 +274,13 @@ fn build_llm(config: &Config, api_key: Option<String>) -> anyhow::Result<Arc<dyn
             None => Script::empty(),
         }),
         ProviderChoice::Openai => Arc::new(
-            OpenAi::new(&config.llm.base_url, api_key, config.llm.max_response_bytes)
-                .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+            OpenAi::new(
+                &config.llm.base_url,
+                api_key,
+                config.llm.max_response_bytes,
+                config.llm.proxy.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
         ),
     })
 }
