@@ -34,6 +34,7 @@ mod suite {
     mod mcp_gateway;
     mod mcp_gateway_net;
     mod network_ops;
+    mod network_wall;
     mod ops;
     mod own_host;
     mod robustness;
