@@ -22,6 +22,7 @@ mod suite {
     mod client_hooks;
     mod clients;
     mod credentials;
+    mod devenv;
     mod disk;
     mod docker_run_bash;
     mod escape;
@@ -32,6 +33,7 @@ mod suite {
     mod mcp_clients;
     mod mcp_gateway;
     mod mcp_gateway_net;
+    mod network_ops;
     mod ops;
     mod own_host;
     mod robustness;

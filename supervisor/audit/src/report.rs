@@ -267,6 +267,7 @@ impl Builder {
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
             | Event::NetConnection(_)
+            | Event::NetworkRule(_)
             | Event::QuestionAsked(_)
             | Event::ContextTrim(_)
             | Event::IterationCapHit(_)

@@ -214,6 +214,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
         | Event::NetConnection(_)
+        | Event::NetworkRule(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -96,6 +96,8 @@ impl OperatorService for OperatorSvc {
             audit_reserve_drawing: reserve.drawing,
             disk_min_free_mb: sup.disk.floor_mb(),
             telemetry: sup.recorder.telemetry().map(|t| t.status()),
+            policy_digest: sup.engine.digest(),
+            last_reload: sup.reloads.last(),
         }))
     }
 
@@ -178,6 +180,21 @@ impl OperatorService for OperatorSvc {
         Ok(Response::new(pb::KillSessionResponse { killed }))
     }
 
+    async fn net_change(
+        &self,
+        req: Request<pb::NetChangeRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        self.net_change_rpc(req).await
+    }
+
+    async fn net_list(
+        &self,
+        req: Request<pb::NetListRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        let session = self.active(&req.into_inner().session_id)?;
+        crate::network::operator::list(&self.sup, &session).map(Response::new)
+    }
+
     async fn list_approvals(
         &self,
         req: Request<pb::ListApprovalsRequest>,
@@ -258,6 +275,17 @@ impl OperatorService for OperatorSvc {
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
+    }
+
+    async fn reload(
+        &self,
+        req: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResult>, Status> {
+        let peer = peer(&req)?;
+        let by = crate::reload::Trigger::Operator(peer.uid);
+        Ok(Response::new(
+            crate::reload::reload_off_runtime(&self.sup, by).await,
+        ))
     }
 
     type SandboxExecStream = ExecStream;
@@ -512,6 +540,16 @@ fn sandbox_status(e: &SandboxError) -> Status {
 }
 
 impl OperatorSvc {
+    async fn net_change_rpc(
+        &self,
+        req: Request<pb::NetChangeRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let session = self.active(&r.session_id)?;
+        crate::network::operator::change(&self.sup, &session, &r, &by(peer)).map(Response::new)
+    }
+
     fn active(&self, id: &str) -> Result<Arc<crate::sessions::Session>, Status> {
         match self.sup.sessions.get(id) {
             Some(s) => Ok(s),

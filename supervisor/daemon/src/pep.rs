@@ -13,7 +13,6 @@ use tollgate_config::Config;
 use tollgate_gate::approvals::Approvals;
 use tollgate_gate::disk::DiskGuard;
 use tollgate_gate::{Ctx, Host, RoutedCommand};
-use tollgate_policy::Engine;
 use tollgate_policy::host::SystemResolver;
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{Sandbox, SandboxSpec};
@@ -32,8 +31,8 @@ impl Host for Supervisor {
         &self.config
     }
 
-    fn engine(&self) -> &Engine {
-        &self.engine
+    fn engine(&self) -> Arc<tollgate_gate::InForce> {
+        self.engine.load()
     }
 
     fn redactor(&self) -> &Redactor {
@@ -101,6 +100,22 @@ impl Host for Supervisor {
                 egress: session.egress.get().cloned(),
             },
         )
+    }
+
+    fn sandbox_built(
+        self: Arc<Self>,
+        session: &Arc<Session>,
+        sandbox: &dyn Sandbox,
+    ) -> Result<(), String> {
+        self.walls.start(&self, session, sandbox)
+    }
+
+    fn net_mark(&self, session: &Session) -> u64 {
+        self.walls.mark(&session.id)
+    }
+
+    fn net_refusals(&self, session: &Session, mark: u64) -> Vec<String> {
+        self.walls.refused_since(&session.id, mark)
     }
 }
 

@@ -54,6 +54,10 @@ pub fn tool_answer(a: ToolAnswer) -> pb::CallToolResponse {
         denied: a.denied.map(denial),
         error: a.error,
         allowed_by: a.allowed_by,
+        code: a
+            .failure
+            .map(|f| f.as_str().to_string())
+            .unwrap_or_default(),
     }
 }
 

@@ -91,14 +91,32 @@ pub async fn run_routed<O>(
         cx.host.redactor().clone(),
         cx.host.config().session.output_cap_bytes,
     ));
+    if let Some(note) = shell::clamp_notice(cx, route.timeout_s) {
+        send(out, stderr_line(&format!("tollgate: {note}\n"))).await;
+    }
     let cmd = Command {
         text: route.command,
         timeout_s: route.timeout_s,
         merge_stderr: false,
         background: route.background,
     };
+    let running = cx.session.net.running(route.call_id, route.command);
+    let net = crate::exec::net_lines::mark(cx);
     let ran = shell::run(cx, sb.as_ref(), cmd, tx, &cancel).await;
+    drop(running);
     let streamed = forward.await.unwrap_or_default();
+    let refused = crate::exec::net_lines::refused_since(cx, net);
+    if !refused.is_empty() {
+        send(
+            out,
+            stderr_line(&format!(
+                "{}
+",
+                refused.trim_start()
+            )),
+        )
+        .await;
+    }
     let duration_ms = started.elapsed().as_millis() as u64;
     if let Some(job) = &job {
         job.count(streamed.total as usize);
@@ -190,7 +208,7 @@ fn routed_end(session: &Session, ran: &Ran) -> (audit::ToolStatus, ExitStatus, O
                 "the command timed out after {}s and was killed",
                 timeout.as_secs()
             );
-            (audit::ToolStatus::Ok, exit(-1, 9, true), Some(why))
+            (audit::ToolStatus::Error, exit(-1, 9, true), Some(why))
         }
         Ok(o) => (
             audit::ToolStatus::Ok,
@@ -238,7 +256,9 @@ fn record_routed_outcome(
             signal: Some(i64::from(exit.signal)),
             server: None,
             mcp_tool: None,
-            error: None,
+            error: exit
+                .timed_out
+                .then(|| crate::Failure::Timeout.as_str().to_string()),
         },
     );
 }

@@ -135,6 +135,9 @@ pub struct Session {
     grants: Mutex<HashSet<(String, String)>>,
     /// Index of the next script-provider turn.
     pub script_turn: AtomicU32,
+    /// The operator's network entries and the commands running now
+    /// (docs/ARCHITECTURE.md "Network").
+    pub net: crate::network::NetState,
     /// Calls in progress that may still write to the session's audit file.
     inflight: AtomicU32,
     idle: tokio::sync::Notify,
@@ -278,6 +281,7 @@ impl Session {
             read_files: Mutex::new(BTreeSet::new()),
             grants: Mutex::new(HashSet::new()),
             script_turn: AtomicU32::new(0),
+            net: crate::network::NetState::default(),
             inflight: AtomicU32::new(0),
             idle: tokio::sync::Notify::new(),
         });
@@ -402,6 +406,19 @@ impl Session {
         self.grants
             .lock()
             .insert((tool.to_string(), target.to_string()));
+    }
+
+    /// The targets of `tool` approved for the session, sorted.
+    pub fn grants_of(&self, tool: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .grants
+            .lock()
+            .iter()
+            .filter(|(t, _)| t == tool)
+            .map(|(_, target)| target.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     pub fn has_grant(&self, tool: &str, target: &str) -> bool {

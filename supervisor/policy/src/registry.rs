@@ -49,6 +49,33 @@ pub struct ToolSpec {
     pub facts: Facts,
 }
 
+/// run_bash's description where its commands run in bash (the native
+/// backend on a host with bash, an image with bash).
+pub const RUN_BASH_DESCRIPTION: &str = "Run a command line with bash (`bash -c`) in a sandbox \
+    whose working directory is the workspace. Only the workspace, a private /tmp and a private \
+    home are writable; the owner's toolchains are there read-only; git works; no network. \
+    Your host secrets are not there. Some programs are refused (network clients, sudo, chmod, \
+    docker, ...); use webfetch for http(s) URLs. Write commands plainly: commands hidden \
+    behind variables, eval or piped into a shell are refused.";
+
+/// run_bash's description where the sandbox has no bash (an image
+/// without it): commands run in `sh -c`.
+pub const RUN_BASH_SH_DESCRIPTION: &str = "Run a command line with sh (`sh -c`; this sandbox has \
+    no bash, so bash-only syntax such as [[ ]], arrays and <(...) fails) in a sandbox whose \
+    working directory is the workspace. Only the workspace, a private /tmp and a private home \
+    are writable; no network. Your host secrets are not there. Some programs are refused \
+    (network clients, sudo, chmod, docker, ...); use webfetch for http(s) URLs. Write commands \
+    plainly: commands hidden behind variables, eval or piped into a shell are refused.";
+
+/// run_bash's description before the backend knows its shell (a Docker
+/// image no sandbox was built from yet).
+pub const RUN_BASH_SHELL_UNKNOWN_DESCRIPTION: &str = "Run a command line with bash (`bash -c`), \
+    or with sh where the sandbox image has no bash, in a sandbox whose working directory is the \
+    workspace. Only the workspace, a private /tmp and a private home are writable; no network. \
+    Your host secrets are not there. Some programs are refused (network clients, sudo, chmod, \
+    docker, ...); use webfetch for http(s) URLs. Write commands plainly: commands hidden behind \
+    variables, eval or piped into a shell are refused.";
+
 /// Longest path argument accepted (bytes). Linux's PATH_MAX is 4096 including
 /// the NUL, so 4095 is the longest path the kernel could ever open.
 pub const MAX_PATH_BYTES: usize = 4095;
@@ -206,11 +233,7 @@ fn build() -> Vec<ToolSpec> {
             name: ToolName::RunBash.as_str(),
             tool: ToolName::RunBash,
             class: ToolClass::Action,
-            description: "Run a bash command in a sandbox whose working directory is the \
-                workspace. The sandbox has no network, no access to your home directory or \
-                host secrets, and a private /tmp. Some programs are refused (network clients, \
-                sudo, chmod, docker, ...); use webfetch for http(s) URLs. Write commands \
-                plainly: commands hidden behind variables, eval or piped into a shell are refused.",
+            description: RUN_BASH_DESCRIPTION,
             parameters: object(
                 json!({
                     "command": string("The bash command line to run.", MAX_COMMAND_BYTES),

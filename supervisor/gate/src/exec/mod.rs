@@ -12,6 +12,7 @@ use crate::host::Ctx;
 
 mod fetch;
 pub(crate) mod job;
+pub(crate) mod net_lines;
 pub mod sandbox;
 pub(crate) mod shell;
 
@@ -21,6 +22,8 @@ pub(crate) struct Done {
     pub(crate) exit_code: Option<i32>,
     /// Already redacted as it came (a command's output).
     pub(crate) redacted: bool,
+    /// run_bash: the command was killed when this timeout passed.
+    pub(crate) timed_out: Option<std::time::Duration>,
 }
 
 impl From<ToolOutput> for Done {
@@ -29,6 +32,7 @@ impl From<ToolOutput> for Done {
             output,
             exit_code: None,
             redacted: false,
+            timed_out: None,
         }
     }
 }
