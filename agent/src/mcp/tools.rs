@@ -66,6 +66,12 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
             destructive: false,
             ..by_class
         },
+        // It reads what the job printed since the last read: twice is not
+        // once.
+        Some(ToolName::JobOutput) => Hints {
+            idempotent: false,
+            ..by_class
+        },
         // It ends one of the session's own processes: it changes something,
         // nothing that was not the session's, and twice is once.
         Some(ToolName::KillJob) => Hints {
@@ -79,7 +85,6 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
             | ToolName::GlobFiles
             | ToolName::Grep
             | ToolName::EditFile
-            | ToolName::JobOutput
             | ToolName::Mcp
             | ToolName::TodoAppend
             | ToolName::TodoList

@@ -25,6 +25,7 @@ mod backends;
 mod chat;
 mod check;
 mod conn;
+mod devcontainer;
 mod disk;
 mod events;
 mod hooks;

@@ -124,3 +124,83 @@ async fn the_dev_image_builds_and_runs_what_developers_use_inside_the_walls() {
     .await;
     assert!(net.output.contains("NO-NET"), "{}", net.output);
 }
+
+/// `[sandbox] image = "devcontainer"`: the workspace's
+/// `.devcontainer/devcontainer.json` names the image, used only when the
+/// engine has it and the file is unchanged since the session opened;
+/// otherwise the configured default (the full image) runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_devcontainer_image_is_used_only_when_present_and_unchanged() {
+    let test = "a_devcontainer_image_is_used_only_when_present_and_unchanged";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let full = format!("tollgate-sandbox:{}", env!("CARGO_PKG_VERSION"));
+    if docker(&["image", "inspect", "--format", "{{.Id}}", &full]).is_none() {
+        assert!(
+            std::env::var("TOLLGATE_REQUIRE_DOCKER_FULL").as_deref() != Ok("1"),
+            "{full} is missing (sandbox-image/build.sh)"
+        );
+        eprintln!("{test}: skipped: {full} is missing");
+        return;
+    }
+    let named = format!("tollgate-e2e/devcontainer:{}", std::process::id());
+    assert!(docker(&["tag", &tollgate_e2e::harness::minimal_image(), &named]).is_some());
+    let config = format!("{TEST_CONFIG}\n[sandbox]\nimage = \"devcontainer\"\n");
+    let sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .start();
+    let flavor = |name: &'static str, image: String, change: bool| {
+        let sup = &sup;
+        async move {
+            let ws = sup.dirs.workspace(name, 0);
+            std::fs::create_dir(ws.join(".devcontainer")).unwrap();
+            let file = ws.join(".devcontainer/devcontainer.json");
+            std::fs::write(
+                &file,
+                format!("{{\n  // named\n  \"image\": \"{image}\",\n}}\n"),
+            )
+            .unwrap();
+            let mut c = sup.agent_client().await;
+            let s = c
+                .open_session(pb::OpenSessionRequest {
+                    workspace: ws.display().to_string(),
+                    mode: "dangerouslySkipPermissions".to_string(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            if change {
+                std::fs::write(&file, format!("{{\"image\": \"{image}\"}}")).unwrap();
+            }
+            let r = sup
+                .call_tool(
+                    &s.token,
+                    "run_bash",
+                    json!({"command": "cat /etc/tollgate-sandbox"}),
+                )
+                .await;
+            assert!(r.ok, "{r:?}");
+            r.output
+        }
+    };
+    let used = flavor("named", named.clone(), false).await;
+    let changed = flavor("changed", named.clone(), true).await;
+    let absent = flavor("absent", "tollgate-e2e/never-built:1".to_string(), false).await;
+    docker(&["rmi", &named]);
+    assert!(
+        used.contains("flavor=minimal"),
+        "the named image was not used: {used}"
+    );
+    assert!(
+        changed.contains("flavor=full"),
+        "a changed file still named the image: {changed}"
+    );
+    assert!(absent.contains("flavor=full"), "{absent}");
+    assert!(
+        docker(&["image", "inspect", "tollgate-e2e/never-built:1"]).is_none(),
+        "an image was pulled"
+    );
+}

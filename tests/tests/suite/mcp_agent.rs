@@ -83,6 +83,8 @@ async fn tools_list_is_list_tools_with_honest_hints_on_both_protocol_versions() 
         ("write_file", hints(false, true, true, false)),
         ("edit_file", hints(false, true, false, false)),
         ("run_bash", hints(false, true, false, false)),
+        ("job_output", hints(true, false, false, false)),
+        ("kill_job", hints(false, false, true, false)),
         ("webfetch", hints(false, false, false, true)),
     ];
     for version in VERSIONS {
