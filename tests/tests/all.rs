@@ -22,6 +22,7 @@ mod suite {
     mod client_hooks;
     mod clients;
     mod credentials;
+    mod dev_image;
     mod devenv;
     mod disk;
     mod docker_run_bash;

@@ -64,7 +64,8 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
             destructive: false,
             ..by_class
         },
-        // It reads what came since the last read: twice is not once.
+        // It reads what the job printed since the last read: twice is not
+        // once.
         Some(ToolName::JobOutput) => Hints {
             idempotent: false,
             ..by_class
