@@ -84,6 +84,7 @@ pub enum Event {
     /// (opened, refused, closed), or a summary of refusals not recorded one
     /// by one.
     NetConnection(NetConnection),
+    NetSecret(NetSecret),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -186,6 +187,7 @@ impl Event {
             Event::McpServerExited(_) => "mcp_server_exited",
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
+            Event::NetSecret(_) => "net_secret",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -242,7 +244,8 @@ impl Event {
             | Event::ClientTurnEnd(_)
             | Event::McpServerStarted(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::NetSecret(_) => None,
         }
     }
 
@@ -282,7 +285,8 @@ impl Event {
             | Event::McpServerStarted(_)
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::NetSecret(_) => None,
         }
     }
 
@@ -1014,6 +1018,29 @@ pub struct NetConnection {
     /// `refusals_summary`: refusals not recorded one by one.
     #[serde(default)]
     pub suppressed: u64,
+}
+
+/// `net_secret`: a `[[secrets]]` entry put into one request through the
+/// network wall (`action` `put`), or its placeholder stripped from one to
+/// a host it is not bound to (`stripped`, with why); `conn` joins it to
+/// the connection's `net_connection` records (0: before any). It names the
+/// secret, never its value (docs/THREAT_MODEL.md "Secrets").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetSecret {
+    #[serde(default)]
+    pub secret: String,
+    #[serde(default)]
+    pub action: String,
+    #[serde(default)]
+    pub conn: u64,
+    #[serde(default)]
+    pub via: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub port: u16,
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

@@ -265,6 +265,7 @@ impl Builder {
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
             | Event::NetConnection(_)
+            | Event::NetSecret(_)
             | Event::QuestionAsked(_)
             | Event::ContextTrim(_)
             | Event::IterationCapHit(_)

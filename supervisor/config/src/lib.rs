@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dropins;
+pub mod secrets;
 mod telemetry;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use tollgate_policy::host_exec::GitDirMode;
 use tollgate_policy::network::{NetworkConfig, NetworkPolicy};
 use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
+pub use secrets::{SecretConfig, SecretSource};
 pub use telemetry::TelemetrySection;
 
 /// Default config path (docs/INTERFACES.md).
@@ -59,6 +61,10 @@ pub struct Config {
     /// The supervisor's own diagnostics on stderr or the journal.
     #[serde(default)]
     pub log: LogSection,
+    /// Secrets sandboxes can use but never read (docs/INTERFACES.md
+    /// "[[secrets]]").
+    #[serde(default)]
+    pub secrets: Vec<SecretConfig>,
     /// The `policy.d/` drop-ins merged into `policy`, in the order merged.
     #[serde(skip)]
     pub policy_sources: Vec<dropins::PolicySource>,
@@ -511,6 +517,7 @@ impl Config {
         }
         self.telemetry.check().map_err(invalid)?;
         self.network_policy().map_err(invalid)?;
+        secrets::check(&self.secrets).map_err(invalid)?;
         Ok(())
     }
 

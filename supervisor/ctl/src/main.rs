@@ -17,6 +17,7 @@ mod client;
 mod doctor;
 mod policy;
 mod sandbox;
+mod secrets;
 mod sessions;
 mod shared_disk;
 mod table;
@@ -104,6 +105,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// [[secrets]]: names, bound hosts and use counts, never a value.
+    #[command(subcommand)]
+    Secrets(SecretsCmd),
     /// Probe the sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
@@ -127,6 +131,15 @@ enum Cmd {
         /// --audit-sync always|batch, --keep.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SecretsCmd {
+    /// List the configured secrets.
+    List {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -269,6 +282,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Cmd::Watch { session, json } => approvals::watch(connect().await?, session, json)
             .await
             .map(|()| 0),
+        Cmd::Secrets(SecretsCmd::List { json }) => {
+            secrets::list(connect().await?, json).await.map(|()| 0)
+        }
         Cmd::Sandbox(SandboxCmd::Exec {
             workspace,
             user,

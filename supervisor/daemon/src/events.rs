@@ -209,6 +209,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
         | Event::NetConnection(_)
+        | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -242,6 +242,27 @@ impl<S: NetSink> ConnectionGate for NetworkGate<S> {
             ..Self::base(&req, "close")
         });
     }
+
+    /// `net_secret`: the secret's name, never its value.
+    fn secret(&self, req: &ConnRequest, conn: Option<ConnId>, e: tollgate_egress::SecretUse<'_>) {
+        let rec = tollgate_audit::event::NetSecret {
+            secret: e.secret.to_string(),
+            action: if e.stripped.is_some() {
+                "stripped"
+            } else {
+                "put"
+            }
+            .to_string(),
+            conn: conn.map_or(0, |c| c.0),
+            via: req.via.as_str().to_string(),
+            host: req.host.to_string(),
+            port: req.port,
+            reason: e.stripped.map(str::to_string),
+        };
+        if let Err(err) = self.sink.record(Event::NetSecret(rec)) {
+            tracing::warn!("net_secret record not written: {err}");
+        }
+    }
 }
 
 fn millis(d: Duration) -> u64 {

@@ -75,6 +75,8 @@ pub struct Supervisor {
     pub host_addrs: Arc<HostAddrWatch>,
     /// Client sessions (`agent hook`) and their routed commands.
     pub hooks: crate::hooks::Hooks,
+    /// `[[secrets]]`, read at start (docs/INTERFACES.md "[[secrets]]").
+    pub secret_store: Arc<crate::secret_store::SecretStore>,
 }
 
 impl std::fmt::Debug for Supervisor {
