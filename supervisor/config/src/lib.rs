@@ -515,10 +515,14 @@ impl Config {
                 "[llm] provider \"openai\" needs base_url".to_string(),
             ));
         }
-        self.telemetry.check().map_err(invalid)?;
-        self.network_policy().map_err(invalid)?;
-        secrets::check(&self.secrets).map_err(invalid)?;
-        Ok(())
+        self.check_sections().map_err(invalid)
+    }
+
+    /// `[telemetry]`, `[network]` and `[[secrets]]`, each by its own check.
+    fn check_sections(&self) -> Result<(), String> {
+        self.telemetry.check()?;
+        self.network_policy()?;
+        secrets::check(&self.secrets)
     }
 
     /// `[network]`, parsed; `None` when the section is absent (sandboxes
