@@ -406,6 +406,42 @@ pub struct ConfigRecord {
     pub audit_reserve: ReserveStatus,
     #[serde(default)]
     pub disk_min_free_mb: u64,
+    /// The digest of the `[policy]` in force (docs/OPERATIONS.md
+    /// "Reloading").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
+    /// Present on the record of a reload attempt, accepted or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload: Option<ConfigReload>,
+}
+
+/// A reload attempt (`config` record's `reload`): who asked, what became of
+/// it, the digest of the policy in force before it and of the new one
+/// (absent when the new config could not be read that far), why it was
+/// refused, and the settings that differ but apply only at the next start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigReload {
+    #[serde(default)]
+    pub by: String,
+    pub outcome: ReloadOutcome,
+    #[serde(default)]
+    pub old_digest: String,
+    #[serde(default)]
+    pub new_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs_restart: Vec<String>,
+}
+
+/// What became of a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadOutcome {
+    /// The new policy decides from then on.
+    Accepted,
+    /// The old config stays in force.
+    Refused,
 }
 
 /// How many policy rules of each kind the config holds.
@@ -604,6 +640,10 @@ pub struct PermissionCheck {
     pub code: String,
     #[serde(default)]
     pub rule: Option<String>,
+    /// The `policy.d/` drop-in that brought `rule`; absent for the config
+    /// file's own rules, floors and modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default)]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -652,6 +692,9 @@ pub struct ApprovalRequested {
     pub deadline_unix_ms: Option<i64>,
     #[serde(default)]
     pub rule: Option<String>,
+    /// As in [`PermissionCheck`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
 }
@@ -1018,6 +1061,13 @@ pub struct NetConnection {
     /// `refusals_summary`: refusals not recorded one by one.
     #[serde(default)]
     pub suppressed: u64,
+    /// The tool call the connection came from: the one running command's
+    /// call id, or several joined by `|` when several ran at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// That call's command (several: one per line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// `net_secret`: a `[[secrets]]` entry put into one request through the
@@ -1041,6 +1091,9 @@ pub struct NetSecret {
     pub port: u16,
     #[serde(default)]
     pub reason: Option<String>,
+    /// The tool call the connection came from, when known.
+    #[serde(default)]
+    pub call_id: Option<String>,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

@@ -68,6 +68,9 @@ pub struct Config {
     /// The `policy.d/` drop-ins merged into `policy`, in the order merged.
     #[serde(skip)]
     pub policy_sources: Vec<dropins::PolicySource>,
+    /// The config file's own `[policy]`, before the drop-ins were merged.
+    #[serde(skip)]
+    pub policy_own: PolicyConfig,
 }
 
 /// `[log]`: how much the supervisor says on stderr (or the journal).
@@ -413,6 +416,7 @@ impl Config {
             }
         };
         config.policy_sources = dropins::read(&dropins::dir_for(path))?;
+        config.policy_own = config.policy.clone();
         for s in &config.policy_sources {
             dropins::merge(&mut config.policy, &s.policy);
         }
@@ -792,10 +796,30 @@ mod tests {
         assert_eq!(rules(&c.policy.ask), ["run_bash(git push*)"]);
         let curl = &c.policy.deny[1];
         assert_eq!(
-            dropins::rule_file(&c.policy_sources, curl),
+            dropins::rule_file(&c.policy_own, &c.policy_sources, curl),
             Some(d.join("20-team.toml").as_path())
         );
-        // A rule the config file has is the config file's (None), first.
+        // A rule the config file has is the config file's (None), though a
+        // drop-in repeats it.
+        assert_eq!(
+            dropins::rule_file(&c.policy_own, &c.policy_sources, &c.policy.deny[0]),
+            None
+        );
+        let labels: Vec<(String, String)> =
+            dropins::rule_files(&c.policy_own, &c.policy_sources, &c.policy)
+                .into_iter()
+                .map(|(l, p)| (l, p.file_name().unwrap().to_string_lossy().into_owned()))
+                .collect();
+        let pair = |l: &str, f: &str| (l.to_string(), f.to_string());
+        assert_eq!(
+            labels,
+            [
+                pair("allow: run_bash(cargo*)", "10-site.toml"),
+                pair("allow: run_bash(make*)", "20-team.toml"),
+                pair("ask: run_bash(git push*)", "10-site.toml"),
+                pair("deny: run_bash(curl *)", "20-team.toml"),
+            ]
+        );
         let names: Vec<_> = c
             .policy_sources
             .iter()

@@ -70,6 +70,8 @@ fn print_status_json(s: &pb::StatusResponse) {
             "audit_reserve_drawing": s.audit_reserve_drawing,
             "disk_min_free_mb": s.disk_min_free_mb,
             "telemetry": telemetry_json(s.telemetry.as_ref()),
+            "policy_digest": s.policy_digest,
+            "last_reload": s.last_reload.as_ref().map(crate::reload::result_json),
         })
     );
 }
@@ -92,6 +94,11 @@ fn print_status_table(s: pb::StatusResponse) {
             ),
         ),
         ("config", config),
+        ("policy", format!("digest {}", s.policy_digest)),
+        (
+            "last reload",
+            crate::reload::status_line(s.last_reload.as_ref()),
+        ),
         ("sandbox", format!("{}: {}", s.sandbox, s.sandbox_strength)),
         ("sessions", format!("{} active", s.sessions_active)),
         ("approvals", format!("{} pending", s.approvals_pending)),
@@ -336,7 +343,12 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
     Ok(())
 }
 
-pub async fn revoke(mut c: Client, id: String, reason: Option<String>) -> anyhow::Result<()> {
+pub async fn revoke(
+    mut c: Client,
+    id: String,
+    reason: Option<String>,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let s = c
         .revoke_session(pb::RevokeSessionRequest {
             session_id: id,
@@ -345,11 +357,20 @@ pub async fn revoke(mut c: Client, id: String, reason: Option<String>) -> anyhow
         .await
         .map_err(status_error)?
         .into_inner();
-    outln!("revoked {} ({})", s.id, table::escape(&s.end_reason));
+    if json_out {
+        outln!("{}", session_json(&s));
+    } else {
+        outln!("revoked {} ({})", s.id, table::escape(&s.end_reason));
+    }
     Ok(())
 }
 
-pub async fn kill(mut c: Client, id: Option<String>, all: bool) -> anyhow::Result<()> {
+pub async fn kill(
+    mut c: Client,
+    id: Option<String>,
+    all: bool,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let r = c
         .kill_session(pb::KillSessionRequest {
             session_id: id.unwrap_or_default(),
@@ -359,6 +380,10 @@ pub async fn kill(mut c: Client, id: Option<String>, all: bool) -> anyhow::Resul
         .await
         .map_err(status_error)?
         .into_inner();
+    if json_out {
+        outln!("{}", json!({ "killed": r.killed }));
+        return Ok(());
+    }
     if r.killed.is_empty() {
         outln!("no sessions killed");
     }

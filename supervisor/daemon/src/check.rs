@@ -79,6 +79,21 @@ pub fn engine(config: &Config) -> anyhow::Result<Engine> {
     })
 }
 
+/// [`engine`] with its digest and the drop-in of each rule: the policy a
+/// start or a reload puts in force.
+pub fn in_force(config: &Config) -> anyhow::Result<tollgate_gate::InForce> {
+    let files = tollgate_config::dropins::rule_files(
+        &config.policy_own,
+        &config.policy_sources,
+        &config.policy,
+    );
+    Ok(tollgate_gate::InForce::new(
+        engine(config)?,
+        &config.policy,
+        files,
+    ))
+}
+
 /// `supervisor --check-config`: each problem on its own line, then exit
 /// 0 (a start would get past the config) or 78.
 pub fn check_config(opts: &Options) -> ExitCode {

@@ -96,6 +96,8 @@ impl OperatorService for OperatorSvc {
             audit_reserve_drawing: reserve.drawing,
             disk_min_free_mb: sup.disk.floor_mb(),
             telemetry: sup.recorder.telemetry().map(|t| t.status()),
+            policy_digest: sup.engine.digest(),
+            last_reload: sup.reloads.last(),
         }))
     }
 
@@ -280,6 +282,17 @@ impl OperatorService for OperatorSvc {
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
+    }
+
+    async fn reload(
+        &self,
+        req: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResult>, Status> {
+        let peer = peer(&req)?;
+        let by = crate::reload::Trigger::Operator(peer.uid);
+        Ok(Response::new(
+            crate::reload::reload_off_runtime(&self.sup, by).await,
+        ))
     }
 
     type SandboxExecStream = ExecStream;

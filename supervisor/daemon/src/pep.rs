@@ -13,7 +13,6 @@ use tollgate_config::Config;
 use tollgate_gate::approvals::Approvals;
 use tollgate_gate::disk::DiskGuard;
 use tollgate_gate::{Ctx, Host, RoutedCommand};
-use tollgate_policy::Engine;
 use tollgate_policy::host::SystemResolver;
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{Sandbox, SandboxSpec};
@@ -32,8 +31,8 @@ impl Host for Supervisor {
         &self.config
     }
 
-    fn engine(&self) -> &Engine {
-        &self.engine
+    fn engine(&self) -> Arc<tollgate_gate::InForce> {
+        self.engine.load()
     }
 
     fn redactor(&self) -> &Redactor {

@@ -85,10 +85,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
     // 4. The policy engine.
-    let engine = crate::policy_handle::PolicyHandle::new(
-        crate::check::engine(&config)?,
-        crate::policy_handle::digest(&config.policy),
-    );
+    let engine = crate::policy_handle::PolicyHandle::new(crate::check::in_force(&config)?);
     // 5. The sandbox backend (orphans are reaped below, once recorded).
     let backends = build_backends(&config, &state_dir, &audit_dir, &recorder).await?;
     let llm = build_llm(&config, secrets.api_key).map_err(ConfigFault::wrap)?;
@@ -130,10 +127,11 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         host_addrs,
         hooks,
         secret_store: Arc::new(secret_store),
+        reloads: crate::reload::Reloads::new(reload_from),
         config,
     });
 
-    record_config(&sup, own_uid, &state_dir, &audit_dir)?;
+    record_config(&sup)?;
     record_host_addresses(&sup);
     reap_orphans(&sup).await;
 
@@ -151,7 +149,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     announce_ready(&sup, &agent_socket, &operator_socket);
     activation::spawn_watchdog(&sup.shutdown);
-    let signal = crate::reload::until_stopped(&sup, &reload_from, &mut signals).await;
+    let signal = crate::reload::until_stopped(&sup, &mut signals).await;
     shut_down(&sup, signal, stop_serving, servers, telemetry_worker).await?;
     // Passed sockets belong to the service manager, which keeps listening
     // on them to start us again.
@@ -302,15 +300,10 @@ fn socket_paths(passed: Option<&activation::Passed>, state_dir: &Path) -> (PathB
 }
 
 /// The `config` event: what this run is, as configured.
-fn record_config(
-    sup: &Supervisor,
-    own_uid: u32,
-    state_dir: &Path,
-    audit_dir: &Path,
-) -> anyhow::Result<()> {
+fn record_config(sup: &Supervisor) -> anyhow::Result<()> {
     sup.recorder.write(
         Log::Supervisor(""),
-        Event::Config(config_record(sup, state_dir, audit_dir, own_uid)),
+        Event::Config(config_record(sup)),
         Durable::AsConfigured,
         Priority::Ordinary,
     )?;
@@ -489,36 +482,30 @@ async fn shut_down(
 }
 
 /// The `config` record: what this supervisor runs with.
-fn config_record(
-    sup: &Supervisor,
-    state_dir: &Path,
-    audit_dir: &Path,
-    own_uid: u32,
-) -> event::ConfigRecord {
+pub(crate) fn config_record(sup: &Supervisor) -> event::ConfigRecord {
     let strength = sup.backends.primary().strength();
-    let policy = &sup.config.policy;
+    let policy = sup.engine.load();
+    let [allow, ask, deny] = policy.rule_counts().map(|n| n as u64);
     event::ConfigRecord {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: u64::from(std::process::id()),
-        uid: u64::from(own_uid),
+        uid: u64::from(sup.own_uid),
         config_file: sup
             .paths
             .config_file
             .as_ref()
             .map(|p| p.display().to_string()),
-        state_dir: state_dir.display().to_string(),
-        audit_dir: audit_dir.display().to_string(),
+        state_dir: sup.paths.state_dir.display().to_string(),
+        audit_dir: sup.audit.dir().display().to_string(),
         audit_sync: sup.audit.sync_mode(),
         sandbox: strength.backend.as_str().to_string(),
         sandbox_strength: strength.summary,
         sandbox_missing: strength.missing,
         llm_provider: sup.llm.name().to_string(),
         host_secret_env_count: sup.secrets.count() as u64,
-        rules: event::RuleCounts {
-            allow: policy.allow.len() as u64,
-            ask: policy.ask.len() as u64,
-            deny: policy.deny.len() as u64,
-        },
+        rules: event::RuleCounts { allow, ask, deny },
+        policy_digest: Some(policy.digest().to_string()),
+        reload: None,
         default_mode: sup.config.session.default_mode.as_str().to_string(),
         max_mode: sup.config.session.max_mode.as_str().to_string(),
         auto_approve: sup.config.session.auto_approve,

@@ -48,7 +48,7 @@ pub struct Peer {
 pub struct Supervisor {
     pub config: Config,
     pub paths: Paths,
-    /// The policy in force; `supervisor reload` swaps it (policy_handle.rs).
+    /// The policy in force; a reload swaps it (policy_handle.rs, reload.rs).
     pub engine: crate::policy_handle::PolicyHandle,
     pub audit: Arc<Audit>,
     pub recorder: Recorder,
@@ -77,6 +77,8 @@ pub struct Supervisor {
     pub hooks: crate::hooks::Hooks,
     /// `[[secrets]]`, read at start (docs/INTERFACES.md "[[secrets]]").
     pub secret_store: Arc<crate::secret_store::SecretStore>,
+    /// Where a reload reads the config, and how the last one went.
+    pub reloads: crate::reload::Reloads,
 }
 
 impl std::fmt::Debug for Supervisor {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use tollgate_audit::{AuditError, AuditFile, Durable, Event, Priority, Redactor};
 use tollgate_config::Config;
-use tollgate_policy::Engine;
 use tollgate_policy::host::SystemResolver;
 use tollgate_sandbox::SandboxSpec;
 
 use crate::approvals::Approvals;
 use crate::disk::DiskGuard;
+use crate::in_force::InForce;
 use crate::session::Session;
 
 /// The supervisor as the gate sees it: its configuration and engine, the
@@ -19,7 +19,9 @@ use crate::session::Session;
 /// host facts a decision or a sandbox needs.
 pub trait Host: Send + Sync + 'static {
     fn config(&self) -> &Config;
-    fn engine(&self) -> &Engine;
+    /// The policy in force now. Hold the one `Arc` for a whole decision:
+    /// a reload may put another in force meanwhile.
+    fn engine(&self) -> Arc<InForce>;
     fn redactor(&self) -> &Redactor;
     fn approvals(&self) -> &Approvals;
     fn disk(&self) -> &DiskGuard;

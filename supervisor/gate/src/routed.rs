@@ -78,7 +78,9 @@ pub async fn run_routed<O>(
         timeout_s: route.timeout_s,
         merge_stderr: false,
     };
+    let running = cx.session.net.running(route.call_id, route.command);
     let ran = shell::run(cx, sb.as_ref(), cmd, tx, &cancel).await;
+    drop(running);
     let streamed = forward.await.unwrap_or_default();
     let duration_ms = started.elapsed().as_millis() as u64;
     let (status, exit, note) = routed_end(&cx.session, &ran);

@@ -132,6 +132,9 @@ pub struct Session {
     grants: Mutex<HashSet<(String, String)>>,
     /// Index of the next script-provider turn.
     pub script_turn: AtomicU32,
+    /// The operator's network entries and the commands running now
+    /// (docs/ARCHITECTURE.md "Network").
+    pub net: crate::network::NetState,
     /// Calls in progress that may still write to the session's audit file.
     inflight: AtomicU32,
     idle: tokio::sync::Notify,
@@ -274,6 +277,7 @@ impl Session {
             read_files: Mutex::new(BTreeSet::new()),
             grants: Mutex::new(HashSet::new()),
             script_turn: AtomicU32::new(0),
+            net: crate::network::NetState::default(),
             inflight: AtomicU32::new(0),
             idle: tokio::sync::Notify::new(),
         });

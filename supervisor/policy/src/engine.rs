@@ -466,6 +466,7 @@ impl Engine {
             path: a.path,
             fetch: a.fetch,
             secret: a.secret.is_some(),
+            rule_file: None,
         };
         if let Some((rule, reason)) = a.floor {
             return denied(d, &rule, reason);

@@ -54,6 +54,7 @@ pub use mcp::{MCP_RULE_TOOL, McpToolCall, check_server_name, is_decided_method};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
 pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry, spec};
+pub use rules::rule_label;
 pub use shell::parsing_untrusted_input;
 pub use shell::patterns::{Pattern as ShellPattern, PatternSet as ShellPatternSet};
 /// The tools as types (see the `tollgate-toolcall` crate).

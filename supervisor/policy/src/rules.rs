@@ -136,6 +136,12 @@ impl RuleSet {
     }
 }
 
+/// How a decision names the rule of `list` written `rule`
+/// (`deny: run_bash(curl *)`): what `Decision::rule` holds when it matched.
+pub fn rule_label(list: Verdict, rule: &str) -> String {
+    format!("{}: {}", list_name(list), rule.trim())
+}
+
 fn list_name(v: Verdict) -> &'static str {
     match v {
         Verdict::Allow => "allow",
@@ -219,7 +225,7 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
         },
     };
     Ok(Rule {
-        label: format!("{}: {s}", list_name(verdict)),
+        label: rule_label(verdict, s),
         tool: t.tool,
         pattern,
     })

@@ -4,6 +4,7 @@
 //! and the SSRF guard, and do the I/O.
 
 mod host;
+mod overlay;
 mod rule;
 #[cfg(test)]
 mod tests;
@@ -14,6 +15,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 pub use host::{DnsName, MAX_NAME_BYTES, NetHost};
+pub use overlay::{MAX_OVERLAY_RULES, NetOverlay, OverlayVerb, ask_allowed_in, operator_rule};
 pub use rule::{DEFAULT_PORTS, HostPattern, NetRule, split_port};
 
 use crate::host_addrs::HostAddrs;
