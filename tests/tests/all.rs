@@ -22,15 +22,18 @@ mod suite {
     mod client_hooks;
     mod clients;
     mod credentials;
+    mod devenv;
     mod disk;
     mod docker_run_bash;
     mod escape;
     mod git_routed;
+    mod jobs;
     mod kill_switch;
     mod mcp_agent;
     mod mcp_clients;
     mod mcp_gateway;
     mod mcp_gateway_net;
+    mod network_ops;
     mod ops;
     mod own_host;
     mod robustness;

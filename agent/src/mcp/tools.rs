@@ -66,11 +66,20 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
             destructive: false,
             ..by_class
         },
+        // It ends one of the session's own processes: it changes something,
+        // nothing that was not the session's, and twice is once.
+        Some(ToolName::KillJob) => Hints {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
         Some(
             ToolName::ReadFile
             | ToolName::GlobFiles
             | ToolName::Grep
             | ToolName::EditFile
+            | ToolName::JobOutput
             | ToolName::Mcp
             | ToolName::TodoAppend
             | ToolName::TodoList

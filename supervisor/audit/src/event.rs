@@ -66,6 +66,12 @@ pub enum Event {
     ApprovalDecided(ApprovalDecided),
     ToolStarted(ToolStarted),
     ToolResult(ToolResult),
+    /// A background job of the session started (run_bash `background`, or
+    /// a client's routed command run in the background).
+    JobStarted(JobStarted),
+    /// A background job ended: exited, killed by `kill_job` or its client,
+    /// or ended with its session.
+    JobEnded(JobEnded),
     // The model, through the Chat proxy.
     LlmRequest(LlmRequest),
     LlmResponse(LlmResponse),
@@ -84,6 +90,9 @@ pub enum Event {
     /// (opened, refused, closed), or a summary of refusals not recorded one
     /// by one.
     NetConnection(NetConnection),
+    /// An operator's change to one live session's network lists
+    /// (`supervisorctl net allow|deny`).
+    NetworkRule(NetworkRule),
     NetSecret(NetSecret),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
@@ -177,6 +186,8 @@ impl Event {
             Event::ApprovalDecided(_) => "approval_decided",
             Event::ToolStarted(_) => "tool_started",
             Event::ToolResult(_) => "tool_result",
+            Event::JobStarted(_) => "job_started",
+            Event::JobEnded(_) => "job_ended",
             Event::LlmRequest(_) => "llm_request",
             Event::LlmResponse(_) => "llm_response",
             Event::LlmCallError(_) => "llm_call_error",
@@ -187,6 +198,7 @@ impl Event {
             Event::McpServerExited(_) => "mcp_server_exited",
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
+            Event::NetworkRule(_) => "network_rule",
             Event::NetSecret(_) => "net_secret",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
@@ -219,6 +231,7 @@ impl Event {
             Event::LlmCallError(e) => Some(&e.reason),
             Event::ClientToolResult(e) => e.reason.as_deref(),
             Event::McpServerExited(e) => Some(&e.reason),
+            Event::JobEnded(e) => Some(&e.reason),
             Event::QuestionAsked(r)
             | Event::ContextTrim(r)
             | Event::IterationCapHit(r)
@@ -238,6 +251,7 @@ impl Event {
             | Event::ApprovalRequested(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::CostLimitHit(_)
@@ -245,7 +259,8 @@ impl Event {
             | Event::McpServerStarted(_)
             | Event::McpEgress(_)
             | Event::NetConnection(_)
-            | Event::NetSecret(_) => None,
+            | Event::NetworkRule(_) => None,
+            Event::NetSecret(_) => None,
         }
     }
 
@@ -276,6 +291,8 @@ impl Event {
             | Event::ApprovalDecided(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
+            | Event::JobEnded(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)
@@ -286,7 +303,8 @@ impl Event {
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
             | Event::NetConnection(_)
-            | Event::NetSecret(_) => None,
+            | Event::NetworkRule(_) => None,
+            Event::NetSecret(_) => None,
         }
     }
 
@@ -828,6 +846,57 @@ impl ToolResult {
     }
 }
 
+/// `job_started`: `command` as decided (redacted, cut to the excerpt's
+/// length); `routed` when a client's hook routed it (its output goes to
+/// the client, not to `job_output`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStarted {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    #[serde(default)]
+    pub command: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub routed: bool,
+}
+
+/// How a background job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobEnd {
+    /// It exited (or a signal of its own ended it).
+    Exited,
+    /// `kill_job`, or its client stopped it (Claude Code's TaskStop).
+    Killed,
+    /// Its session ended (closed, revoked, killed, expired) or its sandbox
+    /// was stopped (the disk floor).
+    SessionEnded,
+    /// The sandbox failed under it.
+    Failed,
+}
+
+/// `job_ended`: how, its exit code or signal when it has one, the bytes it
+/// printed, how long it ran, and why in a sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEnded {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    pub how: JobEnd,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i64>,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub reason: String,
+}
+
 /// Why a run was stopped: the denial's code, rule and reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stopped {
@@ -1068,6 +1137,19 @@ pub struct NetConnection {
     /// That call's command (several: one per line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+}
+
+/// `network_rule`: an operator added `entry` to the session's `allow` or
+/// `deny` (`verb`), effective for the session's next connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkRule {
+    #[serde(default)]
+    pub verb: String,
+    #[serde(default)]
+    pub entry: String,
+    /// Who: `uid 0 via operator`.
+    #[serde(default)]
+    pub by: String,
 }
 
 /// `net_secret`: a `[[secrets]]` entry put into one request through the

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dropins;
+pub mod reference;
 pub mod secrets;
 mod telemetry;
 

@@ -101,6 +101,19 @@ pub struct Decide {
     pub reason: Option<String>,
 }
 
+impl Decide {
+    /// `deny APPROVAL [--reason]`.
+    pub fn deny(id: String, reason: Option<String>) -> Decide {
+        Decide {
+            id,
+            approve: false,
+            scope: "once".to_string(),
+            confirm: None,
+            reason,
+        }
+    }
+}
+
 pub async fn decide(mut c: Client, d: Decide, json_out: bool) -> anyhow::Result<()> {
     let r = c
         .decide_approval(pb::DecideApprovalRequest {

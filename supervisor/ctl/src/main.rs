@@ -17,6 +17,8 @@ mod client;
 mod complete;
 mod doctor;
 mod errors;
+mod import;
+mod net;
 mod policy;
 mod reload;
 mod sandbox;
@@ -124,6 +126,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// One live session's network: allow or deny a host, list the lists.
+    #[command(subcommand)]
+    Net(net::NetCmd),
     /// [[secrets]]: names, bound hosts and use counts, never a value.
     #[command(subcommand)]
     Secrets(SecretsCmd),
@@ -234,6 +239,14 @@ enum AuditCmd {
 
 #[derive(Debug, Subcommand)]
 enum PolicyCmd {
+    /// Translate another client's permission rules into a policy.d/ drop-in
+    /// (on stdout; what does not map is listed as comments and on stderr).
+    Import {
+        #[arg(value_enum)]
+        client: import::Client,
+        /// Claude Code's settings.json, or a Codex execpolicy rules file.
+        file: PathBuf,
+    },
     /// Decide JSON Lines of tool calls offline: {"tool","args","mode"?} per line.
     Test {
         #[arg(long)]
@@ -333,21 +346,17 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             approval,
             reason,
             json,
-        } => {
-            let d = approvals::Decide {
-                id: approval,
-                approve: false,
-                scope: "once".to_string(),
-                confirm: None,
-                reason,
-            };
-            approvals::decide(connect().await?, d, json)
-                .await
-                .map(|()| 0)
-        }
+        } => approvals::decide(
+            connect().await?,
+            approvals::Decide::deny(approval, reason),
+            json,
+        )
+        .await
+        .map(|()| 0),
         Cmd::Watch { session, json } => approvals::watch(connect().await?, session, json)
             .await
             .map(|()| 0),
+        Cmd::Net(cmd) => net::run(connect().await?, cmd).await.map(|()| 0),
         Cmd::Secrets(SecretsCmd::List { json }) => {
             secrets::list(connect().await?, json).await.map(|()| 0)
         }
@@ -373,23 +382,31 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             .await
         }
         Cmd::Audit(a) => audit_cmd(a, connect).await,
-        Cmd::Policy(PolicyCmd::Test {
+        Cmd::Policy(p) => policy_cmd(p),
+        Cmd::Reload { json } => reload::run(connect().await?, json).await,
+        Cmd::Doctor { json } => doctor::run(&socket, json).await,
+        Cmd::Bench { args } => Err(bench::exec(&args)),
+    }
+}
+
+/// `policy import|test`: offline, no supervisor needed.
+fn policy_cmd(cmd: PolicyCmd) -> anyhow::Result<u8> {
+    match cmd {
+        PolicyCmd::Import { client, file } => import::run(client, &file),
+        PolicyCmd::Test {
             config,
             workspace,
             mode,
             resolve,
             file,
             json: _,
-        }) => policy::test(policy::TestArgs {
+        } => policy::test(policy::TestArgs {
             config,
             workspace,
             mode,
             resolve,
             file,
         }),
-        Cmd::Reload { json } => reload::run(connect().await?, json).await,
-        Cmd::Doctor { json } => doctor::run(&socket, json).await,
-        Cmd::Bench { args } => Err(bench::exec(&args)),
     }
 }
 

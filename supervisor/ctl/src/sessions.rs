@@ -16,7 +16,43 @@ pub fn session_json(s: &pb::SessionInfo) -> Value {
         "sandbox": s.sandbox, "end_reason": s.end_reason, "client": s.client,
         "client_session_id": s.client_session_id,
         "audit_file": s.audit_file, "token_expires_unix_ms": s.token_expires_unix_ms,
+        "jobs": s.jobs.iter().map(job_json).collect::<Vec<_>>(),
     })
+}
+
+/// One background job of a session.
+fn job_json(j: &pb::JobInfo) -> Value {
+    json!({
+        "id": j.id, "command": j.command, "state": j.state,
+        "started_unix_ms": j.started_unix_ms, "exit_code": j.exit_code,
+        "bytes": j.bytes, "routed": j.routed,
+    })
+}
+
+/// The JOBS column: how many run (`-` for none), and how many ended.
+fn jobs_label(s: &pb::SessionInfo) -> String {
+    let running = s.jobs.iter().filter(|j| j.state == "running").count();
+    match (running, s.jobs.len() - running) {
+        (0, 0) => "-".to_string(),
+        (r, 0) => format!("{r} running"),
+        (r, e) => format!("{r} running, {e} ended"),
+    }
+}
+
+/// `show`: one line per job.
+fn job_line(j: &pb::JobInfo) -> String {
+    let state = match j.exit_code {
+        Some(c) => format!("{} {c}", j.state),
+        None => j.state.clone(),
+    };
+    format!(
+        "{} {state}, started {}, {} bytes{}: {}",
+        j.id,
+        table::ago(j.started_unix_ms),
+        j.bytes,
+        if j.routed { ", routed" } else { "" },
+        j.command
+    )
 }
 
 pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
@@ -255,6 +291,7 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
                 format!("${:.4}", s.cost_usd),
                 s.pending_approvals.to_string(),
                 table::ago(s.created_unix_ms),
+                jobs_label(s),
                 client_label(s),
                 s.workspace.clone(),
             ]
@@ -270,6 +307,7 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
             "COST",
             "PENDING",
             "OPENED",
+            "JOBS",
             "CLIENT",
             "WORKSPACE",
         ],
@@ -336,9 +374,13 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
         ("approvals", format!("{} pending", s.pending_approvals)),
         ("opened", table::ago(s.created_unix_ms)),
         ("audit", s.audit_file.clone()),
+        ("jobs", jobs_label(&s)),
     ];
     for (k, v) in rows {
         outln!("{:<11} {}", format!("{k}:"), table::escape(&v));
+    }
+    for j in &s.jobs {
+        outln!("{:<11} {}", "", table::escape(&job_line(j)));
     }
     Ok(())
 }

@@ -181,6 +181,11 @@ pub fn summarise(event: &Event) -> String {
             r.bytes,
             r.duration_ms
         ),
+        Event::JobStarted(j) => format!("{} started: {}", j.job_id, j.command),
+        Event::JobEnded(j) => format!(
+            "{} {} ({} bytes, {} ms)",
+            j.job_id, j.reason, j.bytes, j.duration_ms
+        ),
         Event::SessionOpened(o) => format!(
             "session opened by uid {} in {} ({})",
             o.uid, o.workspace, o.mode
@@ -209,6 +214,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
         | Event::NetConnection(_)
+        | Event::NetworkRule(_)
         | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)

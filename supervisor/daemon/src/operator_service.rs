@@ -180,6 +180,21 @@ impl OperatorService for OperatorSvc {
         Ok(Response::new(pb::KillSessionResponse { killed }))
     }
 
+    async fn net_change(
+        &self,
+        req: Request<pb::NetChangeRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        self.net_change_rpc(req).await
+    }
+
+    async fn net_list(
+        &self,
+        req: Request<pb::NetListRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        let session = self.active(&req.into_inner().session_id)?;
+        crate::network::operator::list(&self.sup, &session).map(Response::new)
+    }
+
     async fn list_secrets(
         &self,
         _req: Request<pb::ListSecretsRequest>,
@@ -547,6 +562,16 @@ fn sandbox_status(e: &SandboxError) -> Status {
 }
 
 impl OperatorSvc {
+    async fn net_change_rpc(
+        &self,
+        req: Request<pb::NetChangeRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let session = self.active(&r.session_id)?;
+        crate::network::operator::change(&self.sup, &session, &r, &by(peer)).map(Response::new)
+    }
+
     fn active(&self, id: &str) -> Result<Arc<crate::sessions::Session>, Status> {
         match self.sup.sessions.get(id) {
             Some(s) => Ok(s),

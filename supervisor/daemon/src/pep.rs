@@ -137,6 +137,7 @@ pub async fn run_routed(
         command: &route.command,
         target: &route.target,
         timeout_s: route.timeout_s,
+        background: route.background,
     };
     tollgate_gate::run_routed(&ctx(sup, &route.session), &cmd, out, cancel).await
 }

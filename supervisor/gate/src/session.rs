@@ -126,6 +126,9 @@ pub struct Session {
     creds: Mutex<Credentials>,
     status: Mutex<Status>,
     usage: Mutex<Usage>,
+    /// Its background jobs (run_bash `background`, a client's routed
+    /// command run in the background).
+    pub jobs: crate::jobs::Jobs,
     /// Files (absolute) the session has read or written.
     read_files: Mutex<BTreeSet<PathBuf>>,
     /// (tool, normalised target) approved with scope "session".
@@ -274,6 +277,7 @@ impl Session {
                 end_reason: String::new(),
             }),
             usage: Mutex::new(Usage::default()),
+            jobs: crate::jobs::Jobs::default(),
             read_files: Mutex::new(BTreeSet::new()),
             grants: Mutex::new(HashSet::new()),
             script_turn: AtomicU32::new(0),
@@ -402,6 +406,19 @@ impl Session {
         self.grants
             .lock()
             .insert((tool.to_string(), target.to_string()));
+    }
+
+    /// The targets of `tool` approved for the session, sorted.
+    pub fn grants_of(&self, tool: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .grants
+            .lock()
+            .iter()
+            .filter(|(t, _)| t == tool)
+            .map(|(_, target)| target.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     pub fn has_grant(&self, tool: &str, target: &str) -> bool {

@@ -324,7 +324,15 @@ impl Engine {
                     place_name(r)
                 )
             }),
+            Tool::RunBash(a) if a.is_background() => {
+                let mut an = self.run_bash(&a.command, ctx, fs);
+                an.consequence
+                    .push_str(" as a background job of the session");
+                an
+            }
             Tool::RunBash(a) => self.run_bash(&a.command, ctx, fs),
+            Tool::JobOutput(a) => job_tool("read the output of background job", &a.job_id),
+            Tool::KillJob(a) => job_tool("end background job", &a.job_id),
             Tool::Webfetch(a) => webfetch(&a.url, dns),
             Tool::Mcp(a) => mcp_call(&a.server, &a.tool),
             Tool::TodoAppend(a) => Analysis::new(
@@ -682,6 +690,8 @@ fn example_subject(tool: ToolName, ex: &str, allowed_binaries: &[String]) -> Sub
         | ToolName::Grep
         | ToolName::WriteFile
         | ToolName::EditFile
+        | ToolName::JobOutput
+        | ToolName::KillJob
         | ToolName::TodoAppend
         | ToolName::TodoList
         | ToolName::TodoUpdate
@@ -789,6 +799,15 @@ fn place_name(r: &Resolved) -> String {
     } else {
         shown_rel(r)
     }
+}
+
+/// job_output, kill_job: of one of the session's own background jobs (the
+/// gate finds it in the session's table, or says there is none).
+fn job_tool(what: &str, job_id: &str) -> Analysis {
+    let id = shorten(job_id, 64);
+    let mut a = Analysis::new(format!("{what} {id}"), Subject::Nothing);
+    a.target = id;
+    a
 }
 
 /// webfetch: the SSRF guard vets the URL and pins its addresses.

@@ -18,6 +18,7 @@ pub mod private_dir;
 pub mod recording;
 pub(crate) mod seccomp_table;
 mod setid;
+pub mod shell;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use egress::Egress;
+pub use shell::Shell;
 
 /// Which backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -161,7 +163,7 @@ pub(crate) fn replaced(path: &Path) -> String {
 /// One command to run inside a sandbox.
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
-    /// argv; run_bash uses `["sh", "-c", command]`.
+    /// argv; run_bash uses [`Sandbox::shell`]'s [`Shell::argv`].
     pub argv: Vec<String>,
     /// Working directory inside the sandbox (the workspace by default).
     pub cwd: Option<PathBuf>,
@@ -263,6 +265,13 @@ pub trait Backend: Send + Sync + 'static {
     /// backend set up for all of its sandboxes (the native backend's
     /// per-supervisor cgroup directories).
     async fn shutdown(&self) {}
+
+    /// The shell its sandboxes run command lines in, when known before one
+    /// is built (native: the host's; Docker: the image's, learned from the
+    /// first sandbox); `None` when not known yet.
+    fn shell(&self) -> Option<Shell> {
+        None
+    }
 }
 
 /// A sandbox left behind by an earlier supervisor and reaped now.
@@ -328,6 +337,9 @@ pub trait Sandbox: Send + Sync {
 
     /// False once the sandbox is gone (destroyed, or killed from outside).
     fn is_alive(&self) -> bool;
+
+    /// The shell command lines run in: bash when this sandbox has it.
+    fn shell(&self) -> Shell;
 }
 
 /// One line of `supervisorctl doctor`.

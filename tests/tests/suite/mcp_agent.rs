@@ -264,7 +264,7 @@ async fn a_denial_is_an_error_result_with_tollgates_sentence() {
     assert_eq!(
         text_of(&r),
         (
-            "Error: unknown tool 'rm_rf'. Available tools: read_file, glob_files, grep, write_file, edit_file, run_bash, webfetch".to_string(),
+            "Error: unknown tool 'rm_rf'. Available tools: read_file, glob_files, grep, write_file, edit_file, run_bash, job_output, kill_job, webfetch".to_string(),
             true
         )
     );

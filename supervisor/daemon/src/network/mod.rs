@@ -10,6 +10,7 @@
 //! the session's gate ends, so a sandbox hammering refused hosts cannot grow
 //! the log without limit.
 
+pub(crate) mod operator;
 mod sink;
 #[cfg(test)]
 mod tests;

@@ -102,6 +102,21 @@ impl NetworkPolicy {
         self.unlisted
     }
 
+    /// The `allow` entries as written.
+    pub fn allow_entries(&self) -> impl Iterator<Item = &str> {
+        self.allow.iter().map(|r| r.text.as_str())
+    }
+
+    /// The `deny` entries as written.
+    pub fn deny_entries(&self) -> impl Iterator<Item = &str> {
+        self.deny.iter().map(|r| r.text.as_str())
+    }
+
+    /// The `allow_private` ranges, normalised.
+    pub fn allow_private(&self) -> &[IpNet] {
+        &self.allow_private
+    }
+
     /// Deny first, then allow, then `unlisted`.
     pub fn decide(&self, host: &NetHost, port: u16) -> NetDecision {
         let target = format!("{}:{port}", host.url_host());

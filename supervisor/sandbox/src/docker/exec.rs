@@ -605,6 +605,10 @@ impl Sandbox for DockerSandbox {
     fn is_alive(&self) -> bool {
         DockerSandbox::is_alive(self)
     }
+
+    fn shell(&self) -> crate::Shell {
+        self.shell
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::CloneFlags;
 use nix::unistd::ForkResult;
 
+use tollgate_exec_agent::links::Guard;
+
 use super::protocol::{self, FromInit, InitConfig, MAX_PACKET};
 use super::{SetupError, credentials, init, landlock, mounts, rlimits, seccomp, sys};
 
@@ -286,25 +288,29 @@ fn sandbox_init(
     clock: Clock,
 ) -> Result<Infallible, (SetupError, OwnedFd)> {
     match restrict(&ctrl_fd, cfg, filters, helper, clock) {
-        Ok(envp_path) => init::run(init::Init {
+        Ok((envp, path, links)) => init::run(init::Init {
             ctrl: ctrl_fd,
-            envp: envp_path.0,
-            path: envp_path.1,
+            envp,
+            path,
             rlimit_cpu_s: cfg.rlimit_cpu_s,
+            links,
         }),
         Err(e) => Err((e, ctrl_fd)),
     }
 }
 
+/// The environment and the PATH entries commands run with, and the guard
+/// each command starts under.
+type Commands = (Vec<CString>, Vec<Vec<u8>>, Guard);
+
 /// Every restriction of pid 1, in order, ending with the `Ready` report.
-/// Returns the environment and the PATH entries commands run with.
 fn restrict(
     ctrl_fd: &OwnedFd,
     cfg: &InitConfig,
     filters: &seccomp::Filters,
     helper: OwnedFd,
     mut clock: Clock,
-) -> Result<(Vec<CString>, Vec<Vec<u8>>), SetupError> {
+) -> Result<Commands, SetupError> {
     let ctrl = ctrl_fd.as_raw_fd();
     let step = |step: &'static str| {
         move |e: nix::Error| SetupError {
@@ -333,6 +339,13 @@ fn restrict(
             .map(|e| e.ports.as_slice())
             .unwrap_or(&[]),
     )?;
+    // Above the workspace, listed now: a command's Landlock lets it list
+    // only what it may read.
+    let links =
+        Guard::new(&cfg.workspace, cfg.no_links_beneath.clone()).map_err(|detail| SetupError {
+            step: "landlock-links",
+            detail,
+        })?;
     clock.mark("landlock-prepare");
     let envp: Vec<CString> = cfg
         .env
@@ -380,7 +393,7 @@ fn restrict(
         step: "report",
         detail: e.to_string(),
     })?;
-    Ok((envp, path))
+    Ok((envp, path, links))
 }
 
 /// Reads our own /proc/self/status and insists on the posture every command

@@ -234,6 +234,11 @@ impl NativeBackend {
             pids: spec.limits.pids,
             rlimit_cpu_s: self.opts.rlimit_cpu_s,
             rlimit_nproc: self.opts.rlimit_nproc,
+            no_links_beneath: plan
+                .no_links_beneath
+                .iter()
+                .map(|g| spec.workspace.join(g))
+                .collect(),
             binds: plan.binds,
             egress: spec.egress.clone(),
         };
@@ -547,6 +552,10 @@ impl Backend for NativeBackend {
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let sb: Arc<dyn Sandbox> = self.create_native(spec).await?;
         Ok(sb)
+    }
+
+    fn shell(&self) -> Option<crate::Shell> {
+        Some(crate::Shell::of_host())
     }
 
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
@@ -983,5 +992,10 @@ impl Sandbox for NativeSandbox {
 
     fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::SeqCst)
+    }
+
+    fn shell(&self) -> crate::Shell {
+        // The sandbox's /bin and /usr are the host's, read-only.
+        crate::Shell::of_host()
     }
 }

@@ -434,3 +434,104 @@ async fn nothing_planted_from_inside_runs_in_the_owners_git() {
         }
     }
 }
+
+/// What a command inside tries beneath the git directory (each must fail)
+/// and beside it (each must succeed), one line each: `no:<what>` when it
+/// failed, `yes:<what>` when it succeeded.
+const LINKS: &str = r#"
+try() { what=$1; shift; if ( "$@" ) 2>/dev/null; then echo "yes:$what"; else echo "no:$what"; fi; }
+sock() { python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$1"; }
+try ref-to-bashrc ln -s "$HOME/.bashrc" .git/refs/heads/x
+try objects-to-ssh sh -c 'mv .git/objects .git/objects.old && ln -s "$HOME/.ssh" .git/objects'
+try objects-link ln -s /etc .git/objects/evil
+try logs-link ln -s /tmp/evil .git/logs/HEAD2
+try new-dir-link sh -c 'mkdir .git/refs/d && ln -s x .git/refs/d/y'
+try fifo mkfifo .git/FETCH_HEAD2
+try socket sock .git/sock
+try moved-in-link sh -c 'ln -s /etc sub/l && mv sub/l .git/l'
+try hardlink-from-outside ln file.txt .git/file-link
+try hardlink-of-fifo-outside sh -c 'mkfifo sub/f && ln sub/f .git/f'
+try beside-link ln -s ../file.txt sub/link
+try beside-fifo mkfifo sub/fifo2
+try beside-socket sock sub/sock
+try shm-link ln -s /etc /dev/shm/l
+try top-link ln -s file.txt top-link
+try new-top-dir-link sh -c 'mkdir newtop && ln -s ../file.txt newtop/link'
+"#;
+
+/// Nothing in the sandbox can make a symlink, FIFO, socket or device
+/// beneath a split git directory, nor move or link one in, on both
+/// backends, root or not; beside it they work, except directly in the
+/// workspace's top and in a top-level directory the same command made
+/// (the layer's cost, docs/THREAT_MODEL.md), which the next command may use.
+/// (The test workspaces lie in /tmp, so /tmp is on that path too: the
+/// control outside the workspace is /dev/shm.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_link_or_special_file_can_be_made_beneath_the_git_directory() {
+    if !common::require_root() {
+        return;
+    }
+    let want: Vec<String> = [
+        "no:ref-to-bashrc",
+        "no:objects-to-ssh",
+        "no:objects-link",
+        "no:logs-link",
+        "no:new-dir-link",
+        "no:fifo",
+        "no:socket",
+        "no:moved-in-link",
+        "no:hardlink-from-outside",
+        "no:hardlink-of-fifo-outside",
+        "yes:beside-link",
+        "yes:beside-fifo",
+        "yes:beside-socket",
+        "yes:shm-link",
+        "no:top-link",
+        "no:new-top-dir-link",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (backend, b) in backends().await {
+        for uid in UIDS {
+            let p = Place::new(uid);
+            // A directory that exists when the command starts.
+            std::fs::create_dir(p.ws.join("sub")).unwrap();
+            std::os::unix::fs::chown(p.ws.join("sub"), Some(uid), Some(uid)).unwrap();
+            let sb = b.create(&spec("gitln", &p.ws, uid, uid)).await.unwrap();
+            let r = sh(sb.as_ref(), &format!("{IDENTITY}{LINKS}")).await;
+            // The next command: the directory the last one made is granted now.
+            let next = sh(
+                sb.as_ref(),
+                "ln -s ../file.txt newtop/link2 && echo next-ok",
+            )
+            .await;
+            sb.destroy().await.unwrap();
+            let what = format!("{backend}, uid {uid}");
+            let got: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+            assert_eq!(got, want, "{what}: {r:?}");
+            assert_eq!(next.stdout.trim(), "next-ok", "{what}: {next:?}");
+            // Nothing special is left beneath the git directory.
+            let odd = special_files_beneath(&p.ws.join(".git"));
+            assert_eq!(odd, Vec::<PathBuf>::new(), "{what}");
+            git_ok(&p.ws, uid, &p.home, &["fsck", "--no-progress"]);
+        }
+    }
+}
+
+/// Symlinks, FIFOs, sockets and devices at or below `dir`.
+fn special_files_beneath(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                todo.push(e.path());
+            } else if !t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
