@@ -101,6 +101,22 @@ impl Host for Supervisor {
             },
         )
     }
+
+    fn sandbox_built(
+        self: Arc<Self>,
+        session: &Arc<Session>,
+        sandbox: &dyn Sandbox,
+    ) -> Result<(), String> {
+        self.walls.start(&self, session, sandbox)
+    }
+
+    fn net_mark(&self, session: &Session) -> u64 {
+        self.walls.mark(&session.id)
+    }
+
+    fn net_refusals(&self, session: &Session, mark: u64) -> Vec<String> {
+        self.walls.refused_since(&session.id, mark)
+    }
 }
 
 /// The gate's context for one call of `session`.

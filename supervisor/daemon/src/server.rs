@@ -128,6 +128,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         hooks,
         secret_store: Arc::new(secret_store),
         reloads: crate::reload::Reloads::new(reload_from),
+        walls: crate::wall::Walls::default(),
         config,
     });
 

@@ -79,6 +79,8 @@ pub struct Supervisor {
     pub secret_store: Arc<crate::secret_store::SecretStore>,
     /// Where a reload reads the config, and how the last one went.
     pub reloads: crate::reload::Reloads,
+    /// The network wall of each session's sandbox (wall/mod.rs).
+    pub walls: crate::wall::Walls,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -379,6 +381,9 @@ impl Supervisor {
             None => Ok(()),
         };
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
+        // Its connections closed, each close recorded before the session's
+        // last records.
+        self.walls.stop(&session.id).await;
         self.withdraw_approvals(session, state, reason, by);
         tell_the_agent(session, state, reason);
         // Cancelled calls write their own last records; those must come

@@ -101,9 +101,22 @@ pub async fn run_routed<O>(
         background: route.background,
     };
     let running = cx.session.net.running(route.call_id, route.command);
+    let net = crate::exec::net_lines::mark(cx);
     let ran = shell::run(cx, sb.as_ref(), cmd, tx, &cancel).await;
     drop(running);
     let streamed = forward.await.unwrap_or_default();
+    let refused = crate::exec::net_lines::refused_since(cx, net);
+    if !refused.is_empty() {
+        send(
+            out,
+            stderr_line(&format!(
+                "{}
+",
+                refused.trim_start()
+            )),
+        )
+        .await;
+    }
     let duration_ms = started.elapsed().as_millis() as u64;
     if let Some(job) = &job {
         job.count(streamed.total as usize);

@@ -127,6 +127,7 @@ pub(super) fn output(cx: &Ctx, id: &str) -> Result<Done, ExecError> {
         },
         exit_code,
         redacted: true,
+        timed_out: None,
     })
 }
 

@@ -12,6 +12,7 @@ use crate::host::Ctx;
 
 mod fetch;
 pub(crate) mod job;
+pub(crate) mod net_lines;
 pub mod sandbox;
 pub(crate) mod shell;
 

@@ -82,20 +82,12 @@ pub(crate) async fn run(
     cancel: &CancellationToken,
 ) -> Ran {
     let cfg = &cx.host.config().sandbox;
-<<<<<<< HEAD
-    let asked = cmd.timeout_s.unwrap_or(cfg.run_timeout_s);
-    let timeout = Duration::from_secs(asked.clamp(1, cfg.max_run_timeout_s));
-=======
     let timeout = if cmd.background {
         super::job::LIFETIME
     } else {
-        Duration::from_secs(
-            cmd.timeout_s
-                .unwrap_or(cfg.run_timeout_s)
-                .clamp(1, cfg.max_run_timeout_s),
-        )
+        let asked = cmd.timeout_s.unwrap_or(cfg.run_timeout_s);
+        Duration::from_secs(asked.clamp(1, cfg.max_run_timeout_s))
     };
->>>>>>> jobs
     let req = ExecRequest {
         // bash when the sandbox has it: the shell policy parsed it as bash.
         argv: sb.shell().argv(cmd.text),
@@ -130,6 +122,7 @@ pub(super) async fn run_bash(
         merge_stderr: true,
         background: false,
     };
+    let net = super::net_lines::mark(cx);
     let ran = run(cx, sb.as_ref(), cmd, tx, cancel).await;
     let (kept, more) = collector.await.unwrap_or_default();
     if let Some(reason) = cx.session.disk_stop.lock().take() {
@@ -142,7 +135,11 @@ pub(super) async fn run_bash(
     if outcome.cancelled {
         return Err(ExecError::Cancelled);
     }
-    Ok(command_output(&kept, more, cap, &outcome, ran.timeout))
+    let mut done = command_output(&kept, more, cap, &outcome, ran.timeout);
+    done.output
+        .text
+        .push_str(&super::net_lines::refused_since(cx, net));
+    Ok(done)
 }
 
 /// A command's merged output, redacted on bytes as it comes (a secret split

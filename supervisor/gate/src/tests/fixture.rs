@@ -110,6 +110,7 @@ impl Host for TestHost {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            wall: false,
         }
     }
 }

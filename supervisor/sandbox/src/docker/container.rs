@@ -232,6 +232,11 @@ fn host_config(
                 .map(|(name, ip)| format!("{name}:{ip}"))
                 .collect()
         }),
+        // The network wall: the DNS stub the supervisor serves in the
+        // container's own namespace (wall.rs).
+        dns: spec
+            .wall
+            .then(|| vec![crate::wall::DNS_STUB.ip().to_string()]),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
         cap_drop: Some(vec!["ALL".to_string()]),
@@ -329,6 +334,7 @@ mod tests {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            wall: false,
         }
     }
 

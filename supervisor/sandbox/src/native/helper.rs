@@ -328,17 +328,11 @@ fn restrict(
         binds: &cfg.binds,
         rootless: cfg.rootless,
         hosts: cfg.egress.as_ref().map(crate::Egress::hosts_file),
+        resolv: cfg.wall.then(crate::wall::resolv_conf),
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;
-    let prepared = landlock::prepare(
-        &cfg.workspace,
-        &cfg.hidden,
-        cfg.egress
-            .as_ref()
-            .map(|e| e.ports.as_slice())
-            .unwrap_or(&[]),
-    )?;
+    let prepared = landlock::prepare(&cfg.workspace, &cfg.hidden)?;
     // Above the workspace, listed now: a command's Landlock lets it list
     // only what it may read.
     let links =

@@ -241,6 +241,7 @@ impl NativeBackend {
                 .collect(),
             binds: plan.binds,
             egress: spec.egress.clone(),
+            wall: spec.wall,
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -959,12 +960,8 @@ impl Sandbox for NativeSandbox {
         self.exec_fed(req, stdin, out, cancel).await
     }
 
-    fn egress_listener(
-        &self,
-        addr: std::net::SocketAddr,
-    ) -> Result<std::net::TcpListener, SandboxError> {
-        let pidfd = self
-            .teardown
+    fn netns_pidfd(&self) -> Result<OwnedFd, SandboxError> {
+        self.teardown
             .lock()
             .ok()
             .and_then(|t| {
@@ -977,8 +974,7 @@ impl Sandbox for NativeSandbox {
             .map_err(|e| SandboxError::Io {
                 context: "pidfd of sandbox pid 1".to_string(),
                 source: e,
-            })?;
-        crate::egress::listen_in(pidfd, addr)
+            })
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {

@@ -52,6 +52,10 @@ pub(crate) struct InitConfig {
     /// `/etc/hosts` maps the names. `None`: every TCP connect is denied.
     #[serde(default)]
     pub egress: Option<crate::Egress>,
+    /// The network wall is served in the sandbox's namespace: its own
+    /// `/etc/resolv.conf` names the DNS stub.
+    #[serde(default)]
+    pub wall: bool,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.
