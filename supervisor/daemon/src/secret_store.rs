@@ -4,9 +4,10 @@
 //! egress proxies; sessions get [`SessionSecrets`] with placeholders,
 //! `supervisorctl secrets list` gets names, hosts and counts.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use tollgate_config::{SecretConfig, SecretSource};
 use tollgate_egress::{SecretCounters, SessionSecret, SessionSecrets};
@@ -23,6 +24,9 @@ struct Entry {
 #[derive(Default)]
 pub struct SecretStore {
     entries: Vec<Entry>,
+    /// Live sessions' secrets: placeholders and CA, made with the first
+    /// sandbox's spec, dropped when the session ends.
+    sessions: Mutex<HashMap<String, Arc<SessionSecrets>>>,
 }
 
 impl std::fmt::Debug for SecretStore {
@@ -66,7 +70,10 @@ impl SecretStore {
                 counters: Arc::default(),
             });
         }
-        Ok(SecretStore { entries })
+        Ok(SecretStore {
+            entries,
+            sessions: Mutex::default(),
+        })
     }
 
     /// Every value, for the redactor (tool output, records, telemetry).
@@ -74,11 +81,49 @@ impl SecretStore {
         self.entries.iter().map(|e| e.value.to_string()).collect()
     }
 
+    /// Session `id`'s secrets, made on first call (when its first sandbox
+    /// is specified) and kept until [`SecretStore::end_session`].
+    pub fn session(
+        &self,
+        id: &str,
+        user: &str,
+        trust_ca: &[PathBuf],
+    ) -> Result<Option<Arc<SessionSecrets>>, String> {
+        let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = map.get(id) {
+            return Ok(Some(Arc::clone(s)));
+        }
+        let Some(made) = self.for_session(id, user, trust_ca)? else {
+            return Ok(None);
+        };
+        let made = Arc::new(made);
+        map.insert(id.to_string(), Arc::clone(&made));
+        Ok(Some(made))
+    }
+
+    /// The secrets session `id` already has (its wall's proxies put them in).
+    pub fn of_session(&self, id: &str) -> Option<Arc<SessionSecrets>> {
+        let map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(id).cloned()
+    }
+
+    /// The session ended (revoked, killed, expired): its placeholders are
+    /// rotated, so any copy left anywhere is random text, and dropped.
+    pub fn end_session(&self, id: &str) {
+        let gone = {
+            let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            map.remove(id)
+        };
+        if let Some(s) = gone
+            && let Err(e) = s.rotate()
+        {
+            tracing::warn!(session = %id, "secrets' placeholders not rotated: {e}");
+        }
+    }
+
     /// The secrets `user`'s session gets, with their placeholders and the
-    /// session's CA; `None` when it gets none. Called where a session's
-    /// egress proxies are made (docs/ARCHITECTURE.md "Network").
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn for_session(
+    /// session's CA; `None` when it gets none.
+    fn for_session(
         &self,
         session: &str,
         user: &str,
@@ -203,8 +248,12 @@ mod tests {
         std::fs::write(&p, "tok-456").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let s = SecretStore::load(&[config("forge", &p)], own()).unwrap();
-        assert!(s.for_session("s1", "bob", &[]).unwrap().is_none());
-        let mine = s.for_session("s1", "alice", &[]).unwrap().unwrap();
+        assert!(s.session("s0", "bob", &[]).unwrap().is_none());
+        let mine = s.session("s1", "alice", &[]).unwrap().unwrap();
+        assert!(
+            Arc::ptr_eq(&mine, &s.of_session("s1").unwrap()),
+            "one per session"
+        );
         let env = mine.env();
         assert_eq!(env[0].0, "FORGE_TOKEN");
         assert!(env[0].1.starts_with("tollgate-secret-forge-") && !env[0].1.contains("tok-456"));
@@ -215,5 +264,12 @@ mod tests {
             ("forge", vec!["git.example.org".to_string()], 0)
         );
         assert!(!format!("{l:?}{s:?}{mine:?}").contains("tok-456"));
+        s.end_session("s1");
+        assert!(s.of_session("s1").is_none());
+        assert_ne!(
+            mine.env()[0].1,
+            env[0].1,
+            "the ended session's placeholder was rotated"
+        );
     }
 }

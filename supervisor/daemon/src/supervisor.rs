@@ -384,6 +384,8 @@ impl Supervisor {
         // Its connections closed, each close recorded before the session's
         // last records.
         self.walls.stop(&session.id).await;
+        // Its placeholders rotated and dropped: worthless from now on.
+        self.secret_store.end_session(&session.id);
         self.withdraw_approvals(session, state, reason, by);
         tell_the_agent(session, state, reason);
         // Cancelled calls write their own last records; those must come

@@ -123,6 +123,11 @@ pub struct SandboxSpec {
     /// proxy variables come in `env`; the supervisor opens the listeners
     /// and loads the rules once the sandbox exists ([`Sandbox::network_wall`]).
     pub wall: bool,
+    /// A CA the sandbox trusts beside the host's, PEM (the session's CA,
+    /// when a `[[secrets]]` entry is bound for it: docs/THREAT_MODEL.md
+    /// "Secrets"): the root's `/etc/ssl/certs/ca-certificates.crt` is stood
+    /// in for by the host's bundle plus it (native backend).
+    pub extra_ca: Option<String>,
 }
 
 /// A directory's identity: device and inode.

@@ -1,0 +1,367 @@
+//! `[[secrets]]` end to end (docs/INTERFACES.md "[[secrets]]",
+//! docs/THREAT_MODEL.md "Secrets"): a supervisor whose sessions' sandboxes
+//! sit behind the network wall, test hosts in a network namespace (veth,
+//! TEST-NET-2 addresses) serving https that needs a bearer token and plain
+//! http that records what it got, and real curl inside the sandbox with the
+//! placeholder its environment holds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use tollgate_e2e::harness::{Supervisor, bin, root_or_skip};
+use tollgate_proto::v1 as pb;
+
+const REAL: &str = "REAL-e2e-forge-9c4f1b7d";
+const BOUND: &str = "198.51.100.2";
+const OTHER: &str = "198.51.100.3";
+
+/// A network namespace holding the test hosts, joined by a veth pair.
+struct Hosts {
+    ns: String,
+    veth: String,
+    servers: Vec<Child>,
+    dir: PathBuf,
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd).args(args).output().expect(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The hosts' server: every request's headers appended to `seen`; `/`
+/// answers 200 `welcome` to `Authorization: Bearer REAL`, 401 otherwise.
+const SERVER: &str = r#"
+import http.server, ssl, sys
+addr, port, seen = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(seen, "a") as f:
+            f.write(str(self.headers) + "\n----\n")
+        ok = self.headers.get("Authorization") == "Bearer " + sys.argv[6]
+        body = b"welcome\n" if ok else b"no token\n"
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer((addr, port), H)
+if sys.argv[4] != "-":
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+s.serve_forever()
+"#;
+
+impl Hosts {
+    fn new(dir: &Path) -> Hosts {
+        let tag = std::process::id() % 100000;
+        let (ns, veth, peer) = (
+            format!("tgse2e{tag}"),
+            format!("tge{tag}a"),
+            format!("tge{tag}b"),
+        );
+        run("ip", &["netns", "add", &ns]);
+        run(
+            "ip",
+            &["link", "add", &veth, "type", "veth", "peer", "name", &peer],
+        );
+        run("ip", &["link", "set", &peer, "netns", &ns]);
+        run("ip", &["addr", "add", "198.51.100.1/29", "dev", &veth]);
+        run("ip", &["link", "set", &veth, "up"]);
+        for a in [BOUND, OTHER] {
+            run(
+                "ip",
+                &["-n", &ns, "addr", "add", &format!("{a}/29"), "dev", &peer],
+            );
+        }
+        run("ip", &["-n", &ns, "link", "set", &peer, "up"]);
+        run("ip", &["-n", &ns, "link", "set", "lo", "up"]);
+        let mut h = Hosts {
+            ns,
+            veth,
+            servers: Vec::new(),
+            dir: dir.to_path_buf(),
+        };
+        h.certs();
+        std::fs::write(dir.join("server.py"), SERVER).unwrap();
+        let (cert, key) = (h.path("host.pem"), h.path("host.key"));
+        h.serve(BOUND, 443, &cert, &key, "bound-seen");
+        h.serve(OTHER, 80, "-", "-", "other-seen");
+        for (a, p) in [(BOUND, 443), (OTHER, 80)] {
+            h.wait_listening(a, p);
+        }
+        h
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// A CA and a leaf for BOUND, signed by it (the proxy trusts the CA
+    /// through `[network] trust_ca`).
+    fn certs(&self) {
+        let d = |n: &str| self.path(n);
+        std::fs::write(
+            self.dir.join("ext"),
+            format!("subjectAltName=IP:{BOUND}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+        )
+        .unwrap();
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        let mut ca = vec!["req", "-x509"];
+        ca.extend(ec);
+        let (cak, cap) = (d("ca.key"), d("ca.pem"));
+        ca.extend([
+            "-keyout",
+            &cak,
+            "-out",
+            &cap,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tollgate e2e hosts CA",
+        ]);
+        ca.extend([
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ]);
+        run("openssl", &ca);
+        let mut csr = vec!["req"];
+        csr.extend(ec);
+        let (hk, hc, cn) = (d("host.key"), d("host.csr"), format!("/CN={BOUND}"));
+        csr.extend(["-keyout", &hk, "-out", &hc, "-subj", &cn]);
+        run("openssl", &csr);
+        let (hp, ext) = (d("host.pem"), d("ext"));
+        run(
+            "openssl",
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &hc,
+                "-CA",
+                &cap,
+                "-CAkey",
+                &cak,
+                "-CAcreateserial",
+                "-out",
+                &hp,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+
+    fn serve(&mut self, addr: &str, port: u16, cert: &str, key: &str, seen: &str) {
+        let c = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns,
+                "python3",
+                &self.path("server.py"),
+                addr,
+                &port.to_string(),
+                &self.path(seen),
+                cert,
+                key,
+                REAL,
+            ])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.servers.push(c);
+    }
+
+    fn wait_listening(&self, addr: &str, port: u16) {
+        for _ in 0..200 {
+            if std::net::TcpStream::connect((addr, port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the test host {addr}:{port} never listened");
+    }
+
+    fn seen(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for c in &mut self.servers {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .status();
+    }
+}
+
+fn config(hosts: &Hosts) -> String {
+    format!(
+        "[llm]\nprovider = \"script\"\n[network]\nallow = [\"{BOUND}\", \"{OTHER}\"]\nallow_private = [\"198.51.100.0/29\"]\ntrust_ca = [\"{}\"]\n\n[[secrets]]\nname = \"forge\"\nfrom_env = \"TOLLGATE_E2E_FORGE\"\nhosts = [\"{BOUND}\"]\nenv = \"FORGE_TOKEN\"\n",
+        hosts.path("ca.pem")
+    )
+}
+
+async fn bash(sup: &Supervisor, token: &str, command: &str) -> String {
+    let r = sup
+        .call_tool(token, "run_bash", serde_json::json!({ "command": command }))
+        .await;
+    assert!(r.ok, "{command}: {r:?}");
+    r.output
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_holds_a_placeholder_and_curl_gets_the_token_put_in_toward_the_bound_host_only()
+{
+    if !root_or_skip("secrets_e2e") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = Hosts::new(dir.path());
+    let sup = Supervisor::builder()
+        .config(&config(&hosts))
+        .env("TOLLGATE_E2E_FORGE", REAL)
+        .start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let mut c = sup.agent_client().await;
+    let open = c
+        .open_session(pb::OpenSessionRequest {
+            workspace: ws.display().to_string(),
+            mode: "dangerouslySkipPermissions".to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let t = &open.token;
+    // The environment and /proc/self/environ hold the placeholder only
+    // (counted, so the redactor could not hide a value that was there).
+    let out = bash(&sup, t, "echo \"$FORGE_TOKEN\"; env | grep -c REAL-e2e; tr '\\0' '\\n' < /proc/self/environ | grep -c REAL-e2e; grep -c tollgate-secret-forge /proc/self/environ; echo \"$SSL_CERT_FILE\"").await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("tollgate-secret-forge-"), "{out}");
+    assert_eq!(
+        &lines[1..],
+        ["0", "0", "1", "/etc/ssl/certs/ca-certificates.crt"],
+        "{out}"
+    );
+    let placeholder = lines[0].to_string();
+    // curl with the placeholder: the host sees the real token.
+    let out = bash(
+        &sup,
+        t,
+        &format!(
+            "curl -sS --max-time 20 -H \"Authorization: Bearer $FORGE_TOKEN\" https://{BOUND}/"
+        ),
+    )
+    .await;
+    assert_eq!(out.trim_end(), "welcome", "{out}");
+    assert!(
+        hosts
+            .seen("bound-seen")
+            .contains(&format!("Authorization: Bearer {REAL}"))
+    );
+    // Toward a host it is not bound to, it is stripped.
+    let out = bash(&sup, t, &format!("curl -sS --max-time 20 -H \"Authorization: Bearer $FORGE_TOKEN\" -H 'X-Kept: 1' http://{OTHER}/")).await;
+    assert_eq!(out.trim_end(), "no token", "{out}");
+    let other = hosts.seen("other-seen");
+    assert!(
+        other.contains("X-Kept: 1") && !other.contains("Authorization"),
+        "{other}"
+    );
+    assert!(!other.contains(&placeholder) && !other.contains(REAL));
+    // `secrets list`: names, hosts, counts; never the value.
+    let out = sup.ctl(&["secrets", "list", "--json"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v[0]["name"], "forge");
+    assert_eq!(v[0]["hosts"][0], BOUND);
+    assert_eq!(
+        (v[0]["uses"].as_u64(), v[0]["stripped"].as_u64()),
+        (Some(1), Some(1)),
+        "{text}"
+    );
+    assert!(!text.contains(REAL) && !text.contains(&placeholder));
+    // Recorded with the connection, naming the secret, never its value.
+    let recs = sup.session_records(&open.session_id);
+    let uses: Vec<_> = recs.iter().filter(|r| r["event"] == "net_secret").collect();
+    assert!(
+        uses.iter()
+            .any(|r| r["action"] == "put" && r["host"] == BOUND && r["conn"].as_u64() > Some(0)),
+        "{uses:?}"
+    );
+    assert!(
+        uses.iter()
+            .any(|r| r["action"] == "stripped" && r["host"] == OTHER),
+        "{uses:?}"
+    );
+    for f in sup.audit_files("") {
+        assert!(
+            !std::fs::read_to_string(&f).unwrap().contains(REAL),
+            "{}",
+            f.display()
+        );
+    }
+    assert!(!sup.stderr().contains(REAL));
+}
+
+#[test]
+fn a_secret_whose_source_is_missing_stops_the_start_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("s.toml");
+    std::fs::write(
+        &cfg,
+        "[[secrets]]\nname = \"forge\"\nfrom_file = \"/nonexistent/tollgate-forge\"\nhosts = [\"git.example.org\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(bin("supervisor"))
+        .arg("--check-config")
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("[[secrets]] \"forge\" /nonexistent/tollgate-forge"),
+        "{err}"
+    );
+    let out = Command::new(bin("supervisor"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--audit-dir")
+        .arg(dir.path().join("audit"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("[[secrets]] \"forge\""), "{err}");
+}
