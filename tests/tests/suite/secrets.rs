@@ -16,6 +16,9 @@ use tollgate_proto::v1 as pb;
 const REAL: &str = "REAL-e2e-forge-9c4f1b7d";
 const BOUND: &str = "198.51.100.2";
 const OTHER: &str = "198.51.100.3";
+/// A name for BOUND, in the host's /etc/hosts while the test runs: npm's
+/// proxy agent checks an address host's certificate against the wrong name.
+const NAME: &str = "pkgs.tollgate-e2e.test";
 
 /// A network namespace holding the test hosts, joined by a veth pair.
 struct Hosts {
@@ -37,15 +40,40 @@ fn run(cmd: &str, args: &[&str]) {
 /// The hosts' server: every request's headers appended to `seen`; `/`
 /// answers 200 `welcome` to `Authorization: Bearer REAL`, 401 otherwise.
 const SERVER: &str = r#"
-import http.server, ssl, sys
+import base64, hashlib, http.server, io, json, ssl, sys, tarfile
 addr, port, seen = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+base = "https://%s" % sys.argv[7]
+def tarball():
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as t:
+        for name, text in [("package/package.json", '{"name":"tinypkg","version":"1.0.0","main":"index.js"}'),
+                           ("package/index.js", "module.exports = 'tiny';\n")]:
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+TGZ = tarball()
+INTEGRITY = "sha512-" + base64.b64encode(hashlib.sha512(TGZ).digest()).decode()
+PACKUMENT = json.dumps({"name": "tinypkg", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": {
+    "name": "tinypkg", "version": "1.0.0",
+    "dist": {"tarball": base + "/tinypkg/-/tinypkg-1.0.0.tgz", "integrity": INTEGRITY}}}}).encode()
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         with open(seen, "a") as f:
-            f.write(str(self.headers) + "\n----\n")
+            f.write(self.path + "\n" + str(self.headers) + "\n----\n")
         ok = self.headers.get("Authorization") == "Bearer " + sys.argv[6]
-        body = b"welcome\n" if ok else b"no token\n"
+        kind = "text/plain"
+        if not ok:
+            body = b"no token\n"
+        elif self.path == "/tinypkg":
+            body, kind = PACKUMENT, "application/json"
+        elif self.path == "/tinypkg/-/tinypkg-1.0.0.tgz":
+            body, kind = TGZ, "application/octet-stream"
+        else:
+            body = b"welcome\n"
         self.send_response(200 if ok else 401)
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -90,6 +118,8 @@ impl Hosts {
             dir: dir.to_path_buf(),
         };
         h.certs();
+        let etc = std::fs::read_to_string("/etc/hosts").unwrap();
+        std::fs::write("/etc/hosts", format!("{etc}{BOUND}\t{NAME}\n")).unwrap();
         std::fs::write(dir.join("server.py"), SERVER).unwrap();
         let (cert, key) = (h.path("host.pem"), h.path("host.key"));
         h.serve(BOUND, 443, &cert, &key, "bound-seen");
@@ -110,7 +140,7 @@ impl Hosts {
         let d = |n: &str| self.path(n);
         std::fs::write(
             self.dir.join("ext"),
-            format!("subjectAltName=IP:{BOUND}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+            format!("subjectAltName=IP:{BOUND},DNS:{NAME}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
         )
         .unwrap();
         let ec = [
@@ -182,6 +212,7 @@ impl Hosts {
                 cert,
                 key,
                 REAL,
+                NAME,
             ])
             .stdin(Stdio::null())
             .spawn()
@@ -210,16 +241,25 @@ impl Drop for Hosts {
             let _ = c.kill();
             let _ = c.wait();
         }
+        if let Ok(etc) = std::fs::read_to_string("/etc/hosts") {
+            let kept: String = etc
+                .lines()
+                .filter(|l| !l.ends_with(NAME))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let _ = std::fs::write("/etc/hosts", kept);
+        }
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+        // Deleting the namespace took the pair with it, usually.
         let _ = Command::new("ip")
             .args(["link", "del", &self.veth])
-            .status();
+            .output();
     }
 }
 
 fn config(hosts: &Hosts) -> String {
     format!(
-        "[llm]\nprovider = \"script\"\n[network]\nallow = [\"{BOUND}\", \"{OTHER}\"]\nallow_private = [\"198.51.100.0/29\"]\ntrust_ca = [\"{}\"]\n\n[[secrets]]\nname = \"forge\"\nfrom_env = \"TOLLGATE_E2E_FORGE\"\nhosts = [\"{BOUND}\"]\nenv = \"FORGE_TOKEN\"\n",
+        "[llm]\nprovider = \"script\"\n[network]\nallow = [\"{BOUND}\", \"{OTHER}\", \"{NAME}\"]\nallow_private = [\"198.51.100.0/29\"]\ntrust_ca = [\"{}\"]\n\n[[secrets]]\nname = \"forge\"\nfrom_env = \"TOLLGATE_E2E_FORGE\"\nhosts = [\"{BOUND}\", \"{NAME}\"]\nenv = \"FORGE_TOKEN\"\n",
         hosts.path("ca.pem")
     )
 }
@@ -233,8 +273,8 @@ async fn bash(sup: &Supervisor, token: &str, command: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sandbox_holds_a_placeholder_and_curl_gets_the_token_put_in_toward_the_bound_host_only()
-{
+async fn the_sandbox_holds_a_placeholder_and_curl_and_npm_get_the_token_put_in_toward_the_bound_host_only()
+ {
     if !root_or_skip("secrets_e2e") {
         return;
     }
@@ -291,6 +331,31 @@ async fn the_sandbox_holds_a_placeholder_and_curl_gets_the_token_put_in_toward_t
         "{other}"
     );
     assert!(!other.contains(&placeholder) && !other.contains(REAL));
+    // npm install from a registry on the bound host: .npmrc names the
+    // placeholder's variable, as a project would its token's.
+    std::fs::write(
+        ws.join(".npmrc"),
+        format!("registry=https://{NAME}/\n//{NAME}/:_authToken=${{FORGE_TOKEN}}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("package.json"),
+        "{\"name\":\"app\",\"version\":\"1.0.0\"}\n",
+    )
+    .unwrap();
+    let out = bash(&sup, t, "npm install tinypkg --no-audit --no-fund --no-update-notifier >/dev/null 2>npm.err; echo npm=$?; node -e \"console.log(require('tinypkg'))\"").await;
+    assert_eq!(
+        out,
+        "npm=0\ntiny\n",
+        "{out} {}",
+        std::fs::read_to_string(ws.join("npm.err")).unwrap_or_default()
+    );
+    let bound = hosts.seen("bound-seen");
+    assert!(bound.contains("/tinypkg/-/tinypkg-1.0.0.tgz\n"), "{bound}");
+    assert!(
+        !bound.contains(&placeholder),
+        "the host only ever saw the value"
+    );
     // `secrets list`: names, hosts, counts; never the value.
     let out = sup.ctl(&["secrets", "list", "--json"]);
     let text = String::from_utf8(out.stdout).unwrap();
@@ -302,11 +367,9 @@ async fn the_sandbox_holds_a_placeholder_and_curl_gets_the_token_put_in_toward_t
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v[0]["name"], "forge");
     assert_eq!(v[0]["hosts"][0], BOUND);
-    assert_eq!(
-        (v[0]["uses"].as_u64(), v[0]["stripped"].as_u64()),
-        (Some(1), Some(1)),
-        "{text}"
-    );
+    // curl once, npm the packument and the tarball.
+    assert!(v[0]["uses"].as_u64() >= Some(3), "{text}");
+    assert_eq!(v[0]["stripped"].as_u64(), Some(1), "{text}");
     assert!(!text.contains(REAL) && !text.contains(&placeholder));
     // Recorded with the connection, naming the secret, never its value.
     let recs = sup.session_records(&open.session_id);
