@@ -58,8 +58,49 @@ INTEGRITY = "sha512-" + base64.b64encode(hashlib.sha512(TGZ).digest()).decode()
 PACKUMENT = json.dumps({"name": "tinypkg", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": {
     "name": "tinypkg", "version": "1.0.0",
     "dist": {"tarball": base + "/tinypkg/-/tinypkg-1.0.0.tgz", "integrity": INTEGRITY}}}}).encode()
+import os, subprocess, urllib.parse
+REPOS = os.path.join(os.path.dirname(seen), "repos")
+def git_ok(h):
+    a = h.get("Authorization") or ""
+    return a == "Basic " + base64.b64encode(("git:" + sys.argv[6]).encode()).decode()
 class H(http.server.BaseHTTPRequestHandler):
+    def git(self, method):
+        with open(seen, "a") as f:
+            f.write(method + " " + self.path + "\n" + str(self.headers) + "\n----\n")
+        if not git_ok(self.headers):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        u = urllib.parse.urlsplit(self.path)
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        env = dict(os.environ, GIT_PROJECT_ROOT=REPOS, GIT_HTTP_EXPORT_ALL="1", PATH_INFO=u.path[4:],
+                   QUERY_STRING=u.query, REQUEST_METHOD=method, REMOTE_USER="git", REMOTE_ADDR="198.51.100.1",
+                   CONTENT_TYPE=self.headers.get("Content-Type") or "", CONTENT_LENGTH=str(len(body)),
+                   HTTP_CONTENT_ENCODING=self.headers.get("Content-Encoding") or "")
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, rest = out.partition(b"\r\n\r\n")
+        status = 200
+        hs = []
+        for line in head.split(b"\r\n"):
+            k, _, v = line.decode().partition(": ")
+            if k.lower() == "status":
+                status = int(v.split()[0])
+            elif k:
+                hs.append((k, v))
+        self.send_response(status)
+        for k, v in hs:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(rest)))
+        self.end_headers()
+        self.wfile.write(rest)
+    def do_POST(self):
+        self.git("POST")
     def do_GET(self):
+        if self.path.startswith("/git/"):
+            return self.git("GET")
         with open(seen, "a") as f:
             f.write(self.path + "\n" + str(self.headers) + "\n----\n")
         ok = self.headers.get("Authorization") == "Bearer " + sys.argv[6]
@@ -272,8 +313,48 @@ async fn bash(sup: &Supervisor, token: &str, command: &str) -> String {
     r.output
 }
 
+/// run_bash in a session that asks: each pending approval is approved
+/// (a destructive one with its typed target) until the call returns.
+async fn approved_bash(sup: &Supervisor, token: &str, command: &str) -> String {
+    let (sock, token, command) = (
+        sup.agent_socket.clone(),
+        token.to_string(),
+        command.to_string(),
+    );
+    let call = tokio::spawn(async move {
+        let mut c = tollgate_e2e::harness::agent_client(&sock).await;
+        c.call_tool(tollgate_e2e::harness::authed(
+            pb::CallToolRequest {
+                call_id: "push".to_string(),
+                tool: "run_bash".to_string(),
+                arguments_json: serde_json::json!({ "command": command }).to_string(),
+            },
+            &token,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+    });
+    while !call.is_finished() {
+        let out = sup.ctl(&["approvals", "--json"]);
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        for a in list.as_array().into_iter().flatten() {
+            let id = a["id"].as_str().unwrap();
+            let mut args = vec!["approve", id];
+            if a["destructive"] == true {
+                args.extend(["--confirm", a["target"].as_str().unwrap()]);
+            }
+            let _ = sup.ctl(&args);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let r = call.await.unwrap();
+    assert!(r.ok, "{r:?}");
+    r.output
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sandbox_holds_a_placeholder_and_curl_and_npm_get_the_token_put_in_toward_the_bound_host_only()
+async fn the_sandbox_holds_a_placeholder_and_curl_npm_and_git_push_get_the_token_put_in_toward_the_bound_host_only()
  {
     if !root_or_skip("secrets_e2e") {
         return;
@@ -356,6 +437,61 @@ async fn the_sandbox_holds_a_placeholder_and_curl_and_npm_get_the_token_put_in_t
         !bound.contains(&placeholder),
         "the host only ever saw the value"
     );
+    // git push over https: git's credential exchange carries the
+    // placeholder as the password; the proxy puts the value in.
+    let bare = dir.path().join("repos/proj.git");
+    run(
+        "git",
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            &bare.display().to_string(),
+        ],
+    );
+    run(
+        "git",
+        &[
+            "--git-dir",
+            &bare.display().to_string(),
+            "config",
+            "http.receivepack",
+            "true",
+        ],
+    );
+    let push = format!(
+        "git init -q -b main repo && cd repo && git -c user.name=t -c user.email=t@example.org commit -q --allow-empty -m pushed-through-the-wall && git -c credential.helper= -c 'credential.helper=!f() {{ echo username=git; echo \"password=$FORGE_TOKEN\"; }}; f' push -q https://{NAME}/git/proj.git main 2>&1; echo push=$?"
+    );
+    // `git push` needs the user's confirmation: a session in default mode,
+    // each call approved as an operator would, the push with its target.
+    let ws2 = sup.dirs.workspace("ws2", 0);
+    let pushing = c
+        .open_session(pb::OpenSessionRequest {
+            workspace: ws2.display().to_string(),
+            mode: "default".to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let out = approved_bash(&sup, &pushing.token, &push).await;
+    assert!(out.ends_with("push=0\n"), "{out}");
+    let log = Command::new("git")
+        .args([
+            "--git-dir",
+            &bare.display().to_string(),
+            "log",
+            "--format=%s",
+            "main",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "pushed-through-the-wall\n"
+    );
     // `secrets list`: names, hosts, counts; never the value.
     let out = sup.ctl(&["secrets", "list", "--json"]);
     let text = String::from_utf8(out.stdout).unwrap();
@@ -367,8 +503,8 @@ async fn the_sandbox_holds_a_placeholder_and_curl_and_npm_get_the_token_put_in_t
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v[0]["name"], "forge");
     assert_eq!(v[0]["hosts"][0], BOUND);
-    // curl once, npm the packument and the tarball.
-    assert!(v[0]["uses"].as_u64() >= Some(3), "{text}");
+    // curl once, npm the packument and the tarball, git's authenticated requests.
+    assert!(v[0]["uses"].as_u64() >= Some(5), "{text}");
     assert_eq!(v[0]["stripped"].as_u64(), Some(1), "{text}");
     assert!(!text.contains(REAL) && !text.contains(&placeholder));
     // Recorded with the connection, naming the secret, never its value.
