@@ -170,11 +170,17 @@ impl BackendChoice {
     }
 }
 
+/// `[sandbox] image = "devcontainer"`.
+pub const DEVCONTAINER_IMAGE: &str = "devcontainer";
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSection {
     pub backend: BackendChoice,
-    /// Docker image; empty means the backend's default tag.
+    /// Docker image; empty means the backend's default tag;
+    /// [`DEVCONTAINER_IMAGE`]: the one the workspace's
+    /// `.devcontainer/devcontainer.json` names, when usable, else the
+    /// default tag.
     pub image: String,
     pub memory_mb: u64,
     pub pids: u64,
@@ -207,6 +213,23 @@ pub struct SandboxSection {
 fn git_dir_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<GitDirMode, D::Error> {
     let s = String::deserialize(d)?;
     GitDirMode::parse(&s).map_err(serde::de::Error::custom)
+}
+
+impl SandboxSection {
+    /// Whether the workspace's devcontainer.json may name the image.
+    pub fn image_from_devcontainer(&self) -> bool {
+        self.image == DEVCONTAINER_IMAGE
+    }
+
+    /// The image every sandbox uses when none is named per session: empty
+    /// for the backend's default tag.
+    pub fn fixed_image(&self) -> &str {
+        if self.image_from_devcontainer() {
+            ""
+        } else {
+            &self.image
+        }
+    }
 }
 
 impl Default for SandboxSection {

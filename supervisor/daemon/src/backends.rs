@@ -340,6 +340,7 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         home: s.owner.home.clone(),
         egress: s.egress,
         wall,
+        image: None,
     }
 }
 
@@ -377,6 +378,7 @@ mod tests {
             home: None,
             egress: None,
             wall: false,
+            image: None,
         }
     }
 

@@ -26,6 +26,7 @@ mod chat;
 mod check;
 mod conn;
 mod counters;
+mod devcontainer;
 mod disk;
 mod events;
 mod hooks;

@@ -258,7 +258,7 @@ async fn build_backends(
             state_dir: state_dir.to_path_buf(),
             audit_dir: audit_dir.to_path_buf(),
             docker_socket: config.sandbox.docker_socket.clone(),
-            image: config.sandbox.image.clone(),
+            image: config.sandbox.fixed_image().to_string(),
             on_reaped: record_reaped(recorder.clone()),
             docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
         },

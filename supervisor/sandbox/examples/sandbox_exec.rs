@@ -199,6 +199,7 @@ async fn run(args: Args) -> Result<u8, String> {
         home: None,
         egress: None,
         wall: false,
+        image: None,
     };
     let result = async {
         let sandbox = backend
