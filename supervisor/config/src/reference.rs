@@ -528,7 +528,7 @@ pub const SECTIONS: &[Section] = &[
                 "endpoint",
                 STR,
                 None,
-                "The OTLP/gRPC collector, e.g. http://127.0.0.1:4317.",
+                "The OTLP/gRPC collector, e.g. http://127.0.0.1:4317, or https://HOST:PORT (TLS, checked against the system's roots and ca_file).",
             ),
             key(
                 "log_tool_details",
@@ -565,6 +565,12 @@ pub const SECTIONS: &[Section] = &[
                 INT,
                 Some("60"),
                 "Seconds between OTLP metrics exports of the counters supervisorctl status shows (sessions, decisions by verdict, refusals, approvals pending, egress connections); 0: none.",
+            ),
+            key(
+                "ca_file",
+                PATH,
+                None,
+                "For an https:// endpoint: a PEM file of the CA(s) that signed the collector's certificate, trusted besides the system's roots.",
             ),
         ],
     },
