@@ -22,6 +22,7 @@ mod suite {
     mod client_hooks;
     mod clients;
     mod credentials;
+    mod dev_image;
     mod devenv;
     mod disk;
     mod docker_run_bash;
@@ -34,6 +35,7 @@ mod suite {
     mod mcp_gateway;
     mod mcp_gateway_net;
     mod network_ops;
+    mod network_wall;
     mod ops;
     mod own_host;
     mod robustness;

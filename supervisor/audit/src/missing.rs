@@ -112,6 +112,7 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::LlmRequest(_)
         | Event::LlmResponse(_)
         | Event::LlmCallError(_)
+        | Event::LlmRetry(_)
         | Event::CostLimitHit(_)
         | Event::ClientTurnEnd(_)
         | Event::ClientToolResult(_)

@@ -260,6 +260,7 @@ impl Builder {
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)
+            | Event::LlmRetry(_)
             | Event::CostLimitHit(_)
             | Event::ClientTurnEnd(_)
             | Event::ClientToolResult(_)

@@ -360,6 +360,24 @@ pub const SECTIONS: &[Section] = &[
                 Some("8388608"),
                 "The largest provider response accepted.",
             ),
+            key(
+                "proxy",
+                STR,
+                None,
+                "The HTTP(S) proxy the provider is reached through (http://HOST:PORT); unset: none. HTTP_PROXY and HTTPS_PROXY in the environment are never used.",
+            ),
+            key(
+                "retries",
+                INT,
+                Some("2"),
+                "Times a call the provider answered 429 or 5xx is tried again, after its Retry-After (else 1 s, then 2 s, ...); each retry is an llm_retry audit record. 0: never.",
+            ),
+            key(
+                "max_retry_wait_s",
+                INT,
+                Some("30"),
+                "The longest wait before a retry; a Retry-After asking for longer ends the call.",
+            ),
         ],
     },
     Section {
@@ -541,6 +559,12 @@ pub const SECTIONS: &[Section] = &[
                 STR,
                 Some("\"tollgate\""),
                 "service.name of the exported resource.",
+            ),
+            key(
+                "metrics_interval_s",
+                INT,
+                Some("60"),
+                "Seconds between OTLP metrics exports of the counters supervisorctl status shows (sessions, decisions by verdict, refusals, approvals pending, egress connections); 0: none.",
             ),
         ],
     },

@@ -345,6 +345,7 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         home: s.owner.home.clone(),
         egress: s.egress,
         wall,
+        image: None,
         extra_ca,
     }
 }
@@ -383,6 +384,7 @@ mod tests {
             home: None,
             egress: None,
             wall: false,
+            image: None,
             extra_ca: None,
         }
     }

@@ -25,6 +25,8 @@ mod backends;
 mod chat;
 mod check;
 mod conn;
+mod counters;
+mod devcontainer;
 mod disk;
 mod events;
 mod hooks;

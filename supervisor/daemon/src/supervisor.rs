@@ -198,6 +198,11 @@ impl Supervisor {
             token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
         })
         .map_err(|e| discard(Status::internal(e.to_string())))?;
+        if self.config.sandbox.image_from_devcontainer()
+            && let Some(named) = crate::devcontainer::read(&session.workspace)
+        {
+            let _ = session.devcontainer.set(named);
+        }
         self.record_opened(&session, &req, client_session_id, peer)
             .map_err(discard)?;
         self.sessions.insert(Arc::clone(&session));

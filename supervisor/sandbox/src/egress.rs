@@ -54,6 +54,13 @@ pub(crate) fn listen_in(pidfd: OwnedFd, addr: SocketAddr) -> Result<TcpListener,
     on_netns_thread(move || enter_and_listen(&pidfd, addr))
 }
 
+/// `ip link set lo up` in the calling thread's network namespace: the
+/// native helper's, right after it unshared a new one, so that loopback
+/// works inside every sandbox (docs/THREAT_MODEL.md "Network").
+pub(crate) fn loopback_up() -> std::io::Result<()> {
+    Netlink::open()?.loopback_up()
+}
+
 /// Opens the network wall's sockets in the namespace of the process behind
 /// `pidfd` and loads its rules there ([`crate::wall`]): a default route
 /// through `lo`, the proxies' and the DNS stub's listeners on loopback, the

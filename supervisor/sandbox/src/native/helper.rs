@@ -8,7 +8,8 @@
 //! 2. build the seccomp filters (allocation happens before any fork);
 //! 3. `unshare` new mount, pid, network, ipc, uts and cgroup namespaces
 //!    (plus a user namespace mapping only our own uid/gid when not root);
-//!    `/` made private in the new mount namespace;
+//!    `lo` brought up in the new network namespace (its only device: the
+//!    sandbox's own loopback); `/` made private in the new mount namespace;
 //! 4. fork pid 1 of the new pid namespace; the helper reports pid 1's pid and
 //!    a pidfd for it to the supervisor (which moves pid 1 into the session's
 //!    cgroups meanwhile), then only waits for it, and then detaches the
@@ -227,6 +228,11 @@ fn enter_namespaces(cfg: &InitConfig) -> Result<(), SetupError> {
             write_file(path, &data)?;
         }
     }
+    // Loopback inside the sandbox: its own, with nothing else on it.
+    crate::egress::loopback_up().map_err(|e| SetupError {
+        step: "namespaces",
+        detail: format!("bring lo up in the sandbox's network namespace: {e}"),
+    })?;
     // Nothing mounted or unmounted in this namespace may propagate to the
     // host's, from here on (pid 1 repeats it; the helper's own unmount at
     // the end relies on it).
