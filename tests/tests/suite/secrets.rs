@@ -492,6 +492,10 @@ async fn the_sandbox_holds_a_placeholder_and_curl_npm_and_git_push_get_the_token
         String::from_utf8_lossy(&log.stdout),
         "pushed-through-the-wall\n"
     );
+    // The last line: a value that reaches tool output anyway (here typed
+    // into the command) is masked there, and in the records.
+    let out = bash(&sup, t, &format!("echo 'token: {REAL}'")).await;
+    assert!(out.starts_with("token: ") && !out.contains(REAL), "{out}");
     // `secrets list`: names, hosts, counts; never the value.
     let out = sup.ctl(&["secrets", "list", "--json"]);
     let text = String::from_utf8(out.stdout).unwrap();
