@@ -22,6 +22,7 @@ mod suite {
     mod client_hooks;
     mod clients;
     mod credentials;
+    mod dev_image;
     mod devenv;
     mod disk;
     mod docker_run_bash;
@@ -40,6 +41,7 @@ mod suite {
     mod robustness;
     mod run_bash;
     mod sandbox_exec;
+    mod secrets;
     mod socket_activation;
     mod supervisor;
     mod telemetry;

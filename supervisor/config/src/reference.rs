@@ -360,6 +360,24 @@ pub const SECTIONS: &[Section] = &[
                 Some("8388608"),
                 "The largest provider response accepted.",
             ),
+            key(
+                "proxy",
+                STR,
+                None,
+                "The HTTP(S) proxy the provider is reached through (http://HOST:PORT); unset: none. HTTP_PROXY and HTTPS_PROXY in the environment are never used.",
+            ),
+            key(
+                "retries",
+                INT,
+                Some("2"),
+                "Times a call the provider answered 429 or 5xx is tried again, after its Retry-After (else 1 s, then 2 s, ...); each retry is an llm_retry audit record. 0: never.",
+            ),
+            key(
+                "max_retry_wait_s",
+                INT,
+                Some("30"),
+                "The longest wait before a retry; a Retry-After asking for longer ends the call.",
+            ),
         ],
     },
     Section {
@@ -442,6 +460,67 @@ pub const SECTIONS: &[Section] = &[
         ],
     },
     Section {
+        // An array of tables: `[[secrets]]`, one per secret.
+        name: "[secrets]",
+        doc: "Secrets a sandbox can use but never read: the sandbox sees a placeholder, the egress proxy puts the value in toward the bound hosts only (one [[secrets]] table per secret).",
+        keys: &[
+            key(
+                "name",
+                STR,
+                None,
+                "What records and supervisorctl secrets list show: 1-64 letters, digits, - or _.",
+            ),
+            key(
+                "from_env",
+                STR,
+                None,
+                "The supervisor's environment variable holding the value (one source of three).",
+            ),
+            key(
+                "from_file",
+                PATH,
+                None,
+                "A file holding it, owned by the supervisor's uid and readable by no one else.",
+            ),
+            key(
+                "from_credential",
+                STR,
+                None,
+                "A systemd credential (LoadCredential=NAME:...), read from $CREDENTIALS_DIRECTORY/NAME.",
+            ),
+            key(
+                "hosts",
+                LIST,
+                None,
+                "Where it may be sent: [network] allow's grammar.",
+            ),
+            key(
+                "env",
+                STR,
+                None,
+                "The variable the sandbox sees, holding a placeholder.",
+            ),
+            key(
+                "header",
+                STR,
+                None,
+                "The header the proxy sets on every request to a bound host.",
+            ),
+            key(
+                "format",
+                STR,
+                None,
+                "\"TEXT{}TEXT\" (\"Bearer {}\"), \"basic\" (the value is user:password) or \"basic:USER\"; needs header.",
+            ),
+            key(
+                "owners",
+                LIST,
+                None,
+                "The users whose sessions get it; empty: every session's.",
+            ),
+        ],
+    },
+    Section {
         name: "telemetry",
         doc: "OpenTelemetry export of the audit events; off unless an endpoint is set.",
         keys: &[
@@ -449,7 +528,7 @@ pub const SECTIONS: &[Section] = &[
                 "endpoint",
                 STR,
                 None,
-                "The OTLP/gRPC collector, e.g. http://127.0.0.1:4317.",
+                "The OTLP/gRPC collector, e.g. http://127.0.0.1:4317, or https://HOST:PORT (TLS, checked against the system's roots and ca_file).",
             ),
             key(
                 "log_tool_details",
@@ -480,6 +559,18 @@ pub const SECTIONS: &[Section] = &[
                 STR,
                 Some("\"tollgate\""),
                 "service.name of the exported resource.",
+            ),
+            key(
+                "metrics_interval_s",
+                INT,
+                Some("60"),
+                "Seconds between OTLP metrics exports of the counters supervisorctl status shows (sessions, decisions by verdict, refusals, approvals pending, egress connections); 0: none.",
+            ),
+            key(
+                "ca_file",
+                PATH,
+                None,
+                "For an https:// endpoint: a PEM file of the CA(s) that signed the collector's certificate, trusted besides the system's roots.",
             ),
         ],
     },
@@ -527,7 +618,10 @@ mod tests {
 
     #[test]
     fn every_section_and_key_the_parser_accepts_is_documented_and_no_other() {
-        let mut sections: Vec<String> = SECTIONS.iter().map(|s| s.name.to_string()).collect();
+        let mut sections: Vec<String> = SECTIONS
+            .iter()
+            .map(|s| s.name.trim_matches(['[', ']']).to_string())
+            .collect();
         sections.sort();
         assert_eq!(sections, expected("no_such_section = 1\n"), "sections");
         for s in SECTIONS {

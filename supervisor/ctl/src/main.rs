@@ -20,8 +20,10 @@ mod errors;
 mod import;
 mod net;
 mod policy;
+mod prometheus;
 mod reload;
 mod sandbox;
+mod secrets;
 mod sessions;
 mod shared_disk;
 mod table;
@@ -48,8 +50,11 @@ struct Cli {
 enum Cmd {
     /// Is the supervisor up, and how strong is its sandbox?
     Status {
-        #[arg(long)]
+        #[arg(long, conflicts_with = "prometheus")]
         json: bool,
+        /// The counters as Prometheus text exposition.
+        #[arg(long)]
+        prometheus: bool,
     },
     /// List sessions.
     Sessions {
@@ -128,6 +133,9 @@ enum Cmd {
     /// One live session's network: allow or deny a host, list the lists.
     #[command(subcommand)]
     Net(net::NetCmd),
+    /// [[secrets]]: names, bound hosts and use counts, never a value.
+    #[command(subcommand)]
+    Secrets(SecretsCmd),
     /// Probe the sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
@@ -161,6 +169,15 @@ enum Cmd {
         /// --audit-sync always|batch, --keep.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SecretsCmd {
+    /// List the configured secrets.
+    List {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -212,6 +229,21 @@ enum AuditCmd {
         #[arg(long)]
         no_follow: bool,
         /// The records as written (JSON Lines), not as lines for people.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move whole closed runs (a supervisor log and the session files it
+    /// names) created before DATE into DIR; what stays and what moved still
+    /// verify.
+    Archive {
+        /// YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC).
+        #[arg(long)]
+        before: String,
+        /// Where the files go (created 0700 if absent).
+        to: PathBuf,
+        /// The audit directory (default: asked from the supervisor).
+        #[arg(long)]
+        dir: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -292,7 +324,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     let socket = client::socket_path(cli.socket.as_deref());
     let connect = || client::connect(&socket);
     match cli.cmd {
-        Cmd::Status { json } => sessions::status(connect().await?, json).await.map(|()| 0),
+        Cmd::Status { json, prometheus } => {
+            let format = match (json, prometheus) {
+                (true, _) => sessions::Format::Json,
+                (_, true) => sessions::Format::Prometheus,
+                _ => sessions::Format::Table,
+            };
+            sessions::status(connect().await?, format).await.map(|()| 0)
+        }
         Cmd::Sessions { json, all } => sessions::list(connect().await?, json, all)
             .await
             .map(|()| 0),
@@ -344,6 +383,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             .await
             .map(|()| 0),
         Cmd::Net(cmd) => net::run(connect().await?, cmd).await.map(|()| 0),
+        Cmd::Secrets(SecretsCmd::List { json }) => {
+            secrets::list(connect().await?, json).await.map(|()| 0)
+        }
         Cmd::Sandbox(SandboxCmd::Exec {
             workspace,
             user,
@@ -415,6 +457,18 @@ where
             audit::tail(&dir, &session, !no_follow, json)
                 .await
                 .map(|()| 0)
+        }
+        AuditCmd::Archive {
+            before,
+            to,
+            dir,
+            json,
+        } => {
+            let dir = match dir {
+                Some(d) => d,
+                None => audit::dir_from_supervisor(connect().await?).await?,
+            };
+            audit::archive(&dir, &before, &to, json)
         }
         AuditCmd::Report { paths, json } => {
             let paths = if paths.is_empty() {

@@ -55,18 +55,35 @@ fn job_line(j: &pb::JobInfo) -> String {
     )
 }
 
-pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
+/// How `status` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Prometheus,
+}
+
+pub async fn status(mut c: Client, format: Format) -> anyhow::Result<()> {
     let s = c
         .status(pb::StatusRequest {})
         .await
         .map_err(status_error)?
         .into_inner();
-    if json_out {
-        print_status_json(&s);
-    } else {
-        print_status_table(s);
+    match format {
+        Format::Json => print_status_json(&s),
+        Format::Prometheus => out!("{}", crate::prometheus::render(&s)),
+        Format::Table => print_status_table(s),
     }
     Ok(())
+}
+
+fn records_json(r: Option<&pb::RecordCounts>) -> Value {
+    let r = r.copied().unwrap_or_default();
+    json!({
+        "decisions": {"allow": r.decisions_allow, "ask": r.decisions_ask, "deny": r.decisions_deny},
+        "egress": {"opened": r.egress_opened, "refused": r.egress_refused},
+        "llm_retries": r.llm_retries,
+    })
 }
 
 /// `status --json`: every field, connections and telemetry nested.
@@ -108,6 +125,7 @@ fn print_status_json(s: &pb::StatusResponse) {
             "telemetry": telemetry_json(s.telemetry.as_ref()),
             "policy_digest": s.policy_digest,
             "last_reload": s.last_reload.as_ref().map(crate::reload::result_json),
+            "records": records_json(s.records.as_ref()),
         })
     );
 }
@@ -138,6 +156,7 @@ fn print_status_table(s: pb::StatusResponse) {
         ("sandbox", format!("{}: {}", s.sandbox, s.sandbox_strength)),
         ("sessions", format!("{} active", s.sessions_active)),
         ("approvals", format!("{} pending", s.approvals_pending)),
+        ("decisions", decisions_line(s.records.as_ref())),
         ("audit", format!("{} (sync {})", s.audit_dir, s.audit_sync)),
         ("descriptors", descriptors_line(&fds)),
         ("connections", connections_line(&conns)),
@@ -177,6 +196,19 @@ fn print_status_table(s: pb::StatusResponse) {
     for (k, v) in rows {
         outln!("{:<16} {}", format!("{k}:"), table::escape(&v));
     }
+}
+
+fn decisions_line(r: Option<&pb::RecordCounts>) -> String {
+    let r = r.copied().unwrap_or_default();
+    format!(
+        "{} allowed, {} asked, {} denied since start; egress {} opened, {} refused; {} LLM retries",
+        r.decisions_allow,
+        r.decisions_ask,
+        r.decisions_deny,
+        r.egress_opened,
+        r.egress_refused,
+        r.llm_retries
+    )
 }
 
 fn descriptors_line(f: &pb::FdStatus) -> String {

@@ -88,7 +88,7 @@ impl Host for Supervisor {
             name: session.user.clone(),
             home: session.home.clone(),
         };
-        sandbox_spec(
+        let mut spec = sandbox_spec(
             self,
             SpecFor {
                 session_id: &session.id,
@@ -99,7 +99,17 @@ impl Host for Supervisor {
                 sandbox_token,
                 egress: session.egress.get().cloned(),
             },
-        )
+        );
+        // The workspace's devcontainer image, while its file is unchanged
+        // since the session opened (devcontainer.rs).
+        spec.image = session.devcontainer.get().and_then(|named| {
+            let still = crate::devcontainer::still_named(&session.workspace, named);
+            if still.is_none() {
+                tracing::warn!(session = %session.id, "the workspace's {} changed since the session opened; using the configured image", crate::devcontainer::FILE);
+            }
+            still
+        });
+        spec
     }
 
     fn sandbox_built(

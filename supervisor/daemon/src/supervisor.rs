@@ -75,6 +75,8 @@ pub struct Supervisor {
     pub host_addrs: Arc<HostAddrWatch>,
     /// Client sessions (`agent hook`) and their routed commands.
     pub hooks: crate::hooks::Hooks,
+    /// `[[secrets]]`, read at start (docs/INTERFACES.md "[[secrets]]").
+    pub secret_store: Arc<crate::secret_store::SecretStore>,
     /// Where a reload reads the config, and how the last one went.
     pub reloads: crate::reload::Reloads,
     /// The network wall of each session's sandbox (wall/mod.rs).
@@ -196,6 +198,11 @@ impl Supervisor {
             token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
         })
         .map_err(|e| discard(Status::internal(e.to_string())))?;
+        if self.config.sandbox.image_from_devcontainer()
+            && let Some(named) = crate::devcontainer::read(&session.workspace)
+        {
+            let _ = session.devcontainer.set(named);
+        }
         self.record_opened(&session, &req, client_session_id, peer)
             .map_err(discard)?;
         self.sessions.insert(Arc::clone(&session));
@@ -382,6 +389,8 @@ impl Supervisor {
         // Its connections closed, each close recorded before the session's
         // last records.
         self.walls.stop(&session.id).await;
+        // Its placeholders rotated and dropped: worthless from now on.
+        self.secret_store.end_session(&session.id);
         self.withdraw_approvals(session, state, reason, by);
         tell_the_agent(session, state, reason);
         // Cancelled calls write their own last records; those must come

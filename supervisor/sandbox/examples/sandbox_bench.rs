@@ -111,6 +111,8 @@ async fn run(rounds: usize) -> Result<(), String> {
         home: None,
         egress: None,
         wall: false,
+        image: None,
+        extra_ca: None,
     };
     let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(

@@ -199,6 +199,8 @@ async fn run(args: Args) -> Result<u8, String> {
         home: None,
         egress: None,
         wall: false,
+        image: None,
+        extra_ca: None,
     };
     let result = async {
         let sandbox = backend

@@ -327,6 +327,22 @@ impl DockerBackend {
         &self.docker
     }
 
+    /// The image of `spec`'s sandbox: the one its workspace names when the
+    /// engine has it (never pulled), else the configured one.
+    async fn image_for(&self, spec: &SandboxSpec) -> String {
+        let Some(named) = spec.image.as_deref() else {
+            return self.cfg.image.clone();
+        };
+        match self.docker.inspect_image(named).await {
+            Ok(_) => named.to_string(),
+            Err(e) => {
+                tracing::warn!(session = %spec.session_id, image = named, error = %e,
+                    "the workspace's devcontainer image is not in the engine; using the configured image");
+                self.cfg.image.clone()
+            }
+        }
+    }
+
     /// Creates and starts the container and waits for its exec agent; the
     /// typed form of [`Backend::create`].
     pub async fn create_sandbox(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
@@ -338,11 +354,12 @@ impl DockerBackend {
             socket: socket.path().to_path_buf(),
             no_links_beneath: plan.no_links_beneath.clone(),
         };
+        let image = self.image_for(spec).await;
         let body = create_body(
             spec,
             &plan.mounts,
             &files,
-            &self.cfg.image,
+            &image,
             &self.cfg.state_dir,
             &self.seccomp,
         )?;

@@ -123,6 +123,16 @@ pub struct SandboxSpec {
     /// proxy variables come in `env`; the supervisor opens the listeners
     /// and loads the rules once the sandbox exists ([`Sandbox::network_wall`]).
     pub wall: bool,
+    /// The image this session's workspace names (`[sandbox] image =
+    /// "devcontainer"`, docs/OPERATIONS.md "The Docker sandbox"): the Docker
+    /// backend uses it instead of its own only when the engine already has
+    /// it (it never pulls); `None` (always, natively): the backend's image.
+    pub image: Option<String>,
+    /// A CA the sandbox trusts beside the host's, PEM (the session's CA,
+    /// when a `[[secrets]]` entry is bound for it: docs/THREAT_MODEL.md
+    /// "Secrets"): the root's `/etc/ssl/certs/ca-certificates.crt` is stood
+    /// in for by the host's bundle plus it (native backend).
+    pub extra_ca: Option<String>,
 }
 
 /// A directory's identity: device and inode.

@@ -902,6 +902,21 @@ async fn every_command_answers_json_and_fails_as_json() {
     for w in waiting {
         w.await.unwrap();
     }
+    // The counters: the two asks are on record, in status and as Prometheus text.
+    let status = ctl_json(&sup, &["status", "--json"]);
+    assert_eq!(status["records"]["decisions"]["ask"], 2, "{status}");
+    let prom = sup.ctl(&["status", "--prometheus"]);
+    let text = String::from_utf8_lossy(&prom.stdout).to_string();
+    assert!(prom.status.success(), "{text}");
+    assert!(
+        text.contains("tollgate_decisions_total{verdict=\"ask\"} 2\n"),
+        "{text}"
+    );
+    assert!(text.contains("tollgate_sessions_active 1\n"), "{text}");
+    assert!(
+        text.contains("# TYPE tollgate_decisions_total counter\n"),
+        "{text}"
+    );
     let shown = ctl_json(&sup, &["show", &s.session_id, "--json"]);
     assert_eq!(shown["id"], s.session_id.as_str());
     let doctor = ctl_json_any(&sup, &["doctor", "--json"]);
@@ -1097,4 +1112,90 @@ fn imported_client_rules_are_proved_by_policy_test() {
         }
         assert!(by_rule * 4 >= want.len() * 3, "{client}: {got:?}");
     }
+}
+
+/// `audit archive --before DATE DIR`: two closed runs (each a supervisor log
+/// and its session's file) move out while a third supervisor runs; what
+/// stays verifies (its oldest log following a retired one) and so does the
+/// archive; the running supervisor's log never moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_runs_are_archived_and_both_chains_still_verify() {
+    let keep = tempfile::tempdir().unwrap();
+    let audit = keep.path().join("audit");
+    let dirs_on = |audit: &std::path::Path| {
+        let mut d = Dirs::new();
+        d.audit = audit.to_path_buf();
+        d
+    };
+    for _ in 0..2 {
+        let mut sup = Supervisor::builder().dirs(dirs_on(&audit)).start();
+        let ws = sup.dirs.workspace("ws", 0);
+        open_session(&sup, &ws).await;
+        assert!(sup.stop().unwrap().success());
+    }
+    let sup = Supervisor::builder().dirs(dirs_on(&audit)).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    open_session(&sup, &ws).await;
+    let logs = sup.audit_files("supervisor-");
+    assert_eq!(logs.len(), 3, "{logs:?}");
+    let newest = logs[2].file_name().unwrap().to_str().unwrap().to_string();
+    let before = newest
+        .strip_prefix("supervisor-")
+        .and_then(|n| n.strip_suffix(".jsonl"))
+        .unwrap()
+        .to_string();
+    let archive = keep.path().join("archive");
+    let r = ctl_json(
+        &sup,
+        &[
+            "audit",
+            "archive",
+            "--before",
+            &before,
+            archive.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(r["logs"], 2, "{r}");
+    assert_eq!(r["session_files"], 2, "{r}");
+    assert_eq!(r["left_verifies"], true, "{r}");
+    assert_eq!(r["archive_verifies"], true, "{r}");
+    assert_eq!(sup.audit_files("supervisor-").len(), 1);
+    assert_eq!(sup.audit_files("audit-").len(), 1);
+    for dir in [&audit, &archive] {
+        let v = sup.ctl(&["audit", "verify", dir.to_str().unwrap()]);
+        assert!(
+            v.status.success(),
+            "{}: {}{}",
+            dir.display(),
+            String::from_utf8_lossy(&v.stdout),
+            String::from_utf8_lossy(&v.stderr)
+        );
+    }
+    let left = sup.ctl(&["audit", "verify", audit.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&left.stderr).contains("retired"));
+    // Nothing newer moves, and the newest log never does.
+    let again = sup.ctl(&[
+        "audit",
+        "archive",
+        "--before",
+        "2999-01-01",
+        archive.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&again.stdout).to_string();
+    assert!(again.status.success(), "{text}");
+    assert!(text.contains("moved 0 supervisor log(s)"), "{text}");
+    assert!(
+        text.contains(&newest) && text.contains("newest supervisor log"),
+        "{text}"
+    );
+    let bad = sup.ctl(&[
+        "audit",
+        "archive",
+        "--before",
+        "soon",
+        archive.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--before"));
 }

@@ -17,6 +17,12 @@ use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsServiceRequest, ExportLogsServiceResponse,
 };
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -24,6 +30,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use serde_json::Value;
 use tollgate_e2e::harness::{Supervisor, TEST_CONFIG};
 
@@ -51,6 +58,13 @@ impl Got {
 struct Received {
     spans: Vec<Got>,
     logs: Vec<Got>,
+    /// Metric data points: (metric name, attributes, value, monotonic sum).
+    points: Vec<(
+        String,
+        std::collections::BTreeMap<String, String>,
+        i64,
+        bool,
+    )>,
 }
 
 #[derive(Clone)]
@@ -136,6 +150,36 @@ impl LogsService for Collector {
     }
 }
 
+#[tonic::async_trait]
+impl MetricsService for Collector {
+    async fn export(
+        &self,
+        req: Request<ExportMetricsServiceRequest>,
+    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        let mut got = self.got.lock().unwrap();
+        for rm in req.into_inner().resource_metrics {
+            for sm in rm.scope_metrics {
+                for m in sm.metrics {
+                    let (points, monotonic) = match m.data {
+                        Some(metric::Data::Sum(s)) => (s.data_points, s.is_monotonic),
+                        Some(metric::Data::Gauge(g)) => (g.data_points, false),
+                        _ => (Vec::new(), false),
+                    };
+                    for p in points {
+                        let v = match p.value {
+                            Some(number_data_point::Value::AsInt(i)) => i,
+                            _ => -1,
+                        };
+                        got.points
+                            .push((m.name.clone(), attrs(&p.attributes), v, monotonic));
+                    }
+                }
+            }
+        }
+        Ok(Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
 /// An OTLP/gRPC receiver on 127.0.0.1, on its own runtime.
 struct Receiver {
     addr: SocketAddr,
@@ -145,6 +189,15 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
+        Receiver::start_with(None)
+    }
+
+    /// A receiver speaking TLS with `identity` (certificate and key, PEM).
+    fn start_tls(cert: &str, key: &str) -> Receiver {
+        Receiver::start_with(Some(tonic::transport::Identity::from_pem(cert, key)))
+    }
+
+    fn start_with(tls: Option<tonic::transport::Identity>) -> Receiver {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -159,9 +212,16 @@ impl Receiver {
             .unwrap();
         let addr = listener.local_addr().unwrap();
         rt.spawn(async move {
-            tonic::transport::Server::builder()
+            let mut server = tonic::transport::Server::builder();
+            if let Some(id) = tls {
+                server = server
+                    .tls_config(tonic::transport::ServerTlsConfig::new().identity(id))
+                    .unwrap();
+            }
+            server
                 .add_service(TraceServiceServer::new(collector.clone()))
-                .add_service(LogsServiceServer::new(collector))
+                .add_service(LogsServiceServer::new(collector.clone()))
+                .add_service(MetricsServiceServer::new(collector))
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
                 .await
                 .unwrap();
@@ -599,4 +659,116 @@ fn an_approval_and_an_llm_call_arrive_with_their_verdicts() {
         "the path leaked: {:#?}",
         got.logs
     );
+}
+
+/// The counters `status` shows arrive as OTLP metrics every
+/// `metrics_interval_s`: decisions by verdict as a monotonic sum, sessions
+/// and approvals pending as gauges, with the values `status` reports.
+#[test]
+fn the_status_counters_arrive_as_otlp_metrics() {
+    let rx = Receiver::start();
+    let sup = Supervisor::builder()
+        .config(&config(
+            &format!("http://{}", rx.addr),
+            "metrics_interval_s = 1",
+        ))
+        .start();
+    let uid = nix::unistd::getuid().as_raw();
+    let ws = sup.dirs.workspace("ws", uid);
+    std::fs::write(ws.join("a.txt"), "x\n").unwrap();
+    let r = agent_call(&sup, &ws, "read_file", r#"{"path":"a.txt"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let allowed = status(&sup)["records"]["decisions"]["allow"]
+        .as_u64()
+        .unwrap();
+    assert!(allowed >= 1);
+    rx.wait_for("decisions as a metric", |got| {
+        got.points.iter().any(|(name, a, v, mono)| {
+            name == "tollgate_decisions"
+                && a.get("verdict").map(String::as_str) == Some("allow")
+                && *v as u64 >= allowed
+                && *mono
+        })
+    });
+    rx.wait_for("the gauges", |got| {
+        [
+            "tollgate_sessions_active",
+            "tollgate_approvals_pending",
+            "tollgate_audit_refusals",
+        ]
+        .iter()
+        .all(|n| got.points.iter().any(|(name, _, _, _)| name == n))
+    });
+}
+
+/// A CA of the test's own and a certificate it signed for `localhost`:
+/// (CA PEM, certificate PEM, key PEM).
+fn test_pki() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = p.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(p, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// OTLP over TLS: an `https://` collector whose certificate a CA in
+/// `[telemetry] ca_file` signed receives the events; without the CA (the
+/// system's roots only) nothing arrives and the failures are counted.
+#[test]
+fn an_https_collector_is_reached_over_tls_with_the_configured_ca() {
+    let (ca, cert, key) = test_pki();
+    let rx = Receiver::start_tls(&cert, &key);
+    let dirs = tollgate_e2e::harness::Dirs::new();
+    let ca_file = dirs.root.path().join("collector-ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let endpoint = format!("https://localhost:{}", rx.addr.port());
+    let sup = Supervisor::builder()
+        .config(&config(
+            &endpoint,
+            &format!("ca_file = {:?}", ca_file.display().to_string()),
+        ))
+        .dirs(dirs)
+        .start();
+    let uid = nix::unistd::getuid().as_raw();
+    let ws = sup.dirs.workspace("ws", uid);
+    std::fs::write(ws.join("a.txt"), "x\n").unwrap();
+    let r = agent_call(&sup, &ws, "read_file", r#"{"path":"a.txt"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    rx.wait_for("a decision over TLS", |got| {
+        got.logs
+            .iter()
+            .any(|l| l.name == "tollgate.tool_decision")
+    });
+    drop(sup);
+
+    // The system's roots alone do not trust the test's CA.
+    let rx2 = Receiver::start_tls(&cert, &key);
+    let sup = Supervisor::builder()
+        .config(&config(
+            &format!("https://localhost:{}", rx2.addr.port()),
+            "",
+        ))
+        .start();
+    let ws = sup.dirs.workspace("ws", uid);
+    std::fs::write(ws.join("a.txt"), "x\n").unwrap();
+    let r = agent_call(&sup, &ws, "read_file", r#"{"path":"a.txt"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = status(&sup)["telemetry"].clone();
+        if t["failed"].as_u64().unwrap_or(0) > 0 {
+            assert!(!t["last_error"].as_str().unwrap_or("").is_empty(), "{t}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no failure counted: {t}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(rx2.got.lock().unwrap().logs.is_empty());
 }

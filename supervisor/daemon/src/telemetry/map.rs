@@ -33,7 +33,8 @@ pub fn wanted(event: &Event) -> bool {
         | Event::LlmCallError(_)
         | Event::SessionOpened(_)
         | Event::SessionClosed(_) => true,
-        Event::AuditOpened(_)
+        Event::LlmRetry(_)
+        | Event::AuditOpened(_)
         | Event::AuditFileClosed(_)
         | Event::Config(_)
         | Event::HostAddresses(_)
@@ -57,6 +58,7 @@ pub fn wanted(event: &Event) -> bool {
         | Event::McpEgress(_)
         | Event::NetConnection(_)
         | Event::NetworkRule(_)
+        | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)
@@ -109,6 +111,7 @@ impl Clients {
             | Event::SessionRevoked(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)
+            | Event::LlmRetry(_)
             | Event::AuditOpened(_)
             | Event::AuditFileClosed(_)
             | Event::Config(_)
@@ -133,6 +136,7 @@ impl Clients {
             | Event::McpEgress(_)
             | Event::NetConnection(_)
             | Event::NetworkRule(_)
+            | Event::NetSecret(_)
             | Event::QuestionAsked(_)
             | Event::ContextTrim(_)
             | Event::IterationCapHit(_)
@@ -222,7 +226,8 @@ pub fn signal(
         Event::SessionRevoked(e) => revocation(&mut s, e, redactor),
         Event::LlmResponse(r) => llm_response(&mut s, r),
         Event::LlmCallError(e) => llm_error(&mut s, e, &d),
-        Event::SessionOpened(_)
+        Event::LlmRetry(_)
+        | Event::SessionOpened(_)
         | Event::SessionClosed(_)
         | Event::AuditOpened(_)
         | Event::AuditFileClosed(_)
@@ -248,6 +253,7 @@ pub fn signal(
         | Event::McpEgress(_)
         | Event::NetConnection(_)
         | Event::NetworkRule(_)
+        | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -111,6 +111,8 @@ impl Host for TestHost {
             home: None,
             egress: None,
             wall: false,
+            image: None,
+            extra_ca: None,
         }
     }
 }

@@ -335,6 +335,8 @@ mod tests {
             home: None,
             egress: None,
             wall: false,
+            image: None,
+            extra_ca: None,
         }
     }
 

@@ -146,6 +146,8 @@ async fn probe_in(
         home: None,
         egress: None,
         wall: false,
+        image: None,
+        extra_ca: None,
     };
     let t0 = Instant::now();
     let sb = backend

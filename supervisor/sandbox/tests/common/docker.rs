@@ -139,6 +139,8 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         home: None,
         egress: None,
         wall: false,
+        image: None,
+        extra_ca: None,
     }
 }
 
