@@ -44,6 +44,7 @@ mod pep;
 mod policy_handle;
 mod refusals;
 mod reload;
+mod sandbox_env;
 mod secrets;
 mod server;
 mod sessions;

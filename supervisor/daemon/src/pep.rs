@@ -99,8 +99,13 @@ impl Host for Supervisor {
                 credentials: &session.credentials,
                 sandbox_token,
                 egress: session.egress.get().cloned(),
+                login_path: crate::sandbox_env::login_path(session.pid, session.uid),
             },
         )
+    }
+
+    fn sandbox_view(&self, session: &Session) -> Option<tollgate_policy::sandbox_env::SandboxView> {
+        crate::sandbox_env::view(self, session)
     }
 }
 

@@ -284,6 +284,7 @@ async fn decide(cx: &Ctx, call: ToolCall, arguments_len: usize) -> (Decision, Op
         protected: cx.host.protected_paths(),
         read_files: cx.session.read_files(),
         repo: cx.session.repo.clone(),
+        sandbox: cx.host.sandbox_view(&cx.session),
     };
     let tool = match cx.host.engine().check(&call, &ctx) {
         Ok(t) => t,

@@ -110,6 +110,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        private_home: None,
     };
     let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(

@@ -109,6 +109,7 @@ impl Host for TestHost {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            private_home: None,
         }
     }
 }

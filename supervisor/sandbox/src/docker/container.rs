@@ -319,6 +319,7 @@ mod tests {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            private_home: None,
         }
     }
 

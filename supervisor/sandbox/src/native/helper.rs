@@ -322,11 +322,13 @@ fn restrict(
         binds: &cfg.binds,
         rootless: cfg.rootless,
         hosts: cfg.egress.as_ref().map(crate::Egress::hosts_file),
+        home: cfg.private_home.as_ref().map(|h| (h, (cfg.uid, cfg.gid))),
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;
     let prepared = landlock::prepare(
         &cfg.workspace,
+        cfg.private_home.as_ref().map(|h| h.path.as_path()),
         &cfg.hidden,
         cfg.egress
             .as_ref()

@@ -23,6 +23,7 @@ mod cgroup;
 mod credentials;
 mod exec;
 mod helper;
+mod home;
 mod init;
 mod landlock;
 mod mounts;
@@ -233,6 +234,7 @@ impl NativeBackend {
             rlimit_nproc: self.opts.rlimit_nproc,
             binds: plan.binds,
             egress: spec.egress.clone(),
+            private_home: spec.private_home.clone(),
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(

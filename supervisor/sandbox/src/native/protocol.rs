@@ -48,6 +48,9 @@ pub(crate) struct InitConfig {
     /// `/etc/hosts` maps the names. `None`: every TCP connect is denied.
     #[serde(default)]
     pub egress: Option<crate::Egress>,
+    /// The private home HOME names ([`crate::PrivateHome`]); `None`: /tmp.
+    #[serde(default)]
+    pub private_home: Option<crate::PrivateHome>,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.
