@@ -313,6 +313,8 @@ pub struct SpecFor<'a> {
 /// against /etc/passwd by the caller): the sandbox crate keeps no list of
 /// its own and reads no /etc/passwd.
 pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
+    // `[network]`: the wall's proxies are announced (wall/mod.rs).
+    let wall = sup.config.network.is_some();
     let mut env = crate::secrets::sandbox_env(
         s.session_id,
         s.sandbox_token,
@@ -322,6 +324,9 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
     );
     let private_home = private_home(sup, &s);
     crate::sandbox_env::set_env(&mut env, private_home.as_ref(), s.login_path.as_deref());
+    if wall {
+        env.extend(tollgate_sandbox::wall::proxy_env());
+    }
     SandboxSpec {
         session_id: s.session_id.to_string(),
         workspace: s.workspace.to_path_buf(),
@@ -341,6 +346,8 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         home: s.owner.home.clone(),
         egress: s.egress,
         private_home,
+        wall,
+        image: None,
     }
 }
 
@@ -399,6 +406,8 @@ mod tests {
             home: None,
             egress: None,
             private_home: None,
+            wall: false,
+            image: None,
         }
     }
 

@@ -123,8 +123,13 @@ async fn run(
     if let Err(e) = record_as(cx, started_record, overlap) {
         return Err(audit_unavailable(cx, tool, &e));
     }
+    // A connection the command opens is attributed to this call.
+    let _running = match call {
+        Tool::RunBash(a) => Some(cx.session.net.running(call_id, &a.command)),
+        _ => None,
+    };
     let run = async {
-        let run = execute(cx, call, decision, cancel);
+        let run = execute(cx, call_id, call, decision, cancel);
         if overlap {
             read_while_durable(run, || cx.host.sync(&cx.session.audit)).await
         } else {

@@ -38,6 +38,7 @@ pub mod policy_test;
 mod registry;
 mod rules;
 pub mod sandbox_env;
+pub mod secrets;
 mod shell;
 mod ssrf;
 mod validate;
@@ -57,6 +58,7 @@ pub use registry::{
     RUN_BASH_DESCRIPTION, RUN_BASH_SH_DESCRIPTION, RUN_BASH_SHELL_UNKNOWN_DESCRIPTION, ToolClass,
     ToolSpec, gated_tools, lookup, offered, registry, spec,
 };
+pub use rules::rule_label;
 pub use shell::parsing_untrusted_input;
 pub use shell::patterns::{Pattern as ShellPattern, PatternSet as ShellPatternSet};
 /// The tools as types (see the `tollgate-toolcall` crate).

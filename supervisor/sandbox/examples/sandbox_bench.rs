@@ -111,6 +111,8 @@ async fn run(rounds: usize) -> Result<(), String> {
         home: None,
         egress: None,
         private_home: None,
+        wall: false,
+        image: None,
     };
     let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(

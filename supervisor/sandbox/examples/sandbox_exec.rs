@@ -199,6 +199,8 @@ async fn run(args: Args) -> Result<u8, String> {
         home: None,
         egress: None,
         private_home: None,
+        wall: false,
+        image: None,
     };
     let result = async {
         let sandbox = backend

@@ -327,6 +327,22 @@ impl DockerBackend {
         &self.docker
     }
 
+    /// The image of `spec`'s sandbox: the one its workspace names when the
+    /// engine has it (never pulled), else the configured one.
+    async fn image_for(&self, spec: &SandboxSpec) -> String {
+        let Some(named) = spec.image.as_deref() else {
+            return self.cfg.image.clone();
+        };
+        match self.docker.inspect_image(named).await {
+            Ok(_) => named.to_string(),
+            Err(e) => {
+                tracing::warn!(session = %spec.session_id, image = named, error = %e,
+                    "the workspace's devcontainer image is not in the engine; using the configured image");
+                self.cfg.image.clone()
+            }
+        }
+    }
+
     /// Creates and starts the container and waits for its exec agent; the
     /// typed form of [`Backend::create`].
     pub async fn create_sandbox(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
@@ -336,12 +352,14 @@ impl DockerBackend {
         let files = AgentFiles {
             binary: plan.agent.path.clone(),
             socket: socket.path().to_path_buf(),
+            no_links_beneath: plan.no_links_beneath.clone(),
         };
+        let image = self.image_for(spec).await;
         let body = create_body(
             spec,
             &plan.mounts,
             &files,
-            &self.cfg.image,
+            &image,
             &self.cfg.state_dir,
             &self.seccomp,
         )?;
@@ -426,15 +444,24 @@ impl DockerBackend {
             spec.workspace_id,
             &protect.reserve,
             (spec.uid, spec.gid),
-            &self.cfg.state_dir,
-            &spec.session_id,
+            crate::host_exec::reserve::Holder {
+                state_dir: &self.cfg.state_dir,
+                session: &spec.session_id,
+                backend: crate::BackendKind::Docker,
+            },
         )?;
         let mounts = verify::plan(&workspace, &protect.binds)?;
+        let no_links_beneath = protect
+            .no_links_beneath
+            .iter()
+            .map(|g| workspace.join(g))
+            .collect();
         Ok(SandboxPlan {
             agent,
             workspace,
             reservation,
             mounts,
+            no_links_beneath,
         })
     }
 
@@ -613,7 +640,7 @@ impl Backend for DockerBackend {
         // Placeholders only once their containers are gone.
         crate::host_exec::reserve::merge(
             &mut reaped,
-            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+            crate::host_exec::reserve::reap(&self.cfg.state_dir, crate::BackendKind::Docker),
         );
         Ok(reaped)
     }
@@ -759,4 +786,6 @@ struct SandboxPlan {
     workspace: PathBuf,
     reservation: crate::host_exec::reserve::Reservation,
     mounts: Vec<verify::PlannedMount>,
+    /// The split git directories (absolute), for the agent's command line.
+    no_links_beneath: Vec<PathBuf>,
 }

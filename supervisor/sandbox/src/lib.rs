@@ -19,6 +19,7 @@ pub mod recording;
 pub(crate) mod seccomp_table;
 mod setid;
 pub mod shell;
+pub mod wall;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,9 +31,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use egress::Egress;
 pub use shell::Shell;
+pub use wall::WallSockets;
 
 /// Which backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Native,
     Docker,
@@ -115,6 +118,16 @@ pub struct SandboxSpec {
     /// sandbox may connect to and its `/etc/hosts` names. `None`: no network
     /// at all (every run_bash session, and a gateway without --allow-net).
     pub egress: Option<Egress>,
+    /// The network wall is served in this sandbox's namespace (`[network]`
+    /// configured, [`wall`]): `/etc/resolv.conf` names its DNS stub. The
+    /// proxy variables come in `env`; the supervisor opens the listeners
+    /// and loads the rules once the sandbox exists ([`Sandbox::network_wall`]).
+    pub wall: bool,
+    /// The image this session's workspace names (`[sandbox] image =
+    /// "devcontainer"`, docs/OPERATIONS.md "The Docker sandbox"): the Docker
+    /// backend uses it instead of its own only when the engine already has
+    /// it (it never pulls); `None` (always, natively): the backend's image.
+    pub image: Option<String>,
     /// The private home HOME names inside (docs/THREAT_MODEL.md, "The
     /// sandbox's environment"); `None`: HOME is /tmp.
     pub private_home: Option<PrivateHome>,
@@ -335,18 +348,29 @@ pub trait Sandbox: Send + Sync {
         ))
     }
 
+    /// A pidfd of a process in the sandbox's network namespace (its init),
+    /// for the supervisor to enter it ([`egress`]). A backend that cannot
+    /// reach into its sandbox's namespace refuses, naming why.
+    fn netns_pidfd(&self) -> Result<std::os::fd::OwnedFd, SandboxError> {
+        Err(SandboxError::Refused(
+            "this sandbox backend cannot forward connections into its sandbox".to_string(),
+        ))
+    }
+
     /// Opens a TCP listener on `addr` inside the sandbox's network namespace
     /// ([`egress`]): the supervisor's end of one forwarded host and port.
-    /// A backend that cannot reach into its sandbox's namespace refuses,
-    /// naming why.
     fn egress_listener(
         &self,
         addr: std::net::SocketAddr,
     ) -> Result<std::net::TcpListener, SandboxError> {
-        let _ = addr;
-        Err(SandboxError::Refused(
-            "this sandbox backend cannot forward connections into its sandbox".to_string(),
-        ))
+        egress::listen_in(self.netns_pidfd()?, addr)
+    }
+
+    /// Serves the network wall in the sandbox's namespace ([`wall`]): the
+    /// route, the rules and the listeners, whose sockets the supervisor
+    /// then serves. Called once, before the sandbox's first command.
+    fn network_wall(&self) -> Result<WallSockets, SandboxError> {
+        egress::wall_in(self.netns_pidfd()?)
     }
 
     /// Kills everything in the sandbox now (the kill switch). Idempotent and

@@ -26,6 +26,9 @@ pub(crate) struct Command<'a> {
     pub(crate) timeout_s: Option<u64>,
     /// stderr into stdout (run_bash), or kept apart (a routed command).
     pub(crate) merge_stderr: bool,
+    /// A background job: no timeout ([`super::job::LIFETIME`]); it ends
+    /// when it exits, is killed, or its session ends.
+    pub(crate) background: bool,
 }
 
 /// How a run ended, and the timeout it had.
@@ -79,8 +82,12 @@ pub(crate) async fn run(
     cancel: &CancellationToken,
 ) -> Ran {
     let cfg = &cx.host.config().sandbox;
-    let asked = cmd.timeout_s.unwrap_or(cfg.run_timeout_s);
-    let timeout = Duration::from_secs(asked.clamp(1, cfg.max_run_timeout_s));
+    let timeout = if cmd.background {
+        super::job::LIFETIME
+    } else {
+        let asked = cmd.timeout_s.unwrap_or(cfg.run_timeout_s);
+        Duration::from_secs(asked.clamp(1, cfg.max_run_timeout_s))
+    };
     let req = ExecRequest {
         // bash when the sandbox has it: the shell policy parsed it as bash.
         argv: sb.shell().argv(cmd.text),
@@ -113,7 +120,9 @@ pub(super) async fn run_bash(
         text: command,
         timeout_s,
         merge_stderr: true,
+        background: false,
     };
+    let net = super::net_lines::mark(cx);
     let ran = run(cx, sb.as_ref(), cmd, tx, cancel).await;
     let (kept, more) = collector.await.unwrap_or_default();
     if let Some(reason) = cx.session.disk_stop.lock().take() {
@@ -126,7 +135,11 @@ pub(super) async fn run_bash(
     if outcome.cancelled {
         return Err(ExecError::Cancelled);
     }
-    Ok(command_output(&kept, more, cap, &outcome, ran.timeout))
+    let mut done = command_output(&kept, more, cap, &outcome, ran.timeout);
+    done.output
+        .text
+        .push_str(&super::net_lines::refused_since(cx, net));
+    Ok(done)
 }
 
 /// A command's merged output, redacted on bytes as it comes (a secret split

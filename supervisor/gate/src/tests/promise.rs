@@ -483,6 +483,7 @@ async fn routed(fx: &Fixture, cancel: CancellationToken) -> Vec<ShellOut> {
         command: "echo routed",
         target: "echo routed",
         timeout_s: None,
+        background: false,
     };
     crate::run_routed(&fx.cx(), &cmd, &tx, cancel).await;
     drop(tx);

@@ -69,6 +69,9 @@ pub(crate) struct ShellCtx<'a> {
     /// what is writable there. `None`: it runs on the host (a client's
     /// shell with `[clients] route_shell = false`), judged as before.
     pub sandbox: Option<&'a crate::sandbox_env::SandboxView>,
+    /// `[network]` is configured: network clients are not refused by name
+    /// (the network wall decides where they connect).
+    pub network_wall: bool,
 }
 
 /// One thing the analysis found.

@@ -146,6 +146,8 @@ async fn probe_in(
         home: None,
         egress: None,
         private_home: None,
+        wall: false,
+        image: None,
     };
     let t0 = Instant::now();
     let sb = backend

@@ -213,8 +213,11 @@ impl NativeBackend {
             spec.workspace_id,
             &plan.reserve,
             (spec.uid, spec.gid),
-            &self.cfg.state_dir,
-            &spec.session_id,
+            crate::host_exec::reserve::Holder {
+                state_dir: &self.cfg.state_dir,
+                session: &spec.session_id,
+                backend: crate::BackendKind::Native,
+            },
         )?;
         let init_cfg = InitConfig {
             session_id: spec.session_id.clone(),
@@ -232,9 +235,15 @@ impl NativeBackend {
             pids: spec.limits.pids,
             rlimit_cpu_s: self.opts.rlimit_cpu_s,
             rlimit_nproc: self.opts.rlimit_nproc,
+            no_links_beneath: plan
+                .no_links_beneath
+                .iter()
+                .map(|g| spec.workspace.join(g))
+                .collect(),
             binds: plan.binds,
             egress: spec.egress.clone(),
             private_home: spec.private_home.clone(),
+            wall: spec.wall,
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -557,7 +566,7 @@ impl Backend for NativeBackend {
         // Placeholders only once their sandboxes are dead.
         crate::host_exec::reserve::merge(
             &mut rows,
-            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+            crate::host_exec::reserve::reap(&self.cfg.state_dir, crate::BackendKind::Native),
         );
         Ok(rows)
     }
@@ -953,12 +962,8 @@ impl Sandbox for NativeSandbox {
         self.exec_fed(req, stdin, out, cancel).await
     }
 
-    fn egress_listener(
-        &self,
-        addr: std::net::SocketAddr,
-    ) -> Result<std::net::TcpListener, SandboxError> {
-        let pidfd = self
-            .teardown
+    fn netns_pidfd(&self) -> Result<OwnedFd, SandboxError> {
+        self.teardown
             .lock()
             .ok()
             .and_then(|t| {
@@ -971,8 +976,7 @@ impl Sandbox for NativeSandbox {
             .map_err(|e| SandboxError::Io {
                 context: "pidfd of sandbox pid 1".to_string(),
                 source: e,
-            })?;
-        crate::egress::listen_in(pidfd, addr)
+            })
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {

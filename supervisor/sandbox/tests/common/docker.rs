@@ -139,6 +139,8 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         home: None,
         egress: None,
         private_home: None,
+        wall: false,
+        image: None,
     }
 }
 

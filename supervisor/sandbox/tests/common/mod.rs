@@ -182,6 +182,8 @@ pub fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
         home: None,
         egress: None,
         private_home: None,
+        wall: false,
+        image: None,
     }
 }
 
