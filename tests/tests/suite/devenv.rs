@@ -484,3 +484,76 @@ async fn a_non_root_owners_toolchain_identity_and_home_natively() {
     let sup = Supervisor::builder().config(OWNER_CONFIG).start();
     the_owners_environment(&sup, &owner, "native");
 }
+
+/// On Docker (the full image: no C linker, so no crate is linked there):
+/// HOME is the owner's path, private and writable; their rustup toolchain
+/// is there read-only and runs; a toolchain directory holding a credential
+/// path is left out (Docker cannot mask inside a bind); the rest of their
+/// home is absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_root_owners_toolchain_and_home_on_docker() {
+    let test = "a_non_root_owners_toolchain_and_home_on_docker";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let owner = Owner::create("d");
+    let config = OWNER_CONFIG.replace(
+        "[sandbox]\n",
+        &format!(
+            "[sandbox]\nbackend = \"docker\"\nimage = \"{}\"\n",
+            full_image()
+        ),
+    );
+    let sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .start();
+    let s = UserSession::open(&sup, owner.uid, owner.gid, "ws-docker");
+    let h = owner.home.display().to_string();
+    let out = s.ok("echo \"home=$HOME tmp=$TMPDIR\"; cargo --version; rustc --version");
+    assert!(
+        out.starts_with(&format!("home={h} tmp=/tmp\ncargo ")),
+        "{out}"
+    );
+    assert!(out.contains("\nrustc "), "{out}");
+    std::fs::write(
+        s.ws.join("probe.sh"),
+        "echo mine > \"$HOME/.scratch\" && cat \"$HOME/.scratch\"\n\
+         touch \"$HOME/.cargo/bin/planted\" 2>/dev/null || echo toolchain-read-only\n\
+         cat \"$HOME/.config/gh/hosts.yml\" 2>/dev/null || echo credential-absent\n\
+         ls \"$HOME/notes.txt\" 2>/dev/null || echo notes-absent\n",
+    )
+    .unwrap();
+    let out = s.ok("sh probe.sh");
+    assert_eq!(
+        out,
+        "mine\ntoolchain-read-only\ncredential-absent\nnotes-absent\n"
+    );
+    assert!(!owner.home.join(".scratch").exists());
+}
+
+/// A root owner: their own toolchain (this machine's /root/.rustup) builds
+/// a crate in the native sandbox; HOME is /root's private stand-in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_owners_toolchain_builds_a_crate_natively() {
+    if !root_or_skip("a_root_owners_toolchain_builds_a_crate_natively") {
+        return;
+    }
+    if !std::path::Path::new("/root/.cargo/bin/cargo").exists() {
+        panic!("this test needs root's rustup toolchain in /root/.cargo and /root/.rustup");
+    }
+    let sup = Supervisor::builder().config(OWNER_CONFIG).start();
+    let s = open(&sup, "ws-root").await;
+    let r = bash(
+        &sup,
+        &s.token,
+        "echo \"home=$HOME\"; cargo new --vcs none --quiet hello && cd hello && cargo build --offline --quiet 2>&1 && ./target/debug/hello",
+        Some(60),
+    )
+    .await;
+    assert!(r.ok && r.exit_code == Some(0), "{r:?}");
+    assert!(
+        r.output.starts_with("home=/root\n") && r.output.ends_with("Hello, world!\n"),
+        "{r:?}"
+    );
+}
