@@ -269,6 +269,7 @@ impl Builder {
             | Event::McpEgress(_)
             | Event::NetConnection(_)
             | Event::NetworkRule(_)
+            | Event::NetSecret(_)
             | Event::QuestionAsked(_)
             | Event::ContextTrim(_)
             | Event::IterationCapHit(_)

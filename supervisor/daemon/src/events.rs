@@ -225,6 +225,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpEgress(_)
         | Event::NetConnection(_)
         | Event::NetworkRule(_)
+        | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

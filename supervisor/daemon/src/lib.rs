@@ -44,6 +44,8 @@ mod policy_handle;
 mod refusals;
 mod reload;
 mod sandbox_env;
+mod secret_env;
+mod secret_store;
 mod secrets;
 mod server;
 mod sessions;

@@ -113,6 +113,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         private_home: None,
         wall: false,
         image: None,
+        extra_ca: None,
     };
     let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(

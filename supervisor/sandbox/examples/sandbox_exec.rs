@@ -201,6 +201,7 @@ async fn run(args: Args) -> Result<u8, String> {
         private_home: None,
         wall: false,
         image: None,
+        extra_ca: None,
     };
     let result = async {
         let sandbox = backend

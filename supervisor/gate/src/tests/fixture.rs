@@ -113,6 +113,7 @@ impl Host for TestHost {
             private_home: None,
             wall: false,
             image: None,
+            extra_ca: None,
         }
     }
 }

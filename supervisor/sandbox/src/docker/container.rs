@@ -349,6 +349,7 @@ mod tests {
             private_home: None,
             wall: false,
             image: None,
+            extra_ca: None,
         }
     }
 

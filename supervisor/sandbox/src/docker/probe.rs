@@ -148,6 +148,7 @@ async fn probe_in(
         private_home: None,
         wall: false,
         image: None,
+        extra_ca: None,
     };
     let t0 = Instant::now();
     let sb = backend

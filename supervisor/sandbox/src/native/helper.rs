@@ -336,6 +336,7 @@ fn restrict(
         hosts: cfg.egress.as_ref().map(crate::Egress::hosts_file),
         home: cfg.private_home.as_ref().map(|h| (h, (cfg.uid, cfg.gid))),
         resolv: cfg.wall.then(crate::wall::resolv_conf),
+        extra_ca: cfg.extra_ca.clone(),
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;

@@ -244,6 +244,7 @@ impl NativeBackend {
             egress: spec.egress.clone(),
             private_home: spec.private_home.clone(),
             wall: spec.wall,
+            extra_ca: spec.extra_ca.clone(),
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(

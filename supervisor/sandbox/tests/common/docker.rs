@@ -141,6 +141,7 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         private_home: None,
         wall: false,
         image: None,
+        extra_ca: None,
     }
 }
 

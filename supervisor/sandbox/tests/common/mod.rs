@@ -184,6 +184,7 @@ pub fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
         private_home: None,
         wall: false,
         image: None,
+        extra_ca: None,
     }
 }
 
