@@ -80,6 +80,7 @@ fn policy_samples(
         protected: vec![dir.join("state"), dir.join("audit")],
         read_files: BTreeSet::new(),
         repo: Vec::new(),
+        sandbox: None,
     };
     // The host's own addresses, read as the supervisor reads them.
     let dns = SystemResolver::default().with_host(Arc::new(read_host_addrs()));

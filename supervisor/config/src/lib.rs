@@ -213,6 +213,11 @@ pub struct SandboxSection {
     /// rest writable; docs/THREAT_MODEL.md).
     #[serde(deserialize_with = "git_dir_mode")]
     pub git_dir: GitDirMode,
+    /// The owner's toolchain directories shown read-only in the sandbox,
+    /// relative to the owner's home (docs/INTERFACES.md); an entry that
+    /// names a credential path or a path the host runs by itself is an
+    /// error. Empty: none.
+    pub toolchain_dirs: Vec<String>,
 }
 
 /// `[sandbox] git_dir`: a bad value is an error naming the key.
@@ -254,6 +259,10 @@ impl Default for SandboxSection {
             min_free_mb: 256,
             docker_exec_agent: PathBuf::new(),
             git_dir: GitDirMode::ReadOnly,
+            toolchain_dirs: tollgate_policy::sandbox_env::DEFAULT_TOOLCHAIN_DIRS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }
@@ -552,6 +561,15 @@ impl Config {
             return Err(invalid(format!(
                 "[sandbox] run_timeout_s ({}) must be > 0 and <= max_run_timeout_s ({})",
                 sb.run_timeout_s, sb.max_run_timeout_s
+            )));
+        }
+        if let Some(why) = sb
+            .toolchain_dirs
+            .iter()
+            .find_map(|d| tollgate_policy::sandbox_env::toolchain_refusal(d))
+        {
+            return Err(invalid(format!(
+                "[sandbox] toolchain_dirs: {why}; list only the toolchains' own directories"
             )));
         }
         if sb.cpus.is_nan()

@@ -302,6 +302,10 @@ pub struct SpecFor<'a> {
     /// `agent mcp-gateway --allow-net`'s forwarding (the gateway's session
     /// only); `None` everywhere else.
     pub egress: Option<tollgate_sandbox::Egress>,
+    /// PATH of the owner's login environment (the process that opened the
+    /// session), reduced inside to what the sandbox shows; `None`: the
+    /// system PATH and the shown toolchains' program directories.
+    pub login_path: Option<String>,
 }
 
 /// The one place a [`SandboxSpec`] is built. The policy's tables go in as
@@ -318,6 +322,8 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         std::env::var("LANG").ok().as_deref(),
         std::env::var("LC_ALL").ok().as_deref(),
     );
+    let private_home = private_home(sup, &s);
+    crate::sandbox_env::set_env(&mut env, private_home.as_ref(), s.login_path.as_deref());
     if wall {
         env.extend(tollgate_sandbox::wall::proxy_env());
     }
@@ -344,10 +350,32 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         git_dir: sup.config.sandbox.git_dir,
         home: s.owner.home.clone(),
         egress: s.egress,
+        private_home,
         wall,
         image: None,
         extra_ca,
     }
+}
+
+/// The session owner's private home in the sandbox: at their home's path
+/// when it is a directory here, with the configured toolchains that exist
+/// and their git identity (docs/THREAT_MODEL.md, "The sandbox's
+/// environment").
+fn private_home(sup: &Supervisor, s: &SpecFor<'_>) -> Option<tollgate_sandbox::PrivateHome> {
+    let home = crate::sandbox_env::owner_home(s.owner.home.as_deref())?;
+    let path = tollgate_policy::sandbox_env::home(Some(home));
+    if path != home {
+        return None;
+    }
+    let identity = crate::sandbox_env::git_identity(home, s.owner.uid);
+    Some(tollgate_sandbox::PrivateHome {
+        toolchains: crate::sandbox_env::shown_toolchains(
+            &sup.config.sandbox.toolchain_dirs,
+            Some(home),
+        ),
+        gitconfig: crate::sandbox_env::gitconfig(identity.as_ref()),
+        path,
+    })
 }
 
 #[cfg(test)]
@@ -383,6 +411,7 @@ mod tests {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            private_home: None,
             wall: false,
             image: None,
             extra_ca: None,

@@ -43,6 +43,7 @@ mod pep;
 mod policy_handle;
 mod refusals;
 mod reload;
+mod sandbox_env;
 mod secret_env;
 mod secret_store;
 mod secrets;

@@ -366,6 +366,7 @@ impl OperatorService for OperatorSvc {
                 credentials: &target.credentials,
                 sandbox_token: None,
                 egress: None,
+                login_path: None,
             },
         );
         let timeout_s = if r.timeout_s == 0 {

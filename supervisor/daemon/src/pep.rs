@@ -98,6 +98,7 @@ impl Host for Supervisor {
                 credentials: &session.credentials,
                 sandbox_token,
                 egress: session.egress.get().cloned(),
+                login_path: crate::sandbox_env::login_path(session.pid, session.uid),
             },
         );
         // The workspace's devcontainer image, while its file is unchanged
@@ -126,6 +127,10 @@ impl Host for Supervisor {
 
     fn net_refusals(&self, session: &Session, mark: u64) -> Vec<String> {
         self.walls.refused_since(&session.id, mark)
+    }
+
+    fn sandbox_view(&self, session: &Session) -> Option<tollgate_policy::sandbox_env::SandboxView> {
+        crate::sandbox_env::view(self, session)
     }
 }
 

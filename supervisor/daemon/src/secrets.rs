@@ -6,6 +6,7 @@
 pub const SANDBOX_ENV_ALLOWLIST: &[&str] = &[
     "PATH",
     "HOME",
+    "TMPDIR",
     "USER",
     "LANG",
     "LC_ALL",

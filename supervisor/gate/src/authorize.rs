@@ -297,6 +297,7 @@ async fn decide(
         protected: cx.host.protected_paths(),
         read_files: cx.session.read_files(),
         repo: cx.session.repo.clone(),
+        sandbox: cx.host.sandbox_view(&cx.session),
     };
     let tool = match policy.check(&call, &ctx) {
         Ok(t) => t,

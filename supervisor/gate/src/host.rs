@@ -48,6 +48,17 @@ pub trait Host: Send + Sync + 'static {
     fn audit_refused(&self, session: &str, what: &str, error: &dyn std::fmt::Display);
     /// The spec of `session`'s sandbox.
     fn sandbox_spec(&self, session: &Session, sandbox_token: Option<&str>) -> SandboxSpec;
+    /// What the policy knows of the sandbox `session`'s shell commands run
+    /// in (HOME, TMPDIR, the read-only toolchains), the same facts its
+    /// spec is built from; `None` when they run on the host (a client's
+    /// shell with `[clients] route_shell = false`). By default: the
+    /// owner's home, no toolchains.
+    fn sandbox_view(&self, session: &Session) -> Option<tollgate_policy::sandbox_env::SandboxView> {
+        Some(tollgate_policy::sandbox_env::SandboxView::of(
+            session.home.as_deref(),
+            Vec::new(),
+        ))
+    }
     /// `session`'s sandbox was just built, before its first command: the
     /// host serves what it needs from outside (the network wall,
     /// docs/THREAT_MODEL.md "Network"). An error refuses the sandbox: it is

@@ -125,6 +125,7 @@ fn ctx(ws: &Path) -> Context {
         ],
         read_files: BTreeSet::new(),
         repo: Vec::new(),
+        sandbox: None,
     }
 }
 

@@ -82,6 +82,7 @@ fn main() {
         ],
         read_files: BTreeSet::new(),
         repo: Vec::new(),
+        sandbox: None,
     };
     let engine = Engine::new(&PolicyConfig::default()).unwrap();
     let call = match kind.as_str() {

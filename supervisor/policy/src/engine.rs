@@ -45,6 +45,11 @@ pub struct Context {
     /// `.git`), found on the host; writes to them are guarded like the
     /// names of [`crate::host_exec::HOST_EXEC`].
     pub repo: Vec<crate::host_exec::RepoPath>,
+    /// The sandbox run_bash (and a routed client shell) runs in: the shell
+    /// floor judges `~`, `$HOME`, `$TMPDIR` as it sets them and what the
+    /// command may do there. `None`: the command runs on the host (a
+    /// client's shell with `[clients] route_shell = false`).
+    pub sandbox: Option<crate::sandbox_env::SandboxView>,
 }
 
 /// The compiled policy.
@@ -427,6 +432,7 @@ impl Engine {
             fs,
             collect: self.rules.has_tool(ToolName::RunBash),
             lifted: self.lifted,
+            sandbox: ctx.sandbox.as_ref(),
             network_wall: self.network_wall,
         };
         let report = shell::analyze(command, &sc);
@@ -680,6 +686,7 @@ fn example_subject(tool: ToolName, ex: &str, allowed_binaries: &[String]) -> Sub
                 fs: &NoFiles,
                 collect: true,
                 lifted: PatternSet::default(),
+                sandbox: None,
                 network_wall: false,
             };
             let r = shell::analyze(ex, &sc);

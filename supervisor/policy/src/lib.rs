@@ -37,6 +37,7 @@ mod paths;
 pub mod policy_test;
 mod registry;
 mod rules;
+pub mod sandbox_env;
 pub mod secrets;
 mod shell;
 mod ssrf;

@@ -808,6 +808,7 @@ mod tests {
             protected: vec!["/var/lib/tollgate".into(), "/w/proj/.tollgate-audit".into()],
             read_files: BTreeSet::new(),
             repo: Vec::new(),
+            sandbox: None,
         }
     }
 

@@ -142,6 +142,11 @@ fn one_line(
         protected: opts.protected.clone(),
         read_files,
         repo: opts.repo.clone(),
+        // Judged as run_bash is: in the sandbox of an owner with this home.
+        sandbox: Some(crate::sandbox_env::SandboxView::of(
+            opts.home.as_deref(),
+            Vec::new(),
+        )),
     };
     if let Some(mcp) = crate::mcp::parse_call(tool) {
         return Ok(engine.decide_mcp(&mcp, mode));

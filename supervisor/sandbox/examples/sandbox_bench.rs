@@ -110,6 +110,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        private_home: None,
         wall: false,
         image: None,
         extra_ca: None,

@@ -198,6 +198,7 @@ async fn run(args: Args) -> Result<u8, String> {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        private_home: None,
         wall: false,
         image: None,
         extra_ca: None,

@@ -450,7 +450,8 @@ impl DockerBackend {
                 backend: crate::BackendKind::Docker,
             },
         )?;
-        let mounts = verify::plan(&workspace, &protect.binds)?;
+        let mut mounts = verify::plan(&workspace, &protect.binds)?;
+        mounts.extend(toolchain_mounts(spec)?);
         let no_links_beneath = protect
             .no_links_beneath
             .iter()
@@ -788,4 +789,28 @@ struct SandboxPlan {
     mounts: Vec<verify::PlannedMount>,
     /// The split git directories (absolute), for the agent's command line.
     no_links_beneath: Vec<PathBuf>,
+}
+
+/// The private home's toolchains, read-only at their own paths. The engine
+/// follows symlinks in a bind's source itself, so one with a symlink on its
+/// path is left out, as is one holding a hidden path (Docker cannot mask
+/// inside a bind as the native sandbox does): the sandbox never shows a
+/// credential path. Each is checked again once mounted ([`verify`]).
+fn toolchain_mounts(spec: &SandboxSpec) -> Result<Vec<PlannedMount>, SandboxError> {
+    let Some(home) = &spec.private_home else {
+        return Ok(Vec::new());
+    };
+    let mut v = Vec::new();
+    for t in &home.toolchains {
+        let no_links = t
+            .ancestors()
+            .all(|a| std::fs::symlink_metadata(a).is_ok_and(|m| !m.file_type().is_symlink()));
+        let holds_hidden = spec.hidden.iter().any(|h| {
+            (h.starts_with(t) || t.starts_with(h)) && std::fs::symlink_metadata(h).is_ok()
+        });
+        if no_links && !holds_hidden {
+            v.push(PlannedMount::identify(t, true)?);
+        }
+    }
+    Ok(v)
 }

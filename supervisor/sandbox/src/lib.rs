@@ -133,6 +133,25 @@ pub struct SandboxSpec {
     /// "Secrets"): the root's `/etc/ssl/certs/ca-certificates.crt` is stood
     /// in for by the host's bundle plus it (native backend).
     pub extra_ca: Option<String>,
+    /// The private home HOME names inside (docs/THREAT_MODEL.md, "The
+    /// sandbox's environment"); `None`: HOME is /tmp.
+    pub private_home: Option<PrivateHome>,
+}
+
+/// The sandbox's private home: an empty tmpfs at the owner's home path
+/// (sized like /tmp), owned by the session's uid, holding the owner's
+/// toolchain directories read-only at their own paths (every credential
+/// path in them still masked) and `.gitconfig` with the git identity.
+/// Decided by the daemon from tollgate-policy's `sandbox_env`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct PrivateHome {
+    /// The owner's home path: HOME inside.
+    pub path: PathBuf,
+    /// Directories beneath `path` shown read-only (they exist on the host
+    /// as directories; each is taken without following a symlink).
+    pub toolchains: Vec<PathBuf>,
+    /// What `~/.gitconfig` holds inside (the git identity); empty: no file.
+    pub gitconfig: String,
 }
 
 /// A directory's identity: device and inode.

@@ -195,3 +195,365 @@ async fn docker_timeouts_are_honest_too() {
         .start();
     timeouts_are_honest(&sup, "docker").await;
 }
+
+/// A local user made for a test, with a home beneath /opt holding a rustup
+/// toolchain (hard links of this machine's: no disk spent), a git
+/// identity, a credential file inside a shown toolchain directory and a
+/// file of the home that is not a toolchain's. Removed when dropped.
+struct Owner {
+    name: String,
+    uid: u32,
+    gid: u32,
+    home: std::path::PathBuf,
+}
+
+/// What the credential file inside `~/.config` holds: never seen inside.
+const SECRET: &str = "tollgate-devenv-secret-token";
+
+impl Owner {
+    fn create(tag: &str) -> Owner {
+        use std::process::Command;
+        let pid = std::process::id();
+        let name = format!("tgdev{tag}{pid}");
+        let home = std::path::PathBuf::from(format!("/opt/tollgate-devenv-{tag}-{pid}"));
+        let _ = std::fs::remove_dir_all(&home);
+        let mut last = String::new();
+        for _ in 0..20 {
+            let out = Command::new("useradd")
+                .args(["-M", "-s", "/bin/bash", "-d"])
+                .arg(&home)
+                .arg(&name)
+                .output()
+                .unwrap();
+            if out.status.success() {
+                last.clear();
+                break;
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        assert!(last.is_empty(), "useradd {name}: {last}");
+        let id = |flag: &str| -> u32 {
+            let out = Command::new("id").arg(flag).arg(&name).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        };
+        let o = Owner {
+            uid: id("-u"),
+            gid: id("-g"),
+            name,
+            home,
+        };
+        o.plant();
+        o
+    }
+
+    /// The user's toolchain: rustup's proxies and one toolchain, linked
+    /// from root's (`cp -al`), with the user's own settings.
+    fn plant(&self) {
+        use std::process::Command;
+        let tc = "stable-x86_64-unknown-linux-gnu";
+        let h = &self.home;
+        // As rustup-init leaves them.
+        for d in [
+            ".rustup/toolchains",
+            ".rustup/update-hashes",
+            ".rustup/downloads",
+            ".rustup/tmp",
+            ".cargo",
+            ".config/gh",
+            ".config/tool",
+        ] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        for (src, dst) in [
+            (
+                format!("/root/.rustup/toolchains/{tc}"),
+                h.join(".rustup/toolchains"),
+            ),
+            ("/root/.cargo/bin".to_string(), h.join(".cargo")),
+        ] {
+            let ok = Command::new("cp")
+                .arg("-al")
+                .arg(&src)
+                .arg(&dst)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "cp -al {src}");
+        }
+        let files = [
+            (
+                ".rustup/settings.toml",
+                format!("version = \"12\"\ndefault_toolchain = \"{tc}\"\nprofile = \"default\"\n"),
+            ),
+            (
+                ".gitconfig",
+                format!(
+                    "[user]\n\tname = Dev Owner {}\n\temail = {}@example.invalid\n[core]\n\thooksPath = /nonexistent\n",
+                    self.name, self.name
+                ),
+            ),
+            (".config/gh/hosts.yml", format!("oauth_token: {SECRET}\n")),
+            (".config/tool/settings", "shown\n".to_string()),
+            ("notes.txt", "not a toolchain\n".to_string()),
+        ];
+        for (rel, body) in files {
+            std::fs::write(h.join(rel), body).unwrap();
+        }
+        let ok = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", self.uid, self.gid))
+            .arg(h)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        // The linked toolchain stays root's files (hard links): readable.
+        std::fs::set_permissions(h, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.home);
+        for _ in 0..20 {
+            match std::process::Command::new("userdel")
+                .arg(&self.name)
+                .status()
+            {
+                Ok(s) if s.success() => return,
+                _ => std::thread::sleep(std::time::Duration::from_millis(250)),
+            }
+        }
+    }
+}
+
+/// `e2e-client` as `uid`: its one line, `OK …` or `ERR …`.
+fn client_as(sup: &Supervisor, uid: u32, gid: u32, token: &str, args: &[&str]) -> String {
+    use std::os::unix::process::CommandExt;
+    let out = std::process::Command::new(sup.dirs.staged_bin("e2e-client"))
+        .arg(&sup.agent_socket)
+        .arg(token)
+        .args(args)
+        .uid(uid)
+        .gid(gid)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "e2e-client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A session of `uid` in a fresh workspace of theirs; run_bash `command`
+/// returns the result's JSON.
+struct UserSession<'a> {
+    sup: &'a Supervisor,
+    uid: u32,
+    gid: u32,
+    token: String,
+    ws: std::path::PathBuf,
+}
+
+impl<'a> UserSession<'a> {
+    fn open(sup: &'a Supervisor, uid: u32, gid: u32, name: &str) -> UserSession<'a> {
+        let ws = sup.dirs.workspace(name, uid);
+        let line = client_as(
+            sup,
+            uid,
+            gid,
+            "-",
+            &["open", ws.to_str().unwrap(), "dangerouslySkipPermissions"],
+        );
+        let token = line
+            .strip_prefix("OK ")
+            .and_then(|r| r.split_whitespace().nth(1))
+            .unwrap_or_else(|| panic!("open: {line}"))
+            .to_string();
+        UserSession {
+            sup,
+            uid,
+            gid,
+            token,
+            ws,
+        }
+    }
+
+    fn bash(&self, command: &str) -> serde_json::Value {
+        let args = serde_json::json!({ "command": command, "timeout_s": 30 }).to_string();
+        let line = client_as(
+            self.sup,
+            self.uid,
+            self.gid,
+            &self.token,
+            &["call", "run_bash", &args],
+        );
+        let json = line
+            .strip_prefix("OK ")
+            .unwrap_or_else(|| panic!("run_bash {command}: {line}"));
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// The command's output; it must have run and exited 0.
+    fn ok(&self, command: &str) -> String {
+        let r = self.bash(command);
+        assert!(r["ok"] == true && r["exit_code"] == 0, "{command}: {r}");
+        r["output"].as_str().unwrap().to_string()
+    }
+}
+
+/// Everything the owner's environment gives a session: HOME at their home
+/// path, private and writable; TMPDIR; PATH with their toolchain; a crate
+/// built with their rustup toolchain; git commits with their identity
+/// (nothing else of their git config); their credential file inside a
+/// shown toolchain directory still hidden; the rest of their home absent;
+/// the toolchains read-only.
+fn the_owners_environment(sup: &Supervisor, owner: &Owner, what: &str) {
+    let s = UserSession::open(sup, owner.uid, owner.gid, &format!("ws-{what}"));
+    let h = owner.home.display().to_string();
+    let out = s.ok("echo \"home=$HOME tmp=$TMPDIR\"; echo \"path=$PATH\"; command -v cargo");
+    assert!(
+        out.contains(&format!("home={h} tmp=/tmp\n")),
+        "{what}: {out}"
+    );
+    assert!(out.contains(&format!("{h}/.cargo/bin")), "{what}: {out}");
+    assert!(
+        out.ends_with(&format!("{h}/.cargo/bin/cargo\n")),
+        "{what}: {out}"
+    );
+    // A command may set PATH for itself inside the sandbox.
+    let out = s.ok("export PATH=$HOME/.cargo/bin:/usr/bin:/bin; cargo --version");
+    assert!(out.starts_with("cargo "), "{what}: {out}");
+    let out = s.ok(
+        "cargo new --vcs none --quiet hello && cd hello && cargo build --offline --quiet 2>&1 && ./target/debug/hello",
+    );
+    assert!(out.ends_with("Hello, world!\n"), "{what}: {out}");
+    let out = s.ok(
+        "cd $TMPDIR && git init -q r && cd r && echo a > f && git add f && git commit -qm first && git log --format='%an <%ae>' && git config --get core.hooksPath || echo no-hooks-path",
+    );
+    assert!(
+        out.contains(&format!(
+            "Dev Owner {} <{}@example.invalid>\n",
+            owner.name, owner.name
+        )) && out.ends_with("no-hooks-path\n"),
+        "{what}: {out}"
+    );
+    // The home is private and writable; the toolchains are read-only; the
+    // rest of the host's home is not there; a credential path in a shown
+    // directory is masked. In a script: the policy does not read inside
+    // it, so what stops it is the sandbox.
+    std::fs::write(
+        s.ws.join("probe.sh"),
+        "echo mine > \"$HOME/.scratch\" && cat \"$HOME/.scratch\"\n\
+         touch \"$HOME/.cargo/bin/planted\" 2>/dev/null || echo toolchain-read-only\n\
+         cat \"$HOME/.config/tool/settings\"\n\
+         cat \"$HOME/.config/gh/hosts.yml\" 2>/dev/null\n\
+         ls \"$HOME/notes.txt\" 2>/dev/null || echo notes-absent\n",
+    )
+    .unwrap();
+    let out = s.ok("bash probe.sh");
+    assert_eq!(
+        out, "mine\ntoolchain-read-only\nshown\nnotes-absent\n",
+        "{what}"
+    );
+    assert!(!out.contains(SECRET), "{what}: {out}");
+    assert!(
+        !owner.home.join(".scratch").exists() && !owner.home.join(".cargo/bin/planted").exists()
+    );
+}
+
+const OWNER_CONFIG: &str = r#"
+[sandbox]
+run_timeout_s = 30
+max_run_timeout_s = 60
+toolchain_dirs = [".cargo/bin", ".rustup", ".config"]
+
+[session]
+output_cap_bytes = 100000
+
+[llm]
+provider = "script"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_root_owners_toolchain_identity_and_home_natively() {
+    if !root_or_skip("a_non_root_owners_toolchain_identity_and_home_natively") {
+        return;
+    }
+    let owner = Owner::create("n");
+    let sup = Supervisor::builder().config(OWNER_CONFIG).start();
+    the_owners_environment(&sup, &owner, "native");
+}
+
+/// On Docker (the full image: no C linker, so no crate is linked there):
+/// HOME is the owner's path, private and writable; their rustup toolchain
+/// is there read-only and runs; a toolchain directory holding a credential
+/// path is left out (Docker cannot mask inside a bind); the rest of their
+/// home is absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_root_owners_toolchain_and_home_on_docker() {
+    let test = "a_non_root_owners_toolchain_and_home_on_docker";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let owner = Owner::create("d");
+    let config = OWNER_CONFIG.replace(
+        "[sandbox]\n",
+        &format!(
+            "[sandbox]\nbackend = \"docker\"\nimage = \"{}\"\n",
+            full_image()
+        ),
+    );
+    let sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .start();
+    let s = UserSession::open(&sup, owner.uid, owner.gid, "ws-docker");
+    let h = owner.home.display().to_string();
+    let out = s.ok("echo \"home=$HOME tmp=$TMPDIR\"; cargo --version; rustc --version");
+    assert!(
+        out.starts_with(&format!("home={h} tmp=/tmp\ncargo ")),
+        "{out}"
+    );
+    assert!(out.contains("\nrustc "), "{out}");
+    std::fs::write(
+        s.ws.join("probe.sh"),
+        "echo mine > \"$HOME/.scratch\" && cat \"$HOME/.scratch\"\n\
+         touch \"$HOME/.cargo/bin/planted\" 2>/dev/null || echo toolchain-read-only\n\
+         cat \"$HOME/.config/gh/hosts.yml\" 2>/dev/null || echo credential-absent\n\
+         ls \"$HOME/notes.txt\" 2>/dev/null || echo notes-absent\n",
+    )
+    .unwrap();
+    let out = s.ok("sh probe.sh");
+    assert_eq!(
+        out,
+        "mine\ntoolchain-read-only\ncredential-absent\nnotes-absent\n"
+    );
+    assert!(!owner.home.join(".scratch").exists());
+}
+
+/// A root owner: their own toolchain (this machine's /root/.rustup) builds
+/// a crate in the native sandbox; HOME is /root's private stand-in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_owners_toolchain_builds_a_crate_natively() {
+    if !root_or_skip("a_root_owners_toolchain_builds_a_crate_natively") {
+        return;
+    }
+    if !std::path::Path::new("/root/.cargo/bin/cargo").exists() {
+        panic!("this test needs root's rustup toolchain in /root/.cargo and /root/.rustup");
+    }
+    let sup = Supervisor::builder().config(OWNER_CONFIG).start();
+    let s = open(&sup, "ws-root").await;
+    let r = bash(
+        &sup,
+        &s.token,
+        "echo \"home=$HOME\"; cargo new --vcs none --quiet hello && cd hello && cargo build --offline --quiet 2>&1 && ./target/debug/hello",
+        Some(60),
+    )
+    .await;
+    assert!(r.ok && r.exit_code == Some(0), "{r:?}");
+    assert!(
+        r.output.starts_with("home=/root\n") && r.output.ends_with("Hello, world!\n"),
+        "{r:?}"
+    );
+}

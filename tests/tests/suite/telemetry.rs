@@ -742,9 +742,7 @@ fn an_https_collector_is_reached_over_tls_with_the_configured_ca() {
     let r = agent_call(&sup, &ws, "read_file", r#"{"path":"a.txt"}"#);
     assert_eq!(r["ok"], true, "{r}");
     rx.wait_for("a decision over TLS", |got| {
-        got.logs
-            .iter()
-            .any(|l| l.name == "tollgate.tool_decision")
+        got.logs.iter().any(|l| l.name == "tollgate.tool_decision")
     });
     drop(sup);
 

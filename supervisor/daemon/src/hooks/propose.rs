@@ -96,6 +96,7 @@ async fn plan(sup: &Arc<Supervisor>, session: &Arc<Session>, search: ClientSearc
         protected: sup.protected_paths(),
         read_files: session.read_files(),
         repo: session.repo.clone(),
+        sandbox: tollgate_gate::Host::sandbox_view(sup.as_ref(), session),
     };
     tokio::task::spawn_blocking(move || clients::plan_search(&search, &ctx, &RealFs, &RealWalk))
         .await

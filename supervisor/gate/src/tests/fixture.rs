@@ -110,6 +110,7 @@ impl Host for TestHost {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            private_home: None,
             wall: false,
             image: None,
             extra_ca: None,

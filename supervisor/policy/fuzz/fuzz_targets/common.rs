@@ -91,6 +91,7 @@ pub fn ctx(mode: Mode) -> Context {
         protected: vec![PathBuf::from("/etc/tollgate")],
         read_files: BTreeSet::new(),
         repo: Vec::new(),
+        sandbox: None,
     }
 }
 

@@ -389,6 +389,7 @@ mod tests {
             protected: vec!["/w/.tollgate-audit".into()],
             read_files: BTreeSet::new(),
             repo: Vec::new(),
+            sandbox: None,
         }
     }
 

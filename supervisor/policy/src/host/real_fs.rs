@@ -105,6 +105,7 @@ mod tests {
             protected: vec![],
             read_files: BTreeSet::new(),
             repo: Vec::new(),
+            sandbox: None,
         };
         let call = |tool: &str, args: serde_json::Value| ToolCall {
             tool: tool.into(),

@@ -481,11 +481,17 @@ impl Walker<'_> {
 
     fn declare(&mut self, words: &[Word]) {
         for w in &words[1..] {
-            if let Some((var, _)) = w.text.split_once('=')
-                && lists::is_dangerous_var(var.trim_end_matches('+'))
-                && self.dangerous_var(var.trim_end_matches('+'))
-            {
-                return;
+            if let Some((var, value)) = w.text.split_once('=') {
+                if lists::is_dangerous_var(var.trim_end_matches('+'))
+                    && self.dangerous_var(var.trim_end_matches('+'))
+                {
+                    return;
+                }
+                let value = Word {
+                    text: value.to_string(),
+                    ..w.clone()
+                };
+                self.set_known_var(var, Some(&value));
             }
         }
     }
@@ -493,7 +499,7 @@ impl Walker<'_> {
     fn cd(&mut self, words: &[Word]) {
         let i = after_options(words, 1, &[]);
         let cwd = match words.get(i) {
-            None => Some(self.sc.home.to_path_buf()),
+            None => self.home_str.as_ref().map(PathBuf::from),
             Some(w) if w.dynamic || w.glob || w.text == "-" => None,
             Some(w) => Some(lexical_join(self.base(), &w.text)),
         };
@@ -505,8 +511,14 @@ impl Walker<'_> {
         lexical_join(self.base(), text)
     }
 
-    fn under_private_tmp(p: &Path) -> bool {
-        p.starts_with("/tmp") && p != Path::new("/tmp")
+    /// A place outside the workspace a command may write: in the sandbox,
+    /// its TMPDIR and private HOME (not the read-only toolchains); on the
+    /// host, beneath /tmp as before.
+    fn under_private_tmp(&self, p: &Path) -> bool {
+        match self.sc.sandbox {
+            Some(v) => v.writable(p),
+            None => p.starts_with("/tmp") && p != Path::new("/tmp"),
+        }
     }
 
     /// Credential and protected paths: refused for any access. `raw` is the
@@ -560,7 +572,7 @@ impl Walker<'_> {
         }
         let shown = || show(w.raw());
         let Ok(rel) = p.strip_prefix(self.sc.workspace) else {
-            if Self::under_private_tmp(&p) {
+            if self.under_private_tmp(&p) {
                 return;
             }
             let computed = if w.tree != Tree::No {
@@ -576,7 +588,7 @@ impl Walker<'_> {
             self.deny(
                 "floor:path-scope",
                 format!(
-                    "{what} writes to {}{computed}, outside the workspace; commands may only write inside the workspace and the sandbox's private /tmp.",
+                    "{what} writes to {}{computed}, outside the workspace; commands may only write inside the workspace, the sandbox's private /tmp and its private home (not the toolchains shown read-only there).",
                     show(&p.to_string_lossy())
                 ),
             );
@@ -606,7 +618,7 @@ impl Walker<'_> {
             && let Some(real) = paths::follow_inside(self.sc.workspace, rel, self.sc.fs)
             && real != p
             && !real.starts_with(self.sc.workspace)
-            && !Self::under_private_tmp(&real)
+            && !self.under_private_tmp(&real)
         {
             self.deny(
                 "floor:path-scope",
@@ -835,7 +847,7 @@ impl Walker<'_> {
             return None;
         }
         let Ok(rel) = p.strip_prefix(self.sc.workspace) else {
-            if Self::under_private_tmp(&p) {
+            if self.under_private_tmp(&p) {
                 return None;
             }
             self.deny(

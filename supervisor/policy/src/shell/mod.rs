@@ -65,6 +65,10 @@ pub(crate) struct ShellCtx<'a> {
     pub collect: bool,
     /// The dangerous patterns this host lifted (`[policy] lift_patterns`).
     pub lifted: patterns::PatternSet,
+    /// The sandbox the command runs in: HOME and TMPDIR as it sets them,
+    /// what is writable there. `None`: it runs on the host (a client's
+    /// shell with `[clients] route_shell = false`), judged as before.
+    pub sandbox: Option<&'a crate::sandbox_env::SandboxView>,
     /// `[network]` is configured: network clients are not refused by name
     /// (the network wall decides where they connect).
     pub network_wall: bool,
@@ -130,7 +134,11 @@ struct Walker<'a> {
     /// The working directory is known and not the workspace (`cd /etc`):
     /// a bare name like `shadow` is a path there.
     elsewhere: bool,
-    home_str: String,
+    /// `$HOME` and `~` as the command sees them: the sandbox's HOME, until
+    /// the command sets it (`None`: set to something not known here).
+    home_str: Option<String>,
+    /// `$TMPDIR`, likewise (`None` on the host, where it is not known).
+    tmp_str: Option<String>,
     /// Functions whose bodies are being walked (fork-bomb detection).
     functions: Vec<String>,
     /// Inside a pipeline of several commands or a background job.
@@ -171,7 +179,13 @@ impl<'a> Walker<'a> {
             cwd: Some(sc.workspace.to_path_buf()),
             cwd_str: sc.workspace.to_string_lossy().into_owned(),
             elsewhere: false,
-            home_str: sc.home.to_string_lossy().into_owned(),
+            home_str: Some(
+                sc.sandbox
+                    .map_or(sc.home, |v| v.home.as_path())
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            tmp_str: sc.sandbox.map(|v| v.tmpdir.to_string_lossy().into_owned()),
             functions: Vec::new(),
             concurrent: 0,
             endless: 0,
@@ -551,6 +565,31 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// What expansions resolve to here.
+    fn env(&self) -> Env<'_> {
+        Env {
+            home: self.home_str.as_deref(),
+            tmpdir: self.tmp_str.as_deref(),
+            pwd: self.cwd.is_some().then_some(self.cwd_str.as_str()),
+            cwd: &self.cwd_str,
+            positional: self.positional.as_ref(),
+        }
+    }
+
+    /// The command sets `HOME` or `TMPDIR` for the rest of its line (a
+    /// plain assignment, `export`, `declare`): later expansions take the
+    /// value when it is literal, and are unknown otherwise.
+    pub(super) fn set_known_var(&mut self, name: &str, value: Option<&Word>) {
+        let v = value
+            .filter(|w| !w.dynamic && !w.glob)
+            .map(|w| w.text.clone());
+        match name {
+            "HOME" => self.home_str = v,
+            "TMPDIR" => self.tmp_str = v,
+            _ => {}
+        }
+    }
+
     /// Evaluates a word; its command substitutions are walked as programs.
     fn word(&mut self, raw: &str) -> Option<Word> {
         let mut w = Word::default();
@@ -561,11 +600,7 @@ impl<'a> Walker<'a> {
     /// cannot be parsed.
     fn word_into(&mut self, raw: &str, out: &mut Word) -> bool {
         let mut subs = Vec::new();
-        let env = Env {
-            home: &self.home_str,
-            cwd: &self.cwd_str,
-            positional: self.positional.as_ref(),
-        };
+        let env = self.env();
         match words::eval_into(raw, &env, &mut subs, out) {
             Ok(()) => {
                 for s in subs {
@@ -602,7 +637,11 @@ impl<'a> Walker<'a> {
                         return;
                     }
                 }
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => self.assignment(a),
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
+                    // Alone it sets the shell's variable; before a command,
+                    // only that command's environment.
+                    self.assignment(a, s.word_or_name.is_none());
+                }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
                     self.subshell(&sub.list);
                 }
@@ -691,7 +730,7 @@ impl<'a> Walker<'a> {
         true
     }
 
-    fn assignment(&mut self, a: &ast::Assignment) {
+    fn assignment(&mut self, a: &ast::Assignment, standalone: bool) {
         let name = match &a.name {
             ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n,
         };
@@ -700,7 +739,10 @@ impl<'a> Walker<'a> {
         }
         match &a.value {
             ast::AssignmentValue::Scalar(w) => {
-                let _ = self.word(&w.value);
+                let value = self.word(&w.value);
+                if standalone {
+                    self.set_known_var(name, value.as_ref());
+                }
             }
             ast::AssignmentValue::Array(items) => {
                 for (k, v) in items {
@@ -714,9 +756,16 @@ impl<'a> Walker<'a> {
     }
 
     /// Setting a variable that changes which programs run. `PATH` is the
-    /// `path-change` pattern (a host may lift it); the loader's and the
-    /// shell's start-up variables never are. True when refused.
+    /// `path-change` pattern (a host may lift it) where the command runs on
+    /// the host; in the sandbox a command may set it for itself: what it
+    /// finds there is only what the sandbox shows, as with any script it
+    /// runs (docs/THREAT_MODEL.md, "The sandbox's environment"). The
+    /// loader's and the shell's start-up variables, and git's
+    /// command-running ones, are never set. True when refused.
     fn dangerous_var(&mut self, name: &str) -> bool {
+        if name == "PATH" && self.sc.sandbox.is_some() {
+            return false;
+        }
         let reason = format!(
             "setting `{name}` changes which programs later commands run, so it is refused. Run the commands without changing {name} (call a program by its path if needed)."
         );
@@ -864,11 +913,7 @@ impl<'a> Walker<'a> {
     ) -> Stdin {
         if doc.requires_expansion {
             let mut subs = Vec::new();
-            let env = Env {
-                home: &self.home_str,
-                cwd: &self.cwd_str,
-                positional: self.positional.as_ref(),
-            };
+            let env = self.env();
             if let Err(e) = words::heredoc_subs(&doc.doc.value, &env, &mut subs) {
                 self.deny(
                     "floor:unparseable",

@@ -63,6 +63,32 @@ fn run_patterns(
     lifted: &[&str],
     patterns: super::patterns::PatternSet,
 ) -> Report {
+    run_where(cmd, extra, lifted, patterns, None)
+}
+
+/// As the sandbox of an owner whose home is /home/u, with `.rustup` shown
+/// read-only in it, runs the command.
+fn in_sandbox(cmd: &str) -> Report {
+    let view = crate::sandbox_env::SandboxView::of(
+        Some(Path::new("/home/u")),
+        vec![PathBuf::from("/home/u/.rustup")],
+    );
+    run_where(
+        cmd,
+        &[],
+        &[],
+        super::patterns::PatternSet::default(),
+        Some(&view),
+    )
+}
+
+fn run_where(
+    cmd: &str,
+    extra: &[&str],
+    lifted: &[&str],
+    patterns: super::patterns::PatternSet,
+    sandbox: Option<&crate::sandbox_env::SandboxView>,
+) -> Report {
     let extra: lists::NameSet = extra.iter().map(|s| s.to_string()).collect();
     let allowed: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
     let fs = fs();
@@ -76,6 +102,7 @@ fn run_patterns(
         fs: &fs,
         collect: true,
         lifted: patterns,
+        sandbox,
         network_wall: false,
     };
     analyze(cmd, &sc)
@@ -99,6 +126,7 @@ fn network_clients_are_left_to_the_network_wall_when_network_is_configured() {
             collect: true,
             lifted: super::patterns::PatternSet::default(),
             network_wall: on,
+            sandbox: None,
         };
         analyze(cmd, &sc).deny.map(|f| (f.rule, f.reason))
     };
@@ -785,4 +813,55 @@ fn every_seed_pattern_is_refused_by_default_and_liftable() {
             .map(|f| f.rule),
         Some("floor:denied-binary".to_string())
     );
+}
+
+/// In the sandbox, `~`, `$HOME`, `$TMPDIR` and `$PWD` are what the sandbox
+/// sets them to: paths built from them resolve instead of being refused as
+/// partly known, and writes into the private home and /tmp are the
+/// sandbox's business; a command may set PATH and HOME for itself. On the
+/// host (a client's shell not routed) the floor stays as it was.
+#[test]
+fn the_sandbox_environment_is_judged_as_the_sandbox_sets_it() {
+    for ok in [
+        "echo x > $TMPDIR/out",
+        "echo x > \"${TMPDIR}/out\"",
+        "mkdir -p $HOME/.cache/x && echo y > ~/.cache/x/f",
+        "echo cfg > ~/.gitconfig",
+        "echo x > $PWD/inside.txt",
+        "cd src && echo x > $PWD/inside.txt",
+        "export PATH=$HOME/.cargo/bin:$PATH; cargo build",
+        "PATH=/home/u/.local/bin:$PATH make",
+        "HOME=/tmp/h git config --global user.name x",
+        "export HOME=/tmp/h2; echo x > ~/f",
+    ] {
+        let r = in_sandbox(ok);
+        assert_eq!(r.deny, None, "{ok}");
+    }
+    for (bad, rule) in [
+        ("echo x > ~/.rustup/settings.toml", "floor:path-scope"),
+        ("cat ~/.ssh/id_rsa", "floor:credential-path"),
+        ("echo x > /etc/motd", "floor:dangerous-pattern"),
+        (
+            "export HOME=/etc; echo x > ~/motd",
+            "floor:dangerous-pattern",
+        ),
+        ("HOME=$(pwd)/x; echo x > ~/f", "floor:path-scope"),
+        ("LD_PRELOAD=/tmp/x.so ls", "floor:dangerous-pattern"),
+        ("echo x > $PWD/../outside", "floor:path-scope"),
+    ] {
+        let r = in_sandbox(bad);
+        assert_eq!(
+            r.deny.as_ref().map(|d| d.rule.as_str()),
+            Some(rule),
+            "{bad}: {r:?}"
+        );
+    }
+    // On the host the old floor holds.
+    for bad in [
+        "echo x > $TMPDIR/out",
+        "export PATH=$HOME/.cargo/bin:$PATH",
+        "echo x > ~/.gitconfig",
+    ] {
+        assert!(run(bad).deny.is_some(), "{bad}");
+    }
 }

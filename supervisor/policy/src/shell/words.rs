@@ -1,7 +1,8 @@
 //! Shell words: what bash would make of one word before running it.
 //!
-//! Quotes are removed, escapes and `$'…'` decoded, `~` and `$HOME` expanded
-//! to the session owner's home. Any other expansion is unknown at check time:
+//! Quotes are removed, escapes and `$'…'` decoded, `~`, `$HOME`, `$TMPDIR`
+//! and `$PWD` expanded to what the sandbox sets them to (docs/THREAT_MODEL.md,
+//! "The sandbox's environment"). Any other expansion is unknown at check time:
 //! it is dropped from the text and the word is marked `dynamic`. Command
 //! substitutions found anywhere in the word (even inside `${X:-$(…)}`) are
 //! handed back so they are analysed as commands of their own.
@@ -86,9 +87,14 @@ impl Word {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WordError(pub String);
 
-/// What expansions may be resolved to.
+/// What expansions may be resolved to: HOME, TMPDIR and PWD as the
+/// sandbox sets them when the command runs there (`None`: not known here,
+/// say after the command set one to a computed value).
 pub(crate) struct Env<'a> {
-    pub home: &'a str,
+    pub home: Option<&'a str>,
+    pub tmpdir: Option<&'a str>,
+    /// `$PWD`: the working directory, when known.
+    pub pwd: Option<&'a str>,
     pub cwd: &'a str,
     /// `$1`… when a `sh -c` script was given arguments.
     pub positional: Option<&'a Positional>,
@@ -281,7 +287,10 @@ fn pieces_into(
                 pieces_into(inner, true, env, subs, w)?;
             }
             WordPiece::TildeExpansion(t) => match t {
-                TildeExpr::Home => w.text.push_str(env.home),
+                TildeExpr::Home => match env.home {
+                    Some(h) => w.text.push_str(h),
+                    None => w.dynamic = true,
+                },
                 TildeExpr::UserHome(user) => {
                     if user == "root" {
                         w.text.push_str("/root");
@@ -296,8 +305,14 @@ fn pieces_into(
                 | TildeExpr::NthDirFromBottomOfDirStack { .. } => w.dynamic = true,
             },
             WordPiece::ParameterExpansion(expr) => {
-                if is_home(expr) {
-                    w.text.push_str(env.home);
+                if let Some(known) = known_var(expr, env) {
+                    match known {
+                        Some(v) => w.text.push_str(v),
+                        None => {
+                            w.splits |= !quoted;
+                            w.dynamic = true;
+                        }
+                    }
                 } else if let Some(p) = env.positional
                     && let Some(arg) = positional_arg(expr)
                 {
@@ -409,15 +424,23 @@ fn push_positional(p: &Positional, arg: Arg, quoted: bool, w: &mut Word) {
     w.glob |= v.glob || (!quoted && has_pattern(&v.text));
 }
 
-fn is_home(expr: &ParameterExpr) -> bool {
+/// `$HOME`, `$TMPDIR` or `$PWD` alone: `Some` with its value (`None`
+/// inside when not known here); `None` for any other expansion.
+fn known_var<'e>(expr: &ParameterExpr, env: &Env<'e>) -> Option<Option<&'e str>> {
     use brush_parser::word::Parameter;
-    matches!(
-        expr,
-        ParameterExpr::Parameter {
-            parameter: Parameter::Named(n),
-            indirect: false,
-        } if n == "HOME"
-    )
+    let ParameterExpr::Parameter {
+        parameter: Parameter::Named(n),
+        indirect: false,
+    } = expr
+    else {
+        return None;
+    };
+    match n.as_str() {
+        "HOME" => Some(env.home),
+        "TMPDIR" => Some(env.tmpdir),
+        "PWD" => Some(env.pwd),
+        _ => None,
+    }
 }
 
 /// The word-like strings inside a parameter expansion.
@@ -604,7 +627,9 @@ mod tests {
 
     fn ev(raw: &str) -> (Word, Vec<String>) {
         let env = Env {
-            home: "/home/u",
+            home: Some("/home/u"),
+            tmpdir: Some("/tmp"),
+            pwd: None,
             cwd: "/w",
             positional: None,
         };
@@ -665,7 +690,9 @@ mod tests {
             ],
         };
         let env = Env {
-            home: "/home/u",
+            home: Some("/home/u"),
+            tmpdir: Some("/tmp"),
+            pwd: None,
             cwd: "/w",
             positional: Some(&p),
         };
@@ -703,7 +730,9 @@ mod tests {
     #[test]
     fn the_quote_fast_path_agrees_with_the_word_parser() {
         let env = Env {
-            home: "/home/u",
+            home: Some("/home/u"),
+            tmpdir: Some("/tmp"),
+            pwd: None,
             cwd: "/w",
             positional: None,
         };

@@ -129,6 +129,7 @@ fn ctx(workspace: &Path, mode: Mode) -> Context {
         protected: vec![],
         read_files: BTreeSet::new(),
         repo: Vec::new(),
+        sandbox: None,
     }
 }
 

@@ -60,6 +60,7 @@ fn decide_in(command: String, mode: Mode) -> Decision {
                 protected: vec![],
                 read_files: BTreeSet::new(),
                 repo: Vec::new(),
+                sandbox: None,
             };
             let call = ToolCall {
                 tool: "run_bash".to_string(),

@@ -313,6 +313,7 @@ fn ctx(mode: Mode) -> Context {
         protected: vec![PathBuf::from("/etc/tollgate")],
         read_files: BTreeSet::new(),
         repo: Vec::new(),
+        sandbox: None,
     }
 }
 

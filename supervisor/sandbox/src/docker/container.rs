@@ -218,10 +218,22 @@ fn host_config(
     // /tmp: private, sized, counted against the memory limit. Not noexec: the
     // workspace is writable and executable anyway, and build tools and test
     // runners execute from /tmp.
-    let tmpfs = HashMap::from([(
+    let mut tmpfs = HashMap::from([(
         "/tmp".to_string(),
         format!("rw,nosuid,nodev,size={}m,mode=1777", l.tmp_mb),
     )]);
+    // The private home (docs/THREAT_MODEL.md, "The sandbox's environment"):
+    // empty, the session's, sized like /tmp; its toolchains are read-only
+    // binds beneath it (docker.rs), which the engine mounts after it.
+    if let Some(h) = &spec.private_home {
+        tmpfs.insert(
+            utf8(&h.path)?.to_string(),
+            format!(
+                "rw,nosuid,nodev,size={}m,mode=0700,uid={},gid={}",
+                l.tmp_mb, spec.uid, spec.gid
+            ),
+        );
+    }
     Ok(HostConfig {
         network_mode: Some("none".to_string()),
         // Forwarded egress: the allowed names point at the listeners the
@@ -334,6 +346,7 @@ mod tests {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            private_home: None,
             wall: false,
             image: None,
             extra_ca: None,

@@ -145,6 +145,7 @@ async fn probe_in(
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        private_home: None,
         wall: false,
         image: None,
         extra_ca: None,

@@ -334,12 +334,17 @@ fn restrict(
         binds: &cfg.binds,
         rootless: cfg.rootless,
         hosts: cfg.egress.as_ref().map(crate::Egress::hosts_file),
+        home: cfg.private_home.as_ref().map(|h| (h, (cfg.uid, cfg.gid))),
         resolv: cfg.wall.then(crate::wall::resolv_conf),
         extra_ca: cfg.extra_ca.clone(),
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;
-    let prepared = landlock::prepare(&cfg.workspace, &cfg.hidden)?;
+    let prepared = landlock::prepare(
+        &cfg.workspace,
+        cfg.private_home.as_ref().map(|h| h.path.as_path()),
+        &cfg.hidden,
+    )?;
     // Above the workspace, listed now: a command's Landlock lets it list
     // only what it may read.
     let links =

@@ -12,7 +12,8 @@
 //! | /dev | list |
 //! | /dev/{null,zero,full,random,urandom,tty} | read, write (+ ioctl for tty) |
 //! | /dev/pts | read, write, list, ioctl |
-//! | the workspace, /tmp, /dev/shm | everything except making char/block devices |
+//! | the workspace, /tmp, /dev/shm, the private home (its toolchains read-only mounts) | everything except making char/block devices |
+//! | network | nothing: every TCP bind and connect is denied; with forwarded egress (`agent mcp-gateway --allow-net`), TCP connect to exactly the forwarded ports (the only things listening on them are the supervisor's listeners in the sandbox's own network namespace); bind stays denied |
 //!
 //! TCP bind and connect are not handled: the sandbox's own network
 //! namespace is the wall (docs/THREAT_MODEL.md "Network"). Its only device
@@ -224,7 +225,12 @@ impl Builder {
 
 /// Builds the ruleset in the sandbox's own view (call after pivot_root,
 /// before dropping privileges: listing /etc needs no rights afterwards).
-pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, SetupError> {
+/// `home`: the private home, writable like /tmp.
+pub(crate) fn prepare(
+    workspace: &Path,
+    home: Option<&Path>,
+    hidden: &[PathBuf],
+) -> Result<Prepared, SetupError> {
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(TARGET_ABI))
@@ -258,7 +264,10 @@ pub(crate) fn prepare(workspace: &Path, hidden: &[PathBuf]) -> Result<Prepared, 
         }
     }
     grant_system(&mut b)?;
-    for p in [Path::new("/tmp"), Path::new("/dev/shm"), workspace] {
+    // The private home: its toolchains are read-only mounts, its masked
+    // credential paths mode-000 files no rule reaches.
+    let writable = [Path::new("/tmp"), Path::new("/dev/shm"), workspace];
+    for p in writable.into_iter().chain(home) {
         if !b.grant(p, rw_all(), rw_all() & AccessFs::from_file(TARGET_ABI))? {
             return Err(err(p.display(), "missing in the sandbox view"));
         }

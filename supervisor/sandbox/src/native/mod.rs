@@ -23,6 +23,7 @@ mod cgroup;
 mod credentials;
 mod exec;
 mod helper;
+mod home;
 mod init;
 mod landlock;
 mod mounts;
@@ -241,6 +242,7 @@ impl NativeBackend {
                 .collect(),
             binds: plan.binds,
             egress: spec.egress.clone(),
+            private_home: spec.private_home.clone(),
             wall: spec.wall,
             extra_ca: spec.extra_ca.clone(),
         };

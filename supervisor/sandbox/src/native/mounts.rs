@@ -71,8 +71,8 @@ const PROC_MASKED: &[&str] = &[
 /// private mount namespace only).
 const NEW_ROOT: &str = "/tmp";
 
-const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-const RESOLVE_BENEATH: u64 = 0x08;
+pub(super) const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+pub(super) const RESOLVE_BENEATH: u64 = 0x08;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 pub(crate) struct MountPlan<'a> {
@@ -87,6 +87,8 @@ pub(crate) struct MountPlan<'a> {
     /// The whole `/etc/hosts` the sandbox sees, when it has forwarded
     /// egress (names → the listeners' addresses); the host's otherwise.
     pub hosts: Option<String>,
+    /// The private home ([`super::home`]) and its owner (uid, gid).
+    pub home: Option<(&'a crate::PrivateHome, (u32, u32))>,
     /// The whole `/etc/resolv.conf`, when the network wall serves its DNS
     /// stub in the sandbox (`crate::wall`); the host's otherwise.
     pub resolv: Option<String>,
@@ -95,19 +97,23 @@ pub(crate) struct MountPlan<'a> {
     pub extra_ca: Option<String>,
 }
 
-fn err(step: &'static str, what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
+pub(super) fn err(
+    step: &'static str,
+    what: impl std::fmt::Display,
+    e: impl std::fmt::Display,
+) -> SetupError {
     SetupError {
         step,
         detail: format!("{what}: {e}"),
     }
 }
 
-fn cpath(p: &Path) -> Result<CString, SetupError> {
+pub(super) fn cpath(p: &Path) -> Result<CString, SetupError> {
     CString::new(p.as_os_str().as_bytes())
         .map_err(|_| err("mounts", p.display(), "path contains a NUL byte"))
 }
 
-fn tmpfs(target: &Path, flags: MsFlags, data: &str) -> Result<(), SetupError> {
+pub(super) fn tmpfs(target: &Path, flags: MsFlags, data: &str) -> Result<(), SetupError> {
     mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(data))
         .map_err(|e| err("mounts", format!("mount tmpfs on {}", target.display()), e))
 }
@@ -182,7 +188,7 @@ fn open_dir_nofollow(dirfd: i32, rel: &Path, resolve: u64) -> io::Result<OwnedFd
 
 /// Walks `rel` beneath `root`, creating missing directories (mode 0755), and
 /// returns an `O_PATH` fd of the last one. Refuses symlinks on the way.
-fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
+pub(super) fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
     let mut cur = root
         .try_clone()
         .map_err(|e| err("mounts", "dup root fd", e))?;
@@ -240,7 +246,7 @@ fn ensure_dirs(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, SetupError> {
     Ok(cur)
 }
 
-fn rel_of(p: &Path) -> &Path {
+pub(super) fn rel_of(p: &Path) -> &Path {
     p.strip_prefix("/").unwrap_or(p)
 }
 
@@ -283,6 +289,10 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     build_dev(new, plan)?;
     mount_proc(new)?;
     make_tmp_and_run(new, plan)?;
+    if let Some((home, owner)) = plan.home {
+        // Before the workspace, which may lie in it.
+        super::home::build(new, home, owner, plan.tmp_mb)?;
+    }
     let new_root_fd = attach_workspace(new, plan, taken.tree, taken.binds)?;
     mask_hidden_paths(new, &new_root_fd, plan)?;
     pivot_into(new)?;

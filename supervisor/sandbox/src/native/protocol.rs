@@ -52,6 +52,9 @@ pub(crate) struct InitConfig {
     /// `/etc/hosts` maps the names. `None`: every TCP connect is denied.
     #[serde(default)]
     pub egress: Option<crate::Egress>,
+    /// The private home HOME names ([`crate::PrivateHome`]); `None`: /tmp.
+    #[serde(default)]
+    pub private_home: Option<crate::PrivateHome>,
     /// The network wall is served in the sandbox's namespace: its own
     /// `/etc/resolv.conf` names the DNS stub.
     #[serde(default)]

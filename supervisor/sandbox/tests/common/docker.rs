@@ -138,6 +138,7 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        private_home: None,
         wall: false,
         image: None,
         extra_ca: None,

@@ -1,0 +1,125 @@
+//! Step 3b: the private home (docs/THREAT_MODEL.md, "The sandbox's
+//! environment"). HOME inside is the owner's home path, but nothing of the
+//! host's home is there: a fresh tmpfs (sized like /tmp, mode 0700, owned
+//! by the session's uid) holding `.gitconfig` with the owner's git identity
+//! and the owner's toolchain directories, each taken from the host by file
+//! descriptor without following a symlink anywhere on its path, and
+//! attached read-only, nosuid, nodev at its own path. The credential paths
+//! in them are masked afterwards with every other hidden path (mounts.rs).
+
+use std::fs;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use nix::mount::MsFlags;
+
+use super::SetupError;
+use super::mounts::{RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS, cpath, ensure_dirs, err, rel_of, tmpfs};
+use super::sys;
+use crate::PrivateHome;
+
+/// Builds the private home beneath the new root `new`, for `owner`
+/// (uid, gid), `size_mb` large.
+pub(super) fn build(
+    new: &Path,
+    home: &PrivateHome,
+    owner: (u32, u32),
+    size_mb: u64,
+) -> Result<(), SetupError> {
+    // From the host first, before anything covers the home's path.
+    let trees = take_toolchains(home)?;
+    let new_root = sys::openat2_path(libc::AT_FDCWD, &cpath(new)?, libc::O_DIRECTORY, 0)
+        .map_err(|e| err("home", "open new root", e))?;
+    let at = ensure_dirs(&new_root, rel_of(&home.path))?;
+    tmpfs(
+        &PathBuf::from(format!("/proc/self/fd/{}", at.as_raw_fd())),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("mode=0700,size={}m", size_mb.max(1)),
+    )?;
+    drop(at);
+    let dir = new.join(rel_of(&home.path));
+    chown(&dir, owner)?;
+    if !home.gitconfig.is_empty() {
+        let f = dir.join(".gitconfig");
+        fs::write(&f, &home.gitconfig).map_err(|e| err("home", f.display(), e))?;
+        chown(&f, owner)?;
+    }
+    for (t, tree) in home.toolchains.iter().zip(trees) {
+        let Some(tree) = tree else { continue };
+        let rel = t.strip_prefix(&home.path).map_err(|_| {
+            err(
+                "home",
+                t.display(),
+                "a toolchain directory outside the home",
+            )
+        })?;
+        let target = owned_dirs(&dir, rel, owner)?;
+        sys::move_mount_fd(tree.as_fd(), target.as_fd())
+            .map_err(|e| err("home", format!("attach {}", t.display()), e))?;
+    }
+    Ok(())
+}
+
+/// Each toolchain directory as a detached read-only tree; `None` for one
+/// that is gone or no longer a plain directory (a symlink swapped in since
+/// the daemon looked is refused here, never followed).
+fn take_toolchains(home: &PrivateHome) -> Result<Vec<Option<OwnedFd>>, SetupError> {
+    let host_root = sys::openat2_path(libc::AT_FDCWD, c"/", libc::O_DIRECTORY, 0)
+        .map_err(|e| err("home", "open /", e))?;
+    let mut v = Vec::with_capacity(home.toolchains.len());
+    for t in &home.toolchains {
+        let fd = match sys::openat2_path(
+            host_root.as_raw_fd(),
+            &cpath(rel_of(t))?,
+            libc::O_NOFOLLOW | libc::O_DIRECTORY,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+        ) {
+            Ok(fd) => fd,
+            Err(_) => {
+                v.push(None);
+                continue;
+            }
+        };
+        let tree = sys::open_tree_clone(fd.as_fd(), true)
+            .map_err(|e| err("home", format!("clone {}", t.display()), e))?;
+        sys::mount_setattr_fd(
+            tree.as_fd(),
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            0,
+            true,
+        )
+        .map_err(|e| err("home", format!("{} read-only", t.display()), e))?;
+        v.push(Some(tree));
+    }
+    Ok(v)
+}
+
+/// `rel` beneath the private home `dir`, each directory made (0755) and
+/// given to the owner, so they can add beside it (`~/.local/share` next to
+/// a shown `~/.local/bin`). Returns an `O_PATH` fd of the last one.
+fn owned_dirs(dir: &Path, rel: &Path, owner: (u32, u32)) -> Result<OwnedFd, SetupError> {
+    let mut at = dir.to_path_buf();
+    for comp in rel.components() {
+        at.push(comp);
+        match fs::DirBuilder::new().mode(0o755).create(&at) {
+            Ok(()) => chown(&at, owner)?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(err("home", format!("mkdir {}", at.display()), e)),
+        }
+    }
+    let home_fd = sys::openat2_path(libc::AT_FDCWD, &cpath(dir)?, libc::O_DIRECTORY, 0)
+        .map_err(|e| err("home", dir.display(), e))?;
+    sys::openat2_path(
+        home_fd.as_raw_fd(),
+        &cpath(rel)?,
+        libc::O_NOFOLLOW | libc::O_DIRECTORY,
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+    )
+    .map_err(|e| err("home", format!("mount point {}", at.display()), e))
+}
+
+fn chown(p: &Path, (uid, gid): (u32, u32)) -> Result<(), SetupError> {
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid))
+        .map_err(|e| err("home", format!("chown {}", p.display()), e))
+}
