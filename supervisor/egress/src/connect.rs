@@ -202,7 +202,8 @@ pub(crate) async fn deliver<G: ConnectionGate>(
 }
 
 /// Records the opening, sends what the client already sent, relays both
-/// ways and records the close.
+/// ways until both are done or neither moved a byte for the idle bound,
+/// and records the close.
 pub(crate) async fn relay<G: ConnectionGate>(
     proxy: &Arc<Proxy<G>>,
     req: &ConnRequest,
@@ -221,11 +222,77 @@ pub(crate) async fn relay<G: ConnectionGate>(
     let mut stats = ConnStats::default();
     if up.stream.write_all(early).await.is_ok() {
         stats.bytes_up = early.len() as u64;
-        if let Ok((a, b)) = tokio::io::copy_bidirectional(&mut client, &mut up.stream).await {
-            stats.bytes_up += a;
-            stats.bytes_down = b;
+        let idle = proxy.limits.idle_timeout;
+        let last = Activity::new();
+        let (mut cr, mut cw) = client.split();
+        let (mut ur, mut uw) = up.stream.split();
+        let (a, b) = tokio::join!(
+            pump(&mut cr, &mut uw, &last, idle),
+            pump(&mut ur, &mut cw, &last, idle)
+        );
+        stats.bytes_up += a.0;
+        stats.bytes_down = b.0;
+        if a.1 || b.1 {
+            stats.idle_closed = Some(idle);
         }
     }
     stats.duration = started.elapsed();
     proxy.gate.closed(id, stats);
+}
+
+/// When a byte last moved either way.
+struct Activity {
+    start: Instant,
+    last_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+    fn touch(&self) {
+        let now = self.start.elapsed().as_millis() as u64;
+        self.last_ms
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn idle_for(&self) -> std::time::Duration {
+        let last = self.last_ms.load(std::sync::atomic::Ordering::Relaxed);
+        self.start
+            .elapsed()
+            .saturating_sub(std::time::Duration::from_millis(last))
+    }
+}
+
+/// Copies one direction until its end, a failure, or both directions idle
+/// for `idle`. Returns the bytes copied and whether idleness ended it.
+async fn pump<R, W>(r: &mut R, w: &mut W, last: &Activity, idle: std::time::Duration) -> (u64, bool)
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match tokio::time::timeout(idle, r.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                let _ = w.shutdown().await;
+                return (total, false);
+            }
+            Ok(Ok(n)) => {
+                if w.write_all(&buf[..n]).await.is_err() {
+                    return (total, false);
+                }
+                total += n as u64;
+                last.touch();
+            }
+            Err(_) if last.idle_for() >= idle => {
+                let _ = w.shutdown().await;
+                return (total, true);
+            }
+            Err(_) => {}
+        }
+    }
 }

@@ -276,6 +276,9 @@ impl<S: NetSink> ConnectionGate for NetworkGate<S> {
             bytes_up: s.bytes_up,
             bytes_down: s.bytes_down,
             duration_ms: millis(s.duration),
+            reason: s
+                .idle_closed
+                .map(|d| format!("closed: no byte moved either way for {} s", d.as_secs())),
             ..Self::record_of(&o.req, "close", &o.who)
         });
     }

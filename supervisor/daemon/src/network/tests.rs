@@ -232,6 +232,7 @@ fn open_and_close_are_recorded_with_the_call_and_command_and_the_host_addresses_
             bytes_up: 5,
             bytes_down: 7,
             duration: Duration::from_millis(3),
+            idle_closed: None,
         },
     );
     let l = fake.records.lock().unwrap().clone();
