@@ -27,7 +27,7 @@ use crate::reserve::ReserveStatus;
 use crate::{AuditError, SyncMode};
 
 /// One audit record's event and fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     // The supervisor log's own bookkeeping (written by this crate).
@@ -66,10 +66,18 @@ pub enum Event {
     ApprovalDecided(ApprovalDecided),
     ToolStarted(ToolStarted),
     ToolResult(ToolResult),
+    /// A background job of the session started (run_bash `background`, or
+    /// a client's routed command run in the background).
+    JobStarted(JobStarted),
+    /// A background job ended: exited, killed by `kill_job` or its client,
+    /// or ended with its session.
+    JobEnded(JobEnded),
     // The model, through the Chat proxy.
     LlmRequest(LlmRequest),
     LlmResponse(LlmResponse),
     LlmCallError(LlmCallError),
+    /// A model call the provider answered 429 or 5xx, tried again.
+    LlmRetry(LlmRetry),
     CostLimitHit(CostLimitHit),
     // Coding clients (hooks) and the MCP gateway.
     /// A client's turn ended (its Stop hook).
@@ -179,9 +187,12 @@ impl Event {
             Event::ApprovalDecided(_) => "approval_decided",
             Event::ToolStarted(_) => "tool_started",
             Event::ToolResult(_) => "tool_result",
+            Event::JobStarted(_) => "job_started",
+            Event::JobEnded(_) => "job_ended",
             Event::LlmRequest(_) => "llm_request",
             Event::LlmResponse(_) => "llm_response",
             Event::LlmCallError(_) => "llm_call_error",
+            Event::LlmRetry(_) => "llm_retry",
             Event::CostLimitHit(_) => "cost_limit_hit",
             Event::ClientTurnEnd(_) => "client_turn_end",
             Event::ClientToolResult(_) => "client_tool_result",
@@ -219,8 +230,10 @@ impl Event {
             Event::PermissionCheck(e) => Some(&e.reason),
             Event::ApprovalDecided(e) => e.reason.as_deref(),
             Event::LlmCallError(e) => Some(&e.reason),
+            Event::LlmRetry(e) => Some(&e.reason),
             Event::ClientToolResult(e) => e.reason.as_deref(),
             Event::McpServerExited(e) => Some(&e.reason),
+            Event::JobEnded(e) => Some(&e.reason),
             Event::QuestionAsked(r)
             | Event::ContextTrim(r)
             | Event::IterationCapHit(r)
@@ -240,6 +253,7 @@ impl Event {
             | Event::ApprovalRequested(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::CostLimitHit(_)
@@ -278,9 +292,12 @@ impl Event {
             | Event::ApprovalDecided(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
+            | Event::JobEnded(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)
+            | Event::LlmRetry(_)
             | Event::CostLimitHit(_)
             | Event::ClientTurnEnd(_)
             | Event::ClientToolResult(_)
@@ -325,7 +342,7 @@ fn is_false(b: &bool) -> bool {
 
 /// `audit_opened`: `previous` is the last supervisor log when it verified;
 /// otherwise `previous_file`/`previous_error` say which and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditOpened {
     #[serde(default)]
     pub file: String,
@@ -344,7 +361,7 @@ pub struct AuditOpened {
 }
 
 /// The previous supervisor log's head, as `audit_opened` links it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PreviousLog {
     #[serde(default)]
     pub file: String,
@@ -356,7 +373,7 @@ pub struct PreviousLog {
 
 /// `audit_file_closed`: a session file's head, anchored. `late` (with the
 /// time the session `closed`) when the disk was full at the time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditFileClosed {
     #[serde(default)]
     pub file: String,
@@ -371,7 +388,7 @@ pub struct AuditFileClosed {
 }
 
 /// `config`: what the supervisor started with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigRecord {
     #[serde(default)]
     pub version: String,
@@ -421,7 +438,7 @@ pub struct ConfigRecord {
 /// it, the digest of the policy in force before it and of the new one
 /// (absent when the new config could not be read that far), why it was
 /// refused, and the settings that differ but apply only at the next start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigReload {
     #[serde(default)]
     pub by: String,
@@ -437,7 +454,7 @@ pub struct ConfigReload {
 }
 
 /// What became of a reload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReloadOutcome {
     /// The new policy decides from then on.
@@ -447,7 +464,9 @@ pub enum ReloadOutcome {
 }
 
 /// How many policy rules of each kind the config holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct RuleCounts {
     #[serde(default)]
     pub allow: u64,
@@ -459,7 +478,7 @@ pub struct RuleCounts {
 
 /// `host_addresses`: the set (`count`, `addresses`), or the `error` that
 /// kept it from being read and its `effect`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostAddresses {
     #[serde(default)]
     pub trigger: String,
@@ -473,13 +492,13 @@ pub struct HostAddresses {
     pub effect: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Recovered {
     #[serde(default)]
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Shutdown {
     #[serde(default)]
     pub signal: String,
@@ -494,7 +513,7 @@ pub struct Shutdown {
 
 /// `audit_refused`: one refusal (`what`, `error`), or the count of an
 /// interval's others (`more`, `interval_s`, `total`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditRefused {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what: Option<String>,
@@ -508,7 +527,7 @@ pub struct AuditRefused {
     pub total: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxExec {
     #[serde(default)]
     pub by: String,
@@ -524,7 +543,7 @@ pub struct SandboxExec {
     pub timeout_s: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxError {
     #[serde(default)]
     pub during: String,
@@ -534,7 +553,7 @@ pub struct SandboxError {
 
 /// `session_opened`, in the session's file and (with `audit_file`) in the
 /// supervisor log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionOpened {
     #[serde(default)]
     pub uid: u64,
@@ -567,7 +586,7 @@ pub struct SessionOpened {
 
 /// `session_closed` / `session_revoked`. The short `session_closed` that
 /// ends a revoked session's own file has `state` and `reason` only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionEnded {
     #[serde(default)]
     pub state: String,
@@ -607,13 +626,13 @@ impl SessionEnded {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenRotated {
     #[serde(default)]
     pub expires_unix_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiskFloorStop {
     #[serde(default)]
     pub workspace: String,
@@ -631,7 +650,7 @@ pub use tollgate_toolcall::Verdict;
 /// `permission_check`. A call refused before the engine (the tool-call
 /// cap) or a client's harmless bookkeeping has no consequence, target or
 /// arguments; an MCP gateway call names its `server` and `mcp_tool`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PermissionCheck {
     #[serde(default)]
     pub call_id: String,
@@ -676,7 +695,7 @@ pub const SESSION_SCOPE: &str = "allowed(session-scope)";
 
 /// `approval_requested`. `channel: "client"` when the client's own prompt
 /// asks the person (no deadline then).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalRequested {
     #[serde(default)]
     pub approval_id: String,
@@ -702,7 +721,7 @@ pub struct ApprovalRequested {
 }
 
 /// How an approval ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalOutcome {
     Approved,
@@ -724,7 +743,7 @@ impl ApprovalOutcome {
 
 /// `approval_decided`. `rule` is absent from a withdrawal, `null` when the
 /// decision named none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalDecided {
     #[serde(default)]
     pub approval_id: String,
@@ -749,7 +768,7 @@ pub struct ApprovalDecided {
     pub call_id: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolStarted {
     #[serde(default)]
     pub call_id: String,
@@ -766,7 +785,7 @@ pub struct ToolStarted {
 }
 
 /// How a tool run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolStatus {
     Ok,
@@ -788,7 +807,7 @@ impl ToolStatus {
 /// `tool_result`. `exit_code` is `null` for a tool that has none and
 /// absent from an MCP gateway call; a routed command adds `routed` and
 /// `signal`, a stopped one why (`stopped`), a failed MCP call `error`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolResult {
     #[serde(default)]
     pub call_id: String,
@@ -830,8 +849,59 @@ impl ToolResult {
     }
 }
 
+/// `job_started`: `command` as decided (redacted, cut to the excerpt's
+/// length); `routed` when a client's hook routed it (its output goes to
+/// the client, not to `job_output`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobStarted {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    #[serde(default)]
+    pub command: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub routed: bool,
+}
+
+/// How a background job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobEnd {
+    /// It exited (or a signal of its own ended it).
+    Exited,
+    /// `kill_job`, or its client stopped it (Claude Code's TaskStop).
+    Killed,
+    /// Its session ended (closed, revoked, killed, expired) or its sandbox
+    /// was stopped (the disk floor).
+    SessionEnded,
+    /// The sandbox failed under it.
+    Failed,
+}
+
+/// `job_ended`: how, its exit code or signal when it has one, the bytes it
+/// printed, how long it ran, and why in a sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobEnded {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    pub how: JobEnd,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i64>,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub reason: String,
+}
+
 /// Why a run was stopped: the denial's code, rule and reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stopped {
     #[serde(default)]
     pub code: String,
@@ -841,7 +911,7 @@ pub struct Stopped {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmRequest {
     #[serde(default)]
     pub provider: String,
@@ -860,7 +930,7 @@ pub struct LlmRequest {
     pub last_content: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmResponse {
     #[serde(default)]
     pub provider: String,
@@ -889,7 +959,7 @@ pub struct LlmResponse {
     pub calls_total: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Usage {
     #[serde(default)]
     pub prompt_tokens: u64,
@@ -898,7 +968,7 @@ pub struct Usage {
 }
 
 /// One tool call as the model sent it (redacted and capped).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CallOnRecord {
     #[serde(default)]
     pub id: String,
@@ -915,7 +985,7 @@ pub struct CallOnRecord {
 }
 
 /// What kind of failure an LLM call had.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LlmErrorKind {
     Timeout,
@@ -939,7 +1009,7 @@ impl LlmErrorKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmCallError {
     #[serde(default)]
     pub provider: String,
@@ -957,7 +1027,31 @@ pub struct LlmCallError {
     pub response: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `llm_retry`: the provider answered `status` (429 or 5xx) to attempt
+/// `attempt` of turn `turn`; the call is tried again after `wait_ms`, which
+/// is the provider's `Retry-After` when it sent one (`retry_after`, as
+/// sent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LlmRetry {
+    #[serde(default)]
+    pub provider: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub turn: u64,
+    #[serde(default)]
+    pub attempt: u64,
+    #[serde(default)]
+    pub status: u64,
+    #[serde(default)]
+    pub wait_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CostLimitHit {
     #[serde(default)]
     pub cost_usd: f64,
@@ -965,7 +1059,7 @@ pub struct CostLimitHit {
     pub max_cost_usd: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientTurnEnd {
     #[serde(default)]
     pub client: String,
@@ -973,7 +1067,7 @@ pub struct ClientTurnEnd {
 
 /// `client_tool_result`: `unexpected` (with a `reason`) when tollgate had
 /// no decision for the call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientToolResult {
     #[serde(default)]
     pub call_id: String,
@@ -996,7 +1090,7 @@ pub struct ClientToolResult {
     pub routed: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpServerStarted {
     #[serde(default)]
     pub server: String,
@@ -1011,7 +1105,7 @@ pub struct McpServerStarted {
     pub allow_net: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpServerExited {
     #[serde(default)]
     pub server: String,
@@ -1027,7 +1121,7 @@ pub struct McpServerExited {
 /// (docs/INTERFACES.md "[network]"). `open` is written after the upstream
 /// connect and before any byte flows; `close` when it ends; `refused` for a
 /// refusal; `refusals_summary` counts refusals past the per-session bound.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetConnection {
     /// `open`, `close`, `refused` or `refusals_summary`.
     #[serde(default)]
@@ -1074,7 +1168,7 @@ pub struct NetConnection {
 
 /// `network_rule`: an operator added `entry` to the session's `allow` or
 /// `deny` (`verb`), effective for the session's next connections.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetworkRule {
     #[serde(default)]
     pub verb: String,
@@ -1087,7 +1181,7 @@ pub struct NetworkRule {
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its
 /// `--allow-net` gateway, accepted (`address` it reached) or `refused` (why).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpEgress {
     #[serde(default)]
     pub server: String,
@@ -1124,7 +1218,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// An agent's report: the fields it sent (a JSON object, at most 16 KiB),
 /// plus `reported_by: "agent"`. tollgate does not interpret them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentReport {
     #[serde(default)]
     pub reported_by: String,

@@ -296,3 +296,70 @@ pub fn report(paths: &[PathBuf], json_out: bool) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `audit archive --before DATE DIR`: moves whole closed runs older than
+/// DATE from the audit directory into DIR, then verifies what stays and
+/// what moved (exit 1 when either does not verify).
+pub fn archive(audit_dir: &Path, before: &str, to: &Path, json_out: bool) -> anyhow::Result<u8> {
+    use tollgate_audit::archive;
+    let cutoff = archive::cutoff(before).map_err(|e| anyhow!("--before: {e}"))?;
+    let plan = archive::plan(audit_dir, &cutoff)?;
+    let moved = archive::archive(audit_dir, to, &plan)?;
+    let left_ok = quiet_verify(audit_dir);
+    let archive_ok = moved.is_empty() || quiet_verify(to);
+    if json_out {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "moved": moved.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "logs": plan.logs.len(), "session_files": plan.session_files.len(),
+                "stopped": (!plan.stops.is_empty()).then_some(&plan.stops),
+                "left_verifies": left_ok, "archive_verifies": archive_ok,
+            })
+        );
+    } else {
+        outln!(
+            "moved {} supervisor log(s) and {} session file(s) to {}",
+            plan.logs.len(),
+            plan.session_files.len(),
+            table::escape(&to.display().to_string())
+        );
+        if !plan.stops.is_empty() {
+            outln!("{}", table::escape(&plan.stops));
+        }
+        outln!(
+            "{}: {}; {}: {}",
+            table::escape(&audit_dir.display().to_string()),
+            if left_ok {
+                "verifies"
+            } else {
+                "DOES NOT VERIFY"
+            },
+            table::escape(&to.display().to_string()),
+            if archive_ok {
+                "verifies"
+            } else {
+                "DOES NOT VERIFY"
+            },
+        );
+    }
+    Ok(u8::from(!(left_ok && archive_ok)))
+}
+
+/// Whether every chain of `dir` holds and every file its logs name is
+/// there (as `audit verify DIR` checks, without printing).
+fn quiet_verify(dir: &Path) -> bool {
+    let Ok(files) = expand(&[dir.to_path_buf()]) else {
+        return false;
+    };
+    let book = anchor_book(dir).unwrap_or_default();
+    let chains = files.iter().all(|f| {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let expected = match book.get(name) {
+            Some(Anchor::Head(h)) => Some(h.as_str()),
+            _ => None,
+        };
+        verify_file(f, expected).is_ok()
+    });
+    chains && tollgate_audit::missing::check(&files).is_ok_and(|r| r.missing.is_empty())
+}

@@ -130,8 +130,8 @@ async fn docker_checks(status: Option<&pb::StatusResponse>, config: &Config) -> 
         // Unset: found as the docker CLI finds it, as the supervisor does.
         None => dcfg.socket.clone(),
     };
-    if !config.sandbox.image.is_empty() {
-        dcfg.image = config.sandbox.image.clone();
+    if !config.sandbox.fixed_image().is_empty() {
+        dcfg.image = config.sandbox.fixed_image().to_string();
     }
     if !config.sandbox.docker_exec_agent.as_os_str().is_empty() {
         dcfg.exec_agent = config.sandbox.docker_exec_agent.clone();

@@ -17,8 +17,10 @@ mod client;
 mod complete;
 mod doctor;
 mod errors;
+mod import;
 mod net;
 mod policy;
+mod prometheus;
 mod reload;
 mod sandbox;
 mod sessions;
@@ -47,8 +49,11 @@ struct Cli {
 enum Cmd {
     /// Is the supervisor up, and how strong is its sandbox?
     Status {
-        #[arg(long)]
+        #[arg(long, conflicts_with = "prometheus")]
         json: bool,
+        /// The counters as Prometheus text exposition.
+        #[arg(long)]
+        prometheus: bool,
     },
     /// List sessions.
     Sessions {
@@ -214,6 +219,21 @@ enum AuditCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Move whole closed runs (a supervisor log and the session files it
+    /// names) created before DATE into DIR; what stays and what moved still
+    /// verify.
+    Archive {
+        /// YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC).
+        #[arg(long)]
+        before: String,
+        /// Where the files go (created 0700 if absent).
+        to: PathBuf,
+        /// The audit directory (default: asked from the supervisor).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Allowed / asked / approved / denied per tool and rule, with suggestions.
     Report {
         /// Files or directories (default: the supervisor's audit directory).
@@ -225,6 +245,14 @@ enum AuditCmd {
 
 #[derive(Debug, Subcommand)]
 enum PolicyCmd {
+    /// Translate another client's permission rules into a policy.d/ drop-in
+    /// (on stdout; what does not map is listed as comments and on stderr).
+    Import {
+        #[arg(value_enum)]
+        client: import::Client,
+        /// Claude Code's settings.json, or a Codex execpolicy rules file.
+        file: PathBuf,
+    },
     /// Decide JSON Lines of tool calls offline: {"tool","args","mode"?} per line.
     Test {
         #[arg(long)]
@@ -283,7 +311,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     let socket = client::socket_path(cli.socket.as_deref());
     let connect = || client::connect(&socket);
     match cli.cmd {
-        Cmd::Status { json } => sessions::status(connect().await?, json).await.map(|()| 0),
+        Cmd::Status { json, prometheus } => {
+            let format = match (json, prometheus) {
+                (true, _) => sessions::Format::Json,
+                (_, true) => sessions::Format::Prometheus,
+                _ => sessions::Format::Table,
+            };
+            sessions::status(connect().await?, format).await.map(|()| 0)
+        }
         Cmd::Sessions { json, all } => sessions::list(connect().await?, json, all)
             .await
             .map(|()| 0),
@@ -357,23 +392,31 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             .await
         }
         Cmd::Audit(a) => audit_cmd(a, connect).await,
-        Cmd::Policy(PolicyCmd::Test {
+        Cmd::Policy(p) => policy_cmd(p),
+        Cmd::Reload { json } => reload::run(connect().await?, json).await,
+        Cmd::Doctor { json } => doctor::run(&socket, json).await,
+        Cmd::Bench { args } => Err(bench::exec(&args)),
+    }
+}
+
+/// `policy import|test`: offline, no supervisor needed.
+fn policy_cmd(cmd: PolicyCmd) -> anyhow::Result<u8> {
+    match cmd {
+        PolicyCmd::Import { client, file } => import::run(client, &file),
+        PolicyCmd::Test {
             config,
             workspace,
             mode,
             resolve,
             file,
             json: _,
-        }) => policy::test(policy::TestArgs {
+        } => policy::test(policy::TestArgs {
             config,
             workspace,
             mode,
             resolve,
             file,
         }),
-        Cmd::Reload { json } => reload::run(connect().await?, json).await,
-        Cmd::Doctor { json } => doctor::run(&socket, json).await,
-        Cmd::Bench { args } => Err(bench::exec(&args)),
     }
 }
 
@@ -398,6 +441,18 @@ where
             audit::tail(&dir, &session, !no_follow, json)
                 .await
                 .map(|()| 0)
+        }
+        AuditCmd::Archive {
+            before,
+            to,
+            dir,
+            json,
+        } => {
+            let dir = match dir {
+                Some(d) => d,
+                None => audit::dir_from_supervisor(connect().await?).await?,
+            };
+            audit::archive(&dir, &before, &to, json)
         }
         AuditCmd::Report { paths, json } => {
             let paths = if paths.is_empty() {

@@ -68,15 +68,18 @@ fn discover_docker_socket(config: &mut Config) -> anyhow::Result<()> {
 /// The policy engine of `config` (a bad rule, or one failing its own
 /// examples, is a config fault, naming the `policy.d/` drop-in it is in).
 pub fn engine(config: &Config) -> anyhow::Result<Engine> {
-    Engine::new(&config.policy).map_err(|e| {
-        let file = config
-            .policy_sources
-            .iter()
-            .find(|s| Engine::new(&s.policy).is_err())
-            .map(|s| format!(" (in {})", s.path.display()))
-            .unwrap_or_default();
-        ConfigFault::wrap(anyhow::anyhow!("policy{file}: {e}"))
-    })
+    let wall = config.network.is_some();
+    Engine::new(&config.policy)
+        .map(|e| e.with_network_wall(wall))
+        .map_err(|e| {
+            let file = config
+                .policy_sources
+                .iter()
+                .find(|s| Engine::new(&s.policy).is_err())
+                .map(|s| format!(" (in {})", s.path.display()))
+                .unwrap_or_default();
+            ConfigFault::wrap(anyhow::anyhow!("policy{file}: {e}"))
+        })
 }
 
 /// [`engine`] with its digest and the drop-in of each rule: the policy a

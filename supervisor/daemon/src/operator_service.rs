@@ -36,6 +36,62 @@ fn peer<T>(req: &Request<T>) -> Result<Peer, Status> {
         .ok_or_else(|| Status::permission_denied("cannot identify the caller"))
 }
 
+/// What `status` answers, with the sandbox's strength as `strength` says
+/// (the status RPC checks it again first; the metrics export does not).
+pub(crate) fn status_of(
+    sup: &Supervisor,
+    strength: &tollgate_sandbox::Strength,
+) -> pb::StatusResponse {
+    let primary = sup.backends.primary();
+    let reserve = sup.audit.reserve_status();
+    let mut line = strength.summary.clone();
+    if !strength.missing.is_empty() {
+        line.push_str(&format!(
+            " — MISSING: {} ({})",
+            strength.missing.join(", "),
+            crate::backends::refused_while_missing(sup.backends.primary_choice())
+        ));
+    }
+    pb::StatusResponse {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        uptime_s: sup.started.elapsed().as_secs(),
+        sandbox: primary.kind().as_str().to_string(),
+        sandbox_strength: line,
+        sessions_active: sup.sessions.len() as u32,
+        approvals_pending: sup.approvals.pending_count() as u32,
+        audit_dir: sup.audit.dir().display().to_string(),
+        agent_socket: sup.paths.agent_socket.display().to_string(),
+        operator_socket: sup.paths.operator_socket.display().to_string(),
+        state_dir: sup.paths.state_dir.display().to_string(),
+        audit_sync: sup.audit.sync_mode().as_str().to_string(),
+        fds: Some(fd_status(sup)),
+        connections: Some(connection_status(sup)),
+        docker_socket: sup.config.sandbox.docker_socket.display().to_string(),
+        config_file: sup
+            .paths
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        audit_refusals: sup.refusals.total(),
+        audit_unanchored: sup
+            .audit
+            .unanchored()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        audit_reserve_bytes: reserve.held,
+        audit_reserve_target_bytes: reserve.target,
+        audit_reserve_drawing: reserve.drawing,
+        disk_min_free_mb: sup.disk.floor_mb(),
+        telemetry: sup.recorder.telemetry().map(|t| t.status()),
+        policy_digest: sup.engine.digest(),
+        last_reload: sup.reloads.last(),
+        records: Some(sup.recorder.counters().status()),
+    }
+}
+
 fn by(peer: Peer) -> String {
     format!("uid {} via operator", peer.uid)
 }
@@ -50,55 +106,9 @@ impl OperatorService for OperatorSvc {
         _req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let sup = &self.sup;
-        let primary = sup.backends.primary();
         // As it is now: a Docker engine is checked again.
-        let strength = primary.refresh().await;
-        let reserve = sup.audit.reserve_status();
-        let mut line = strength.summary.clone();
-        if !strength.missing.is_empty() {
-            line.push_str(&format!(
-                " — MISSING: {} ({})",
-                strength.missing.join(", "),
-                crate::backends::refused_while_missing(sup.backends.primary_choice())
-            ));
-        }
-        Ok(Response::new(pb::StatusResponse {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            pid: std::process::id(),
-            uptime_s: sup.started.elapsed().as_secs(),
-            sandbox: primary.kind().as_str().to_string(),
-            sandbox_strength: line,
-            sessions_active: sup.sessions.len() as u32,
-            approvals_pending: sup.approvals.pending_count() as u32,
-            audit_dir: sup.audit.dir().display().to_string(),
-            agent_socket: sup.paths.agent_socket.display().to_string(),
-            operator_socket: sup.paths.operator_socket.display().to_string(),
-            state_dir: sup.paths.state_dir.display().to_string(),
-            audit_sync: sup.audit.sync_mode().as_str().to_string(),
-            fds: Some(fd_status(sup)),
-            connections: Some(connection_status(sup)),
-            docker_socket: sup.config.sandbox.docker_socket.display().to_string(),
-            config_file: sup
-                .paths
-                .config_file
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            audit_refusals: sup.refusals.total(),
-            audit_unanchored: sup
-                .audit
-                .unanchored()
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            audit_reserve_bytes: reserve.held,
-            audit_reserve_target_bytes: reserve.target,
-            audit_reserve_drawing: reserve.drawing,
-            disk_min_free_mb: sup.disk.floor_mb(),
-            telemetry: sup.recorder.telemetry().map(|t| t.status()),
-            policy_digest: sup.engine.digest(),
-            last_reload: sup.reloads.last(),
-        }))
+        let strength = sup.backends.primary().refresh().await;
+        Ok(Response::new(status_of(sup, &strength)))
     }
 
     async fn list_sessions(

@@ -125,6 +125,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         host_addrs,
         hooks,
         reloads: crate::reload::Reloads::new(reload_from),
+        walls: crate::wall::Walls::default(),
         config,
     });
 
@@ -139,6 +140,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let stop_serving = CancellationToken::new();
     let servers = serve(&sup, agent_listener, operator_listener, &stop_serving).await?;
     spawn_maintenance(&sup);
+    crate::telemetry::metrics::spawn(&sup);
 
     // 7. The ready line, then serve until a signal.
     // Caught from before the ready line on: a service manager (or a test)
@@ -256,7 +258,7 @@ async fn build_backends(
             state_dir: state_dir.to_path_buf(),
             audit_dir: audit_dir.to_path_buf(),
             docker_socket: config.sandbox.docker_socket.clone(),
-            image: config.sandbox.image.clone(),
+            image: config.sandbox.fixed_image().to_string(),
             on_reaped: record_reaped(recorder.clone()),
             docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
         },
@@ -272,8 +274,13 @@ fn build_llm(config: &Config, api_key: Option<String>) -> anyhow::Result<Arc<dyn
             None => Script::empty(),
         }),
         ProviderChoice::Openai => Arc::new(
-            OpenAi::new(&config.llm.base_url, api_key, config.llm.max_response_bytes)
-                .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+            OpenAi::new(
+                &config.llm.base_url,
+                api_key,
+                config.llm.max_response_bytes,
+                config.llm.proxy.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
         ),
     })
 }

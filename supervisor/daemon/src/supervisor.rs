@@ -77,6 +77,8 @@ pub struct Supervisor {
     pub hooks: crate::hooks::Hooks,
     /// Where a reload reads the config, and how the last one went.
     pub reloads: crate::reload::Reloads,
+    /// The network wall of each session's sandbox (wall/mod.rs).
+    pub walls: crate::wall::Walls,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -194,6 +196,11 @@ impl Supervisor {
             token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
         })
         .map_err(|e| discard(Status::internal(e.to_string())))?;
+        if self.config.sandbox.image_from_devcontainer()
+            && let Some(named) = crate::devcontainer::read(&session.workspace)
+        {
+            let _ = session.devcontainer.set(named);
+        }
         self.record_opened(&session, &req, client_session_id, peer)
             .map_err(discard)?;
         self.sessions.insert(Arc::clone(&session));
@@ -377,6 +384,9 @@ impl Supervisor {
             None => Ok(()),
         };
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
+        // Its connections closed, each close recorded before the session's
+        // last records.
+        self.walls.stop(&session.id).await;
         self.withdraw_approvals(session, state, reason, by);
         tell_the_agent(session, state, reason);
         // Cancelled calls write their own last records; those must come

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -224,17 +225,24 @@ pub(crate) async fn relay<G: ConnectionGate>(
         stats.bytes_up = early.len() as u64;
         let idle = proxy.limits.idle_timeout;
         let last = Activity::new();
-        let (mut cr, mut cw) = client.split();
-        let (mut ur, mut uw) = up.stream.split();
-        let (a, b) = tokio::join!(
-            pump(&mut cr, &mut uw, &last, idle),
-            pump(&mut ur, &mut cw, &last, idle)
-        );
-        stats.bytes_up += a.0;
-        stats.bytes_down = b.0;
-        if a.1 || b.1 {
-            stats.idle_closed = Some(idle);
+        let (up_n, down_n) = (AtomicU64::new(0), AtomicU64::new(0));
+        let (cr, cw) = client.split();
+        let (ur, uw) = up.stream.split();
+        let both = async {
+            tokio::join!(
+                pump(cr, uw, &up_n, &last, idle),
+                pump(ur, cw, &down_n, &last, idle)
+            )
+        };
+        tokio::select! {
+            (a, b) = both => if a || b {
+                stats.idle_closed = Some(idle);
+            },
+            // The wall ends (revoke, kill): closed now, counted so far.
+            _ = proxy.stopped() => {}
         }
+        stats.bytes_up += up_n.load(Ordering::Relaxed);
+        stats.bytes_down = down_n.load(Ordering::Relaxed);
     }
     stats.duration = started.elapsed();
     proxy.gate.closed(id, stats);
@@ -266,33 +274,30 @@ impl Activity {
     }
 }
 
-/// Copies one direction until its end, a failure, or both directions idle
-/// for `idle`. Returns the bytes copied and whether idleness ended it.
-async fn pump<R, W>(r: &mut R, w: &mut W, last: &Activity, idle: std::time::Duration) -> (u64, bool)
-where
-    R: tokio::io::AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
-{
+/// One direction, counted as it goes, until EOF (then half-closed), an
+/// error on either side, or both directions idle for `idle`. Returns
+/// whether idleness ended it.
+async fn pump(
+    mut from: tokio::net::tcp::ReadHalf<'_>,
+    mut to: tokio::net::tcp::WriteHalf<'_>,
+    count: &AtomicU64,
+    last: &Activity,
+    idle: std::time::Duration,
+) -> bool {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    loop {
-        match tokio::time::timeout(idle, r.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => {
-                let _ = w.shutdown().await;
-                return (total, false);
-            }
-            Ok(Ok(n)) => {
-                if w.write_all(&buf[..n]).await.is_err() {
-                    return (total, false);
-                }
-                total += n as u64;
-                last.touch();
-            }
-            Err(_) if last.idle_for() >= idle => {
-                let _ = w.shutdown().await;
-                return (total, true);
-            }
-            Err(_) => {}
+    let idled = loop {
+        let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break false,
+            Ok(Ok(n)) => n,
+            Err(_) if last.idle_for() >= idle => break true,
+            Err(_) => continue,
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            break false;
         }
-    }
+        count.fetch_add(n as u64, Ordering::Relaxed);
+        last.touch();
+    };
+    let _ = to.shutdown().await;
+    idled
 }

@@ -13,6 +13,9 @@ pub enum Via {
     HttpConnect,
     HttpPlain,
     Socks5,
+    /// A connection the sandbox's capture rules redirected (a tool that
+    /// ignores the proxy variables); its host is its original destination.
+    Transparent,
 }
 
 impl Via {
@@ -21,6 +24,7 @@ impl Via {
             Via::HttpConnect => "http-connect",
             Via::HttpPlain => "http",
             Via::Socks5 => "socks5",
+            Via::Transparent => "transparent",
         }
     }
 }

@@ -235,7 +235,7 @@ fn parse_line(head: &str) -> Result<Target, String> {
 }
 
 /// A plain request's `Host`, when present, must be the decided host and port.
-fn check_host_header(head: &str, req: &ConnRequest) -> Result<(), Refusal> {
+pub(crate) fn check_host_header(head: &str, req: &ConnRequest) -> Result<(), Refusal> {
     for h in head.split("\r\n").skip(1) {
         let Some((k, v)) = h.split_once(':') else {
             continue;

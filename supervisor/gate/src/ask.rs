@@ -314,6 +314,8 @@ async fn preview(cx: &Ctx, call: &Tool, d: &Decision) -> String {
         | Tool::GlobFiles(_)
         | Tool::Grep(_)
         | Tool::RunBash(_)
+        | Tool::JobOutput(_)
+        | Tool::KillJob(_)
         | Tool::Webfetch(_)
         | Tool::Mcp(_)
         | Tool::TodoAppend(_)

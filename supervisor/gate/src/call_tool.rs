@@ -129,7 +129,7 @@ async fn run(
         _ => None,
     };
     let run = async {
-        let run = execute(cx, call, decision, cancel);
+        let run = execute(cx, call_id, call, decision, cancel);
         if overlap {
             read_while_durable(run, || cx.host.sync(&cx.session.audit)).await
         } else {
@@ -173,13 +173,27 @@ fn response_of(
             } else {
                 cx.host.redactor().redact(&done.output.text)
             };
+            // A command killed at its timeout did not succeed: said with
+            // its code, and what it printed until then kept.
+            let (failure, error) = match done.timed_out {
+                Some(t) => (
+                    Some(crate::Failure::Timeout),
+                    format!(
+                        "the command timed out after {}s and was killed; its output until then is kept. Give it a longer timeout_s (within the host's cap), run less at once, or redirect long output to a file.",
+                        t.as_secs()
+                    ),
+                ),
+                None => (None, String::new()),
+            };
             ToolAnswer {
-                ok: true,
+                ok: failure.is_none(),
                 output: text,
                 exit_code: done.exit_code,
                 truncated: done.output.truncated,
                 duration_ms,
                 allowed_by: allowed_by.to_string(),
+                failure,
+                error,
                 ..Default::default()
             }
         }
@@ -228,7 +242,8 @@ fn record_outcome(
     } else {
         audit::ToolStatus::Error
     };
-    let shown = if response.ok {
+    // A timed-out command's record keeps its output, like a finished one's.
+    let shown = if response.ok || response.failure.is_some() {
         &response.output
     } else {
         &response.error
@@ -253,7 +268,9 @@ fn record_outcome(
         signal: None,
         server: None,
         mcp_tool: None,
-        error: None,
+        error: response
+            .failure
+            .map(|f| format!("{}: {}", f.as_str(), response.error)),
     };
     records::record_outcome(cx, outcome);
 }

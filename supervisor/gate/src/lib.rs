@@ -33,6 +33,7 @@ pub mod disk;
 mod exec;
 mod host;
 pub mod in_force;
+pub mod jobs;
 mod mcp;
 pub mod network;
 mod records;
@@ -42,7 +43,7 @@ pub mod session;
 mod tests;
 
 pub use authorize::{authorize, record_harmless};
-pub use call::{CallTool, Cleared, Gate, Proposed, ToolAnswer};
+pub use call::{CallTool, Cleared, Failure, Gate, Proposed, ToolAnswer};
 pub use call_tool::call_tool;
 pub use denial::{Denial, denial_of, revoked};
 pub use exec::sandbox::{session_sandbox, warm_sandbox};

@@ -211,7 +211,9 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
             | ToolName::Grep
             | ToolName::WriteFile
             | ToolName::EditFile => Pattern::Path(path_globs(spec, p.trim())?),
-            ToolName::TodoAppend
+            ToolName::JobOutput
+            | ToolName::KillJob
+            | ToolName::TodoAppend
             | ToolName::TodoList
             | ToolName::TodoUpdate
             | ToolName::ReadScratchpad
@@ -460,6 +462,8 @@ mod tests {
             | ToolName::Grep
             | ToolName::WriteFile
             | ToolName::EditFile
+            | ToolName::JobOutput
+            | ToolName::KillJob
             | ToolName::TodoAppend
             | ToolName::TodoList
             | ToolName::TodoUpdate

@@ -902,6 +902,21 @@ async fn every_command_answers_json_and_fails_as_json() {
     for w in waiting {
         w.await.unwrap();
     }
+    // The counters: the two asks are on record, in status and as Prometheus text.
+    let status = ctl_json(&sup, &["status", "--json"]);
+    assert_eq!(status["records"]["decisions"]["ask"], 2, "{status}");
+    let prom = sup.ctl(&["status", "--prometheus"]);
+    let text = String::from_utf8_lossy(&prom.stdout).to_string();
+    assert!(prom.status.success(), "{text}");
+    assert!(
+        text.contains("tollgate_decisions_total{verdict=\"ask\"} 2\n"),
+        "{text}"
+    );
+    assert!(text.contains("tollgate_sessions_active 1\n"), "{text}");
+    assert!(
+        text.contains("# TYPE tollgate_decisions_total counter\n"),
+        "{text}"
+    );
     let shown = ctl_json(&sup, &["show", &s.session_id, "--json"]);
     assert_eq!(shown["id"], s.session_id.as_str());
     let doctor = ctl_json_any(&sup, &["doctor", "--json"]);
@@ -975,4 +990,212 @@ async fn every_command_answers_json_and_fails_as_json() {
     // Without --json the same failure is the usual line.
     let text = sup.ctl(&["show", "nosuch"]);
     assert!(String::from_utf8_lossy(&text.stderr).starts_with("supervisorctl: "));
+}
+
+/// A tool call that exercises `rule` with `example`, for `policy test`.
+fn policy_test_line(rule: &str, example: &str) -> Option<serde_json::Value> {
+    let (tool, _) = rule.split_once('(').unwrap_or((rule, ""));
+    let args = match tool {
+        "run_bash" => serde_json::json!({"command": example}),
+        "read_file" => serde_json::json!({"path": example}),
+        "write_file" => serde_json::json!({"path": example, "content": "x\n"}),
+        "webfetch" => serde_json::json!({"url": example}),
+        "mcp" => return Some(serde_json::json!({"tool": format!("mcp({example})")})),
+        // glob_files, grep and edit_file take more than a path; their rules'
+        // examples are checked when the drop-in loads.
+        _ => return None,
+    };
+    Some(serde_json::json!({"tool": tool, "args": args}))
+}
+
+/// `policy import claude|codex FILE` prints a drop-in that, saved into
+/// policy.d/ as it is, loads (every rule's examples hold), and `policy
+/// test` decides each rule's own `match` examples by that rule, or, where a
+/// built-in floor decides first (a denied binary, the always-confirm tier
+/// of `git push`), with the verdict the rule's list gives; what does not
+/// map is on stderr and in the file's comments.
+#[test]
+fn imported_client_rules_are_proved_by_policy_test() {
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../supervisor/ctl/tests/fixtures");
+    for (client, file, unmapped) in [
+        ("claude", "claude-settings.json", "WebSearch"),
+        ("codex", "codex.rules", "host_executable"),
+    ] {
+        let dirs = Dirs::new();
+        let ws = dirs.workspace("ws", 0);
+        let out = Command::new(bin("supervisorctl"))
+            .args(["policy", "import", client])
+            .arg(fixtures.join(file))
+            .output()
+            .unwrap();
+        let (text, err) = (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        );
+        assert!(out.status.success(), "{client}: {err}");
+        assert!(
+            err.contains(&format!("not imported: {unmapped}")) || err.contains(unmapped),
+            "{err}"
+        );
+        assert!(text.contains("# Not imported:"), "{text}");
+        let config = dirs.root.path().join("supervisor.toml");
+        std::fs::write(&config, "[session]\napproval_timeout_s = 30\n").unwrap();
+        let drop_ins = dirs.root.path().join("policy.d");
+        std::fs::create_dir_all(&drop_ins).unwrap();
+        std::fs::write(drop_ins.join(format!("50-{client}.toml")), &text).unwrap();
+        let parsed: toml::Value = toml::from_str(&text).unwrap();
+        let mut lines = String::new();
+        let mut want = Vec::new();
+        for list in ["allow", "ask", "deny"] {
+            for r in parsed["policy"]
+                .get(list)
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let rule = r["rule"].as_str().unwrap();
+                for ex in r["match"].as_array().unwrap() {
+                    if let Some(line) = policy_test_line(rule, ex.as_str().unwrap()) {
+                        lines.push_str(&format!("{line}\n"));
+                        want.push((list.to_string(), format!("{list}: {rule}")));
+                    }
+                }
+            }
+        }
+        assert!(want.len() >= 8, "{client}: {want:?}");
+        let mut child = Command::new(bin("supervisorctl"))
+            .args(["policy", "test", "--config"])
+            .arg(&config)
+            .arg("--workspace")
+            .arg(&ws)
+            // webfetch's SSRF floor needs the names resolved; pinned, offline.
+            .args(["--resolve", "docs.rs=93.184.215.14"])
+            .args(["--resolve", "example.org=93.184.215.14"])
+            .args(["--resolve", "pastebin.com=93.184.215.14"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(lines.as_bytes())
+            .unwrap();
+        let answers = child.wait_with_output().unwrap();
+        assert!(answers.status.success(), "{client}");
+        let got: Vec<(String, String)> = String::from_utf8_lossy(&answers.stdout)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let rule = v["rule"].as_str().unwrap_or("").to_string();
+                (v["decision"].as_str().unwrap_or("").to_string(), rule)
+            })
+            .collect();
+        assert_eq!(got.len(), want.len(), "{client}: {got:?}");
+        let mut by_rule = 0;
+        for ((verdict, rule), (list, imported)) in got.iter().zip(&want) {
+            assert_eq!(
+                verdict, list,
+                "{client}: {imported} decided {verdict} by {rule}"
+            );
+            if rule == imported {
+                by_rule += 1;
+            } else {
+                assert!(
+                    rule.starts_with("floor:") || rule.starts_with("confirm:"),
+                    "{client}: {imported} decided by {rule}"
+                );
+            }
+        }
+        assert!(by_rule * 4 >= want.len() * 3, "{client}: {got:?}");
+    }
+}
+
+/// `audit archive --before DATE DIR`: two closed runs (each a supervisor log
+/// and its session's file) move out while a third supervisor runs; what
+/// stays verifies (its oldest log following a retired one) and so does the
+/// archive; the running supervisor's log never moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_runs_are_archived_and_both_chains_still_verify() {
+    let keep = tempfile::tempdir().unwrap();
+    let audit = keep.path().join("audit");
+    let dirs_on = |audit: &std::path::Path| {
+        let mut d = Dirs::new();
+        d.audit = audit.to_path_buf();
+        d
+    };
+    for _ in 0..2 {
+        let mut sup = Supervisor::builder().dirs(dirs_on(&audit)).start();
+        let ws = sup.dirs.workspace("ws", 0);
+        open_session(&sup, &ws).await;
+        assert!(sup.stop().unwrap().success());
+    }
+    let sup = Supervisor::builder().dirs(dirs_on(&audit)).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    open_session(&sup, &ws).await;
+    let logs = sup.audit_files("supervisor-");
+    assert_eq!(logs.len(), 3, "{logs:?}");
+    let newest = logs[2].file_name().unwrap().to_str().unwrap().to_string();
+    let before = newest
+        .strip_prefix("supervisor-")
+        .and_then(|n| n.strip_suffix(".jsonl"))
+        .unwrap()
+        .to_string();
+    let archive = keep.path().join("archive");
+    let r = ctl_json(
+        &sup,
+        &[
+            "audit",
+            "archive",
+            "--before",
+            &before,
+            archive.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(r["logs"], 2, "{r}");
+    assert_eq!(r["session_files"], 2, "{r}");
+    assert_eq!(r["left_verifies"], true, "{r}");
+    assert_eq!(r["archive_verifies"], true, "{r}");
+    assert_eq!(sup.audit_files("supervisor-").len(), 1);
+    assert_eq!(sup.audit_files("audit-").len(), 1);
+    for dir in [&audit, &archive] {
+        let v = sup.ctl(&["audit", "verify", dir.to_str().unwrap()]);
+        assert!(
+            v.status.success(),
+            "{}: {}{}",
+            dir.display(),
+            String::from_utf8_lossy(&v.stdout),
+            String::from_utf8_lossy(&v.stderr)
+        );
+    }
+    let left = sup.ctl(&["audit", "verify", audit.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&left.stderr).contains("retired"));
+    // Nothing newer moves, and the newest log never does.
+    let again = sup.ctl(&[
+        "audit",
+        "archive",
+        "--before",
+        "2999-01-01",
+        archive.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&again.stdout).to_string();
+    assert!(again.status.success(), "{text}");
+    assert!(text.contains("moved 0 supervisor log(s)"), "{text}");
+    assert!(
+        text.contains(&newest) && text.contains("newest supervisor log"),
+        "{text}"
+    );
+    let bad = sup.ctl(&[
+        "audit",
+        "archive",
+        "--before",
+        "soon",
+        archive.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--before"));
 }

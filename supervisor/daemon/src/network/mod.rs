@@ -29,10 +29,7 @@ use tollgate_policy::network::{
     DEFAULT_PORTS, NetDecision, NetVerdict, NetworkPolicy, UNLISTED_RULE,
 };
 
-pub(crate) use sink::NetSink;
-// Built by the sandbox's egress wiring, one per session.
-#[allow(unused_imports)]
-pub(crate) use sink::SessionSink;
+pub(crate) use sink::{NetSink, SessionSink};
 
 /// Refusals one session records one by one; later ones are counted.
 pub(crate) const MAX_REFUSED_RECORDS: u64 = 64;

@@ -11,6 +11,8 @@ use tollgate_tools::ToolOutput;
 use crate::host::Ctx;
 
 mod fetch;
+pub(crate) mod job;
+pub(crate) mod net_lines;
 pub mod sandbox;
 pub(crate) mod shell;
 
@@ -20,6 +22,8 @@ pub(crate) struct Done {
     pub(crate) exit_code: Option<i32>,
     /// Already redacted as it came (a command's output).
     pub(crate) redacted: bool,
+    /// run_bash: the command was killed when this timeout passed.
+    pub(crate) timed_out: Option<std::time::Duration>,
 }
 
 impl From<ToolOutput> for Done {
@@ -28,6 +32,7 @@ impl From<ToolOutput> for Done {
             output,
             exit_code: None,
             redacted: false,
+            timed_out: None,
         }
     }
 }
@@ -47,6 +52,7 @@ pub(crate) enum ExecError {
 /// run_bash in the session's sandbox, webfetch to the vetted address.
 pub(crate) async fn execute(
     cx: &Ctx,
+    call_id: &str,
     call: &Tool,
     d: &Decision,
     cancel: &CancellationToken,
@@ -93,7 +99,10 @@ pub(crate) async fn execute(
             );
             Ok(o.await.map_err(tool_err)?.into())
         }
+        Tool::RunBash(a) if a.is_background() => job::start(cx, call_id, &a.command).await,
         Tool::RunBash(a) => shell::run_bash(cx, &a.command, a.timeout_s, cancel).await,
+        Tool::JobOutput(a) => job::output(cx, &a.job_id),
+        Tool::KillJob(a) => job::kill(cx, &a.job_id, cancel).await,
         Tool::Webfetch(a) => fetch::webfetch(cx, a.max_bytes, d).await,
         Tool::Mcp(_)
         | Tool::TodoAppend(_)

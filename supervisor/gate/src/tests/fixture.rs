@@ -110,6 +110,8 @@ impl Host for TestHost {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            wall: false,
+            image: None,
         }
     }
 }

@@ -145,6 +145,8 @@ async fn probe_in(
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        wall: false,
+        image: None,
     };
     let t0 = Instant::now();
     let sb = backend

@@ -33,6 +33,9 @@ pub(crate) struct Init {
     /// PATH entries for resolving argv[0] without a slash.
     pub path: Vec<Vec<u8>>,
     pub rlimit_cpu_s: u64,
+    /// Split git directories: no command makes a link or special file
+    /// beneath them (`tollgate_exec_agent::links`).
+    pub links: tollgate_exec_agent::links::Guard,
 }
 
 /// Blocks SIGCHLD so it can be read from a signalfd. Call before the first fork.
@@ -198,6 +201,14 @@ fn child(
     let _ = sys::set_rlimit(libc::RLIMIT_CPU, init.rlimit_cpu_s);
     if let Err(e) = nix::unistd::chdir(cwd.as_c_str()) {
         let msg = format!("sandbox: cannot enter {}: {e}\n", cwd.to_string_lossy());
+        let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
+        // SAFETY: as above.
+        unsafe { libc::_exit(126) }
+    }
+    if let Err(e) = init.links.apply() {
+        let msg = format!(
+            "sandbox: cannot start {name}: the layer that keeps links and special files out of the git directory failed: {e}\n"
+        );
         let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
         // SAFETY: as above.
         unsafe { libc::_exit(126) }

@@ -234,8 +234,14 @@ impl NativeBackend {
             pids: spec.limits.pids,
             rlimit_cpu_s: self.opts.rlimit_cpu_s,
             rlimit_nproc: self.opts.rlimit_nproc,
+            no_links_beneath: plan
+                .no_links_beneath
+                .iter()
+                .map(|g| spec.workspace.join(g))
+                .collect(),
             binds: plan.binds,
             egress: spec.egress.clone(),
+            wall: spec.wall,
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -547,6 +553,10 @@ impl Backend for NativeBackend {
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let sb: Arc<dyn Sandbox> = self.create_native(spec).await?;
         Ok(sb)
+    }
+
+    fn shell(&self) -> Option<crate::Shell> {
+        Some(crate::Shell::of_host())
     }
 
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
@@ -950,12 +960,8 @@ impl Sandbox for NativeSandbox {
         self.exec_fed(req, stdin, out, cancel).await
     }
 
-    fn egress_listener(
-        &self,
-        addr: std::net::SocketAddr,
-    ) -> Result<std::net::TcpListener, SandboxError> {
-        let pidfd = self
-            .teardown
+    fn netns_pidfd(&self) -> Result<OwnedFd, SandboxError> {
+        self.teardown
             .lock()
             .ok()
             .and_then(|t| {
@@ -968,8 +974,7 @@ impl Sandbox for NativeSandbox {
             .map_err(|e| SandboxError::Io {
                 context: "pidfd of sandbox pid 1".to_string(),
                 source: e,
-            })?;
-        crate::egress::listen_in(pidfd, addr)
+            })
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
@@ -983,5 +988,10 @@ impl Sandbox for NativeSandbox {
 
     fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::SeqCst)
+    }
+
+    fn shell(&self) -> crate::Shell {
+        // The sandbox's /bin and /usr are the host's, read-only.
+        crate::Shell::of_host()
     }
 }

@@ -44,10 +44,18 @@ pub(crate) struct InitConfig {
     /// Paths of the workspace to attach read-only or pin, parents first
     /// (decided on the host by [`crate::host_exec::plan`]).
     pub binds: Vec<crate::host_exec::Bind>,
+    /// Split git directories (absolute): each command starts under
+    /// a `tollgate_exec_agent::links::Guard` of these.
+    #[serde(default)]
+    pub no_links_beneath: Vec<PathBuf>,
     /// Forwarded egress: Landlock lets TCP connect to these ports only, and
     /// `/etc/hosts` maps the names. `None`: every TCP connect is denied.
     #[serde(default)]
     pub egress: Option<crate::Egress>,
+    /// The network wall is served in the sandbox's namespace: its own
+    /// `/etc/resolv.conf` names the DNS stub.
+    #[serde(default)]
+    pub wall: bool,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.

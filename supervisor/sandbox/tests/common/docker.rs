@@ -138,6 +138,8 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        wall: false,
+        image: None,
     }
 }
 
