@@ -41,6 +41,7 @@ mod suite {
     mod robustness;
     mod run_bash;
     mod sandbox_exec;
+    mod secrets;
     mod socket_activation;
     mod supervisor;
     mod telemetry;

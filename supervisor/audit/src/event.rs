@@ -95,6 +95,7 @@ pub enum Event {
     /// An operator's change to one live session's network lists
     /// (`supervisorctl net allow|deny`).
     NetworkRule(NetworkRule),
+    NetSecret(NetSecret),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -201,6 +202,7 @@ impl Event {
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
             Event::NetworkRule(_) => "network_rule",
+            Event::NetSecret(_) => "net_secret",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -262,6 +264,7 @@ impl Event {
             | Event::McpEgress(_)
             | Event::NetConnection(_)
             | Event::NetworkRule(_) => None,
+            Event::NetSecret(_) => None,
         }
     }
 
@@ -306,6 +309,7 @@ impl Event {
             | Event::McpEgress(_)
             | Event::NetConnection(_)
             | Event::NetworkRule(_) => None,
+            Event::NetSecret(_) => None,
         }
     }
 
@@ -1177,6 +1181,32 @@ pub struct NetworkRule {
     /// Who: `uid 0 via operator`.
     #[serde(default)]
     pub by: String,
+}
+
+/// `net_secret`: a `[[secrets]]` entry put into one request through the
+/// network wall (`action` `put`), or its placeholder stripped from one to
+/// a host it is not bound to (`stripped`, with why); `conn` joins it to
+/// the connection's `net_connection` records (0: before any). It names the
+/// secret, never its value (docs/THREAT_MODEL.md "Secrets").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NetSecret {
+    #[serde(default)]
+    pub secret: String,
+    #[serde(default)]
+    pub action: String,
+    #[serde(default)]
+    pub conn: u64,
+    #[serde(default)]
+    pub via: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub port: u16,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The tool call the connection came from, when known.
+    #[serde(default)]
+    pub call_id: Option<String>,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

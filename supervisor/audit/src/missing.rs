@@ -121,6 +121,7 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::McpEgress(_)
         | Event::NetConnection(_)
         | Event::NetworkRule(_)
+        | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -288,6 +288,7 @@ impl Builder {
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
             | Event::NetworkRule(_)
+            | Event::NetSecret(_)
             | Event::QuestionAsked(_)
             | Event::ContextTrim(_)
             | Event::IterationCapHit(_)

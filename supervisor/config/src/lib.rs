@@ -13,6 +13,7 @@
 
 pub mod dropins;
 pub mod reference;
+pub mod secrets;
 mod telemetry;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use tollgate_policy::host_exec::GitDirMode;
 use tollgate_policy::network::{NetworkConfig, NetworkPolicy};
 use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
+pub use secrets::{SecretConfig, SecretSource};
 pub use telemetry::TelemetrySection;
 
 /// Default config path (docs/INTERFACES.md).
@@ -60,6 +62,10 @@ pub struct Config {
     /// The supervisor's own diagnostics on stderr or the journal.
     #[serde(default)]
     pub log: LogSection,
+    /// Secrets sandboxes can use but never read (docs/INTERFACES.md
+    /// "[[secrets]]").
+    #[serde(default)]
+    pub secrets: Vec<SecretConfig>,
     /// The `policy.d/` drop-ins merged into `policy`, in the order merged.
     #[serde(skip)]
     pub policy_sources: Vec<dropins::PolicySource>,
@@ -575,6 +581,7 @@ impl Config {
         self.llm.check().map_err(invalid)?;
         self.telemetry.check().map_err(invalid)?;
         self.network_policy().map_err(invalid)?;
+        secrets::check(&self.secrets).map_err(invalid)?;
         Ok(())
     }
 

@@ -460,6 +460,67 @@ pub const SECTIONS: &[Section] = &[
         ],
     },
     Section {
+        // An array of tables: `[[secrets]]`, one per secret.
+        name: "[secrets]",
+        doc: "Secrets a sandbox can use but never read: the sandbox sees a placeholder, the egress proxy puts the value in toward the bound hosts only (one [[secrets]] table per secret).",
+        keys: &[
+            key(
+                "name",
+                STR,
+                None,
+                "What records and supervisorctl secrets list show: 1-64 letters, digits, - or _.",
+            ),
+            key(
+                "from_env",
+                STR,
+                None,
+                "The supervisor's environment variable holding the value (one source of three).",
+            ),
+            key(
+                "from_file",
+                PATH,
+                None,
+                "A file holding it, owned by the supervisor's uid and readable by no one else.",
+            ),
+            key(
+                "from_credential",
+                STR,
+                None,
+                "A systemd credential (LoadCredential=NAME:...), read from $CREDENTIALS_DIRECTORY/NAME.",
+            ),
+            key(
+                "hosts",
+                LIST,
+                None,
+                "Where it may be sent: [network] allow's grammar.",
+            ),
+            key(
+                "env",
+                STR,
+                None,
+                "The variable the sandbox sees, holding a placeholder.",
+            ),
+            key(
+                "header",
+                STR,
+                None,
+                "The header the proxy sets on every request to a bound host.",
+            ),
+            key(
+                "format",
+                STR,
+                None,
+                "\"TEXT{}TEXT\" (\"Bearer {}\"), \"basic\" (the value is user:password) or \"basic:USER\"; needs header.",
+            ),
+            key(
+                "owners",
+                LIST,
+                None,
+                "The users whose sessions get it; empty: every session's.",
+            ),
+        ],
+    },
+    Section {
         name: "telemetry",
         doc: "OpenTelemetry export of the audit events; off unless an endpoint is set.",
         keys: &[
@@ -467,7 +528,7 @@ pub const SECTIONS: &[Section] = &[
                 "endpoint",
                 STR,
                 None,
-                "The OTLP/gRPC collector, e.g. http://127.0.0.1:4317.",
+                "The OTLP/gRPC collector, e.g. http://127.0.0.1:4317, or https://HOST:PORT (TLS, checked against the system's roots and ca_file).",
             ),
             key(
                 "log_tool_details",
@@ -504,6 +565,12 @@ pub const SECTIONS: &[Section] = &[
                 INT,
                 Some("60"),
                 "Seconds between OTLP metrics exports of the counters supervisorctl status shows (sessions, decisions by verdict, refusals, approvals pending, egress connections); 0: none.",
+            ),
+            key(
+                "ca_file",
+                PATH,
+                None,
+                "For an https:// endpoint: a PEM file of the CA(s) that signed the collector's certificate, trusted besides the system's roots.",
             ),
         ],
     },
@@ -551,7 +618,10 @@ mod tests {
 
     #[test]
     fn every_section_and_key_the_parser_accepts_is_documented_and_no_other() {
-        let mut sections: Vec<String> = SECTIONS.iter().map(|s| s.name.to_string()).collect();
+        let mut sections: Vec<String> = SECTIONS
+            .iter()
+            .map(|s| s.name.trim_matches(['[', ']']).to_string())
+            .collect();
         sections.sort();
         assert_eq!(sections, expected("no_such_section = 1\n"), "sections");
         for s in SECTIONS {

@@ -25,6 +25,9 @@ pub struct TelemetrySection {
     /// Seconds between OTLP metrics exports (the counters `status` shows);
     /// 0: no metrics.
     pub metrics_interval_s: u64,
+    /// For an `https://` endpoint: a PEM file of the CA(s) that signed the
+    /// collector's certificate, trusted besides the system's roots.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for TelemetrySection {
@@ -37,6 +40,7 @@ impl Default for TelemetrySection {
             export_timeout_ms: 5000,
             service_name: "tollgate".to_string(),
             metrics_interval_s: 60,
+            ca_file: None,
         }
     }
 }
@@ -77,22 +81,30 @@ impl TelemetrySection {
         if self.service_name.trim().is_empty() {
             return Err("[telemetry] service_name must not be empty".to_string());
         }
+        let https = self
+            .endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("https://"));
+        if let Some(ca) = &self.ca_file
+            && (!https || !ca.is_absolute())
+        {
+            return Err(format!(
+                "[telemetry] ca_file {} needs an https:// endpoint and an absolute path",
+                ca.display()
+            ));
+        }
         Ok(())
     }
 }
 
-/// An OTLP/gRPC endpoint: `http://HOST:PORT`, nothing else.
+/// An OTLP/gRPC endpoint: `http://HOST:PORT` or `https://HOST:PORT`.
 fn check_endpoint(endpoint: &str) -> Result<(), String> {
     let hint = "expected an OTLP/gRPC collector such as \"http://127.0.0.1:4317\"";
     let url = url::Url::parse(endpoint)
         .map_err(|e| format!("[telemetry] endpoint {endpoint:?} is not a URL ({e}); {hint}"))?;
     match url.scheme() {
         "http" => {}
-        "https" => {
-            return Err(format!(
-                "[telemetry] endpoint {endpoint:?}: https is not built in; send to a collector on this host (\"http://127.0.0.1:4317\") and let it forward over TLS"
-            ));
-        }
+        "https" => {}
         other => {
             return Err(format!(
                 "[telemetry] endpoint {endpoint:?} has scheme {other:?}; {hint}"
@@ -160,7 +172,6 @@ mod tests {
             ("127.0.0.1:4317", "is not a URL"),
             ("collector:4317", "scheme \"collector\""),
             ("ftp://127.0.0.1:4317", "scheme \"ftp\""),
-            ("https://collector:4317", "https is not built in"),
             ("http://user:pw@collector:4317", "carries credentials"),
             ("http://collector:4317/v1/traces", "has a path or query"),
             ("http://:4317", "not a URL"),

@@ -23,6 +23,7 @@ mod policy;
 mod prometheus;
 mod reload;
 mod sandbox;
+mod secrets;
 mod sessions;
 mod shared_disk;
 mod table;
@@ -132,6 +133,9 @@ enum Cmd {
     /// One live session's network: allow or deny a host, list the lists.
     #[command(subcommand)]
     Net(net::NetCmd),
+    /// [[secrets]]: names, bound hosts and use counts, never a value.
+    #[command(subcommand)]
+    Secrets(SecretsCmd),
     /// Probe the sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
@@ -165,6 +169,15 @@ enum Cmd {
         /// --audit-sync always|batch, --keep.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SecretsCmd {
+    /// List the configured secrets.
+    List {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -370,6 +383,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             .await
             .map(|()| 0),
         Cmd::Net(cmd) => net::run(connect().await?, cmd).await.map(|()| 0),
+        Cmd::Secrets(SecretsCmd::List { json }) => {
+            secrets::list(connect().await?, json).await.map(|()| 0)
+        }
         Cmd::Sandbox(SandboxCmd::Exec {
             workspace,
             user,

@@ -321,6 +321,11 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
     if wall {
         env.extend(tollgate_sandbox::wall::proxy_env());
     }
+    let extra_ca = if wall && s.sandbox_token.is_some() {
+        crate::secret_env::session_secrets(sup, s.session_id, &s.owner.name, &mut env)
+    } else {
+        None
+    };
     SandboxSpec {
         session_id: s.session_id.to_string(),
         workspace: s.workspace.to_path_buf(),
@@ -341,6 +346,7 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         egress: s.egress,
         wall,
         image: None,
+        extra_ca,
     }
 }
 
@@ -379,6 +385,7 @@ mod tests {
             egress: None,
             wall: false,
             image: None,
+            extra_ca: None,
         }
     }
 

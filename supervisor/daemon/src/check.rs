@@ -153,6 +153,11 @@ fn problems(opts: &Options) -> Vec<String> {
     if let Err(e) = crate::llm_key::read(&config.llm, nix::unistd::getuid().as_raw()) {
         out.push(e);
     }
+    if let Err(e) =
+        crate::secret_store::SecretStore::load(&config.secrets, nix::unistd::getuid().as_raw())
+    {
+        out.push(e);
+    }
     for (key, dir) in [
         ("[supervisor] state_dir", &config.supervisor.state_dir),
         ("[audit] dir", &config.audit.dir),

@@ -262,6 +262,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpServerStarted(_)
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
+        | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -43,6 +43,8 @@ mod pep;
 mod policy_handle;
 mod refusals;
 mod reload;
+mod secret_env;
+mod secret_store;
 mod secrets;
 mod server;
 mod sessions;

@@ -205,6 +205,28 @@ impl OperatorService for OperatorSvc {
         crate::network::operator::list(&self.sup, &session).map(Response::new)
     }
 
+    async fn list_secrets(
+        &self,
+        _req: Request<pb::ListSecretsRequest>,
+    ) -> Result<Response<pb::ListSecretsResponse>, Status> {
+        let secrets = self
+            .sup
+            .secret_store
+            .list()
+            .into_iter()
+            .map(|s| pb::SecretInfo {
+                name: s.name,
+                hosts: s.hosts,
+                env: s.env,
+                header: s.header,
+                owners: s.owners,
+                uses: s.uses,
+                stripped: s.stripped,
+            })
+            .collect();
+        Ok(Response::new(pb::ListSecretsResponse { secrets }))
+    }
+
     async fn list_approvals(
         &self,
         req: Request<pb::ListApprovalsRequest>,

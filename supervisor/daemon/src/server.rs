@@ -79,7 +79,9 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     // 3. The secrets in the environment, redacted everywhere from now on.
     let api_key = crate::llm_key::read(&config.llm, own_uid)
         .map_err(|e| ConfigFault::wrap(anyhow::anyhow!(e)))?;
-    let secrets = scan_secrets(api_key, &audit);
+    let secret_store = crate::secret_store::SecretStore::load(&config.secrets, own_uid)
+        .map_err(|e| ConfigFault::wrap(anyhow::anyhow!(e)))?;
+    let secrets = scan_secrets(api_key, &secret_store, &audit);
     let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
     // 4. The policy engine.
@@ -124,6 +126,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         refusals: crate::refusals::Refusals::default(),
         host_addrs,
         hooks,
+        secret_store: Arc::new(secret_store),
         reloads: crate::reload::Reloads::new(reload_from),
         walls: crate::wall::Walls::default(),
         config,
@@ -208,12 +211,18 @@ struct Secrets {
 
 /// Scans the environment for secrets, reads the LLM's API key, and gives the
 /// audit log the redactor of them all.
-fn scan_secrets(api_key: Option<String>, audit: &Audit) -> Secrets {
+fn scan_secrets(
+    api_key: Option<String>,
+    store: &crate::secret_store::SecretStore,
+    audit: &Audit,
+) -> Secrets {
     let host_secrets = tollgate_audit::scan_env();
     let mut secret_values = host_secrets.values().to_vec();
     if let Some(k) = &api_key {
         secret_values.push(k.clone());
     }
+    // Every [[secrets]] value too (docs/THREAT_MODEL.md "Secrets").
+    secret_values.extend(store.values());
     let redactor = Redactor::new(secret_values);
     // The audit log redacts the same values in every record it writes.
     audit.set_redactor(redactor.clone());

@@ -75,6 +75,8 @@ pub struct Supervisor {
     pub host_addrs: Arc<HostAddrWatch>,
     /// Client sessions (`agent hook`) and their routed commands.
     pub hooks: crate::hooks::Hooks,
+    /// `[[secrets]]`, read at start (docs/INTERFACES.md "[[secrets]]").
+    pub secret_store: Arc<crate::secret_store::SecretStore>,
     /// Where a reload reads the config, and how the last one went.
     pub reloads: crate::reload::Reloads,
     /// The network wall of each session's sandbox (wall/mod.rs).
@@ -387,6 +389,8 @@ impl Supervisor {
         // Its connections closed, each close recorded before the session's
         // last records.
         self.walls.stop(&session.id).await;
+        // Its placeholders rotated and dropped: worthless from now on.
+        self.secret_store.end_session(&session.id);
         self.withdraw_approvals(session, state, reason, by);
         tell_the_agent(session, state, reason);
         // Cancelled calls write their own last records; those must come

@@ -133,8 +133,6 @@ pub trait ConnectionGate: Send + Sync + 'static {
     /// A secret put into a request, or its placeholder stripped from one;
     /// `conn` is the connection's opening record, when it has one (a plain
     /// request's strip comes before it). Only a session with secrets calls
-    /// it; a gate for sessions without any need not record anything.
-    fn secret(&self, req: &ConnRequest, conn: Option<ConnId>, event: SecretUse<'_>) {
-        let _ = (req, conn, event);
-    }
+    /// it; no default, so a wrapping gate cannot drop it unawares.
+    fn secret(&self, req: &ConnRequest, conn: Option<ConnId>, event: SecretUse<'_>);
 }

@@ -107,9 +107,10 @@ impl TestNet {
 impl Drop for TestNet {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+        // Deleting the namespace took the pair with it, usually.
         let _ = Command::new("ip")
             .args(["link", "del", &self.veth])
-            .status();
+            .output();
     }
 }
 

@@ -112,6 +112,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         egress: None,
         wall: false,
         image: None,
+        extra_ca: None,
     };
     let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(

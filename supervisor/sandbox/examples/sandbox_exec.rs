@@ -200,6 +200,7 @@ async fn run(args: Args) -> Result<u8, String> {
         egress: None,
         wall: false,
         image: None,
+        extra_ca: None,
     };
     let result = async {
         let sandbox = backend

@@ -128,6 +128,11 @@ pub struct SandboxSpec {
     /// backend uses it instead of its own only when the engine already has
     /// it (it never pulls); `None` (always, natively): the backend's image.
     pub image: Option<String>,
+    /// A CA the sandbox trusts beside the host's, PEM (the session's CA,
+    /// when a `[[secrets]]` entry is bound for it: docs/THREAT_MODEL.md
+    /// "Secrets"): the root's `/etc/ssl/certs/ca-certificates.crt` is stood
+    /// in for by the host's bundle plus it (native backend).
+    pub extra_ca: Option<String>,
 }
 
 /// A directory's identity: device and inode.

@@ -189,6 +189,15 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
+        Receiver::start_with(None)
+    }
+
+    /// A receiver speaking TLS with `identity` (certificate and key, PEM).
+    fn start_tls(cert: &str, key: &str) -> Receiver {
+        Receiver::start_with(Some(tonic::transport::Identity::from_pem(cert, key)))
+    }
+
+    fn start_with(tls: Option<tonic::transport::Identity>) -> Receiver {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -203,7 +212,13 @@ impl Receiver {
             .unwrap();
         let addr = listener.local_addr().unwrap();
         rt.spawn(async move {
-            tonic::transport::Server::builder()
+            let mut server = tonic::transport::Server::builder();
+            if let Some(id) = tls {
+                server = server
+                    .tls_config(tonic::transport::ServerTlsConfig::new().identity(id))
+                    .unwrap();
+            }
+            server
                 .add_service(TraceServiceServer::new(collector.clone()))
                 .add_service(LogsServiceServer::new(collector.clone()))
                 .add_service(MetricsServiceServer::new(collector))
@@ -684,4 +699,74 @@ fn the_status_counters_arrive_as_otlp_metrics() {
         .iter()
         .all(|n| got.points.iter().any(|(name, _, _, _)| name == n))
     });
+}
+
+/// A CA of the test's own and a certificate it signed for `localhost`:
+/// (CA PEM, certificate PEM, key PEM).
+fn test_pki() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = p.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(p, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// OTLP over TLS: an `https://` collector whose certificate a CA in
+/// `[telemetry] ca_file` signed receives the events; without the CA (the
+/// system's roots only) nothing arrives and the failures are counted.
+#[test]
+fn an_https_collector_is_reached_over_tls_with_the_configured_ca() {
+    let (ca, cert, key) = test_pki();
+    let rx = Receiver::start_tls(&cert, &key);
+    let dirs = tollgate_e2e::harness::Dirs::new();
+    let ca_file = dirs.root.path().join("collector-ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let endpoint = format!("https://localhost:{}", rx.addr.port());
+    let sup = Supervisor::builder()
+        .config(&config(
+            &endpoint,
+            &format!("ca_file = {:?}", ca_file.display().to_string()),
+        ))
+        .dirs(dirs)
+        .start();
+    let uid = nix::unistd::getuid().as_raw();
+    let ws = sup.dirs.workspace("ws", uid);
+    std::fs::write(ws.join("a.txt"), "x\n").unwrap();
+    let r = agent_call(&sup, &ws, "read_file", r#"{"path":"a.txt"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    rx.wait_for("a decision over TLS", |got| {
+        got.logs.iter().any(|l| l.name == "tollgate.tool_decision")
+    });
+    drop(sup);
+
+    // The system's roots alone do not trust the test's CA.
+    let rx2 = Receiver::start_tls(&cert, &key);
+    let sup = Supervisor::builder()
+        .config(&config(
+            &format!("https://localhost:{}", rx2.addr.port()),
+            "",
+        ))
+        .start();
+    let ws = sup.dirs.workspace("ws", uid);
+    std::fs::write(ws.join("a.txt"), "x\n").unwrap();
+    let r = agent_call(&sup, &ws, "read_file", r#"{"path":"a.txt"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = status(&sup)["telemetry"].clone();
+        if t["failed"].as_u64().unwrap_or(0) > 0 {
+            assert!(!t["last_error"].as_str().unwrap_or("").is_empty(), "{t}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no failure counted: {t}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(rx2.got.lock().unwrap().logs.is_empty());
 }

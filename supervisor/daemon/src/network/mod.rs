@@ -264,6 +264,33 @@ impl<S: NetSink> ConnectionGate for NetworkGate<S> {
             ..Self::record_of(&o.req, "close", &o.who)
         });
     }
+
+    /// `net_secret`: the secret's name, never its value; the call the
+    /// connection came from, when it is open.
+    fn secret(&self, req: &ConnRequest, conn: Option<ConnId>, e: tollgate_egress::SecretUse<'_>) {
+        let call_id = conn.and_then(|c| {
+            let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            open.get(&c.0).and_then(|o| non_empty(&o.who.call_id))
+        });
+        let rec = tollgate_audit::event::NetSecret {
+            secret: e.secret.to_string(),
+            action: if e.stripped.is_some() {
+                "stripped"
+            } else {
+                "put"
+            }
+            .to_string(),
+            conn: conn.map_or(0, |c| c.0),
+            via: req.via.as_str().to_string(),
+            host: req.host.to_string(),
+            port: req.port,
+            reason: e.stripped.map(str::to_string),
+            call_id,
+        };
+        if let Err(err) = self.sink.record(Event::NetSecret(rec)) {
+            tracing::warn!("net_secret record not written: {err}");
+        }
+    }
 }
 
 fn millis(d: Duration) -> u64 {

@@ -27,6 +27,32 @@ use tollgate_audit::Redactor;
 use super::map::{self, Clients, Item, Signal};
 use super::{Stats, TelemetrySection};
 
+/// The collector's channel, connecting lazily: nothing is dialled until
+/// the first export. An `https://` endpoint is TLS, its certificate checked
+/// against the system's roots and `[telemetry] ca_file`.
+pub fn channel(
+    cfg: &TelemetrySection,
+    endpoint: &str,
+) -> anyhow::Result<tonic::transport::Channel> {
+    let timeout = cfg.export_timeout();
+    let mut ep = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+        .map_err(|e| anyhow::anyhow!("[telemetry] endpoint {endpoint:?}: {e}"))?
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    if endpoint.starts_with("https://") {
+        let mut tls = tonic::transport::ClientTlsConfig::new().with_native_roots();
+        if let Some(ca) = &cfg.ca_file {
+            let pem = std::fs::read(ca)
+                .map_err(|e| anyhow::anyhow!("[telemetry] ca_file {}: {e}", ca.display()))?;
+            tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+        }
+        ep = ep
+            .tls_config(tls)
+            .map_err(|e| anyhow::anyhow!("[telemetry] endpoint {endpoint:?}: TLS: {e}"))?;
+    }
+    Ok(ep.connect_lazy())
+}
+
 /// The two OTLP exporters and what every export shares.
 pub struct Exporters {
     spans: opentelemetry_otlp::SpanExporter,
@@ -42,11 +68,7 @@ impl Exporters {
     /// delays the start.
     pub fn new(cfg: &TelemetrySection, endpoint: &str) -> anyhow::Result<Exporters> {
         let timeout = cfg.export_timeout();
-        let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())
-            .map_err(|e| anyhow::anyhow!("[telemetry] endpoint {endpoint:?}: {e}"))?
-            .connect_timeout(timeout)
-            .timeout(timeout)
-            .connect_lazy();
+        let channel = channel(cfg, endpoint)?;
         let resource = Resource::builder_empty()
             .with_service_name(cfg.service_name.clone())
             .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])

@@ -116,11 +116,14 @@ pub fn spawn(sup: &Arc<Supervisor>) {
     if interval == 0 {
         return;
     }
-    let Ok(ep) = tonic::transport::Endpoint::from_shared(endpoint) else {
-        return;
-    };
     let timeout = cfg.export_timeout();
-    let channel = ep.connect_timeout(timeout).timeout(timeout).connect_lazy();
+    let channel = match super::export::channel(cfg, &endpoint) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "no OTLP metrics: the collector's channel cannot be built");
+            return;
+        }
+    };
     let sup = Arc::clone(sup);
     let started = SystemTime::now() - sup.started.elapsed();
     tokio::spawn(async move {

@@ -69,7 +69,9 @@ impl Walls {
             gate: NetworkGate::new(Arc::new(policy), sink),
             notes: Arc::clone(&notes),
         };
-        let proxy = Proxy::new(session.id.clone(), gate, Limits::default());
+        // [[secrets]]: the session's, made with its sandbox's spec.
+        let secrets = sup.secret_store.of_session(&session.id);
+        let proxy = Proxy::with_secrets(session.id.clone(), gate, Limits::default(), secrets);
         serve(&proxy, sockets, session.cancel.child_token())?;
         let old = self
             .lock()
@@ -196,5 +198,8 @@ impl ConnectionGate for Noted {
 
     fn closed(&self, id: ConnId, stats: ConnStats) {
         self.gate.closed(id, stats);
+    }
+    fn secret(&self, req: &ConnRequest, conn: Option<ConnId>, e: tollgate_egress::SecretUse<'_>) {
+        self.gate.secret(req, conn, e);
     }
 }

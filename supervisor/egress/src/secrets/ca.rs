@@ -93,7 +93,14 @@ impl SessionCa {
         let mut p = CertificateParams::new(vec![name.to_string()])
             .map_err(|e| tls_err(&format!("a leaf for {name}"), e))?;
         p.distinguished_name = DistinguishedName::new();
-        p.distinguished_name.push(DnType::CommonName, name);
+        // An address gets no common name: a client checks a CN against the
+        // CA's DNS name constraints, and an address is not a name.
+        if name.parse::<std::net::IpAddr>().is_ok() {
+            p.distinguished_name
+                .push(DnType::OrganizationName, "tollgate");
+        } else {
+            p.distinguished_name.push(DnType::CommonName, name);
+        }
         p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         p.use_authority_key_identifier_extension = true;

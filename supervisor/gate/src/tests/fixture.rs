@@ -112,6 +112,7 @@ impl Host for TestHost {
             egress: None,
             wall: false,
             image: None,
+            extra_ca: None,
         }
     }
 }

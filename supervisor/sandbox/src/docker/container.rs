@@ -336,6 +336,7 @@ mod tests {
             egress: None,
             wall: false,
             image: None,
+            extra_ca: None,
         }
     }
 

@@ -147,6 +147,7 @@ async fn probe_in(
         egress: None,
         wall: false,
         image: None,
+        extra_ca: None,
     };
     let t0 = Instant::now();
     let sb = backend

@@ -335,6 +335,7 @@ fn restrict(
         rootless: cfg.rootless,
         hosts: cfg.egress.as_ref().map(crate::Egress::hosts_file),
         resolv: cfg.wall.then(crate::wall::resolv_conf),
+        extra_ca: cfg.extra_ca.clone(),
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;

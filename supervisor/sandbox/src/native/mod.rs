@@ -242,6 +242,7 @@ impl NativeBackend {
             binds: plan.binds,
             egress: spec.egress.clone(),
             wall: spec.wall,
+            extra_ca: spec.extra_ca.clone(),
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(

@@ -90,6 +90,9 @@ pub(crate) struct MountPlan<'a> {
     /// The whole `/etc/resolv.conf`, when the network wall serves its DNS
     /// stub in the sandbox (`crate::wall`); the host's otherwise.
     pub resolv: Option<String>,
+    /// A CA added to `/etc/ssl/certs/ca-certificates.crt` (the session's,
+    /// when it has secrets): the host's bundle and it stand in for it.
+    pub extra_ca: Option<String>,
 }
 
 fn err(step: &'static str, what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
@@ -147,7 +150,7 @@ fn stand_in(new: &Path, etc_name: &str, text: &str) -> Result<(), SetupError> {
             "the host has no plain file there for the sandbox's own to stand in for",
         ));
     }
-    let src = new.join(format!(".tollgate-{etc_name}"));
+    let src = new.join(format!(".tollgate-{}", etc_name.replace('/', "-")));
     fs::write(&src, text).map_err(|e| err("mounts", format!("write {}", src.display()), e))?;
     bind_ro(&src, &dst)?;
     fs::remove_file(&src).map_err(|e| err("mounts", format!("remove {}", src.display()), e))
@@ -264,6 +267,18 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     if let Some(text) = &plan.resolv {
         // The network wall: the DNS stub, over the host's resolv.conf.
         stand_in(new, "resolv.conf", text)?;
+    }
+    if let Some(pem) = &plan.extra_ca {
+        // [[secrets]]: the session's CA beside the host's.
+        let name = "ssl/certs/ca-certificates.crt";
+        let host = new.join("etc").join(name);
+        let mut text = fs::read_to_string(&host)
+            .map_err(|e| err("mounts", format!("read {}", host.display()), e))?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(pem);
+        stand_in(new, name, &text)?;
     }
     build_dev(new, plan)?;
     mount_proc(new)?;

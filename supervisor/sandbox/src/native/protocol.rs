@@ -56,6 +56,9 @@ pub(crate) struct InitConfig {
     /// `/etc/resolv.conf` names the DNS stub.
     #[serde(default)]
     pub wall: bool,
+    /// The CA bundle standing in for the root's (`[[secrets]]`).
+    #[serde(default)]
+    pub extra_ca: Option<String>,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.

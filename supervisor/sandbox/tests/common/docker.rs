@@ -140,6 +140,7 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         egress: None,
         wall: false,
         image: None,
+        extra_ca: None,
     }
 }
 

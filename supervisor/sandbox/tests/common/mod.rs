@@ -183,6 +183,7 @@ pub fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
         egress: None,
         wall: false,
         image: None,
+        extra_ca: None,
     }
 }
 
