@@ -142,6 +142,24 @@ pub struct Report {
     pub rules: Vec<RuleRow>,
     pub suggestions: Vec<Suggestion>,
     pub thresholds: Thresholds,
+    /// `net_connection` records per host and port, most connections first
+    /// (left out when there are none, as release 0.1.0 printed it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostRow>,
+}
+
+/// The network wall's records for one host and port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostRow {
+    /// `(bad request)` for refusals that named no host.
+    pub host: String,
+    pub port: u16,
+    /// `open` records: connections that went through.
+    pub opened: u64,
+    /// `refused` records, and refusals only counted in a summary (no host).
+    pub refused: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
 }
 
 /// Reports on the given files, and on the `*.jsonl` audit files of the
@@ -210,6 +228,7 @@ struct Builder {
     approvals: HashMap<String, (String, String)>,
     /// approval_decided records whose request was not seen (yet).
     orphans: Vec<ApprovalDecided>,
+    hosts: BTreeMap<(String, u16), HostRow>,
 }
 
 impl Builder {
@@ -239,6 +258,7 @@ impl Builder {
                 Some((tool, rule)) => self.decided(&d, &tool, &rule),
                 None => self.orphans.push(d),
             },
+            Event::NetConnection(c) => self.connection(&c),
             Event::AuditOpened(_)
             | Event::AuditFileClosed(_)
             | Event::Config(_)
@@ -267,7 +287,6 @@ impl Builder {
             | Event::McpServerStarted(_)
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_)
             | Event::NetworkRule(_)
             | Event::NetSecret(_)
             | Event::QuestionAsked(_)
@@ -275,6 +294,31 @@ impl Builder {
             | Event::IterationCapHit(_)
             | Event::Abort(_)
             | Event::TurnSummary(_) => {}
+        }
+    }
+
+    fn connection(&mut self, c: &crate::event::NetConnection) {
+        let host = if c.host.is_empty() {
+            "(bad request)".to_string()
+        } else {
+            c.host.clone()
+        };
+        let row = self
+            .hosts
+            .entry((host.clone(), c.port))
+            .or_insert_with(|| HostRow {
+                host,
+                port: c.port,
+                ..HostRow::default()
+            });
+        match c.phase.as_str() {
+            "open" => row.opened += 1,
+            "close" => {
+                row.bytes_up += c.bytes_up;
+                row.bytes_down += c.bytes_down;
+            }
+            "refused" => row.refused += 1,
+            _ => row.refused += c.suppressed,
         }
     }
 
@@ -373,7 +417,14 @@ impl Builder {
             tools.entry(r.tool.clone()).or_default().add(&r.counts);
         }
         let suggestions = suggest(&rules, t);
+        let mut hosts: Vec<HostRow> = self.hosts.into_values().collect();
+        hosts.sort_by(|a, b| {
+            (b.opened + b.refused)
+                .cmp(&(a.opened + a.refused))
+                .then_with(|| (&a.host, a.port).cmp(&(&b.host, b.port)))
+        });
         Report {
+            hosts,
             files: self.files,
             records: self.records,
             unreadable_lines: self.unreadable,
@@ -559,8 +610,56 @@ impl fmt::Display for Report {
         for s in &self.suggestions {
             writeln!(f, "  - {}", sanitize(&s.text))?;
         }
-        Ok(())
+        write_hosts(f, &self.hosts)
     }
+}
+
+/// The hosts table: connections through the network wall per host.
+fn write_hosts(f: &mut fmt::Formatter<'_>, hosts: &[HostRow]) -> fmt::Result {
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    writeln!(f, "\nnetwork (net_connection records per host):")?;
+    let rows: Vec<[String; 6]> = std::iter::once(
+        [
+            "HOST",
+            "PORT",
+            "OPENED",
+            "REFUSED",
+            "BYTES UP",
+            "BYTES DOWN",
+        ]
+        .map(str::to_string),
+    )
+    .chain(hosts.iter().map(|h| {
+        [
+            sanitize(&h.host),
+            h.port.to_string(),
+            h.opened.to_string(),
+            h.refused.to_string(),
+            h.bytes_up.to_string(),
+            h.bytes_down.to_string(),
+        ]
+    }))
+    .collect();
+    let mut widths = [0usize; 6];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in &rows {
+        let mut line = String::from("  ");
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i == 0 {
+                line.push_str(&format!("{cell:<w$}  "));
+            } else {
+                line.push_str(&format!("{cell:>w$}  "));
+            }
+        }
+        writeln!(f, "{}", line.trim_end())?;
+    }
+    Ok(())
 }
 
 /// Reports on the audit directory (what `audit report` with no PATH does).

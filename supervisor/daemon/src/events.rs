@@ -164,6 +164,43 @@ fn multi_thread_runtime() -> bool {
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
+/// A connection's line: where it went, what decided it, what it carried.
+fn net_line(c: &tollgate_audit::event::NetConnection) -> String {
+    let target = if c.host.is_empty() {
+        String::new()
+    } else {
+        format!("{}:{} ", c.host, c.port)
+    };
+    let by = c
+        .command
+        .as_deref()
+        .map(|cmd| format!(" from `{}`", cmd.replace('\n', "` | `")))
+        .unwrap_or_default();
+    let reason = c.reason.as_deref().unwrap_or("");
+    match c.phase.as_str() {
+        "open" => format!(
+            "connection {} open {target}-> {} ({}){by}",
+            c.conn,
+            c.address.as_deref().unwrap_or("?"),
+            c.rule
+        ),
+        "close" => format!(
+            "connection {} closed {target}{} B up, {} B down, {} ms{}",
+            c.conn,
+            c.bytes_up,
+            c.bytes_down,
+            c.duration_ms,
+            if reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({reason})")
+            }
+        ),
+        "refused" => format!("connection refused {target}({}): {reason}{by}", c.rule),
+        _ => format!("connections {}: {reason}", c.phase.replace('_', " ")),
+    }
+}
+
 /// One human line per event, for `supervisorctl watch`.
 pub fn summarise(event: &Event) -> String {
     let line = match event {
@@ -202,6 +239,8 @@ pub fn summarise(event: &Event) -> String {
         Event::SessionRevoked(e) | Event::SessionClosed(e) => {
             format!("{}: {}", event.name().replace('_', " "), e.reason)
         }
+        Event::NetConnection(c) => net_line(c),
+        Event::NetworkRule(r) => format!("net {} {} by {}", r.verb, r.entry, r.by),
         Event::AuditOpened(_)
         | Event::AuditFileClosed(_)
         | Event::Config(_)
@@ -223,8 +262,6 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpServerStarted(_)
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
-        | Event::NetConnection(_)
-        | Event::NetworkRule(_)
         | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
@@ -290,5 +327,48 @@ mod tests {
         let line = summarise(&event);
         assert!(!line.contains('\n') && !line.contains('\u{1b}'), "{line}");
         assert!(line.contains("\\n"), "{line}");
+    }
+
+    #[test]
+    fn watch_shows_each_connection_with_its_host_rule_and_command() {
+        let read = |f: serde_json::Value| {
+            let e = Event::read("net_connection", f.as_object().unwrap())
+                .known()
+                .cloned()
+                .unwrap();
+            summarise(&e)
+        };
+        assert_eq!(
+            read(
+                json!({"phase":"open","conn":3,"via":"http-connect","host":"ok.example","port":443,
+                "address":"93.184.216.34:443","decision":"allow","rule":"ok.example",
+                "call_id":"c1","command":"npm install"})
+            ),
+            "connection 3 open ok.example:443 -> 93.184.216.34:443 (ok.example) from `npm install`"
+        );
+        assert_eq!(
+            read(
+                json!({"phase":"close","conn":3,"host":"ok.example","port":443,"bytes_up":10,
+                "bytes_down":2048,"duration_ms":15,"decision":"allow","rule":"ok.example"})
+            ),
+            "connection 3 closed ok.example:443 10 B up, 2048 B down, 15 ms"
+        );
+        assert_eq!(
+            read(
+                json!({"phase":"refused","host":"evil.example","port":443,"decision":"deny",
+                "rule":"network:unlisted","reason":"evil.example:443 is not in [network] allow"})
+            ),
+            "connection refused evil.example:443 (network:unlisted): evil.example:443 is not in [network] allow"
+        );
+        let e = Event::read(
+            "network_rule",
+            json!({"verb":"allow","entry":"new.example","by":"uid 0 via operator"})
+                .as_object()
+                .unwrap(),
+        )
+        .known()
+        .cloned()
+        .unwrap();
+        assert_eq!(summarise(&e), "net allow new.example by uid 0 via operator");
     }
 }

@@ -203,7 +203,8 @@ pub(crate) async fn deliver<G: ConnectionGate>(
 }
 
 /// Records the opening, sends what the client already sent, relays both
-/// ways and records the close.
+/// ways until both are done or neither moved a byte for the idle bound,
+/// and records the close.
 pub(crate) async fn relay<G: ConnectionGate>(
     proxy: &Arc<Proxy<G>>,
     req: &ConnRequest,
@@ -222,11 +223,21 @@ pub(crate) async fn relay<G: ConnectionGate>(
     let mut stats = ConnStats::default();
     if up.stream.write_all(early).await.is_ok() {
         stats.bytes_up = early.len() as u64;
+        let idle = proxy.limits.idle_timeout;
+        let last = Activity::new();
         let (up_n, down_n) = (AtomicU64::new(0), AtomicU64::new(0));
         let (cr, cw) = client.split();
         let (ur, uw) = up.stream.split();
+        let both = async {
+            tokio::join!(
+                pump(cr, uw, &up_n, &last, idle),
+                pump(ur, cw, &down_n, &last, idle)
+            )
+        };
         tokio::select! {
-            _ = async { tokio::join!(pipe(cr, uw, &up_n), pipe(ur, cw, &down_n)) } => {}
+            (a, b) = both => if a || b {
+                stats.idle_closed = Some(idle);
+            },
             // The wall ends (revoke, kill): closed now, counted so far.
             _ = proxy.stopped() => {}
         }
@@ -237,23 +248,56 @@ pub(crate) async fn relay<G: ConnectionGate>(
     proxy.gate.closed(id, stats);
 }
 
-/// One direction, counted as it goes, until EOF (then half-closed) or an
-/// error on either side.
-async fn pipe(
+/// When a byte last moved either way.
+struct Activity {
+    start: Instant,
+    last_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+    fn touch(&self) {
+        let now = self.start.elapsed().as_millis() as u64;
+        self.last_ms
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn idle_for(&self) -> std::time::Duration {
+        let last = self.last_ms.load(std::sync::atomic::Ordering::Relaxed);
+        self.start
+            .elapsed()
+            .saturating_sub(std::time::Duration::from_millis(last))
+    }
+}
+
+/// One direction, counted as it goes, until EOF (then half-closed), an
+/// error on either side, or both directions idle for `idle`. Returns
+/// whether idleness ended it.
+async fn pump(
     mut from: tokio::net::tcp::ReadHalf<'_>,
     mut to: tokio::net::tcp::WriteHalf<'_>,
     count: &AtomicU64,
-) {
+    last: &Activity,
+    idle: std::time::Duration,
+) -> bool {
     let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+    let idled = loop {
+        let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break false,
+            Ok(Ok(n)) => n,
+            Err(_) if last.idle_for() >= idle => break true,
+            Err(_) => continue,
         };
         if to.write_all(&buf[..n]).await.is_err() {
-            break;
+            break false;
         }
         count.fetch_add(n as u64, Ordering::Relaxed);
-    }
+        last.touch();
+    };
     let _ = to.shutdown().await;
+    idled
 }

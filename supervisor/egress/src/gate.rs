@@ -71,6 +71,8 @@ pub struct ConnStats {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub duration: Duration,
+    /// Closed because no byte moved either way for this long.
+    pub idle_closed: Option<Duration>,
 }
 
 /// What happened to a secret on one request (docs/THREAT_MODEL.md

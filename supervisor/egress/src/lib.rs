@@ -50,6 +50,9 @@ pub struct Limits {
     pub max_head_bytes: usize,
     /// Longest wait for the upstream TCP connect.
     pub connect_timeout: Duration,
+    /// A relayed connection that moves no byte either way for this long is
+    /// closed (a server that never answers, a client that went quiet).
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -59,6 +62,7 @@ impl Default for Limits {
             head_timeout: Duration::from_secs(10),
             max_head_bytes: 16 * 1024,
             connect_timeout: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(300),
         }
     }
 }

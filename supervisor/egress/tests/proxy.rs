@@ -702,3 +702,293 @@ fn nix_uid() -> u32 {
         .and_then(|v| v.split_whitespace().next().map(|u| u.parse().unwrap()))
         .unwrap()
 }
+
+/// CONNECTs `target` and returns the head and the body of the answer.
+async fn connect_answer(r: &Rig, target: &str) -> (String, String) {
+    let (mut s, head) = connect_via_http(r, target).await;
+    let body = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+    (head, body)
+}
+
+#[tokio::test]
+async fn long_punycode_homoglyph_and_numeric_names_are_refused_as_what_they_are() {
+    let r = rig(Limits::default()).await;
+    let p = r.port;
+    // 300 bytes is no DNS name: a bad request, recorded, nothing resolved.
+    let (head, body) = connect_answer(&r, &format!("{}:{p}", "a".repeat(300))).await;
+    assert!(
+        head.starts_with("HTTP/1.1 400") && head.contains("rule=network:bad-request"),
+        "{head}"
+    );
+    assert!(body.contains("300 bytes"), "{body}");
+    let (head, _) = connect_answer(&r, &format!("xn--zz.example:{p}")).await;
+    assert!(head.starts_with("HTTP/1.1 400"), "invalid punycode: {head}");
+    // A homoglyph of an allowed name is another name, shown in its ASCII
+    // form, and unlisted.
+    let (head, _) = connect_answer(&r, &format!("\u{043e}k.example:{p}")).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert!(
+        head.contains("host=xn--k-") && head.contains("rule=network:unlisted"),
+        "{head}"
+    );
+    // Every numeric spelling of loopback is the address 127.0.0.1.
+    for spelling in [
+        "2130706433",
+        "0177.0.0.1",
+        "127.1",
+        "0x7f000001",
+        "[::ffff:127.0.0.1]",
+    ] {
+        let (head, _) = connect_answer(&r, &format!("{spelling}:{p}")).await;
+        assert!(head.starts_with("HTTP/1.1 403"), "{spelling}: {head}");
+        let shown = if spelling.starts_with('[') {
+            "[::ffff:127.0.0.1]"
+        } else {
+            "127.0.0.1"
+        };
+        assert!(
+            head.contains(&format!("host={shown}; port={p}; rule=network:unlisted")),
+            "{spelling}: {head}"
+        );
+    }
+    // SOCKS5 names are at most 255 bytes; a 255-byte one is no DNS name.
+    let name = "b".repeat(255);
+    let mut m = vec![5, 1, 0, 5, 1, 0, 3, 255];
+    m.extend(name.as_bytes());
+    m.extend(p.to_be_bytes());
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&m).await.unwrap();
+    assert_eq!(read_all(&mut s).await[..4], [5, 0, 5, 2]);
+    let resolved = r.proxy.gate.resolved.lock().unwrap().clone();
+    assert!(resolved.is_empty(), "{resolved:?}");
+    let l = log(&r);
+    assert_eq!(
+        l.iter().filter(|x| x.starts_with("bad ")).count(),
+        3,
+        "{l:?}"
+    );
+    assert!(!l.iter().any(|x| x.starts_with("open")), "{l:?}");
+}
+
+#[tokio::test]
+async fn a_socks4_greeting_tls_without_sni_and_garbage_get_a_clear_refusal() {
+    let r = rig(Limits::default()).await;
+    // SOCKS4 on the SOCKS port: its own "rejected" reply, recorded.
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&[4, 1, 0, 80, 93, 184, 216, 34, b'u', 0])
+        .await
+        .unwrap();
+    assert_eq!(read_all(&mut s).await, [0, 0x5b, 0, 0, 0, 0, 0, 0]);
+    // A ClientHello sent straight at the HTTP proxy: no request line.
+    let mut s = TcpStream::connect(r.http).await.unwrap();
+    let mut h = hello(Some("ok.example"));
+    h.extend(b"\r\n\r\n");
+    s.write_all(&h).await.unwrap();
+    let out = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    // TLS with no SNI through SOCKS5 to an allowed name: closed, recorded.
+    let mut m = vec![5, 1, 0, 5, 1, 0, 3, 10];
+    m.extend(b"ok.example");
+    m.extend(r.port.to_be_bytes());
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&m).await.unwrap();
+    assert_eq!(read_n(&mut s, 12).await[..4], [5, 0, 5, 0]);
+    s.write_all(&hello(None)).await.unwrap();
+    assert!(read_all(&mut s).await.is_empty());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let l = log(&r);
+    assert!(
+        l.iter()
+            .any(|x| x == "bad a SOCKS4 greeting; only SOCKS5 is served"),
+        "{l:?}"
+    );
+    assert!(
+        l.iter()
+            .any(|x| x == &format!("refused ok.example:{} network:sni", r.port)),
+        "{l:?}"
+    );
+    assert!(!l.iter().any(|x| x.starts_with("open")), "{l:?}");
+}
+
+/// A listener whose accept queue is full: the kernel drops further SYNs,
+/// so a connect to it never completes.
+async fn unanswering_port() -> (u16, Vec<TcpStream>, TcpListener) {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::from((UPSTREAM, 0))).unwrap();
+    let port = sock.local_addr().unwrap().port();
+    let l = sock.listen(0).unwrap();
+    let mut held = Vec::new();
+    // Fill the queue; these are never accepted.
+    for _ in 0..4 {
+        let c = tokio::time::timeout(
+            Duration::from_millis(300),
+            TcpStream::connect(SocketAddr::from((UPSTREAM, port))),
+        )
+        .await;
+        if let Ok(Ok(c)) = c {
+            held.push(c);
+        }
+    }
+    (port, held, l)
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_a_bounded_wait_recorded() {
+    let limits = Limits {
+        connect_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_millis(400),
+        ..Limits::default()
+    };
+    let r = rig(limits.clone()).await;
+    // A server that accepts and then says nothing, whatever it is sent.
+    let silent = TcpListener::bind(SocketAddr::from((UPSTREAM, 0)))
+        .await
+        .unwrap();
+    let sport = silent.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((c, _)) = silent.accept().await {
+            kept.push(c);
+        }
+    });
+    let c = NetworkConfig {
+        allow: vec![format!("ok.example:{sport}")],
+        ..NetworkConfig::default()
+    };
+    let proxy = Proxy::new(
+        "s2".into(),
+        TestGate {
+            policy: NetworkPolicy::from_config(&c).unwrap(),
+            exempt: Some(IpAddr::from(UPSTREAM)),
+            names: [("ok.example".to_string(), IpAddr::from(UPSTREAM))].into(),
+            log: Mutex::default(),
+            resolved: Mutex::default(),
+        },
+        limits,
+    );
+    let hl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = hl.local_addr().unwrap();
+    tokio::spawn(tollgate_egress::serve_http(Arc::clone(&proxy), hl));
+    let mut s = TcpStream::connect(http).await.unwrap();
+    s.write_all(
+        format!("GET http://ok.example:{sport}/ HTTP/1.1\r\nHost: ok.example:{sport}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // Read to the end: the proxy closes once nothing moved for the bound.
+    let mut out = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
+        .await
+        .expect("the relay never ended")
+        .unwrap();
+    assert_eq!(n, 0, "the silent server sent nothing");
+    let l = proxy.gate.log.lock().unwrap().clone();
+    assert!(l[0].starts_with("open ok.example:"), "{l:?}");
+    assert!(
+        l[1].starts_with("close 1 up=") && l[1].ends_with("down=0"),
+        "{l:?}"
+    );
+    // A server whose accept queue is full never completes the handshake:
+    // the connect is bounded and refused, naming it.
+    let (port, _held, _listener) = unanswering_port().await;
+    let c = NetworkConfig {
+        allow: vec![format!("ok.example:{port}")],
+        ..NetworkConfig::default()
+    };
+    let gate = TestGate {
+        policy: NetworkPolicy::from_config(&c).unwrap(),
+        exempt: Some(IpAddr::from(UPSTREAM)),
+        names: [("ok.example".to_string(), IpAddr::from(UPSTREAM))].into(),
+        log: Mutex::default(),
+        resolved: Mutex::default(),
+    };
+    let p2 = Proxy::new("s3".into(), gate, r.proxy.limits.clone());
+    let hl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = hl.local_addr().unwrap();
+    tokio::spawn(tollgate_egress::serve_http(Arc::clone(&p2), hl));
+    let mut s = TcpStream::connect(http).await.unwrap();
+    s.write_all(format!("CONNECT ok.example:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
+        .await
+        .expect("the connect was not bounded")
+        .unwrap();
+    let out = String::from_utf8_lossy(&out).into_owned();
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("rule=network:connect"),
+        "{out}"
+    );
+    assert!(out.contains("did not accept within"), "{out}");
+    assert_eq!(
+        *p2.gate.log.lock().unwrap(),
+        [format!("refused ok.example:{port} network:connect")]
+    );
+}
+
+/// Raises this process's descriptor limit to its hard limit.
+fn raise_nofile() -> u64 {
+    let pid = std::process::id().to_string();
+    let hard = std::process::Command::new("sh")
+        .args(["-c", "ulimit -Hn"])
+        .output()
+        .unwrap();
+    let hard = String::from_utf8(hard.stdout).unwrap().trim().to_string();
+    let ok = std::process::Command::new("prlimit")
+        .args(["--pid", &pid, &format!("--nofile={hard}:{hard}")])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "prlimit");
+    hard.parse().unwrap_or(u64::MAX)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_connections_from_one_session_hit_its_cap_and_another_session_is_served() {
+    const N: usize = 10_000;
+    let hard = raise_nofile();
+    assert!(
+        hard > (N as u64) * 3 / 2,
+        "the hard descriptor limit {hard} is too low for {N} connections"
+    );
+    let limits = Limits {
+        head_timeout: Duration::from_secs(120),
+        ..Limits::default()
+    };
+    let cap = limits.max_connections;
+    let hog = rig(limits).await;
+    let other = rig(Limits::default()).await;
+    let mut held = Vec::with_capacity(N);
+    for _ in 0..N {
+        held.push(TcpStream::connect(hog.http).await.unwrap());
+    }
+    // The other session is served while the hog holds its cap.
+    let (mut s, head) = connect_via_http(&other, &format!("ok.example:{}", other.port)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s.write_all(b"ping").await.unwrap();
+    assert_eq!(read_n(&mut s, 4).await, b"ping");
+    // Past the cap each one was refused at once, naming the cap.
+    let mut refused = 0;
+    for c in held.iter_mut().rev().take(50) {
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut out)).await;
+        let out = String::from_utf8_lossy(&out);
+        if out.contains("rule=network:connection-cap") {
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 50);
+    assert!(hog.proxy.open_connections() <= cap);
+    drop(held);
+    // Once they are gone the hog's session is served again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while hog.proxy.open_connections() > 0 {
+        assert!(std::time::Instant::now() < deadline, "slots never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_s, head) = connect_via_http(&hog, &format!("ok.example:{}", hog.port)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let bad = log(&hog).iter().filter(|l| l.starts_with("bad ")).count();
+    assert!(bad >= N - cap, "{bad} refusals recorded");
+}

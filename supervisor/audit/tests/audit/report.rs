@@ -400,3 +400,73 @@ fn empty_report_says_so() {
     assert!(text.contains("  none"), "{text}");
     assert!(report(&[t.path().join("missing")]).is_err());
 }
+
+#[test]
+fn hosts_are_listed_with_their_connections_refusals_and_bytes() {
+    let t = tmp();
+    let dir = t.path().join("audit");
+    let audit = Audit::open(&dir, SyncMode::Batch, None).unwrap();
+    let f = audit.open_session("netS").unwrap();
+    let net = |phase: &str, host: &str, extra: serde_json::Value| {
+        let mut fields =
+            json!({"phase": phase, "host": host, "port": 443, "decision": "allow", "rule": "r"});
+        for (k, v) in extra.as_object().unwrap() {
+            fields[k] = v.clone();
+        }
+        f.append("netS", "net_connection", fields).unwrap();
+    };
+    for i in 0..3 {
+        net("open", "ok.example", json!({"conn": i}));
+        net(
+            "close",
+            "ok.example",
+            json!({"conn": i, "bytes_up": 10, "bytes_down": 1000}),
+        );
+    }
+    net("refused", "evil.example", json!({"decision": "deny"}));
+    net(
+        "refused",
+        "",
+        json!({"port": 0, "decision": "deny", "rule": "network:bad-request"}),
+    );
+    net(
+        "refusals_summary",
+        "",
+        json!({"port": 0, "decision": "deny", "suppressed": 500}),
+    );
+    drop(f);
+    let r = report(&[dir]).unwrap();
+    let rows: Vec<(String, u16, u64, u64, u64, u64)> = r
+        .hosts
+        .iter()
+        .map(|h| {
+            (
+                h.host.clone(),
+                h.port,
+                h.opened,
+                h.refused,
+                h.bytes_up,
+                h.bytes_down,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("(bad request)".to_string(), 0, 0, 501, 0, 0),
+            ("ok.example".to_string(), 443, 3, 0, 30, 3000),
+            ("evil.example".to_string(), 443, 0, 1, 0, 0),
+        ]
+    );
+    let text = r.to_string();
+    assert!(
+        text.contains("network (net_connection records per host):"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["ok.example", "443", "3", "0", "30", "3000"]),
+        "{text}"
+    );
+}

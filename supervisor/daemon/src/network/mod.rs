@@ -25,14 +25,9 @@ use tollgate_audit::event::{Event, NetConnection};
 use tollgate_egress::{ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Refusal};
 use tollgate_gate::approvals::Scope;
 use tollgate_gate::network::{Attribution, NetAsk};
-use tollgate_policy::network::{
-    DEFAULT_PORTS, NetDecision, NetVerdict, NetworkPolicy, UNLISTED_RULE,
-};
+use tollgate_policy::network::{NetDecision, NetVerdict, NetworkPolicy};
 
-pub(crate) use sink::NetSink;
-// Built by the sandbox's egress wiring, one per session.
-#[allow(unused_imports)]
-pub(crate) use sink::SessionSink;
+pub(crate) use sink::{NetSink, SessionSink};
 
 /// Refusals one session records one by one; later ones are counted.
 pub(crate) const MAX_REFUSED_RECORDS: u64 = 64;
@@ -93,25 +88,12 @@ impl<S: NetSink> NetworkGate<S> {
         }
     }
 
-    /// A refusal of the lists, with the operator's way on when there is one.
-    fn refusal(&self, req: &ConnRequest, d: NetDecision) -> Refusal {
-        let reason = if d.rule == UNLISTED_RULE {
-            let entry = if DEFAULT_PORTS.contains(&req.port) {
-                req.host.url_host()
-            } else {
-                req.target()
-            };
-            format!(
-                "{}; an operator can run: supervisorctl net allow {} {entry}",
-                d.reason,
-                self.sink.session_id()
-            )
-        } else {
-            d.reason
-        };
+    /// A refusal of the lists: the policy's sentence (the tool result's
+    /// `network: refused` line adds the operator's way on, `wall::refusals`).
+    fn refusal(&self, d: NetDecision) -> Refusal {
         Refusal {
             rule: d.rule,
-            reason,
+            reason: d.reason,
         }
     }
 
@@ -199,7 +181,7 @@ impl<S: NetSink> ConnectionGate for NetworkGate<S> {
         let d = self.policy.decide_with(&overlay, &req.host, req.port);
         match d.verdict {
             NetVerdict::Allow => GateVerdict::Allow { rule: d.rule },
-            NetVerdict::Deny => GateVerdict::Deny(self.refusal(req, d)),
+            NetVerdict::Deny => GateVerdict::Deny(self.refusal(d)),
             NetVerdict::Ask => self.ask(req, d).await,
         }
     }
@@ -276,6 +258,9 @@ impl<S: NetSink> ConnectionGate for NetworkGate<S> {
             bytes_up: s.bytes_up,
             bytes_down: s.bytes_down,
             duration_ms: millis(s.duration),
+            reason: s
+                .idle_closed
+                .map(|d| format!("closed: no byte moved either way for {} s", d.as_secs())),
             ..Self::record_of(&o.req, "close", &o.who)
         });
     }

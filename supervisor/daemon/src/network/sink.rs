@@ -18,8 +18,6 @@ pub(crate) trait NetSink: Send + Sync + 'static {
     fn record(&self, event: Event) -> Result<(), String>;
     /// The host's own addresses as of now.
     fn host_addrs(&self) -> Result<HostAddrs, String>;
-    /// The session's id, for the operator's hint.
-    fn session_id(&self) -> &str;
     /// What an operator changed of the session's lists, now.
     fn overlay(&self) -> NetOverlay;
     /// Whether `host:port` was approved for the whole session.
@@ -67,10 +65,6 @@ impl NetSink for SessionSink {
             .host_addrs()
             .cloned()
             .map_err(|e| e.to_string())
-    }
-
-    fn session_id(&self) -> &str {
-        &self.session.id
     }
 
     fn overlay(&self) -> NetOverlay {
