@@ -291,20 +291,23 @@ fn sandbox_init(
             envp: envp_path.0,
             path: envp_path.1,
             rlimit_cpu_s: cfg.rlimit_cpu_s,
+            per_call: envp_path.2,
         }),
         Err(e) => Err((e, ctrl_fd)),
     }
 }
 
 /// Every restriction of pid 1, in order, ending with the `Ready` report.
-/// Returns the environment and the PATH entries commands run with.
+/// Returns the environment and the PATH entries commands run with, and
+/// the per-call Landlock ruleset when commands get domains of their own.
+#[allow(clippy::type_complexity)]
 fn restrict(
     ctrl_fd: &OwnedFd,
     cfg: &InitConfig,
     filters: &seccomp::Filters,
     helper: OwnedFd,
     mut clock: Clock,
-) -> Result<(Vec<CString>, Vec<Vec<u8>>), SetupError> {
+) -> Result<(Vec<CString>, Vec<Vec<u8>>, Option<OwnedFd>), SetupError> {
     let ctrl = ctrl_fd.as_raw_fd();
     let step = |step: &'static str| {
         move |e: nix::Error| SetupError {
@@ -332,6 +335,7 @@ fn restrict(
             .as_ref()
             .map(|e| e.ports.as_slice())
             .unwrap_or(&[]),
+        cfg.attribute,
     )?;
     clock.mark("landlock-prepare");
     let envp: Vec<CString> = cfg
@@ -380,7 +384,7 @@ fn restrict(
         step: "report",
         detail: e.to_string(),
     })?;
-    Ok((envp, path))
+    Ok((envp, path, prepared.per_call))
 }
 
 /// Reads our own /proc/self/status and insists on the posture every command

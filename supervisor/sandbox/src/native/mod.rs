@@ -19,13 +19,16 @@
 //! user, rootless: a user namespace mapping only the supervisor's own uid,
 //! and sessions only for that uid.
 
+mod audit;
 mod cgroup;
 mod credentials;
 mod exec;
 mod helper;
 mod init;
+pub use audit::{AttributionMode, attribution_status, set_attribution};
 mod landlock;
 mod mounts;
+pub(crate) use mounts::SYSTEM_DIRS;
 mod probe;
 mod protocol;
 mod record;
@@ -233,6 +236,7 @@ impl NativeBackend {
             rlimit_nproc: self.opts.rlimit_nproc,
             binds: plan.binds,
             egress: spec.egress.clone(),
+            attribute: audit::listener().is_ok(),
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -482,6 +486,11 @@ impl NativeBackend {
             ctrl,
             shared,
             next_id: AtomicU64::new(1),
+            attribution: if init_cfg.attribute {
+                audit::listener().ok()
+            } else {
+                None
+            },
             teardown: Mutex::new(Some(teardown)),
             destroy_lock: tokio::sync::Mutex::new(()),
             drain_grace: self.opts.drain_grace,
@@ -864,6 +873,8 @@ pub struct NativeSandbox {
     ctrl: Arc<AsyncControl>,
     shared: Arc<Shared>,
     next_id: AtomicU64,
+    /// Attributes each command's refusals (audit/); `None`: not here.
+    attribution: Option<&'static audit::Listener>,
     teardown: Mutex<Option<Teardown>>,
     destroy_lock: tokio::sync::Mutex<()>,
     drain_grace: Duration,

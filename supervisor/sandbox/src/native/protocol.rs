@@ -48,6 +48,10 @@ pub(crate) struct InitConfig {
     /// `/etc/hosts` maps the names. `None`: every TCP connect is denied.
     #[serde(default)]
     pub egress: Option<crate::Egress>,
+    /// Give each command a Landlock domain of its own, logged, so the
+    /// supervisor can attribute its refusals (native/audit).
+    #[serde(default)]
+    pub attribute: bool,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.
@@ -58,6 +62,11 @@ pub(crate) enum ToInit {
         id: u64,
         argv: Vec<String>,
         cwd: PathBuf,
+        /// The command's tag (15 bytes at most): its name while it takes
+        /// its own Landlock domain, which the kernel's audit records of
+        /// that domain then carry (`comm=`). `None`: no domain of its own.
+        #[serde(default)]
+        tag: Option<String>,
     },
     /// SIGKILL the process group of command `id`.
     Kill { id: u64 },
