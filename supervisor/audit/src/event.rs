@@ -84,6 +84,9 @@ pub enum Event {
     /// (opened, refused, closed), or a summary of refusals not recorded one
     /// by one.
     NetConnection(NetConnection),
+    /// What a wall of the sandbox refused a command (one distinct refusal
+    /// with its count), or a summary of those not recorded one by one.
+    SandboxDenial(SandboxDenial),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -186,6 +189,7 @@ impl Event {
             Event::McpServerExited(_) => "mcp_server_exited",
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
+            Event::SandboxDenial(_) => "sandbox_denial",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -243,6 +247,7 @@ impl Event {
             | Event::McpServerStarted(_)
             | Event::McpEgress(_)
             | Event::NetConnection(_) => None,
+            Event::SandboxDenial(e) => Some(&e.reason),
         }
     }
 
@@ -282,7 +287,8 @@ impl Event {
             | Event::McpServerStarted(_)
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::SandboxDenial(_) => None,
         }
     }
 
@@ -1014,6 +1020,46 @@ pub struct NetConnection {
     /// `refusals_summary`: refusals not recorded one by one.
     #[serde(default)]
     pub suppressed: u64,
+}
+
+/// `sandbox_denial`: one distinct refusal of a command by a wall of the
+/// sandbox (`phase` `refused`, with how many times), or (`phase`
+/// `summary`) how many more were not recorded one by one and how many the
+/// kernel dropped (docs/THREAT_MODEL.md, "Refusals, attributed").
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SandboxDenial {
+    #[serde(default)]
+    pub call_id: String,
+    /// `refused` or `summary`.
+    #[serde(default)]
+    pub phase: String,
+    /// `read`, `write`, `create`, `remove`, `rename`, `exec`, `link`,
+    /// `truncate`, `ioctl`, `create device`.
+    #[serde(default)]
+    pub access: String,
+    /// As the sandbox sees it, escaped.
+    #[serde(default)]
+    pub path: String,
+    /// The rule's short name (`credential`, `outside_workspace`, ...).
+    #[serde(default)]
+    pub rule: String,
+    /// The rule in words.
+    #[serde(default)]
+    pub reason: String,
+    /// The refused process's argv[0] (escaped) and host pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// How many times this refusal happened in the command.
+    #[serde(default)]
+    pub count: u64,
+    /// `summary`: refusals not recorded one by one.
+    #[serde(default)]
+    pub suppressed: u64,
+    /// `summary`: refusal records the kernel dropped while it ran.
+    #[serde(default)]
+    pub lost: u64,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

@@ -117,6 +117,7 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
         | Event::NetConnection(_)
+        | Event::SandboxDenial(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -142,6 +142,22 @@ pub struct Report {
     pub rules: Vec<RuleRow>,
     pub suggestions: Vec<Suggestion>,
     pub thresholds: Thresholds,
+    /// Per session, the paths the sandbox's walls refused most
+    /// (`sandbox_denial` records), at most [`TOP_REFUSED`] each.
+    pub refused_paths: Vec<RefusedPath>,
+}
+
+/// Refused paths listed per session, at most.
+pub const TOP_REFUSED: usize = 5;
+
+/// One refused path of a session, with how many times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedPath {
+    pub session: String,
+    pub access: String,
+    pub path: String,
+    pub rule: String,
+    pub count: u64,
 }
 
 /// Reports on the given files, and on the `*.jsonl` audit files of the
@@ -210,6 +226,8 @@ struct Builder {
     approvals: HashMap<String, (String, String)>,
     /// approval_decided records whose request was not seen (yet).
     orphans: Vec<ApprovalDecided>,
+    /// (session, access, path, rule) -> refusals.
+    refused: HashMap<(String, String, String, String), u64>,
 }
 
 impl Builder {
@@ -239,6 +257,13 @@ impl Builder {
                 Some((tool, rule)) => self.decided(&d, &tool, &rule),
                 None => self.orphans.push(d),
             },
+            Event::SandboxDenial(d) if d.phase == "refused" => {
+                *self
+                    .refused
+                    .entry((session, d.access, d.path, d.rule))
+                    .or_default() += d.count;
+            }
+            Event::SandboxDenial(_) => {}
             Event::AuditOpened(_)
             | Event::AuditFileClosed(_)
             | Event::Config(_)
@@ -368,6 +393,7 @@ impl Builder {
             tools.entry(r.tool.clone()).or_default().add(&r.counts);
         }
         let suggestions = suggest(&rules, t);
+        let refused_paths = top_refused(std::mem::take(&mut self.refused));
         Report {
             files: self.files,
             records: self.records,
@@ -381,8 +407,38 @@ impl Builder {
             rules,
             suggestions,
             thresholds: t.clone(),
+            refused_paths,
         }
     }
+}
+
+/// The most refused paths of each session, most first.
+fn top_refused(all: HashMap<(String, String, String, String), u64>) -> Vec<RefusedPath> {
+    let mut rows: Vec<RefusedPath> = all
+        .into_iter()
+        .map(|((session, access, path, rule), count)| RefusedPath {
+            session,
+            access,
+            path,
+            rule,
+            count,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (&a.session, std::cmp::Reverse(a.count), &a.path).cmp(&(
+            &b.session,
+            std::cmp::Reverse(b.count),
+            &b.path,
+        ))
+    });
+    let mut out: Vec<RefusedPath> = Vec::new();
+    for r in rows {
+        let shown = out.iter().filter(|o| o.session == r.session).count();
+        if shown < TOP_REFUSED {
+            out.push(r);
+        }
+    }
+    out
 }
 
 fn suggest(rows: &[RuleRow], t: &Thresholds) -> Vec<Suggestion> {
@@ -553,6 +609,23 @@ impl fmt::Display for Report {
         }
         for s in &self.suggestions {
             writeln!(f, "  - {}", sanitize(&s.text))?;
+        }
+        if !self.refused_paths.is_empty() {
+            writeln!(
+                f,
+                "\nrefused by the sandbox (top {TOP_REFUSED} per session):"
+            )?;
+        }
+        for r in &self.refused_paths {
+            writeln!(
+                f,
+                "  {}  {} {}  {}  x{}",
+                sanitize(&r.session),
+                sanitize(&r.access),
+                sanitize(&r.path),
+                sanitize(&r.rule),
+                r.count
+            )?;
         }
         Ok(())
     }

@@ -189,6 +189,22 @@ pub struct SandboxSection {
     /// rest writable; docs/THREAT_MODEL.md).
     #[serde(deserialize_with = "git_dir_mode")]
     pub git_dir: GitDirMode,
+    /// Whether the native sandbox's refusals are attributed from the
+    /// kernel's audit records (docs/THREAT_MODEL.md, "Refusals,
+    /// attributed"): `"auto"` (when the kernel's audit is on; never
+    /// changes it), `"on"` (also turn it on, and raise its backlog limit),
+    /// `"off"`.
+    pub attribute_refusals: AttributeRefusals,
+}
+
+/// `[sandbox] attribute_refusals`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AttributeRefusals {
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 /// `[sandbox] git_dir`: a bad value is an error naming the key.
@@ -213,6 +229,7 @@ impl Default for SandboxSection {
             min_free_mb: 256,
             docker_exec_agent: PathBuf::new(),
             git_dir: GitDirMode::ReadOnly,
+            attribute_refusals: AttributeRefusals::Auto,
         }
     }
 }

@@ -124,7 +124,7 @@ async fn run(
         return Err(audit_unavailable(cx, tool, &e));
     }
     let run = async {
-        let run = execute(cx, call, decision, cancel);
+        let run = execute(cx, call_id, call, decision, cancel);
         if overlap {
             read_while_durable(run, || cx.host.sync(&cx.session.audit)).await
         } else {

@@ -17,6 +17,7 @@ use tollgate_sandbox::{Output, SandboxError};
 
 use crate::denial::{audit_unavailable, revoked};
 use crate::exec::ExecError;
+use crate::exec::notes::WallNotes;
 use crate::exec::shell::{self, Command, Ran};
 use crate::host::Ctx;
 use crate::records::{self, AUDIT_EXCERPT, excerpt_of, record};
@@ -74,6 +75,7 @@ pub async fn run_routed<O>(
         cx.host.config().session.output_cap_bytes,
     ));
     let cmd = Command {
+        call_id: route.call_id,
         text: route.command,
         timeout_s: route.timeout_s,
         merge_stderr: false,
@@ -82,6 +84,12 @@ pub async fn run_routed<O>(
     let streamed = forward.await.unwrap_or_default();
     let duration_ms = started.elapsed().as_millis() as u64;
     let (status, exit, note) = routed_end(&cx.session, &ran);
+    if let Ok(o) = &ran.outcome {
+        let block = WallNotes::from_refusals(&o.refusals).render();
+        if !block.is_empty() {
+            send(out, stderr_line(&block)).await;
+        }
+    }
     if let Some(note) = note {
         send(out, stderr_line(&format!("\ntollgate: {note}\n"))).await;
     }

@@ -207,7 +207,9 @@ fn build() -> Vec<ToolSpec> {
                 workspace. The sandbox has no network, no access to your home directory or \
                 host secrets, and a private /tmp. Some programs are refused (network clients, \
                 sudo, chmod, docker, ...); use webfetch for http(s) URLs. Write commands \
-                plainly: commands hidden behind variables, eval or piped into a shell are refused.",
+                plainly: commands hidden behind variables, eval or piped into a shell are refused. \
+                When the sandbox refused something, the result ends with lines beginning \
+                `sandbox: ` naming what was denied, why, and what would allow it.",
             parameters: object(
                 json!({
                     "command": string("The bash command line to run.", MAX_COMMAND_BYTES),

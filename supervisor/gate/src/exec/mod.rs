@@ -11,6 +11,7 @@ use tollgate_tools::ToolOutput;
 use crate::host::Ctx;
 
 mod fetch;
+pub mod notes;
 pub mod sandbox;
 pub(crate) mod shell;
 
@@ -47,6 +48,7 @@ pub(crate) enum ExecError {
 /// run_bash in the session's sandbox, webfetch to the vetted address.
 pub(crate) async fn execute(
     cx: &Ctx,
+    call_id: &str,
     call: &Tool,
     d: &Decision,
     cancel: &CancellationToken,
@@ -93,7 +95,15 @@ pub(crate) async fn execute(
             );
             Ok(o.await.map_err(tool_err)?.into())
         }
-        Tool::RunBash(a) => shell::run_bash(cx, &a.command, a.timeout_s, cancel).await,
+        Tool::RunBash(a) => {
+            let cmd = shell::Command {
+                call_id,
+                text: &a.command,
+                timeout_s: a.timeout_s,
+                merge_stderr: true,
+            };
+            shell::run_bash(cx, cmd, cancel).await
+        }
         Tool::Webfetch(a) => fetch::webfetch(cx, a.max_bytes, d).await,
         Tool::Mcp(_)
         | Tool::TodoAppend(_)

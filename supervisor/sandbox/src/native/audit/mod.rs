@@ -84,6 +84,62 @@ pub fn attribution_status() -> Result<String, String> {
 /// The kernel's audit backlog limit the supervisor raises a lower one to
 /// (mode `on` only): records of about a thousand refusals in a burst.
 const BACKLOG: u32 = 8192;
+/// `supervisorctl doctor`: can this host attribute refusals (Landlock
+/// ABI 7, the kernel's audit status, the multicast group)? Read here, in
+/// the caller's process; a warning, never a failure: without it refusals
+/// read as the kernel's bare errors.
+pub fn doctor_check() -> crate::DoctorCheck {
+    let (status, detail, hint) = match probe() {
+        Ok(detail) => (crate::CheckStatus::Ok, detail, None),
+        Err((detail, hint)) => (crate::CheckStatus::Warn, detail, Some(hint.to_string())),
+    };
+    crate::DoctorCheck {
+        name: "refusal attribution".to_string(),
+        status,
+        detail,
+        hint,
+    }
+}
+
+fn probe() -> Result<String, (String, &'static str)> {
+    let abi = super::sys::landlock_abi();
+    if abi < 7 {
+        return Err((
+            format!(
+                "Landlock ABI {abi} has no audit logging: sandbox refusals read as the kernel's bare errors"
+            ),
+            "boot Linux 6.15 or newer",
+        ));
+    }
+    let not_root = "run the supervisor as root (CAP_AUDIT_CONTROL, CAP_AUDIT_READ)";
+    let control = netlink::control(Duration::from_secs(1))
+        .map_err(|e| (format!("audit socket: {e}"), not_root))?;
+    let st = netlink::status(&control).map_err(|e| {
+        (
+            format!("audit status: {e}; refusals read as the kernel's bare errors"),
+            not_root,
+        )
+    })?;
+    netlink::multicast().map_err(|e| (format!("audit multicast group: {e}"), not_root))?;
+    let auditd = if st.pid != 0 {
+        format!("auditd (pid {}) also reads the log", st.pid)
+    } else {
+        "no auditd".to_string()
+    };
+    if st.enabled == 0 {
+        return Err((
+            format!(
+                "kernel audit is off ({auditd}): refusals are attributed only with [sandbox] attribute_refusals = \"on\", which turns it on"
+            ),
+            "set [sandbox] attribute_refusals = \"on\", or turn audit on (auditctl -e 1)",
+        ));
+    }
+    Ok(format!(
+        "Landlock ABI {abi}, kernel audit on, backlog limit {}, {auditd}",
+        st.backlog_limit
+    ))
+}
+
 /// Events waiting for their end record, at most.
 const MAX_PENDING: usize = 256;
 /// Landlock records kept per event, at most.
