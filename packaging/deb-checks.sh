@@ -53,7 +53,7 @@ dpkg-query -W -f='${Conffiles}\n' tollgate | grep -q '/etc/tollgate/supervisor.t
     fail "/etc/tollgate/supervisor.toml is not a conffile"
 grep -q '^operator_group = "tollgate"' /etc/tollgate/supervisor.toml ||
     fail "the packaged config does not name the tollgate group"
-for page in man8/supervisor.8.gz man8/supervisorctl.8.gz man8/supervisorctl-audit-verify.8.gz man1/agent.1.gz; do
+for page in man5/tollgate.toml.5.gz man8/supervisor.8.gz man8/supervisorctl.8.gz man8/supervisorctl-audit-verify.8.gz man1/agent.1.gz; do
     expect 644 root root "/usr/share/man/$page"
     zcat "/usr/share/man/$page" | grep -q '^\.TH' || fail "$page is not a man page"
 done

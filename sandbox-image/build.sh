@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds tollgate's Docker sandbox image WITHOUT a registry and `docker import`s it.
 #
-#   sandbox-image/build.sh [--minimal] [--tag TAG] [--mirror URL] [--keep] [--if-missing]
+#   sandbox-image/build.sh [--minimal | --dev] [--tag TAG] [--mirror URL] [--keep] [--if-missing]
 #
 # --minimal   busybox-static rootfs (the host's /bin/busybox + applet links); seconds.
 #             The tests use this one. Tag: tollgate-sandbox:<version>-minimal
 # (default)   debootstrap rootfs (Debian bookworm, minbase + bash coreutils git grep
 #             findutils python3 ca-certificates) from the apt mirror this host is
 #             configured with; minutes. Tag: tollgate-sandbox:<version>
+# --dev       the default rootfs plus a development environment from Debian packages:
+#             gcc, g++, make (build-essential), pkg-config, git, curl, python3 with
+#             pip and venv, node and npm, openssh-client, jq, ripgrep; every setuid and
+#             setgid bit removed, su/sudo/pkexec absent (checked). Tag:
+#             tollgate-sandbox:<version>-dev
 # --tag TAG   import under TAG instead of the default tag above.
 # --mirror U  Debian mirror for debootstrap (default: read from /etc/apt/sources.list*).
 # --keep      keep the rootfs directory (printed at the end) instead of deleting it.
@@ -25,6 +30,7 @@ die() { echo "build.sh: $*" >&2; exit 1; }
 log() { echo "build.sh: $*" >&2; }
 
 minimal=0
+dev=0
 tag=""
 mirror=""
 keep=0
@@ -32,13 +38,14 @@ if_missing=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --minimal) minimal=1 ;;
+        --dev) dev=1 ;;
         --tag) [ $# -ge 2 ] || die "--tag needs a value"; tag="$2"; shift ;;
         --tag=*) tag="${1#--tag=}" ;;
         --mirror) [ $# -ge 2 ] || die "--mirror needs a value"; mirror="$2"; shift ;;
         --mirror=*) mirror="${1#--mirror=}" ;;
         --keep) keep=1 ;;
         --if-missing) if_missing=1 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -52,11 +59,17 @@ version="$(awk '
 ' "$repo_root/Cargo.toml")"
 [ -n "$version" ] || die "cannot read [workspace.package] version from $repo_root/Cargo.toml"
 
-if [ -z "$tag" ]; then
-    if [ "$minimal" = 1 ]; then tag="tollgate-sandbox:${version}-minimal"; else tag="tollgate-sandbox:${version}"; fi
-fi
+[ "$minimal" = 1 ] && [ "$dev" = 1 ] && die "--minimal and --dev are two different images; pick one"
 flavor=full
 [ "$minimal" = 1 ] && flavor=minimal
+[ "$dev" = 1 ] && flavor=dev
+if [ -z "$tag" ]; then
+    case "$flavor" in
+        minimal) tag="tollgate-sandbox:${version}-minimal" ;;
+        dev) tag="tollgate-sandbox:${version}-dev" ;;
+        *) tag="tollgate-sandbox:${version}" ;;
+    esac
+fi
 
 command -v docker >/dev/null || die "docker CLI not found (install docker.io)"
 if [ "$if_missing" = 1 ] && docker image inspect "$tag" >/dev/null 2>&1; then
@@ -141,7 +154,48 @@ build_full() {
     install -d -m 1777 "$rootfs/tmp"
 }
 
-if [ "$minimal" = 1 ]; then build_minimal; else build_full; fi
+# The development packages, installed into the full rootfs by its own apt
+# (dependencies resolved, no recommends), from the same mirror.
+dev_packages=(build-essential pkg-config git curl ca-certificates python3 python3-pip
+    python3-venv nodejs npm openssh-client jq ripgrep make)
+
+build_dev() {
+    build_full
+    cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+    mount -t proc proc "$rootfs/proc"
+    log "installing the development packages (takes minutes)"
+    if ! chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        DEBIAN_FRONTEND=noninteractive sh -c \
+        'apt-get update -q && apt-get install -y -q --no-install-recommends "$@"' sh \
+        "${dev_packages[@]}" >"$work/apt.log" 2>&1; then
+        umount "$rootfs/proc"
+        tail -n 30 "$work/apt.log" >&2
+        die "installing the development packages failed (log above)"
+    fi
+    umount "$rootfs/proc"
+    : > "$rootfs/etc/resolv.conf"
+    rm -rf "$rootfs"/var/cache/apt/* "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/* \
+        "$rootfs"/var/cache/debconf/*-old
+    # No way to gain root inside: no setuid or setgid file, and none of the
+    # programs that exist only to switch users.
+    find "$rootfs" -xdev -type f -perm /6000 -exec chmod ug-s {} +
+    rm -f "$rootfs"/usr/bin/sudo "$rootfs"/usr/bin/pkexec "$rootfs"/bin/su "$rootfs"/usr/bin/su
+    local left
+    left="$(find "$rootfs" -xdev -type f -perm /6000 | head -n 5)"
+    [ -z "$left" ] || die "setuid or setgid files left in the dev rootfs: $left"
+    local tool
+    for tool in cc c++ make pkg-config git curl python3 pip3 node npm ssh jq rg; do
+        [ -x "$rootfs/usr/bin/$tool" ] || die "the dev rootfs has no /usr/bin/$tool"
+    done
+    chroot "$rootfs" /usr/bin/python3 -m venv --help >/dev/null \
+        || die "python3 -m venv does not work in the dev rootfs"
+}
+
+case "$flavor" in
+    minimal) build_minimal ;;
+    dev) build_dev ;;
+    *) build_full ;;
+esac
 
 cat > "$rootfs/etc/tollgate-sandbox" <<EOF
 flavor=$flavor

@@ -107,6 +107,8 @@ fn writes_a_file(tool: &str) -> bool {
             | ToolName::GlobFiles
             | ToolName::Grep
             | ToolName::RunBash
+            | ToolName::JobOutput
+            | ToolName::KillJob
             | ToolName::Webfetch
             | ToolName::Mcp
             | ToolName::TodoAppend

@@ -24,6 +24,19 @@ struct OkJson<'a> {
     truncated: bool,
 }
 
+/// A tool that ran and did not succeed, with its code and what it printed:
+/// `{"ok":false,"code":"TIMEOUT","error":"…","output":"…","exit_code":-1,"truncated":false}`.
+#[derive(Serialize)]
+struct FailedJson<'a> {
+    ok: bool,
+    code: &'a str,
+    error: &'a str,
+    output: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    truncated: bool,
+}
+
 #[derive(Serialize)]
 struct DeniedInner<'a> {
     code: &'a str,
@@ -79,6 +92,17 @@ fn ok_json(output: &str, exit_code: Option<i32>, truncated: bool) -> String {
 pub fn response_json(resp: &tollgate_proto::CallToolResponse) -> (String, i32) {
     if let Some(d) = &resp.denied {
         return (denied_json(model_text::code_name(d), &d.reason, &d.rule), 3);
+    }
+    if !resp.code.is_empty() {
+        let failed = FailedJson {
+            ok: false,
+            code: &resp.code,
+            error: &resp.error,
+            output: &resp.output,
+            exit_code: resp.exit_code,
+            truncated: resp.truncated,
+        };
+        return (to_line(&failed), 1);
     }
     if !resp.error.is_empty() {
         return (error_json(&resp.error), 1);
@@ -225,6 +249,25 @@ mod tests {
         assert_eq!(
             response_json(&r),
             (r#"{"ok":false,"error":"file not found: x"}"#.to_string(), 1)
+        );
+    }
+
+    #[test]
+    fn a_timeout_is_not_ok_and_keeps_its_output() {
+        let r = CallToolResponse {
+            ok: false,
+            output: "started\n".into(),
+            exit_code: Some(-1),
+            code: "TIMEOUT".into(),
+            error: "the command timed out after 2s and was killed".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            response_json(&r),
+            (
+                r#"{"ok":false,"code":"TIMEOUT","error":"the command timed out after 2s and was killed","output":"started\n","exit_code":-1,"truncated":false}"#.to_string(),
+                1
+            )
         );
     }
 }

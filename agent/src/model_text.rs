@@ -117,6 +117,19 @@ pub fn map_response(tool: &str, resp: &CallToolResponse, available: &[String]) -
             cap_reached,
         };
     }
+    if !resp.code.is_empty() {
+        // Ran and did not succeed (TIMEOUT): what it printed, then why.
+        let mut text = resp.output.clone();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("Error ({}): {}", resp.code, resp.error));
+        return Mapped::Text {
+            text,
+            outcome: Outcome::Error,
+            cap_reached: false,
+        };
+    }
     if !resp.error.is_empty() {
         return Mapped::Text {
             text: format!("Error: {}", resp.error),

@@ -110,6 +110,8 @@ impl Planning {
             | ToolName::WriteFile
             | ToolName::EditFile
             | ToolName::RunBash
+            | ToolName::JobOutput
+            | ToolName::KillJob
             | ToolName::Webfetch
             | ToolName::Mcp
             | ToolName::AskQuestion => Err(format!("'{tool}' is not a planning tool")),

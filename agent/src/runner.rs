@@ -998,6 +998,8 @@ impl Agent {
                 | ToolName::WriteFile
                 | ToolName::EditFile
                 | ToolName::RunBash
+                | ToolName::JobOutput
+                | ToolName::KillJob
                 | ToolName::Webfetch
                 | ToolName::Mcp,
             )

@@ -1,6 +1,7 @@
 //! tollgate-proto: the wire types of tollgate's gRPC contract, generated from
-//! `tollgate.proto`, and the supervisor's ready line ([`ready`]). It owns no
-//! behaviour: no validation, no policy, no I/O. Every other crate speaks to
+//! `tollgate.proto`, the supervisor's ready line ([`ready`]) and the names
+//! of the numbers `status` holds ([`metrics`]). It owns no behaviour: no
+//! validation, no policy, no I/O. Every other crate speaks to
 //! the supervisor through these types.
 
 #![forbid(unsafe_code)]
@@ -16,6 +17,8 @@ pub mod v1 {
 }
 
 pub use v1::*;
+
+pub mod metrics;
 
 /// A refusal carried by a gRPC status (docs/INTERFACES.md, "Refusals in a
 /// status"): the message keeps its `CODE: reason` text, and the status's

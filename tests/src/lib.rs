@@ -13,3 +13,4 @@ pub mod mock_http;
 pub mod mock_openai;
 pub mod mock_responses;
 pub mod model_mock;
+pub mod net_host;

@@ -103,14 +103,47 @@ fn tool_results_in(body: &Value) -> Vec<Value> {
         .collect()
 }
 
-fn reply(n: usize, step: Option<&Step>) -> Reply {
+/// In a step's input, stands for the id of the last background command
+/// Claude Code started (`Command running in background with ID: X.`).
+pub const BACKGROUND_ID: &str = "$BACKGROUND_ID";
+
+/// The id the last background Bash result names, if any.
+fn background_id(results: &[Value]) -> Option<String> {
+    let marker = "in background with ID: ";
+    results.iter().rev().find_map(|b| {
+        let text = text_of(&b["content"]);
+        let rest = &text[text.find(marker)? + marker.len()..];
+        let id: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        (!id.is_empty()).then_some(id)
+    })
+}
+
+/// `input` with every [`BACKGROUND_ID`] string replaced.
+fn with_background_id(input: &Value, results: &[Value]) -> Value {
+    match input {
+        Value::String(s) if s == BACKGROUND_ID => {
+            Value::String(background_id(results).unwrap_or_else(|| "no-background-id".into()))
+        }
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), with_background_id(v, results)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn reply(n: usize, step: Option<&Step>, results: &[Value]) -> Reply {
     let start = json!({"type": "message_start", "message": {
         "id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "claude-mock",
         "content": [], "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
     let (block, delta, stop) = match step {
         Some(Step::Tool { name, input }) => (
             json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": {}}),
-            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+            json!({"type": "input_json_delta", "partial_json": with_background_id(input, results).to_string()}),
             "tool_use",
         ),
         Some(Step::Text(t)) => text_block(t),

@@ -115,8 +115,9 @@ pub(crate) struct Dialect<S: 'static> {
     pub is_model: fn(&RecordedRequest) -> bool,
     /// The tool results a model request's JSON carries.
     pub results_in: fn(&Value) -> Vec<Value>,
-    /// The answer to the model request carrying `n` results: step `n`.
-    pub reply: fn(usize, Option<&S>) -> Reply,
+    /// The answer to the model request carrying `n` results: step `n`
+    /// (the results themselves given, for a step built from one).
+    pub reply: fn(usize, Option<&S>, &[Value]) -> Reply,
 }
 
 /// A scripted model mock: the answer to a model request is the step
@@ -145,8 +146,8 @@ impl Scripted {
             listener,
             Arc::new(move |reqs: &[RecordedRequest]| match reqs.last() {
                 Some(r) if is_model(r) => {
-                    let n = r.json().map(|v| results_in(&v).len()).unwrap_or(0);
-                    reply(n, script.get(n))
+                    let results = r.json().map(|v| results_in(&v)).unwrap_or_default();
+                    reply(results.len(), script.get(results.len()), &results)
                 }
                 _ => not_found(),
             }),

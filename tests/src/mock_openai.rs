@@ -30,6 +30,11 @@ pub enum MockReply {
         content_type: String,
         body: Vec<u8>,
     },
+    /// An HTTP error with a `Retry-After` header (`None`: without one).
+    Busy {
+        status: u16,
+        retry_after: Option<String>,
+    },
     /// Read the request, then never answer (the connection stays open until the
     /// client gives up or the mock is dropped).
     Hang,
@@ -299,8 +304,18 @@ pub(crate) async fn write_response(
     content_type: &str,
     body: &[u8],
 ) -> std::io::Result<()> {
+    write_response_with(stream, (status, ""), content_type, body).await
+}
+
+/// [`write_response`] with `extra` header lines (each ending in CRLF).
+pub(crate) async fn write_response_with(
+    stream: &mut TcpStream,
+    (status, extra): (u16, &str),
+    content_type: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     let head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra}Connection: keep-alive\r\n\r\n",
         reason(status),
         body.len()
     );
@@ -383,6 +398,22 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
                 content_type,
                 body,
             } => write_response(&mut stream, status, &content_type, &body).await?,
+            MockReply::Busy {
+                status,
+                retry_after,
+            } => {
+                let extra = retry_after
+                    .map(|v| format!("Retry-After: {v}\r\n"))
+                    .unwrap_or_default();
+                let body = json!({"error": {"message": "the mock is busy", "type": "rate_limit"}});
+                write_response_with(
+                    &mut stream,
+                    (status, &extra),
+                    "application/json",
+                    body.to_string().as_bytes(),
+                )
+                .await?;
+            }
             MockReply::Hang => {
                 // Keep the socket open; the client's timeout must fire first.
                 tokio::time::sleep(Duration::from_secs(3600)).await;

@@ -98,7 +98,7 @@ fn outputs_in(body: &Value) -> Vec<Value> {
         .collect()
 }
 
-fn reply(n: usize, step: Option<&Step>) -> Reply {
+fn reply(n: usize, step: Option<&Step>, _results: &[Value]) -> Reply {
     let id = format!("resp_{n}");
     let item = match step {
         Some(Step::Call {

@@ -27,6 +27,8 @@ pub enum ToolName {
     WriteFile,
     EditFile,
     RunBash,
+    JobOutput,
+    KillJob,
     Webfetch,
     Mcp,
     TodoAppend,
@@ -39,13 +41,15 @@ pub enum ToolName {
 
 impl ToolName {
     /// Every tool, in the registry's order (`mcp` after the supervisor's own).
-    pub const ALL: [ToolName; 14] = [
+    pub const ALL: [ToolName; 16] = [
         ToolName::ReadFile,
         ToolName::GlobFiles,
         ToolName::Grep,
         ToolName::WriteFile,
         ToolName::EditFile,
         ToolName::RunBash,
+        ToolName::JobOutput,
+        ToolName::KillJob,
         ToolName::Webfetch,
         ToolName::Mcp,
         ToolName::TodoAppend,
@@ -65,6 +69,8 @@ impl ToolName {
             ToolName::WriteFile => "write_file",
             ToolName::EditFile => "edit_file",
             ToolName::RunBash => "run_bash",
+            ToolName::JobOutput => "job_output",
+            ToolName::KillJob => "kill_job",
             ToolName::Webfetch => "webfetch",
             ToolName::Mcp => "mcp",
             ToolName::TodoAppend => "todo_append",
@@ -97,6 +103,10 @@ impl ToolName {
             ToolName::WriteFile | ToolName::EditFile => fact(Runs::Supervisor, true, false),
             // What a command runs may write anything.
             ToolName::RunBash => fact(Runs::Sandbox, true, false),
+            // A background job's output and its end act on the session's
+            // own processes in its sandbox: neither starts before its
+            // decision is durable (a read takes the output away).
+            ToolName::JobOutput | ToolName::KillJob => fact(Runs::Sandbox, false, false),
             // The SSRF guard resolves the host before deciding.
             ToolName::Webfetch => fact(Runs::Supervisor, false, true),
             // An MCP server runs in the sandbox; the gateway forwards its
@@ -113,7 +123,19 @@ impl ToolName {
 }
 
 /// Allow, ask or deny. Ordered so the strictest wins: `Allow < Ask < Deny`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Allow,
@@ -235,6 +257,31 @@ pub struct RunBash {
     pub command: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
+    /// Start it as a background job of the session (docs/INTERFACES.md,
+    /// "Background jobs"): the call returns the job's id at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<bool>,
+}
+
+impl RunBash {
+    /// Whether the call starts a background job.
+    pub fn is_background(&self) -> bool {
+        self.background.unwrap_or(false)
+    }
+}
+
+/// `job_output`: what a background job printed since the last read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobOutput {
+    pub job_id: String,
+}
+
+/// `kill_job`: a background job ended now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillJob {
+    pub job_id: String,
 }
 
 /// `webfetch`: an http(s) URL.
@@ -320,6 +367,8 @@ pub enum Tool {
     WriteFile(WriteFile),
     EditFile(EditFile),
     RunBash(RunBash),
+    JobOutput(JobOutput),
+    KillJob(KillJob),
     Webfetch(Webfetch),
     Mcp(McpToolCall),
     TodoAppend(TodoAppend),
@@ -357,6 +406,8 @@ impl Tool {
             ToolName::WriteFile => Tool::WriteFile(v(args)?),
             ToolName::EditFile => Tool::EditFile(v(args)?),
             ToolName::RunBash => Tool::RunBash(v(args)?),
+            ToolName::JobOutput => Tool::JobOutput(v(args)?),
+            ToolName::KillJob => Tool::KillJob(v(args)?),
             ToolName::Webfetch => Tool::Webfetch(v(args)?),
             ToolName::Mcp => Tool::Mcp(v(args)?),
             ToolName::TodoAppend => Tool::TodoAppend(v(args)?),
@@ -376,6 +427,8 @@ impl Tool {
             Tool::WriteFile(_) => ToolName::WriteFile,
             Tool::EditFile(_) => ToolName::EditFile,
             Tool::RunBash(_) => ToolName::RunBash,
+            Tool::JobOutput(_) => ToolName::JobOutput,
+            Tool::KillJob(_) => ToolName::KillJob,
             Tool::Webfetch(_) => ToolName::Webfetch,
             Tool::Mcp(_) => ToolName::Mcp,
             Tool::TodoAppend(_) => ToolName::TodoAppend,
@@ -401,6 +454,8 @@ impl Tool {
             Tool::WriteFile(a) => j(a),
             Tool::EditFile(a) => j(a),
             Tool::RunBash(a) => j(a),
+            Tool::JobOutput(a) => j(a),
+            Tool::KillJob(a) => j(a),
             Tool::Webfetch(a) => j(a),
             Tool::Mcp(a) => j(a),
             Tool::TodoAppend(a) => j(a),
@@ -451,6 +506,12 @@ mod tests {
                 json!({"path": "a", "old_string": "o", "new_string": "n"}),
             ),
             (ToolName::RunBash, json!({"command": "ls", "timeout_s": 3})),
+            (
+                ToolName::RunBash,
+                json!({"command": "make serve", "background": true}),
+            ),
+            (ToolName::JobOutput, json!({"job_id": "job-1"})),
+            (ToolName::KillJob, json!({"job_id": "job-1"})),
             (ToolName::Mcp, json!({"server": "fs", "tool": "read"})),
             (
                 ToolName::TodoUpdate,

@@ -55,16 +55,28 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
             idempotent: true,
             ..by_class
         },
-        // The sandbox has no network: a command cannot reach the open world.
-        Some(ToolName::RunBash) => Hints {
-            open_world: false,
-            ..by_class
-        },
+        // The class's worst case: with `[network]` a command reaches the
+        // hosts the supervisor allows (docs/MCP.md's hint table).
+        Some(ToolName::RunBash) => by_class,
         // A GET through the SSRF guard: it changes nothing here, and it is
         // not read-only either (docs/MCP.md's hint table: it reaches out).
         Some(ToolName::Webfetch) => Hints {
             destructive: false,
             ..by_class
+        },
+        // It reads what the job printed since the last read: twice is not
+        // once.
+        Some(ToolName::JobOutput) => Hints {
+            idempotent: false,
+            ..by_class
+        },
+        // It ends one of the session's own processes: it changes something,
+        // nothing that was not the session's, and twice is once.
+        Some(ToolName::KillJob) => Hints {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
         },
         Some(
             ToolName::ReadFile
@@ -146,7 +158,7 @@ mod tests {
         assert_eq!(hints("grep", "read"), (true, false, true, false));
         assert_eq!(hints("write_file", "write"), (false, true, true, false));
         assert_eq!(hints("edit_file", "write"), (false, true, false, false));
-        assert_eq!(hints("run_bash", "action"), (false, true, false, false));
+        assert_eq!(hints("run_bash", "action"), (false, true, false, true));
         assert_eq!(hints("webfetch", "action"), (false, false, false, true));
         // A tool the supervisor adds later is never taken for read-only.
         assert_eq!(hints("new_tool", "action"), (false, true, false, true));

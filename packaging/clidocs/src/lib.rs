@@ -21,6 +21,8 @@ use std::process::ExitCode;
 use clap::Command;
 use clap_complete::Shell;
 
+pub mod config_page;
+
 /// The hidden first argument that asks a binary for its docs.
 pub const GENERATE_ARG: &str = "__generate-docs";
 
@@ -109,6 +111,19 @@ pub fn write_all(cmd: Command, section: &str, dir: &Path) -> io::Result<Vec<Path
 /// When the binary was run as `NAME __generate-docs DIR`, writes the docs
 /// and returns the exit code; otherwise `None` and the binary goes on.
 pub fn main_if_asked(cmd: impl FnOnce() -> Command, section: &str) -> Option<ExitCode> {
+    main_if_asked_with(cmd, section, &[])
+}
+
+/// A page that no command renders (`tollgate.toml(5)`): its section, file
+/// name and roff.
+pub type ExtraPage = (&'static str, &'static str, String);
+
+/// [`main_if_asked`], writing `extra` pages too (under `man/manS/`).
+pub fn main_if_asked_with(
+    cmd: impl FnOnce() -> Command,
+    section: &str,
+    extra: &[ExtraPage],
+) -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
     if args.next().as_deref() != Some(OsStr::new(GENERATE_ARG)) {
         return None;
@@ -119,7 +134,16 @@ pub fn main_if_asked(cmd: impl FnOnce() -> Command, section: &str) -> Option<Exi
     };
     let cmd = cmd();
     let name = cmd.get_name().to_string();
-    Some(match write_all(cmd, section, Path::new(&dir)) {
+    let written = write_all(cmd, section, Path::new(&dir)).and_then(|mut files| {
+        for (sec, file, roff) in extra {
+            let man_dir = Path::new(&dir).join("man").join(format!("man{sec}"));
+            std::fs::create_dir_all(&man_dir)?;
+            std::fs::write(man_dir.join(file), roff)?;
+            files.push(man_dir.join(file));
+        }
+        Ok(files)
+    });
+    Some(match written {
         Ok(files) => {
             for f in files {
                 println!("{}", f.display());

@@ -27,7 +27,7 @@ use crate::reserve::ReserveStatus;
 use crate::{AuditError, SyncMode};
 
 /// One audit record's event and fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     // The supervisor log's own bookkeeping (written by this crate).
@@ -66,10 +66,18 @@ pub enum Event {
     ApprovalDecided(ApprovalDecided),
     ToolStarted(ToolStarted),
     ToolResult(ToolResult),
+    /// A background job of the session started (run_bash `background`, or
+    /// a client's routed command run in the background).
+    JobStarted(JobStarted),
+    /// A background job ended: exited, killed by `kill_job` or its client,
+    /// or ended with its session.
+    JobEnded(JobEnded),
     // The model, through the Chat proxy.
     LlmRequest(LlmRequest),
     LlmResponse(LlmResponse),
     LlmCallError(LlmCallError),
+    /// A model call the provider answered 429 or 5xx, tried again.
+    LlmRetry(LlmRetry),
     CostLimitHit(CostLimitHit),
     // Coding clients (hooks) and the MCP gateway.
     /// A client's turn ended (its Stop hook).
@@ -87,6 +95,10 @@ pub enum Event {
     /// What a wall of the sandbox refused a command (one distinct refusal
     /// with its count), or a summary of those not recorded one by one.
     SandboxDenial(SandboxDenial),
+    /// An operator's change to one live session's network lists
+    /// (`supervisorctl net allow|deny`).
+    NetworkRule(NetworkRule),
+    NetSecret(NetSecret),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -179,9 +191,12 @@ impl Event {
             Event::ApprovalDecided(_) => "approval_decided",
             Event::ToolStarted(_) => "tool_started",
             Event::ToolResult(_) => "tool_result",
+            Event::JobStarted(_) => "job_started",
+            Event::JobEnded(_) => "job_ended",
             Event::LlmRequest(_) => "llm_request",
             Event::LlmResponse(_) => "llm_response",
             Event::LlmCallError(_) => "llm_call_error",
+            Event::LlmRetry(_) => "llm_retry",
             Event::CostLimitHit(_) => "cost_limit_hit",
             Event::ClientTurnEnd(_) => "client_turn_end",
             Event::ClientToolResult(_) => "client_tool_result",
@@ -190,6 +205,8 @@ impl Event {
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
             Event::SandboxDenial(_) => "sandbox_denial",
+            Event::NetworkRule(_) => "network_rule",
+            Event::NetSecret(_) => "net_secret",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -219,8 +236,10 @@ impl Event {
             Event::PermissionCheck(e) => Some(&e.reason),
             Event::ApprovalDecided(e) => e.reason.as_deref(),
             Event::LlmCallError(e) => Some(&e.reason),
+            Event::LlmRetry(e) => Some(&e.reason),
             Event::ClientToolResult(e) => e.reason.as_deref(),
             Event::McpServerExited(e) => Some(&e.reason),
+            Event::JobEnded(e) => Some(&e.reason),
             Event::QuestionAsked(r)
             | Event::ContextTrim(r)
             | Event::IterationCapHit(r)
@@ -240,13 +259,16 @@ impl Event {
             | Event::ApprovalRequested(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::CostLimitHit(_)
             | Event::ClientTurnEnd(_)
             | Event::McpServerStarted(_)
             | Event::McpEgress(_)
-            | Event::NetConnection(_) => None,
+            | Event::NetConnection(_)
+            | Event::NetworkRule(_) => None,
+            Event::NetSecret(_) => None,
             Event::SandboxDenial(e) => Some(&e.reason),
         }
     }
@@ -278,9 +300,12 @@ impl Event {
             | Event::ApprovalDecided(_)
             | Event::ToolStarted(_)
             | Event::ToolResult(_)
+            | Event::JobStarted(_)
+            | Event::JobEnded(_)
             | Event::LlmRequest(_)
             | Event::LlmResponse(_)
             | Event::LlmCallError(_)
+            | Event::LlmRetry(_)
             | Event::CostLimitHit(_)
             | Event::ClientTurnEnd(_)
             | Event::ClientToolResult(_)
@@ -288,7 +313,9 @@ impl Event {
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
             | Event::NetConnection(_)
+            | Event::NetworkRule(_)
             | Event::SandboxDenial(_) => None,
+            Event::NetSecret(_) => None,
         }
     }
 
@@ -325,7 +352,7 @@ fn is_false(b: &bool) -> bool {
 
 /// `audit_opened`: `previous` is the last supervisor log when it verified;
 /// otherwise `previous_file`/`previous_error` say which and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditOpened {
     #[serde(default)]
     pub file: String,
@@ -344,7 +371,7 @@ pub struct AuditOpened {
 }
 
 /// The previous supervisor log's head, as `audit_opened` links it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PreviousLog {
     #[serde(default)]
     pub file: String,
@@ -356,7 +383,7 @@ pub struct PreviousLog {
 
 /// `audit_file_closed`: a session file's head, anchored. `late` (with the
 /// time the session `closed`) when the disk was full at the time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditFileClosed {
     #[serde(default)]
     pub file: String,
@@ -371,7 +398,7 @@ pub struct AuditFileClosed {
 }
 
 /// `config`: what the supervisor started with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigRecord {
     #[serde(default)]
     pub version: String,
@@ -408,10 +435,48 @@ pub struct ConfigRecord {
     pub audit_reserve: ReserveStatus,
     #[serde(default)]
     pub disk_min_free_mb: u64,
+    /// The digest of the `[policy]` in force (docs/OPERATIONS.md
+    /// "Reloading").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
+    /// Present on the record of a reload attempt, accepted or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload: Option<ConfigReload>,
+}
+
+/// A reload attempt (`config` record's `reload`): who asked, what became of
+/// it, the digest of the policy in force before it and of the new one
+/// (absent when the new config could not be read that far), why it was
+/// refused, and the settings that differ but apply only at the next start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ConfigReload {
+    #[serde(default)]
+    pub by: String,
+    pub outcome: ReloadOutcome,
+    #[serde(default)]
+    pub old_digest: String,
+    #[serde(default)]
+    pub new_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs_restart: Vec<String>,
+}
+
+/// What became of a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadOutcome {
+    /// The new policy decides from then on.
+    Accepted,
+    /// The old config stays in force.
+    Refused,
 }
 
 /// How many policy rules of each kind the config holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct RuleCounts {
     #[serde(default)]
     pub allow: u64,
@@ -423,7 +488,7 @@ pub struct RuleCounts {
 
 /// `host_addresses`: the set (`count`, `addresses`), or the `error` that
 /// kept it from being read and its `effect`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostAddresses {
     #[serde(default)]
     pub trigger: String,
@@ -437,13 +502,13 @@ pub struct HostAddresses {
     pub effect: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Recovered {
     #[serde(default)]
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Shutdown {
     #[serde(default)]
     pub signal: String,
@@ -458,7 +523,7 @@ pub struct Shutdown {
 
 /// `audit_refused`: one refusal (`what`, `error`), or the count of an
 /// interval's others (`more`, `interval_s`, `total`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditRefused {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what: Option<String>,
@@ -472,7 +537,7 @@ pub struct AuditRefused {
     pub total: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxExec {
     #[serde(default)]
     pub by: String,
@@ -488,7 +553,7 @@ pub struct SandboxExec {
     pub timeout_s: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxError {
     #[serde(default)]
     pub during: String,
@@ -498,7 +563,7 @@ pub struct SandboxError {
 
 /// `session_opened`, in the session's file and (with `audit_file`) in the
 /// supervisor log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionOpened {
     #[serde(default)]
     pub uid: u64,
@@ -531,7 +596,7 @@ pub struct SessionOpened {
 
 /// `session_closed` / `session_revoked`. The short `session_closed` that
 /// ends a revoked session's own file has `state` and `reason` only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionEnded {
     #[serde(default)]
     pub state: String,
@@ -571,13 +636,13 @@ impl SessionEnded {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenRotated {
     #[serde(default)]
     pub expires_unix_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiskFloorStop {
     #[serde(default)]
     pub workspace: String,
@@ -595,7 +660,7 @@ pub use tollgate_toolcall::Verdict;
 /// `permission_check`. A call refused before the engine (the tool-call
 /// cap) or a client's harmless bookkeeping has no consequence, target or
 /// arguments; an MCP gateway call names its `server` and `mcp_tool`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PermissionCheck {
     #[serde(default)]
     pub call_id: String,
@@ -606,6 +671,10 @@ pub struct PermissionCheck {
     pub code: String,
     #[serde(default)]
     pub rule: Option<String>,
+    /// The `policy.d/` drop-in that brought `rule`; absent for the config
+    /// file's own rules, floors and modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default)]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -636,7 +705,7 @@ pub const SESSION_SCOPE: &str = "allowed(session-scope)";
 
 /// `approval_requested`. `channel: "client"` when the client's own prompt
 /// asks the person (no deadline then).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalRequested {
     #[serde(default)]
     pub approval_id: String,
@@ -654,12 +723,15 @@ pub struct ApprovalRequested {
     pub deadline_unix_ms: Option<i64>,
     #[serde(default)]
     pub rule: Option<String>,
+    /// As in [`PermissionCheck`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
 }
 
 /// How an approval ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalOutcome {
     Approved,
@@ -681,7 +753,7 @@ impl ApprovalOutcome {
 
 /// `approval_decided`. `rule` is absent from a withdrawal, `null` when the
 /// decision named none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalDecided {
     #[serde(default)]
     pub approval_id: String,
@@ -706,7 +778,7 @@ pub struct ApprovalDecided {
     pub call_id: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolStarted {
     #[serde(default)]
     pub call_id: String,
@@ -723,7 +795,7 @@ pub struct ToolStarted {
 }
 
 /// How a tool run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolStatus {
     Ok,
@@ -745,7 +817,7 @@ impl ToolStatus {
 /// `tool_result`. `exit_code` is `null` for a tool that has none and
 /// absent from an MCP gateway call; a routed command adds `routed` and
 /// `signal`, a stopped one why (`stopped`), a failed MCP call `error`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolResult {
     #[serde(default)]
     pub call_id: String,
@@ -787,8 +859,59 @@ impl ToolResult {
     }
 }
 
+/// `job_started`: `command` as decided (redacted, cut to the excerpt's
+/// length); `routed` when a client's hook routed it (its output goes to
+/// the client, not to `job_output`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobStarted {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    #[serde(default)]
+    pub command: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub routed: bool,
+}
+
+/// How a background job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobEnd {
+    /// It exited (or a signal of its own ended it).
+    Exited,
+    /// `kill_job`, or its client stopped it (Claude Code's TaskStop).
+    Killed,
+    /// Its session ended (closed, revoked, killed, expired) or its sandbox
+    /// was stopped (the disk floor).
+    SessionEnded,
+    /// The sandbox failed under it.
+    Failed,
+}
+
+/// `job_ended`: how, its exit code or signal when it has one, the bytes it
+/// printed, how long it ran, and why in a sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobEnded {
+    #[serde(default)]
+    pub job_id: String,
+    #[serde(default)]
+    pub call_id: String,
+    pub how: JobEnd,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i64>,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub reason: String,
+}
+
 /// Why a run was stopped: the denial's code, rule and reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stopped {
     #[serde(default)]
     pub code: String,
@@ -798,7 +921,7 @@ pub struct Stopped {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmRequest {
     #[serde(default)]
     pub provider: String,
@@ -817,7 +940,7 @@ pub struct LlmRequest {
     pub last_content: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmResponse {
     #[serde(default)]
     pub provider: String,
@@ -846,7 +969,7 @@ pub struct LlmResponse {
     pub calls_total: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Usage {
     #[serde(default)]
     pub prompt_tokens: u64,
@@ -855,7 +978,7 @@ pub struct Usage {
 }
 
 /// One tool call as the model sent it (redacted and capped).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CallOnRecord {
     #[serde(default)]
     pub id: String,
@@ -872,7 +995,7 @@ pub struct CallOnRecord {
 }
 
 /// What kind of failure an LLM call had.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LlmErrorKind {
     Timeout,
@@ -896,7 +1019,7 @@ impl LlmErrorKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LlmCallError {
     #[serde(default)]
     pub provider: String,
@@ -914,7 +1037,31 @@ pub struct LlmCallError {
     pub response: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `llm_retry`: the provider answered `status` (429 or 5xx) to attempt
+/// `attempt` of turn `turn`; the call is tried again after `wait_ms`, which
+/// is the provider's `Retry-After` when it sent one (`retry_after`, as
+/// sent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LlmRetry {
+    #[serde(default)]
+    pub provider: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub turn: u64,
+    #[serde(default)]
+    pub attempt: u64,
+    #[serde(default)]
+    pub status: u64,
+    #[serde(default)]
+    pub wait_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CostLimitHit {
     #[serde(default)]
     pub cost_usd: f64,
@@ -922,7 +1069,7 @@ pub struct CostLimitHit {
     pub max_cost_usd: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientTurnEnd {
     #[serde(default)]
     pub client: String,
@@ -930,7 +1077,7 @@ pub struct ClientTurnEnd {
 
 /// `client_tool_result`: `unexpected` (with a `reason`) when tollgate had
 /// no decision for the call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientToolResult {
     #[serde(default)]
     pub call_id: String,
@@ -953,7 +1100,7 @@ pub struct ClientToolResult {
     pub routed: Option<bool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpServerStarted {
     #[serde(default)]
     pub server: String,
@@ -968,7 +1115,7 @@ pub struct McpServerStarted {
     pub allow_net: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpServerExited {
     #[serde(default)]
     pub server: String,
@@ -984,7 +1131,7 @@ pub struct McpServerExited {
 /// (docs/INTERFACES.md "[network]"). `open` is written after the upstream
 /// connect and before any byte flows; `close` when it ends; `refused` for a
 /// refusal; `refusals_summary` counts refusals past the per-session bound.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetConnection {
     /// `open`, `close`, `refused` or `refusals_summary`.
     #[serde(default)]
@@ -1020,13 +1167,59 @@ pub struct NetConnection {
     /// `refusals_summary`: refusals not recorded one by one.
     #[serde(default)]
     pub suppressed: u64,
+    /// The tool call the connection came from: the one running command's
+    /// call id, or several joined by `|` when several ran at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// That call's command (several: one per line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+/// `network_rule`: an operator added `entry` to the session's `allow` or
+/// `deny` (`verb`), effective for the session's next connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NetworkRule {
+    #[serde(default)]
+    pub verb: String,
+    #[serde(default)]
+    pub entry: String,
+    /// Who: `uid 0 via operator`.
+    #[serde(default)]
+    pub by: String,
+}
+
+/// `net_secret`: a `[[secrets]]` entry put into one request through the
+/// network wall (`action` `put`), or its placeholder stripped from one to
+/// a host it is not bound to (`stripped`, with why); `conn` joins it to
+/// the connection's `net_connection` records (0: before any). It names the
+/// secret, never its value (docs/THREAT_MODEL.md "Secrets").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NetSecret {
+    #[serde(default)]
+    pub secret: String,
+    #[serde(default)]
+    pub action: String,
+    #[serde(default)]
+    pub conn: u64,
+    #[serde(default)]
+    pub via: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub port: u16,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The tool call the connection came from, when known.
+    #[serde(default)]
+    pub call_id: Option<String>,
 }
 
 /// `sandbox_denial`: one distinct refusal of a command by a wall of the
 /// sandbox (`phase` `refused`, with how many times), or (`phase`
 /// `summary`) how many more were not recorded one by one and how many the
 /// kernel dropped (docs/THREAT_MODEL.md, "Refusals, attributed").
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxDenial {
     #[serde(default)]
     pub call_id: String,
@@ -1064,7 +1257,7 @@ pub struct SandboxDenial {
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its
 /// `--allow-net` gateway, accepted (`address` it reached) or `refused` (why).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpEgress {
     #[serde(default)]
     pub server: String,
@@ -1101,7 +1294,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// An agent's report: the fields it sent (a JSON object, at most 16 KiB),
 /// plus `reported_by: "agent"`. tollgate does not interpret them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentReport {
     #[serde(default)]
     pub reported_by: String,

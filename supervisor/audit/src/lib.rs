@@ -95,6 +95,7 @@
 #![forbid(unsafe_code)]
 
 #[doc(hidden)]
+pub mod archive;
 pub mod bench_input;
 mod chain;
 mod dir;
@@ -110,6 +111,7 @@ pub mod redact_rules;
 pub mod redact_stream;
 pub mod report;
 pub mod reserve;
+pub mod schema;
 pub mod secrets;
 pub mod tail;
 pub mod verify;
@@ -131,7 +133,9 @@ pub use secrets::{
 pub use verify::{Problem, VerifyError, VerifyOk, verify_file};
 
 /// Durability of appends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncMode {
     /// fsync after every record.

@@ -301,6 +301,11 @@ impl Redactor {
                 }
             }
             Value::Object(map) => {
+                for (k, value) in map.iter_mut() {
+                    if BASE64_FIELDS.contains(&k.as_str()) {
+                        self.redact_base64(value);
+                    }
+                }
                 let keys_clean = map
                     .keys()
                     .all(|k| matches!(self.redact_cow(k), Cow::Borrowed(_)));
@@ -327,7 +332,27 @@ impl Redactor {
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
     }
+
+    /// A base64 string (an MCP resource's `blob`, an image's or audio's
+    /// `data`) is decoded and its bytes redacted: a secret inside is masked
+    /// and the result encoded again (docs/THREAT_MODEL.md, "Redaction").
+    /// What is not base64, or holds no secret, is left as it is.
+    fn redact_base64(&self, v: &mut serde_json::Value) {
+        use base64::Engine as _;
+        let serde_json::Value::String(s) = v else {
+            return;
+        };
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(s.as_bytes()) else {
+            return;
+        };
+        if let Cow::Owned(masked) = self.redact_bytes(&bytes) {
+            *s = base64::engine::general_purpose::STANDARD.encode(masked);
+        }
+    }
 }
+
+/// JSON fields whose strings carry bytes as base64 (MCP's content shapes).
+const BASE64_FIELDS: &[&str] = &["blob", "data"];
 
 /// Writes `text[range]` to `out` with the masks of `hits` that lie in it
 /// (each replaced by `[REDACTED:<id>]`).
@@ -414,6 +439,36 @@ mod tests {
             "short".to_string(),
             "n0nce-CANARY-1234".to_string(),
         ])
+    }
+
+    /// An MCP resource's `blob` and an image's `data` carry bytes as base64:
+    /// a secret inside is masked and the field stays base64; other strings
+    /// that merely look like base64 are judged as text.
+    #[test]
+    fn secrets_inside_base64_blobs_are_masked() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let latin1 = b"name=caf\xe9\naws=AKIAIOSFODNN7EXAMPLE\n".to_vec();
+        let mut v = serde_json::json!({"content": [
+            {"type": "resource", "resource": {"uri": "file:///s.ini", "blob": b64.encode(&latin1)}},
+            {"type": "image", "data": b64.encode(b"pw n0nce-CANARY-1234 end")},
+            {"type": "image", "data": b64.encode(b"just pixels")},
+            {"type": "text", "text": "no secret"},
+        ]});
+        r().redact_json(&mut v);
+        let blob = b64
+            .decode(v["content"][0]["resource"]["blob"].as_str().unwrap())
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&blob).contains("AKIAIOSFODNN7EXAMPLE"));
+        assert!(blob.starts_with(b"name=caf\xe9\naws=[REDACTED"), "{blob:?}");
+        let data = b64
+            .decode(v["content"][1]["data"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(data, b"pw [REDACTED:secret-env] end");
+        assert_eq!(
+            v["content"][2]["data"].as_str().unwrap(),
+            b64.encode(b"just pixels")
+        );
     }
 
     #[test]

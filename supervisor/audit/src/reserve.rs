@@ -43,7 +43,17 @@ pub enum Priority {
 }
 
 /// The reserve's state, for `supervisorctl status` and `doctor`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 pub struct ReserveStatus {
     /// Bytes the reserve should hold (0: none configured).
     pub target: u64,

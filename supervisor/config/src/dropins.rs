@@ -102,15 +102,44 @@ pub fn merge(into: &mut PolicyConfig, add: &PolicyConfig) {
     union(&mut into.lift_patterns, &add.lift_patterns);
 }
 
-/// The file a rule came from: the first drop-in holding it, else the
-/// config file itself (`None`).
-pub fn rule_file<'a>(sources: &'a [PolicySource], rule: &RuleSpec) -> Option<&'a Path> {
+/// The file a rule came from: the config file itself (`None`) when its
+/// own `[policy]` holds it, else the first drop-in holding it.
+pub fn rule_file<'a>(
+    own: &PolicyConfig,
+    sources: &'a [PolicySource],
+    rule: &RuleSpec,
+) -> Option<&'a Path> {
+    let holds = |p: &PolicyConfig| [&p.allow, &p.ask, &p.deny].iter().any(|l| l.contains(rule));
+    if holds(own) {
+        return None;
+    }
     sources
         .iter()
-        .find(|s| {
-            [&s.policy.allow, &s.policy.ask, &s.policy.deny]
-                .iter()
-                .any(|l| l.contains(rule))
-        })
+        .find(|s| holds(&s.policy))
         .map(|s| s.path.as_path())
+}
+
+/// Every rule of the merged `policy` that a drop-in brought, by the label
+/// a decision names it with ([`tollgate_policy::rule_label`]), and that
+/// drop-in's path.
+pub fn rule_files(
+    own: &PolicyConfig,
+    sources: &[PolicySource],
+    policy: &PolicyConfig,
+) -> Vec<(String, PathBuf)> {
+    use tollgate_policy::{Verdict, rule_label};
+    let lists = [
+        (Verdict::Allow, &policy.allow),
+        (Verdict::Ask, &policy.ask),
+        (Verdict::Deny, &policy.deny),
+    ];
+    let mut v = Vec::new();
+    for (verdict, list) in lists {
+        for spec in list {
+            if let Some(file) = rule_file(own, sources, spec) {
+                v.push((rule_label(verdict, spec.rule()), file.to_path_buf()));
+            }
+        }
+    }
+    v
 }

@@ -12,6 +12,8 @@
 #![forbid(unsafe_code)]
 
 pub mod dropins;
+pub mod reference;
+pub mod secrets;
 mod telemetry;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +24,7 @@ use tollgate_policy::host_exec::GitDirMode;
 use tollgate_policy::network::{NetworkConfig, NetworkPolicy};
 use tollgate_policy::{Mode, ModeCap, PolicyConfig};
 
+pub use secrets::{SecretConfig, SecretSource};
 pub use telemetry::TelemetrySection;
 
 /// Default config path (docs/INTERFACES.md).
@@ -59,9 +62,16 @@ pub struct Config {
     /// The supervisor's own diagnostics on stderr or the journal.
     #[serde(default)]
     pub log: LogSection,
+    /// Secrets sandboxes can use but never read (docs/INTERFACES.md
+    /// "[[secrets]]").
+    #[serde(default)]
+    pub secrets: Vec<SecretConfig>,
     /// The `policy.d/` drop-ins merged into `policy`, in the order merged.
     #[serde(skip)]
     pub policy_sources: Vec<dropins::PolicySource>,
+    /// The config file's own `[policy]`, before the drop-ins were merged.
+    #[serde(skip)]
+    pub policy_own: PolicyConfig,
 }
 
 /// `[log]`: how much the supervisor says on stderr (or the journal).
@@ -147,6 +157,14 @@ impl BackendChoice {
         }
     }
 
+    /// The backend that is not this one.
+    pub fn other(self) -> BackendChoice {
+        match self {
+            BackendChoice::Native => BackendChoice::Docker,
+            BackendChoice::Docker => BackendChoice::Native,
+        }
+    }
+
     pub fn parse(s: &str) -> Result<BackendChoice, String> {
         match s {
             "native" => Ok(BackendChoice::Native),
@@ -158,11 +176,17 @@ impl BackendChoice {
     }
 }
 
+/// `[sandbox] image = "devcontainer"`.
+pub const DEVCONTAINER_IMAGE: &str = "devcontainer";
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSection {
     pub backend: BackendChoice,
-    /// Docker image; empty means the backend's default tag.
+    /// Docker image; empty means the backend's default tag;
+    /// [`DEVCONTAINER_IMAGE`]: the one the workspace's
+    /// `.devcontainer/devcontainer.json` names, when usable, else the
+    /// default tag.
     pub image: String,
     pub memory_mb: u64,
     pub pids: u64,
@@ -211,6 +235,23 @@ pub enum AttributeRefusals {
 fn git_dir_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<GitDirMode, D::Error> {
     let s = String::deserialize(d)?;
     GitDirMode::parse(&s).map_err(serde::de::Error::custom)
+}
+
+impl SandboxSection {
+    /// Whether the workspace's devcontainer.json may name the image.
+    pub fn image_from_devcontainer(&self) -> bool {
+        self.image == DEVCONTAINER_IMAGE
+    }
+
+    /// The image every sandbox uses when none is named per session: empty
+    /// for the backend's default tag.
+    pub fn fixed_image(&self) -> &str {
+        if self.image_from_devcontainer() {
+            ""
+        } else {
+            &self.image
+        }
+    }
 }
 
 impl Default for SandboxSection {
@@ -354,6 +395,61 @@ pub struct LlmSection {
     pub script: Option<PathBuf>,
     /// Largest provider response body accepted.
     pub max_response_bytes: usize,
+    /// The HTTP(S) proxy the provider is reached through
+    /// (`http://proxy.internal:3128`); absent: none. The environment's
+    /// `HTTP_PROXY`/`HTTPS_PROXY` are never used (docs/OPERATIONS.md "The
+    /// LLM key and its network").
+    pub proxy: Option<String>,
+    /// Times a call answered 429 or 5xx is tried again (0: never).
+    pub retries: u32,
+    /// The longest wait before a retry: a `Retry-After` asking for longer
+    /// ends the call instead.
+    pub max_retry_wait_s: u64,
+}
+
+impl LlmSection {
+    /// The section's own checks at load.
+    fn check(&self) -> Result<(), String> {
+        let l = self;
+        let negative_or_nan = |x: f64| x.is_nan() || x < 0.0;
+        if negative_or_nan(l.max_cost_usd)
+            || negative_or_nan(l.price_in_per_1k)
+            || negative_or_nan(l.price_out_per_1k)
+        {
+            return Err("[llm] max_cost_usd and prices must be >= 0".to_string());
+        }
+        let sources = [
+            !l.api_key_env.is_empty(),
+            l.api_key_file.is_some(),
+            !l.api_key_credential.is_empty(),
+        ];
+        if sources.iter().filter(|x| **x).count() > 1 {
+            return Err(
+                "[llm] set at most one of api_key_env, api_key_file and api_key_credential"
+                    .to_string(),
+            );
+        }
+        if l.api_key_file.as_deref().is_some_and(|p| !p.is_absolute())
+            || l.api_key_credential.contains('/')
+        {
+            return Err(
+                "[llm] api_key_file must be an absolute path and api_key_credential a bare name"
+                    .to_string(),
+            );
+        }
+        if let Some(p) = &l.proxy {
+            check_proxy(p)?;
+        }
+        if l.retries > 10 || l.max_retry_wait_s > 600 {
+            return Err(
+                "[llm] retries must be at most 10 and max_retry_wait_s at most 600".to_string(),
+            );
+        }
+        if l.provider == ProviderChoice::Openai && l.base_url.is_empty() {
+            return Err("[llm] provider \"openai\" needs base_url".to_string());
+        }
+        Ok(())
+    }
 }
 
 impl Default for LlmSection {
@@ -371,8 +467,22 @@ impl Default for LlmSection {
             price_out_per_1k: 0.0,
             script: None,
             max_response_bytes: 8 * 1024 * 1024,
+            proxy: None,
+            retries: 2,
+            max_retry_wait_s: 30,
         }
     }
+}
+
+/// `[llm] proxy`: an `http://` or `https://` URL naming a host.
+fn check_proxy(p: &str) -> Result<(), String> {
+    let u = url::Url::parse(p).map_err(|e| format!("[llm] proxy {p:?}: {e}"))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
+        return Err(format!(
+            "[llm] proxy {p:?} must be http://HOST[:PORT] or https://HOST[:PORT]"
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -416,6 +526,7 @@ impl Config {
             }
         };
         config.policy_sources = dropins::read(&dropins::dir_for(path))?;
+        config.policy_own = config.policy.clone();
         for s in &config.policy_sources {
             dropins::merge(&mut config.policy, &s.policy);
         }
@@ -484,42 +595,10 @@ impl Config {
         if let Err(e) = self.mode_permitted(c.mode(s)) {
             return Err(invalid(format!("[clients] mode: {e}")));
         }
-        let l = &self.llm;
-        let negative_or_nan = |x: f64| x.is_nan() || x < 0.0;
-        if negative_or_nan(l.max_cost_usd)
-            || negative_or_nan(l.price_in_per_1k)
-            || negative_or_nan(l.price_out_per_1k)
-        {
-            return Err(invalid(
-                "[llm] max_cost_usd and prices must be >= 0".to_string(),
-            ));
-        }
-        let sources = [
-            !l.api_key_env.is_empty(),
-            l.api_key_file.is_some(),
-            !l.api_key_credential.is_empty(),
-        ];
-        if sources.iter().filter(|x| **x).count() > 1 {
-            return Err(invalid(
-                "[llm] set at most one of api_key_env, api_key_file and api_key_credential"
-                    .to_string(),
-            ));
-        }
-        if l.api_key_file.as_deref().is_some_and(|p| !p.is_absolute())
-            || l.api_key_credential.contains('/')
-        {
-            return Err(invalid(
-                "[llm] api_key_file must be an absolute path and api_key_credential a bare name"
-                    .to_string(),
-            ));
-        }
-        if l.provider == ProviderChoice::Openai && l.base_url.is_empty() {
-            return Err(invalid(
-                "[llm] provider \"openai\" needs base_url".to_string(),
-            ));
-        }
+        self.llm.check().map_err(invalid)?;
         self.telemetry.check().map_err(invalid)?;
         self.network_policy().map_err(invalid)?;
+        secrets::check(&self.secrets).map_err(invalid)?;
         Ok(())
     }
 
@@ -790,10 +869,30 @@ mod tests {
         assert_eq!(rules(&c.policy.ask), ["run_bash(git push*)"]);
         let curl = &c.policy.deny[1];
         assert_eq!(
-            dropins::rule_file(&c.policy_sources, curl),
+            dropins::rule_file(&c.policy_own, &c.policy_sources, curl),
             Some(d.join("20-team.toml").as_path())
         );
-        // A rule the config file has is the config file's (None), first.
+        // A rule the config file has is the config file's (None), though a
+        // drop-in repeats it.
+        assert_eq!(
+            dropins::rule_file(&c.policy_own, &c.policy_sources, &c.policy.deny[0]),
+            None
+        );
+        let labels: Vec<(String, String)> =
+            dropins::rule_files(&c.policy_own, &c.policy_sources, &c.policy)
+                .into_iter()
+                .map(|(l, p)| (l, p.file_name().unwrap().to_string_lossy().into_owned()))
+                .collect();
+        let pair = |l: &str, f: &str| (l.to_string(), f.to_string());
+        assert_eq!(
+            labels,
+            [
+                pair("allow: run_bash(cargo*)", "10-site.toml"),
+                pair("allow: run_bash(make*)", "20-team.toml"),
+                pair("ask: run_bash(git push*)", "10-site.toml"),
+                pair("deny: run_bash(curl *)", "20-team.toml"),
+            ]
+        );
         let names: Vec<_> = c
             .policy_sources
             .iter()

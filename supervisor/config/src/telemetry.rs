@@ -22,6 +22,9 @@ pub struct TelemetrySection {
     pub export_timeout_ms: u64,
     /// `service.name` of the exported resource.
     pub service_name: String,
+    /// Seconds between OTLP metrics exports (the counters `status` shows);
+    /// 0: no metrics.
+    pub metrics_interval_s: u64,
 }
 
 impl Default for TelemetrySection {
@@ -33,6 +36,7 @@ impl Default for TelemetrySection {
             batch_size: 256,
             export_timeout_ms: 5000,
             service_name: "tollgate".to_string(),
+            metrics_interval_s: 60,
         }
     }
 }

@@ -92,26 +92,51 @@ fn in_full(a: &pb::Approval) -> Option<String> {
     (!target.is_empty() && !a.consequence.contains(&target)).then_some(target)
 }
 
-pub async fn decide(
-    mut c: Client,
-    id: String,
-    approve: bool,
-    scope: String,
-    confirm: Option<String>,
-    reason: Option<String>,
-) -> anyhow::Result<()> {
+/// An approve or a deny, as typed.
+pub struct Decide {
+    pub id: String,
+    pub approve: bool,
+    pub scope: String,
+    pub confirm: Option<String>,
+    pub reason: Option<String>,
+}
+
+impl Decide {
+    /// `deny APPROVAL [--reason]`.
+    pub fn deny(id: String, reason: Option<String>) -> Decide {
+        Decide {
+            id,
+            approve: false,
+            scope: "once".to_string(),
+            confirm: None,
+            reason,
+        }
+    }
+}
+
+pub async fn decide(mut c: Client, d: Decide, json_out: bool) -> anyhow::Result<()> {
     let r = c
         .decide_approval(pb::DecideApprovalRequest {
-            approval_id: id.clone(),
-            approve,
-            scope,
-            confirm: confirm.unwrap_or_default(),
-            reason: reason.unwrap_or_default(),
+            approval_id: d.id.clone(),
+            approve: d.approve,
+            scope: d.scope.clone(),
+            confirm: d.confirm.unwrap_or_default(),
+            reason: d.reason.unwrap_or_default(),
         })
         .await
         .map_err(status_error)?
         .into_inner();
-    outln!("{id} {} by {}", r.outcome, r.decided_by);
+    if json_out {
+        outln!(
+            "{}",
+            json!({
+                "approval": d.id, "outcome": r.outcome, "decided_by": r.decided_by,
+                "scope": d.approve.then_some(&d.scope),
+            })
+        );
+    } else {
+        outln!("{} {} by {}", d.id, r.outcome, r.decided_by);
+    }
     Ok(())
 }
 

@@ -31,31 +31,29 @@ pub async fn dir_from_supervisor(mut c: Client) -> anyhow::Result<PathBuf> {
 /// among `files`), which catches a whole file deleted. A session file a
 /// supervisor log names with no anchor anywhere prints `unanchored:` instead
 /// of `ok:` and does not change the exit code (an open session is always
-/// unanchored; see docs/INTERFACES.md).
-pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
+/// unanchored; see docs/INTERFACES.md). `--json` prints one object at the end.
+pub fn verify(args: &[PathBuf], head: Option<&str>, json_out: bool) -> u8 {
     let files = match expand(args) {
         Ok(files) => files,
-        Err(e) => {
-            eprintln!("supervisorctl: {}", table::escape(&e.to_string()));
-            return 1;
-        }
+        Err(e) => return crate::errors::report(&e, json_out),
     };
-    let files = files.as_slice();
+    let mut v = Verdicts::new(json_out);
+    if verify_chains(&files, head, &mut v) {
+        verify_presence(&files, &mut v);
+    }
+    v.finish()
+}
+
+/// Each file's chain (and anchor); false once one is broken.
+fn verify_chains(files: &[PathBuf], head: Option<&str>, v: &mut Verdicts) -> bool {
     let mut books: HashMap<PathBuf, HashMap<String, Anchor>> = HashMap::new();
-    let mut code = 0;
-    let mut unanchored = 0usize;
     for f in files {
         let state: Option<Anchor> = match head {
             Some(h) => Some(Anchor::Head(h.to_string())),
             None => {
-                let dir = f
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_else(|| PathBuf::from("."));
-                let dir = if dir.as_os_str().is_empty() {
-                    PathBuf::from(".")
-                } else {
-                    dir
+                let dir = match f.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
                 };
                 let book = books
                     .entry(dir.clone())
@@ -69,68 +67,163 @@ pub fn verify(args: &[PathBuf], head: Option<&str>) -> u8 {
             Some(Anchor::Head(h)) => Some(h.as_str()),
             Some(Anchor::Missing { .. }) | None => None,
         };
-        let shown = table::escape(&f.display().to_string());
         match (verify_file(f, expected), &state) {
             (Ok(ok), Some(Anchor::Missing { session, ended })) => {
-                unanchored += 1;
-                outln!(
-                    "{shown}: unanchored: {} records; no head of this file was recorded outside it, so records cut from its end would go unnoticed ({})",
-                    ok.records,
-                    unanchored_why(&table::escape(session), *ended)
-                );
+                let why = unanchored_why(&table::escape(session), *ended);
+                v.unanchored(f, ok.records, &why);
             }
-            (Ok(ok), _) => outln!(
-                "{shown}: ok: {} records{}",
-                ok.records,
-                if expected.is_some() {
-                    " (head matches the anchor)"
-                } else {
-                    ""
-                }
-            ),
+            (Ok(ok), _) => v.ok(f, ok.records, expected.is_some()),
             (Err(e @ VerifyError::Broken { .. }), _) => {
-                outln!("{shown}: {}", table::escape(&e.to_string()));
-                code = 1;
+                v.broken(f, &e.to_string());
+                return false;
             }
             (Err(e), _) => {
-                eprintln!("supervisorctl: {}", table::escape(&e.to_string()));
-                code = 1;
+                v.error(&e.to_string());
+                return false;
             }
         }
-        if code != 0 {
-            return code;
-        }
     }
-    if unanchored > 0 {
-        eprintln!(
-            "supervisorctl: note: {unanchored} file(s) unanchored: their chains hold, but their ends cannot be checked until the supervisor anchors them"
-        );
-    }
-    // Whole files deleted: every file a supervisor log names must be there.
+    true
+}
+
+/// Whole files deleted: every file a supervisor log names must be there.
+fn verify_presence(files: &[PathBuf], v: &mut Verdicts) {
     match tollgate_audit::missing::check(files) {
         Ok(report) => {
             for (log, previous) in &report.retired {
-                eprintln!(
-                    "supervisorctl: note: {} follows {}, which is not here with any log before it (retired); the chain is checked from this log on",
+                v.note(format!(
+                    "{} follows {}, which is not here with any log before it (retired); the chain is checked from this log on",
                     table::escape(&log.display().to_string()),
                     table::escape(previous)
-                );
+                ));
             }
             for m in &report.missing {
-                outln!(
-                    "{}: {}",
-                    table::escape(&m.log.display().to_string()),
-                    table::escape(&m.to_string())
-                );
-                code = 1;
+                v.missing(&m.log, &m.to_string());
             }
         }
-        Err(e) => {
-            eprintln!("supervisorctl: {}", table::escape(&e.to_string()));
-            code = 1;
+        Err(e) => v.error(&e.to_string()),
+    }
+}
+
+/// What `audit verify` found: printed as found (text), or gathered and
+/// printed once (`--json`: `{"ok", "files": [{"file", "status": "ok" |
+/// "unanchored" | "broken", "records", "anchored", "detail"}], "missing":
+/// [{"log", "detail"}], "notes": [...], "error"}`).
+struct Verdicts {
+    json: bool,
+    failed: bool,
+    unanchored: usize,
+    files: Vec<serde_json::Value>,
+    missing: Vec<serde_json::Value>,
+    notes: Vec<String>,
+    error: Option<String>,
+}
+
+impl Verdicts {
+    fn new(json: bool) -> Verdicts {
+        Verdicts {
+            json,
+            failed: false,
+            unanchored: 0,
+            files: Vec::new(),
+            missing: Vec::new(),
+            notes: Vec::new(),
+            error: None,
         }
     }
-    code
+
+    fn file(
+        &mut self,
+        f: &Path,
+        (status, anchored): (&str, bool),
+        records: Option<u64>,
+        detail: &str,
+    ) {
+        self.files.push(serde_json::json!({
+            "file": f.display().to_string(), "status": status, "records": records,
+            "anchored": anchored, "detail": detail,
+        }));
+    }
+
+    fn ok(&mut self, f: &Path, records: u64, anchored: bool) {
+        let detail = if anchored {
+            " (head matches the anchor)"
+        } else {
+            ""
+        };
+        if !self.json {
+            outln!("{}: ok: {records} records{detail}", shown(f));
+        }
+        self.file(f, ("ok", anchored), Some(records), detail.trim());
+    }
+
+    fn unanchored(&mut self, f: &Path, records: u64, why: &str) {
+        self.unanchored += 1;
+        let detail = format!(
+            "no head of this file was recorded outside it, so records cut from its end would go unnoticed ({why})"
+        );
+        if !self.json {
+            outln!("{}: unanchored: {records} records; {detail}", shown(f));
+        }
+        self.file(f, ("unanchored", false), Some(records), &detail);
+    }
+
+    fn broken(&mut self, f: &Path, detail: &str) {
+        self.failed = true;
+        if !self.json {
+            outln!("{}: {}", shown(f), table::escape(detail));
+        }
+        self.file(f, ("broken", false), None, detail);
+    }
+
+    fn missing(&mut self, log: &Path, detail: &str) {
+        self.failed = true;
+        if !self.json {
+            outln!("{}: {}", shown(log), table::escape(detail));
+        }
+        self.missing.push(serde_json::json!({
+            "log": log.display().to_string(), "detail": detail,
+        }));
+    }
+
+    fn note(&mut self, note: String) {
+        if !self.json {
+            eprintln!("supervisorctl: note: {note}");
+        }
+        self.notes.push(note);
+    }
+
+    fn error(&mut self, e: &str) {
+        self.failed = true;
+        if !self.json {
+            eprintln!("supervisorctl: {}", table::escape(e));
+        }
+        self.error = Some(e.to_string());
+    }
+
+    /// The closing note or object; the exit code.
+    fn finish(mut self) -> u8 {
+        if self.unanchored > 0 {
+            let n = self.unanchored;
+            self.note(format!(
+                "{n} file(s) unanchored: their chains hold, but their ends cannot be checked until the supervisor anchors them"
+            ));
+        }
+        if self.json {
+            outln!(
+                "{}",
+                serde_json::json!({
+                    "ok": !self.failed, "files": self.files, "missing": self.missing,
+                    "notes": self.notes, "error": self.error,
+                })
+            );
+        }
+        u8::from(self.failed)
+    }
+}
+
+fn shown(f: &Path) -> String {
+    table::escape(&f.display().to_string())
 }
 
 /// Why a session file has no anchor, as far as the supervisor logs tell.
@@ -166,7 +259,7 @@ fn expand(args: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Prints a session's log and follows it until the session closes or Ctrl-C.
-pub async fn tail(dir: &Path, session: &str, follow: bool) -> anyhow::Result<()> {
+pub async fn tail(dir: &Path, session: &str, follow: bool, json: bool) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = Arc::clone(&stop);
     tokio::spawn(async move {
@@ -178,6 +271,7 @@ pub async fn tail(dir: &Path, session: &str, follow: bool) -> anyhow::Result<()>
     let intact = tokio::task::spawn_blocking(move || {
         let opts = FollowOptions {
             until_closed: true,
+            json,
             ..FollowOptions::default()
         };
         let mut out = crate::out::Stdout;
@@ -201,4 +295,71 @@ pub fn report(paths: &[PathBuf], json_out: bool) -> anyhow::Result<()> {
         out!("{r}");
     }
     Ok(())
+}
+
+/// `audit archive --before DATE DIR`: moves whole closed runs older than
+/// DATE from the audit directory into DIR, then verifies what stays and
+/// what moved (exit 1 when either does not verify).
+pub fn archive(audit_dir: &Path, before: &str, to: &Path, json_out: bool) -> anyhow::Result<u8> {
+    use tollgate_audit::archive;
+    let cutoff = archive::cutoff(before).map_err(|e| anyhow!("--before: {e}"))?;
+    let plan = archive::plan(audit_dir, &cutoff)?;
+    let moved = archive::archive(audit_dir, to, &plan)?;
+    let left_ok = quiet_verify(audit_dir);
+    let archive_ok = moved.is_empty() || quiet_verify(to);
+    if json_out {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "moved": moved.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "logs": plan.logs.len(), "session_files": plan.session_files.len(),
+                "stopped": (!plan.stops.is_empty()).then_some(&plan.stops),
+                "left_verifies": left_ok, "archive_verifies": archive_ok,
+            })
+        );
+    } else {
+        outln!(
+            "moved {} supervisor log(s) and {} session file(s) to {}",
+            plan.logs.len(),
+            plan.session_files.len(),
+            table::escape(&to.display().to_string())
+        );
+        if !plan.stops.is_empty() {
+            outln!("{}", table::escape(&plan.stops));
+        }
+        outln!(
+            "{}: {}; {}: {}",
+            table::escape(&audit_dir.display().to_string()),
+            if left_ok {
+                "verifies"
+            } else {
+                "DOES NOT VERIFY"
+            },
+            table::escape(&to.display().to_string()),
+            if archive_ok {
+                "verifies"
+            } else {
+                "DOES NOT VERIFY"
+            },
+        );
+    }
+    Ok(u8::from(!(left_ok && archive_ok)))
+}
+
+/// Whether every chain of `dir` holds and every file its logs name is
+/// there (as `audit verify DIR` checks, without printing).
+fn quiet_verify(dir: &Path) -> bool {
+    let Ok(files) = expand(&[dir.to_path_buf()]) else {
+        return false;
+    };
+    let book = anchor_book(dir).unwrap_or_default();
+    let chains = files.iter().all(|f| {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let expected = match book.get(name) {
+            Some(Anchor::Head(h)) => Some(h.as_str()),
+            _ => None,
+        };
+        verify_file(f, expected).is_ok()
+    });
+    chains && tollgate_audit::missing::check(&files).is_ok_and(|r| r.missing.is_empty())
 }

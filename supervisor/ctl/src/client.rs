@@ -2,9 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 use tollgate_proto::v1::operator_service_client::OperatorServiceClient;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::errors::{CtlError, Kind};
 
 pub const DEFAULT_OPERATOR_SOCKET: &str = "/run/tollgate/operator.sock";
 
@@ -32,14 +34,22 @@ pub async fn connect(socket: &Path) -> anyhow::Result<Client> {
             }
             _ => "",
         };
-        return Err(anyhow!("cannot connect to {}: {e}{hint}", socket.display()));
+        return Err(CtlError::wrap(
+            Kind::Connect,
+            format!("cannot connect to {}: {e}{hint}", socket.display()),
+        ));
     }
     let uri = format!("unix://{}", socket.display());
     let channel = Endpoint::from_shared(uri)
         .context("bad socket path")?
         .connect()
         .await
-        .with_context(|| format!("cannot connect to {}", socket.display()))?;
+        .map_err(|e| {
+            CtlError::wrap(
+                Kind::Connect,
+                format!("cannot connect to {}: {e}", socket.display()),
+            )
+        })?;
     Ok(OperatorServiceClient::new(channel).max_decoding_message_size(64 * 1024 * 1024))
 }
 
@@ -50,5 +60,5 @@ pub fn status_error(s: tonic::Status) -> anyhow::Error {
         tonic::Code::Unauthenticated => "unauthenticated: ",
         _ => "",
     };
-    anyhow!("{code}{}", s.message())
+    CtlError::wrap(Kind::of_code(s.code()), format!("{code}{}", s.message()))
 }

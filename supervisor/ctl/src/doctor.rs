@@ -17,7 +17,7 @@ fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) ->
 }
 
 /// Returns the exit code: 1 when any check fails.
-pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
+pub async fn run(operator_socket: &Path, json_out: bool) -> anyhow::Result<u8> {
     let mut checks: Vec<DoctorCheck> = Vec::new();
     let running = ask_running(operator_socket, &mut checks).await;
     let status = running.as_ref().and_then(|r| r.as_ref().ok());
@@ -33,7 +33,26 @@ pub async fn run(operator_socket: &Path) -> anyhow::Result<u8> {
         checks.push(c);
     }
     disk_checks(operator_socket, status, &config, &mut checks).await;
+    if json_out {
+        return Ok(print_json(&checks));
+    }
     Ok(print_checks(&checks))
+}
+
+/// `doctor --json`: `{"ok": bool, "checks": [{"name", "status": "ok" |
+/// "warn" | "fail", "detail", "hint"}]}`; the exit code as the table's.
+fn print_json(checks: &[DoctorCheck]) -> u8 {
+    let failed = checks.iter().any(|c| c.status == CheckStatus::Fail);
+    let list: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "name": c.name, "status": c.status.as_str(), "detail": c.detail, "hint": c.hint,
+            })
+        })
+        .collect();
+    outln!("{}", serde_json::json!({"ok": !failed, "checks": list}));
+    u8::from(failed)
 }
 
 /// The running supervisor, if one answers: its config file and engine
@@ -111,8 +130,8 @@ async fn docker_checks(status: Option<&pb::StatusResponse>, config: &Config) -> 
         // Unset: found as the docker CLI finds it, as the supervisor does.
         None => dcfg.socket.clone(),
     };
-    if !config.sandbox.image.is_empty() {
-        dcfg.image = config.sandbox.image.clone();
+    if !config.sandbox.fixed_image().is_empty() {
+        dcfg.image = config.sandbox.fixed_image().to_string();
     }
     if !config.sandbox.docker_exec_agent.as_os_str().is_empty() {
         dcfg.exec_agent = config.sandbox.docker_exec_agent.clone();

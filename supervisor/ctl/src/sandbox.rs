@@ -17,6 +17,8 @@ pub struct ExecArgs {
     pub backend: Option<tollgate_config::BackendChoice>,
     pub timeout: Option<u32>,
     pub argv: Vec<String>,
+    /// JSON Lines instead of the command's own bytes.
+    pub json: bool,
 }
 
 /// Returns the command's exit code (128 + signal when killed by one).
@@ -42,32 +44,63 @@ pub async fn exec(mut c: Client, a: ExecArgs) -> anyhow::Result<u8> {
         .await
         .map_err(status_error)?
         .into_inner();
-    let mut stdout = crate::out::Stdout;
-    let mut stderr = std::io::stderr();
+    let mut shown = Shown {
+        json: a.json,
+        stdout: crate::out::Stdout,
+        stderr: std::io::stderr(),
+    };
     while let Some(msg) = stream.next().await {
         match msg.map_err(status_error)?.out {
-            Some(pb::sandbox_exec_output::Out::Stdout(b)) => {
-                stdout.write_all(&b)?;
-                stdout.flush()?;
-            }
-            Some(pb::sandbox_exec_output::Out::Stderr(b)) => {
-                stderr.write_all(&b)?;
-                stderr.flush()?;
-            }
-            Some(pb::sandbox_exec_output::Out::Exit(e)) => {
-                if e.timed_out {
-                    eprintln!("supervisorctl: the command timed out and was killed");
-                }
-                return Ok(if e.signal > 0 {
-                    (128 + e.signal).clamp(1, 255) as u8
-                } else if e.code < 0 {
-                    1
-                } else {
-                    e.code.min(255) as u8
-                });
-            }
+            Some(pb::sandbox_exec_output::Out::Stdout(b)) => shown.output("stdout", &b)?,
+            Some(pb::sandbox_exec_output::Out::Stderr(b)) => shown.output("stderr", &b)?,
+            Some(pb::sandbox_exec_output::Out::Exit(e)) => return Ok(shown.exit(&e)),
             None => {}
         }
     }
     anyhow::bail!("the supervisor ended the stream without an exit status")
+}
+
+/// Where a sandboxed command's output goes: its own bytes to stdout and
+/// stderr, or JSON Lines on stdout (`{"stdout": TEXT}`, `{"stderr": TEXT}`,
+/// invalid UTF-8 replaced, then `{"exit": {...}}`).
+struct Shown {
+    json: bool,
+    stdout: crate::out::Stdout,
+    stderr: std::io::Stderr,
+}
+
+impl Shown {
+    fn output(&mut self, stream: &str, b: &[u8]) -> std::io::Result<()> {
+        if self.json {
+            let v = serde_json::json!({ stream: String::from_utf8_lossy(b) });
+            return writeln!(self.stdout, "{v}");
+        }
+        let w: &mut dyn Write = if stream == "stdout" {
+            &mut self.stdout
+        } else {
+            &mut self.stderr
+        };
+        w.write_all(b)?;
+        w.flush()
+    }
+
+    /// Prints how the command ended; returns supervisorctl's exit code.
+    fn exit(&mut self, e: &pb::ExitStatus) -> u8 {
+        let code = if e.signal > 0 {
+            (128 + e.signal).clamp(1, 255) as u8
+        } else if e.code < 0 {
+            1
+        } else {
+            e.code.min(255) as u8
+        };
+        if self.json {
+            let v = serde_json::json!({"exit": {
+                "code": e.code, "signal": e.signal, "timed_out": e.timed_out,
+            }});
+            let _ = writeln!(self.stdout, "{v}");
+        } else if e.timed_out {
+            eprintln!("supervisorctl: the command timed out and was killed");
+        }
+        code
+    }
 }

@@ -16,21 +16,74 @@ pub fn session_json(s: &pb::SessionInfo) -> Value {
         "sandbox": s.sandbox, "end_reason": s.end_reason, "client": s.client,
         "client_session_id": s.client_session_id,
         "audit_file": s.audit_file, "token_expires_unix_ms": s.token_expires_unix_ms,
+        "jobs": s.jobs.iter().map(job_json).collect::<Vec<_>>(),
     })
 }
 
-pub async fn status(mut c: Client, json_out: bool) -> anyhow::Result<()> {
+/// One background job of a session.
+fn job_json(j: &pb::JobInfo) -> Value {
+    json!({
+        "id": j.id, "command": j.command, "state": j.state,
+        "started_unix_ms": j.started_unix_ms, "exit_code": j.exit_code,
+        "bytes": j.bytes, "routed": j.routed,
+    })
+}
+
+/// The JOBS column: how many run (`-` for none), and how many ended.
+fn jobs_label(s: &pb::SessionInfo) -> String {
+    let running = s.jobs.iter().filter(|j| j.state == "running").count();
+    match (running, s.jobs.len() - running) {
+        (0, 0) => "-".to_string(),
+        (r, 0) => format!("{r} running"),
+        (r, e) => format!("{r} running, {e} ended"),
+    }
+}
+
+/// `show`: one line per job.
+fn job_line(j: &pb::JobInfo) -> String {
+    let state = match j.exit_code {
+        Some(c) => format!("{} {c}", j.state),
+        None => j.state.clone(),
+    };
+    format!(
+        "{} {state}, started {}, {} bytes{}: {}",
+        j.id,
+        table::ago(j.started_unix_ms),
+        j.bytes,
+        if j.routed { ", routed" } else { "" },
+        j.command
+    )
+}
+
+/// How `status` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Prometheus,
+}
+
+pub async fn status(mut c: Client, format: Format) -> anyhow::Result<()> {
     let s = c
         .status(pb::StatusRequest {})
         .await
         .map_err(status_error)?
         .into_inner();
-    if json_out {
-        print_status_json(&s);
-    } else {
-        print_status_table(s);
+    match format {
+        Format::Json => print_status_json(&s),
+        Format::Prometheus => out!("{}", crate::prometheus::render(&s)),
+        Format::Table => print_status_table(s),
     }
     Ok(())
+}
+
+fn records_json(r: Option<&pb::RecordCounts>) -> Value {
+    let r = r.copied().unwrap_or_default();
+    json!({
+        "decisions": {"allow": r.decisions_allow, "ask": r.decisions_ask, "deny": r.decisions_deny},
+        "egress": {"opened": r.egress_opened, "refused": r.egress_refused},
+        "llm_retries": r.llm_retries,
+    })
 }
 
 /// `status --json`: every field, connections and telemetry nested.
@@ -70,6 +123,9 @@ fn print_status_json(s: &pb::StatusResponse) {
             "audit_reserve_drawing": s.audit_reserve_drawing,
             "disk_min_free_mb": s.disk_min_free_mb,
             "telemetry": telemetry_json(s.telemetry.as_ref()),
+            "policy_digest": s.policy_digest,
+            "last_reload": s.last_reload.as_ref().map(crate::reload::result_json),
+            "records": records_json(s.records.as_ref()),
         })
     );
 }
@@ -92,9 +148,15 @@ fn print_status_table(s: pb::StatusResponse) {
             ),
         ),
         ("config", config),
+        ("policy", format!("digest {}", s.policy_digest)),
+        (
+            "last reload",
+            crate::reload::status_line(s.last_reload.as_ref()),
+        ),
         ("sandbox", format!("{}: {}", s.sandbox, s.sandbox_strength)),
         ("sessions", format!("{} active", s.sessions_active)),
         ("approvals", format!("{} pending", s.approvals_pending)),
+        ("decisions", decisions_line(s.records.as_ref())),
         ("audit", format!("{} (sync {})", s.audit_dir, s.audit_sync)),
         ("descriptors", descriptors_line(&fds)),
         ("connections", connections_line(&conns)),
@@ -134,6 +196,19 @@ fn print_status_table(s: pb::StatusResponse) {
     for (k, v) in rows {
         outln!("{:<16} {}", format!("{k}:"), table::escape(&v));
     }
+}
+
+fn decisions_line(r: Option<&pb::RecordCounts>) -> String {
+    let r = r.copied().unwrap_or_default();
+    format!(
+        "{} allowed, {} asked, {} denied since start; egress {} opened, {} refused; {} LLM retries",
+        r.decisions_allow,
+        r.decisions_ask,
+        r.decisions_deny,
+        r.egress_opened,
+        r.egress_refused,
+        r.llm_retries
+    )
 }
 
 fn descriptors_line(f: &pb::FdStatus) -> String {
@@ -248,6 +323,7 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
                 format!("${:.4}", s.cost_usd),
                 s.pending_approvals.to_string(),
                 table::ago(s.created_unix_ms),
+                jobs_label(s),
                 client_label(s),
                 s.workspace.clone(),
             ]
@@ -263,6 +339,7 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
             "COST",
             "PENDING",
             "OPENED",
+            "JOBS",
             "CLIENT",
             "WORKSPACE",
         ],
@@ -329,14 +406,23 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
         ("approvals", format!("{} pending", s.pending_approvals)),
         ("opened", table::ago(s.created_unix_ms)),
         ("audit", s.audit_file.clone()),
+        ("jobs", jobs_label(&s)),
     ];
     for (k, v) in rows {
         outln!("{:<11} {}", format!("{k}:"), table::escape(&v));
     }
+    for j in &s.jobs {
+        outln!("{:<11} {}", "", table::escape(&job_line(j)));
+    }
     Ok(())
 }
 
-pub async fn revoke(mut c: Client, id: String, reason: Option<String>) -> anyhow::Result<()> {
+pub async fn revoke(
+    mut c: Client,
+    id: String,
+    reason: Option<String>,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let s = c
         .revoke_session(pb::RevokeSessionRequest {
             session_id: id,
@@ -345,11 +431,20 @@ pub async fn revoke(mut c: Client, id: String, reason: Option<String>) -> anyhow
         .await
         .map_err(status_error)?
         .into_inner();
-    outln!("revoked {} ({})", s.id, table::escape(&s.end_reason));
+    if json_out {
+        outln!("{}", session_json(&s));
+    } else {
+        outln!("revoked {} ({})", s.id, table::escape(&s.end_reason));
+    }
     Ok(())
 }
 
-pub async fn kill(mut c: Client, id: Option<String>, all: bool) -> anyhow::Result<()> {
+pub async fn kill(
+    mut c: Client,
+    id: Option<String>,
+    all: bool,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let r = c
         .kill_session(pb::KillSessionRequest {
             session_id: id.unwrap_or_default(),
@@ -359,6 +454,10 @@ pub async fn kill(mut c: Client, id: Option<String>, all: bool) -> anyhow::Resul
         .await
         .map_err(status_error)?
         .into_inner();
+    if json_out {
+        outln!("{}", json!({ "killed": r.killed }));
+        return Ok(());
+    }
     if r.killed.is_empty() {
         outln!("no sessions killed");
     }

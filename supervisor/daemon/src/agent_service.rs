@@ -40,8 +40,13 @@ fn peer<T>(req: &Request<T>) -> Result<Peer, Status> {
         .ok_or_else(|| Status::permission_denied("cannot identify the caller"))
 }
 
-/// The tools a session may call, as the model sees them.
-pub fn tool_specs(tools: Option<&std::collections::BTreeSet<String>>) -> Vec<pb::ToolSpec> {
+/// The tools a session may call, as the model sees them; run_bash's
+/// description says the shell its commands run in (`shell`, the session
+/// backend's; `None` when not known yet).
+pub fn tool_specs(
+    tools: Option<&std::collections::BTreeSet<String>>,
+    shell: Option<tollgate_sandbox::Shell>,
+) -> Vec<pb::ToolSpec> {
     // The registry is fixed for the process: render its schemas once.
     static ALL: std::sync::OnceLock<Vec<pb::ToolSpec>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
@@ -57,7 +62,18 @@ pub fn tool_specs(tools: Option<&std::collections::BTreeSet<String>>) -> Vec<pb:
     })
     .iter()
     .filter(|t| tools.is_none_or(|allowed| allowed.contains(&t.name)))
-    .cloned()
+    .map(|t| {
+        let mut t = t.clone();
+        if t.name == tollgate_policy::ToolName::RunBash.as_str() {
+            t.description = match shell {
+                Some(tollgate_sandbox::Shell::Bash(_)) => tollgate_policy::RUN_BASH_DESCRIPTION,
+                Some(tollgate_sandbox::Shell::Sh) => tollgate_policy::RUN_BASH_SH_DESCRIPTION,
+                None => tollgate_policy::RUN_BASH_SHELL_UNKNOWN_DESCRIPTION,
+            }
+            .to_string();
+        }
+        t
+    })
     .collect()
 }
 
@@ -78,7 +94,7 @@ impl AgentService for AgentSvc {
             token: token.reveal().to_string(),
             token_expires_unix_ms: unix_ms(session.token_expires()),
             mode: session.mode.as_str().to_string(),
-            tools: tool_specs(session.tools.as_ref())
+            tools: tool_specs(session.tools.as_ref(), None)
                 .into_iter()
                 .map(|t| t.name)
                 .collect(),
@@ -107,7 +123,7 @@ impl AgentService for AgentSvc {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let session = authed(&req)?;
         Ok(Response::new(pb::ListToolsResponse {
-            tools: tool_specs(session.tools.as_ref()),
+            tools: tool_specs(session.tools.as_ref(), session.backend.shell()),
         }))
     }
 

@@ -309,19 +309,30 @@ pub struct SpecFor<'a> {
 /// against /etc/passwd by the caller): the sandbox crate keeps no list of
 /// its own and reads no /etc/passwd.
 pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
+    // `[network]`: the wall's proxies are announced (wall/mod.rs).
+    let wall = sup.config.network.is_some();
+    let mut env = crate::secrets::sandbox_env(
+        s.session_id,
+        s.sandbox_token,
+        &s.owner.name,
+        std::env::var("LANG").ok().as_deref(),
+        std::env::var("LC_ALL").ok().as_deref(),
+    );
+    if wall {
+        env.extend(tollgate_sandbox::wall::proxy_env());
+    }
+    let extra_ca = if wall && s.sandbox_token.is_some() {
+        crate::secret_env::session_secrets(sup, s.session_id, &s.owner.name, &mut env)
+    } else {
+        None
+    };
     SandboxSpec {
         session_id: s.session_id.to_string(),
         workspace: s.workspace.to_path_buf(),
         workspace_id: Some(s.workspace_id),
         uid: s.owner.uid,
         gid: s.owner.gid,
-        env: crate::secrets::sandbox_env(
-            s.session_id,
-            s.sandbox_token,
-            &s.owner.name,
-            std::env::var("LANG").ok().as_deref(),
-            std::env::var("LC_ALL").ok().as_deref(),
-        ),
+        env,
         limits: limits(&sup.config),
         hidden: hidden_paths(
             &sup.paths.state_dir,
@@ -333,6 +344,9 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         git_dir: sup.config.sandbox.git_dir,
         home: s.owner.home.clone(),
         egress: s.egress,
+        wall,
+        image: None,
+        extra_ca,
     }
 }
 
@@ -369,6 +383,9 @@ mod tests {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            wall: false,
+            image: None,
+            extra_ca: None,
         }
     }
 

@@ -44,14 +44,14 @@ pub async fn chat(
         called: std::time::Instant::now(),
     };
     let result = tokio::select! {
-        r = sup.llm.complete(&req, &session.model, session.caps.llm_timeout, turn) => r,
+        r = complete_with_retries(sup, session, &req, turn) => r,
         _ = session.cancel.cancelled() => {
             return Err(Status::permission_denied(format!(
                 "SESSION_REVOKED: the session was {}: {}", session.state().as_str(), session.end_reason()
             )));
         }
     };
-    let completion = match result {
+    let completion = match result? {
         Ok(c) => c,
         Err(e) => return Err(llm_failed(sup, session, e, &call)),
     };
@@ -75,6 +75,64 @@ pub async fn chat(
         finish_reason: completion.finish_reason,
         denied: None,
     })
+}
+
+/// The model call, tried again while the provider answers 429 or 5xx, at
+/// most `[llm] retries` times, each retry after the provider's
+/// `Retry-After` (else 1 s, 2 s, 4 s, …) and recorded as `llm_retry`
+/// before the wait (docs/OPERATIONS.md "The LLM key and its network"). A
+/// wait over `[llm] max_retry_wait_s` ends the call with the provider's
+/// answer. `Err` only when a retry's record cannot be written.
+async fn complete_with_retries(
+    sup: &Supervisor,
+    session: &Session,
+    req: &pb::ChatRequest,
+    turn: u32,
+) -> Result<Result<llm::Completion, LlmError>, Status> {
+    let settings = &sup.config.llm;
+    let mut attempt = 0u32;
+    loop {
+        let r = sup
+            .llm
+            .complete(req, &session.model, session.caps.llm_timeout, turn)
+            .await;
+        let Err(LlmError::Status {
+            status,
+            body,
+            retry_after,
+        }) = r
+        else {
+            return Ok(r);
+        };
+        let again = Err(LlmError::Status {
+            status,
+            body: body.clone(),
+            retry_after: retry_after.clone(),
+        });
+        if !llm::retryable(status) || attempt >= settings.retries {
+            return Ok(again);
+        }
+        let asked = retry_after
+            .as_deref()
+            .and_then(|v| llm::retry_after(v, std::time::SystemTime::now()));
+        let wait = asked.unwrap_or(std::time::Duration::from_secs(1 << attempt.min(5)));
+        if wait.as_secs() > settings.max_retry_wait_s {
+            return Ok(again);
+        }
+        attempt += 1;
+        let retry = event::LlmRetry {
+            provider: sup.llm.name().to_string(),
+            model: session.model.clone(),
+            turn: u64::from(turn),
+            attempt: u64::from(attempt),
+            status: u64::from(status),
+            wait_ms: wait.as_millis() as u64,
+            retry_after: retry_after.map(|v| capped(sup, &v, 128)),
+            reason: capped(sup, &body, EXCERPT),
+        };
+        record(sup, session, Event::LlmRetry(retry))?;
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// One model call: its turn, and when it was made.

@@ -68,15 +68,33 @@ fn discover_docker_socket(config: &mut Config) -> anyhow::Result<()> {
 /// The policy engine of `config` (a bad rule, or one failing its own
 /// examples, is a config fault, naming the `policy.d/` drop-in it is in).
 pub fn engine(config: &Config) -> anyhow::Result<Engine> {
-    Engine::new(&config.policy).map_err(|e| {
-        let file = config
-            .policy_sources
-            .iter()
-            .find(|s| Engine::new(&s.policy).is_err())
-            .map(|s| format!(" (in {})", s.path.display()))
-            .unwrap_or_default();
-        ConfigFault::wrap(anyhow::anyhow!("policy{file}: {e}"))
-    })
+    let wall = config.network.is_some();
+    Engine::new(&config.policy)
+        .map(|e| e.with_network_wall(wall))
+        .map_err(|e| {
+            let file = config
+                .policy_sources
+                .iter()
+                .find(|s| Engine::new(&s.policy).is_err())
+                .map(|s| format!(" (in {})", s.path.display()))
+                .unwrap_or_default();
+            ConfigFault::wrap(anyhow::anyhow!("policy{file}: {e}"))
+        })
+}
+
+/// [`engine`] with its digest and the drop-in of each rule: the policy a
+/// start or a reload puts in force.
+pub fn in_force(config: &Config) -> anyhow::Result<tollgate_gate::InForce> {
+    let files = tollgate_config::dropins::rule_files(
+        &config.policy_own,
+        &config.policy_sources,
+        &config.policy,
+    );
+    Ok(tollgate_gate::InForce::new(
+        engine(config)?,
+        &config.policy,
+        files,
+    ))
 }
 
 /// `supervisor --check-config`: each problem on its own line, then exit
@@ -133,6 +151,11 @@ fn problems(opts: &Options) -> Vec<String> {
         out.push(format!("[llm] {e}"));
     }
     if let Err(e) = crate::llm_key::read(&config.llm, nix::unistd::getuid().as_raw()) {
+        out.push(e);
+    }
+    if let Err(e) =
+        crate::secret_store::SecretStore::load(&config.secrets, nix::unistd::getuid().as_raw())
+    {
         out.push(e);
     }
     for (key, dir) in [

@@ -30,6 +30,8 @@ pub struct Recorder {
     /// OpenTelemetry export, when configured: one more reader of what the
     /// log holds, behind a bounded queue that never blocks a write.
     telemetry: Option<crate::telemetry::Sink>,
+    /// What was recorded, counted by kind.
+    counters: Arc<crate::counters::Counters>,
 }
 
 impl Recorder {
@@ -39,6 +41,7 @@ impl Recorder {
             audit,
             watchers,
             telemetry: None,
+            counters: Arc::default(),
         }
     }
 
@@ -46,6 +49,11 @@ impl Recorder {
     pub fn with_telemetry(mut self, sink: Option<crate::telemetry::Sink>) -> Recorder {
         self.telemetry = sink;
         self
+    }
+
+    /// What was recorded since start, by kind.
+    pub fn counters(&self) -> &crate::counters::Counters {
+        &self.counters
     }
 
     /// The telemetry queue, when export is on.
@@ -100,6 +108,7 @@ impl Recorder {
             // hand-off.)
             file.append_event(session, &event, durable, priority)?
         };
+        self.counters.count(&event);
         if let Some(summary) = published {
             self.publish(session, &event, summary);
         }
@@ -181,6 +190,11 @@ pub fn summarise(event: &Event) -> String {
             r.bytes,
             r.duration_ms
         ),
+        Event::JobStarted(j) => format!("{} started: {}", j.job_id, j.command),
+        Event::JobEnded(j) => format!(
+            "{} {} ({} bytes, {} ms)",
+            j.job_id, j.reason, j.bytes, j.duration_ms
+        ),
         Event::SessionOpened(o) => format!(
             "session opened by uid {} in {} ({})",
             o.uid, o.workspace, o.mode
@@ -203,6 +217,7 @@ pub fn summarise(event: &Event) -> String {
         | Event::LlmRequest(_)
         | Event::LlmResponse(_)
         | Event::LlmCallError(_)
+        | Event::LlmRetry(_)
         | Event::CostLimitHit(_)
         | Event::ClientTurnEnd(_)
         | Event::ClientToolResult(_)
@@ -210,6 +225,8 @@ pub fn summarise(event: &Event) -> String {
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
         | Event::NetConnection(_)
+        | Event::NetworkRule(_)
+        | Event::NetSecret(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -25,6 +25,8 @@ mod backends;
 mod chat;
 mod check;
 mod conn;
+mod counters;
+mod devcontainer;
 mod disk;
 mod events;
 mod hooks;
@@ -34,20 +36,20 @@ mod llm;
 mod llm_key;
 pub mod logging;
 mod mcp_gateway;
-// The network wall's gate (docs/INTERFACES.md "[network]"). Not yet
-// reached from where sandboxes are made: until it is, `[network]` is parsed
-// and checked but sandboxes keep no network at all.
-#[allow(dead_code)]
+// The network wall's gate (docs/INTERFACES.md "[network]").
 mod network;
 mod operator_service;
 mod pep;
 mod policy_handle;
 mod refusals;
 mod reload;
+mod secret_env;
+mod secret_store;
 mod secrets;
 mod server;
 mod sessions;
 mod supervisor;
 mod telemetry;
+mod wall;
 mod wire;
 mod workspace;

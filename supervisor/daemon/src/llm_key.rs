@@ -22,7 +22,7 @@ pub fn read(llm: &LlmSection, own_uid: u32) -> Result<Option<String>, String> {
         (None, "") => return Ok(None),
         (None, name) => credential_path(name)?,
     };
-    read_file(&path, own_uid).map(Some)
+    read_file(&path, own_uid, "[llm] api key").map(Some)
 }
 
 fn credential_path(name: &str) -> Result<PathBuf, String> {
@@ -32,24 +32,25 @@ fn credential_path(name: &str) -> Result<PathBuf, String> {
     Ok(Path::new(&dir).join(name))
 }
 
-fn read_file(path: &Path, own_uid: u32) -> Result<String, String> {
+/// A root-only file's one-line content; `what` names it in each error
+/// (`[llm] api key`, `[[secrets]] "forge"`).
+pub(crate) fn read_file(path: &Path, own_uid: u32, what: &str) -> Result<String, String> {
     let shown = path.display();
-    let meta =
-        std::fs::symlink_metadata(path).map_err(|e| format!("[llm] api key {shown}: {e}"))?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{what} {shown}: {e}"))?;
     if !meta.is_file() {
-        return Err(format!("[llm] api key {shown} is not a regular file"));
+        return Err(format!("{what} {shown} is not a regular file"));
     }
     if meta.uid() != own_uid || meta.permissions().mode() & 0o077 != 0 {
         return Err(format!(
-            "[llm] api key {shown} must be owned by uid {own_uid} and readable by no one else (chown {own_uid} and chmod 0600 it); it is uid {} mode {:04o}",
+            "{what} {shown} must be owned by uid {own_uid} and readable by no one else (chown {own_uid} and chmod 0600 it); it is uid {} mode {:04o}",
             meta.uid(),
             meta.permissions().mode() & 0o7777
         ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("[llm] api key {shown}: {e}"))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{what} {shown}: {e}"))?;
     let key = text.trim().to_string();
     if key.is_empty() {
-        return Err(format!("[llm] api key {shown} is empty"));
+        return Err(format!("{what} {shown} is empty"));
     }
     Ok(key)
 }

@@ -50,7 +50,13 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("__sandbox-init")) {
         return tollgate_sandbox::native::init_main();
     }
-    if let Some(code) = tollgate_clidocs::main_if_asked(Args::command, "8") {
+    // supervisor(8), and tollgate.toml(5) for the file it reads.
+    let config_page = (
+        "5",
+        tollgate_clidocs::config_page::FILE,
+        tollgate_clidocs::config_page::render(env!("CARGO_PKG_VERSION")),
+    );
+    if let Some(code) = tollgate_clidocs::main_if_asked_with(Args::command, "8", &[config_page]) {
         return code;
     }
     let args = Args::parse();

@@ -36,6 +36,62 @@ fn peer<T>(req: &Request<T>) -> Result<Peer, Status> {
         .ok_or_else(|| Status::permission_denied("cannot identify the caller"))
 }
 
+/// What `status` answers, with the sandbox's strength as `strength` says
+/// (the status RPC checks it again first; the metrics export does not).
+pub(crate) fn status_of(
+    sup: &Supervisor,
+    strength: &tollgate_sandbox::Strength,
+) -> pb::StatusResponse {
+    let primary = sup.backends.primary();
+    let reserve = sup.audit.reserve_status();
+    let mut line = strength.summary.clone();
+    if !strength.missing.is_empty() {
+        line.push_str(&format!(
+            " — MISSING: {} ({})",
+            strength.missing.join(", "),
+            crate::backends::refused_while_missing(sup.backends.primary_choice())
+        ));
+    }
+    pb::StatusResponse {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        uptime_s: sup.started.elapsed().as_secs(),
+        sandbox: primary.kind().as_str().to_string(),
+        sandbox_strength: line,
+        sessions_active: sup.sessions.len() as u32,
+        approvals_pending: sup.approvals.pending_count() as u32,
+        audit_dir: sup.audit.dir().display().to_string(),
+        agent_socket: sup.paths.agent_socket.display().to_string(),
+        operator_socket: sup.paths.operator_socket.display().to_string(),
+        state_dir: sup.paths.state_dir.display().to_string(),
+        audit_sync: sup.audit.sync_mode().as_str().to_string(),
+        fds: Some(fd_status(sup)),
+        connections: Some(connection_status(sup)),
+        docker_socket: sup.config.sandbox.docker_socket.display().to_string(),
+        config_file: sup
+            .paths
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        audit_refusals: sup.refusals.total(),
+        audit_unanchored: sup
+            .audit
+            .unanchored()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        audit_reserve_bytes: reserve.held,
+        audit_reserve_target_bytes: reserve.target,
+        audit_reserve_drawing: reserve.drawing,
+        disk_min_free_mb: sup.disk.floor_mb(),
+        telemetry: sup.recorder.telemetry().map(|t| t.status()),
+        policy_digest: sup.engine.digest(),
+        last_reload: sup.reloads.last(),
+        records: Some(sup.recorder.counters().status()),
+    }
+}
+
 fn by(peer: Peer) -> String {
     format!("uid {} via operator", peer.uid)
 }
@@ -50,53 +106,9 @@ impl OperatorService for OperatorSvc {
         _req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let sup = &self.sup;
-        let primary = sup.backends.primary();
         // As it is now: a Docker engine is checked again.
-        let strength = primary.refresh().await;
-        let reserve = sup.audit.reserve_status();
-        let mut line = strength.summary.clone();
-        if !strength.missing.is_empty() {
-            line.push_str(&format!(
-                " — MISSING: {} ({})",
-                strength.missing.join(", "),
-                crate::backends::refused_while_missing(sup.backends.primary_choice())
-            ));
-        }
-        Ok(Response::new(pb::StatusResponse {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            pid: std::process::id(),
-            uptime_s: sup.started.elapsed().as_secs(),
-            sandbox: primary.kind().as_str().to_string(),
-            sandbox_strength: line,
-            sessions_active: sup.sessions.len() as u32,
-            approvals_pending: sup.approvals.pending_count() as u32,
-            audit_dir: sup.audit.dir().display().to_string(),
-            agent_socket: sup.paths.agent_socket.display().to_string(),
-            operator_socket: sup.paths.operator_socket.display().to_string(),
-            state_dir: sup.paths.state_dir.display().to_string(),
-            audit_sync: sup.audit.sync_mode().as_str().to_string(),
-            fds: Some(fd_status(sup)),
-            connections: Some(connection_status(sup)),
-            docker_socket: sup.config.sandbox.docker_socket.display().to_string(),
-            config_file: sup
-                .paths
-                .config_file
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            audit_refusals: sup.refusals.total(),
-            audit_unanchored: sup
-                .audit
-                .unanchored()
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-            audit_reserve_bytes: reserve.held,
-            audit_reserve_target_bytes: reserve.target,
-            audit_reserve_drawing: reserve.drawing,
-            disk_min_free_mb: sup.disk.floor_mb(),
-            telemetry: sup.recorder.telemetry().map(|t| t.status()),
-        }))
+        let strength = sup.backends.primary().refresh().await;
+        Ok(Response::new(status_of(sup, &strength)))
     }
 
     async fn list_sessions(
@@ -176,6 +188,43 @@ impl OperatorService for OperatorSvc {
             killed.push(session.id.clone());
         }
         Ok(Response::new(pb::KillSessionResponse { killed }))
+    }
+
+    async fn net_change(
+        &self,
+        req: Request<pb::NetChangeRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        self.net_change_rpc(req).await
+    }
+
+    async fn net_list(
+        &self,
+        req: Request<pb::NetListRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        let session = self.active(&req.into_inner().session_id)?;
+        crate::network::operator::list(&self.sup, &session).map(Response::new)
+    }
+
+    async fn list_secrets(
+        &self,
+        _req: Request<pb::ListSecretsRequest>,
+    ) -> Result<Response<pb::ListSecretsResponse>, Status> {
+        let secrets = self
+            .sup
+            .secret_store
+            .list()
+            .into_iter()
+            .map(|s| pb::SecretInfo {
+                name: s.name,
+                hosts: s.hosts,
+                env: s.env,
+                header: s.header,
+                owners: s.owners,
+                uses: s.uses,
+                stripped: s.stripped,
+            })
+            .collect();
+        Ok(Response::new(pb::ListSecretsResponse { secrets }))
     }
 
     async fn list_approvals(
@@ -258,6 +307,17 @@ impl OperatorService for OperatorSvc {
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
+    }
+
+    async fn reload(
+        &self,
+        req: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResult>, Status> {
+        let peer = peer(&req)?;
+        let by = crate::reload::Trigger::Operator(peer.uid);
+        Ok(Response::new(
+            crate::reload::reload_off_runtime(&self.sup, by).await,
+        ))
     }
 
     type SandboxExecStream = ExecStream;
@@ -516,6 +576,16 @@ fn sandbox_status(e: &SandboxError) -> Status {
 }
 
 impl OperatorSvc {
+    async fn net_change_rpc(
+        &self,
+        req: Request<pb::NetChangeRequest>,
+    ) -> Result<Response<pb::NetListResponse>, Status> {
+        let peer = peer(&req)?;
+        let r = req.into_inner();
+        let session = self.active(&r.session_id)?;
+        crate::network::operator::change(&self.sup, &session, &r, &by(peer)).map(Response::new)
+    }
+
     fn active(&self, id: &str) -> Result<Arc<crate::sessions::Session>, Status> {
         match self.sup.sessions.get(id) {
             Some(s) => Ok(s),

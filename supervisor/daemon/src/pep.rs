@@ -13,7 +13,6 @@ use tollgate_config::Config;
 use tollgate_gate::approvals::Approvals;
 use tollgate_gate::disk::DiskGuard;
 use tollgate_gate::{Ctx, Host, RoutedCommand};
-use tollgate_policy::Engine;
 use tollgate_policy::host::SystemResolver;
 use tollgate_proto::v1 as pb;
 use tollgate_sandbox::{Sandbox, SandboxSpec};
@@ -32,8 +31,8 @@ impl Host for Supervisor {
         &self.config
     }
 
-    fn engine(&self) -> &Engine {
-        &self.engine
+    fn engine(&self) -> Arc<tollgate_gate::InForce> {
+        self.engine.load()
     }
 
     fn redactor(&self) -> &Redactor {
@@ -89,7 +88,7 @@ impl Host for Supervisor {
             name: session.user.clone(),
             home: session.home.clone(),
         };
-        sandbox_spec(
+        let mut spec = sandbox_spec(
             self,
             SpecFor {
                 session_id: &session.id,
@@ -100,7 +99,33 @@ impl Host for Supervisor {
                 sandbox_token,
                 egress: session.egress.get().cloned(),
             },
-        )
+        );
+        // The workspace's devcontainer image, while its file is unchanged
+        // since the session opened (devcontainer.rs).
+        spec.image = session.devcontainer.get().and_then(|named| {
+            let still = crate::devcontainer::still_named(&session.workspace, named);
+            if still.is_none() {
+                tracing::warn!(session = %session.id, "the workspace's {} changed since the session opened; using the configured image", crate::devcontainer::FILE);
+            }
+            still
+        });
+        spec
+    }
+
+    fn sandbox_built(
+        self: Arc<Self>,
+        session: &Arc<Session>,
+        sandbox: &dyn Sandbox,
+    ) -> Result<(), String> {
+        self.walls.start(&self, session, sandbox)
+    }
+
+    fn net_mark(&self, session: &Session) -> u64 {
+        self.walls.mark(&session.id)
+    }
+
+    fn net_refusals(&self, session: &Session, mark: u64) -> Vec<String> {
+        self.walls.refused_since(&session.id, mark)
     }
 }
 
@@ -138,6 +163,7 @@ pub async fn run_routed(
         command: &route.command,
         target: &route.target,
         timeout_s: route.timeout_s,
+        background: route.background,
     };
     tollgate_gate::run_routed(&ctx(sup, &route.session), &cmd, out, cancel).await
 }

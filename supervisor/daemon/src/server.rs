@@ -79,14 +79,13 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     // 3. The secrets in the environment, redacted everywhere from now on.
     let api_key = crate::llm_key::read(&config.llm, own_uid)
         .map_err(|e| ConfigFault::wrap(anyhow::anyhow!(e)))?;
-    let secrets = scan_secrets(api_key, &audit);
+    let secret_store = crate::secret_store::SecretStore::load(&config.secrets, own_uid)
+        .map_err(|e| ConfigFault::wrap(anyhow::anyhow!(e)))?;
+    let secrets = scan_secrets(api_key, &secret_store, &audit);
     let (telemetry_sink, telemetry_worker) = start_telemetry(&config, &secrets.redactor)?;
     let recorder = recorder.with_telemetry(telemetry_sink);
     // 4. The policy engine.
-    let engine = crate::policy_handle::PolicyHandle::new(
-        crate::check::engine(&config)?,
-        crate::policy_handle::digest(&config.policy),
-    );
+    let engine = crate::policy_handle::PolicyHandle::new(crate::check::in_force(&config)?);
     // 5. The sandbox backend (orphans are reaped below, once recorded).
     let backends = build_backends(&config, &state_dir, &audit_dir, &recorder).await?;
     let llm = build_llm(&config, secrets.api_key).map_err(ConfigFault::wrap)?;
@@ -127,10 +126,13 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         refusals: crate::refusals::Refusals::default(),
         host_addrs,
         hooks,
+        secret_store: Arc::new(secret_store),
+        reloads: crate::reload::Reloads::new(reload_from),
+        walls: crate::wall::Walls::default(),
         config,
     });
 
-    record_config(&sup, own_uid, &state_dir, &audit_dir)?;
+    record_config(&sup)?;
     record_host_addresses(&sup);
     reap_orphans(&sup).await;
 
@@ -141,6 +143,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let stop_serving = CancellationToken::new();
     let servers = serve(&sup, agent_listener, operator_listener, &stop_serving).await?;
     spawn_maintenance(&sup);
+    crate::telemetry::metrics::spawn(&sup);
 
     // 7. The ready line, then serve until a signal.
     // Caught from before the ready line on: a service manager (or a test)
@@ -148,7 +151,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     announce_ready(&sup, &agent_socket, &operator_socket);
     activation::spawn_watchdog(&sup.shutdown);
-    let signal = crate::reload::until_stopped(&sup, &reload_from, &mut signals).await;
+    let signal = crate::reload::until_stopped(&sup, &mut signals).await;
     shut_down(&sup, signal, stop_serving, servers, telemetry_worker).await?;
     // Passed sockets belong to the service manager, which keeps listening
     // on them to start us again.
@@ -208,12 +211,18 @@ struct Secrets {
 
 /// Scans the environment for secrets, reads the LLM's API key, and gives the
 /// audit log the redactor of them all.
-fn scan_secrets(api_key: Option<String>, audit: &Audit) -> Secrets {
+fn scan_secrets(
+    api_key: Option<String>,
+    store: &crate::secret_store::SecretStore,
+    audit: &Audit,
+) -> Secrets {
     let host_secrets = tollgate_audit::scan_env();
     let mut secret_values = host_secrets.values().to_vec();
     if let Some(k) = &api_key {
         secret_values.push(k.clone());
     }
+    // Every [[secrets]] value too (docs/THREAT_MODEL.md "Secrets").
+    secret_values.extend(store.values());
     let redactor = Redactor::new(secret_values);
     // The audit log redacts the same values in every record it writes.
     audit.set_redactor(redactor.clone());
@@ -265,7 +274,7 @@ async fn build_backends(
             state_dir: state_dir.to_path_buf(),
             audit_dir: audit_dir.to_path_buf(),
             docker_socket: config.sandbox.docker_socket.clone(),
-            image: config.sandbox.image.clone(),
+            image: config.sandbox.fixed_image().to_string(),
             on_reaped: record_reaped(recorder.clone()),
             docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
         },
@@ -281,8 +290,13 @@ fn build_llm(config: &Config, api_key: Option<String>) -> anyhow::Result<Arc<dyn
             None => Script::empty(),
         }),
         ProviderChoice::Openai => Arc::new(
-            OpenAi::new(&config.llm.base_url, api_key, config.llm.max_response_bytes)
-                .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
+            OpenAi::new(
+                &config.llm.base_url,
+                api_key,
+                config.llm.max_response_bytes,
+                config.llm.proxy.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("[llm] {e}"))?,
         ),
     })
 }
@@ -300,27 +314,38 @@ fn socket_paths(passed: Option<&activation::Passed>, state_dir: &Path) -> (PathB
 }
 
 /// The `config` event: what this run is, as configured.
-fn record_config(
-    sup: &Supervisor,
-    own_uid: u32,
-    state_dir: &Path,
-    audit_dir: &Path,
-) -> anyhow::Result<()> {
+fn record_config(sup: &Supervisor) -> anyhow::Result<()> {
     sup.recorder.write(
         Log::Supervisor(""),
-        Event::Config(config_record(sup, state_dir, audit_dir, own_uid)),
+        Event::Config(config_record(sup)),
         Durable::AsConfigured,
         Priority::Ordinary,
     )?;
     Ok(())
 }
 
-/// Reaps the sandboxes a crashed predecessor left, and records them.
-async fn reap_orphans(sup: &Supervisor) {
+/// Reaps the sandboxes a crashed predecessor left with either backend
+/// (docs/OPERATIONS.md, "After a crash"), and records them: the configured
+/// backend's now, the other's in the background, so an engine that is down
+/// or slow never delays the start. A sandbox asked of the other backend
+/// meanwhile waits for its reaping (it is part of building it).
+async fn reap_orphans(sup: &Arc<Supervisor>) {
     match sup.backends.primary().reap_orphans().await {
         Ok(reaped) => (record_reaped(sup.recorder.clone()))(reaped),
         Err(e) => tracing::warn!(error = %e, "reaping orphaned sandboxes failed"),
     }
+    let other = sup.backends.primary_choice().other();
+    let sup = Arc::clone(sup);
+    tokio::spawn(async move {
+        match sup.backends.get(other).await {
+            Ok((_, reaped)) => (record_reaped(sup.recorder.clone()))(reaped),
+            Err(e) => tracing::info!(
+                backend = other.as_str(),
+                error = %e,
+                "the other sandbox backend cannot be built, so nothing it left is reaped now"
+            ),
+        }
+    });
 }
 
 /// The two gRPC servers (each with health and reflection) on their
@@ -471,36 +496,30 @@ async fn shut_down(
 }
 
 /// The `config` record: what this supervisor runs with.
-fn config_record(
-    sup: &Supervisor,
-    state_dir: &Path,
-    audit_dir: &Path,
-    own_uid: u32,
-) -> event::ConfigRecord {
+pub(crate) fn config_record(sup: &Supervisor) -> event::ConfigRecord {
     let strength = sup.backends.primary().strength();
-    let policy = &sup.config.policy;
+    let policy = sup.engine.load();
+    let [allow, ask, deny] = policy.rule_counts().map(|n| n as u64);
     event::ConfigRecord {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: u64::from(std::process::id()),
-        uid: u64::from(own_uid),
+        uid: u64::from(sup.own_uid),
         config_file: sup
             .paths
             .config_file
             .as_ref()
             .map(|p| p.display().to_string()),
-        state_dir: state_dir.display().to_string(),
-        audit_dir: audit_dir.display().to_string(),
+        state_dir: sup.paths.state_dir.display().to_string(),
+        audit_dir: sup.audit.dir().display().to_string(),
         audit_sync: sup.audit.sync_mode(),
         sandbox: strength.backend.as_str().to_string(),
         sandbox_strength: strength.summary,
         sandbox_missing: strength.missing,
         llm_provider: sup.llm.name().to_string(),
         host_secret_env_count: sup.secrets.count() as u64,
-        rules: event::RuleCounts {
-            allow: policy.allow.len() as u64,
-            ask: policy.ask.len() as u64,
-            deny: policy.deny.len() as u64,
-        },
+        rules: event::RuleCounts { allow, ask, deny },
+        policy_digest: Some(policy.digest().to_string()),
+        reload: None,
         default_mode: sup.config.session.default_mode.as_str().to_string(),
         max_mode: sup.config.session.max_mode.as_str().to_string(),
         auto_approve: sup.config.session.auto_approve,

@@ -48,7 +48,7 @@ pub struct Peer {
 pub struct Supervisor {
     pub config: Config,
     pub paths: Paths,
-    /// The policy in force; `supervisor reload` swaps it (policy_handle.rs).
+    /// The policy in force; a reload swaps it (policy_handle.rs, reload.rs).
     pub engine: crate::policy_handle::PolicyHandle,
     pub audit: Arc<Audit>,
     pub recorder: Recorder,
@@ -75,6 +75,12 @@ pub struct Supervisor {
     pub host_addrs: Arc<HostAddrWatch>,
     /// Client sessions (`agent hook`) and their routed commands.
     pub hooks: crate::hooks::Hooks,
+    /// `[[secrets]]`, read at start (docs/INTERFACES.md "[[secrets]]").
+    pub secret_store: Arc<crate::secret_store::SecretStore>,
+    /// Where a reload reads the config, and how the last one went.
+    pub reloads: crate::reload::Reloads,
+    /// The network wall of each session's sandbox (wall/mod.rs).
+    pub walls: crate::wall::Walls,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -192,6 +198,11 @@ impl Supervisor {
             token_ttl: Duration::from_secs(self.config.session.token_ttl_s),
         })
         .map_err(|e| discard(Status::internal(e.to_string())))?;
+        if self.config.sandbox.image_from_devcontainer()
+            && let Some(named) = crate::devcontainer::read(&session.workspace)
+        {
+            let _ = session.devcontainer.set(named);
+        }
         self.record_opened(&session, &req, client_session_id, peer)
             .map_err(discard)?;
         self.sessions.insert(Arc::clone(&session));
@@ -375,6 +386,11 @@ impl Supervisor {
             None => Ok(()),
         };
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "sandbox destroyed");
+        // Its connections closed, each close recorded before the session's
+        // last records.
+        self.walls.stop(&session.id).await;
+        // Its placeholders rotated and dropped: worthless from now on.
+        self.secret_store.end_session(&session.id);
         self.withdraw_approvals(session, state, reason, by);
         tell_the_agent(session, state, reason);
         // Cancelled calls write their own last records; those must come

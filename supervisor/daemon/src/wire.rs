@@ -54,6 +54,10 @@ pub fn tool_answer(a: ToolAnswer) -> pb::CallToolResponse {
         denied: a.denied.map(denial),
         error: a.error,
         allowed_by: a.allowed_by,
+        code: a
+            .failure
+            .map(|f| f.as_str().to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -166,5 +170,19 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         audit_file: s.audit.path().display().to_string(),
         token_expires_unix_ms: unix_ms(s.token_expires()),
         client_session_id: s.client_session_id.clone(),
+        jobs: s.jobs.list().into_iter().map(job_info).collect(),
+    }
+}
+
+/// One background job, its command redacted.
+fn job_info(j: tollgate_gate::jobs::JobView) -> pb::JobInfo {
+    pb::JobInfo {
+        id: j.id,
+        command: j.command,
+        state: j.state.to_string(),
+        started_unix_ms: unix_ms(j.started),
+        exit_code: j.exit_code,
+        bytes: j.bytes,
+        routed: j.routed,
     }
 }

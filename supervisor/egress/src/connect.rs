@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -179,6 +180,28 @@ fn check_hello(req: &ConnRequest, buf: &[u8]) -> Option<Result<(), Refusal>> {
     })
 }
 
+/// Carries an opened connection: terminated when some secret of the
+/// session is bound to its host and the client speaks TLS
+/// (docs/THREAT_MODEL.md "Secrets"), relayed end to end otherwise.
+pub(crate) async fn deliver<G: ConnectionGate>(
+    proxy: &Arc<Proxy<G>>,
+    req: &ConnRequest,
+    client: TcpStream,
+    up: Upstream,
+    early: Vec<u8>,
+) {
+    if let Some(s) = proxy
+        .secrets
+        .as_ref()
+        .filter(|s| s.binds(&req.host, req.port))
+        && matches!(client_hello(&early), Hello::Sni(_) | Hello::NoSni)
+    {
+        let s = Arc::clone(s);
+        return crate::secrets::terminate::run(proxy, req, client, up, early, &s).await;
+    }
+    relay(proxy, req, client, up, &early).await;
+}
+
 /// Records the opening, sends what the client already sent, relays both
 /// ways and records the close.
 pub(crate) async fn relay<G: ConnectionGate>(
@@ -199,11 +222,38 @@ pub(crate) async fn relay<G: ConnectionGate>(
     let mut stats = ConnStats::default();
     if up.stream.write_all(early).await.is_ok() {
         stats.bytes_up = early.len() as u64;
-        if let Ok((a, b)) = tokio::io::copy_bidirectional(&mut client, &mut up.stream).await {
-            stats.bytes_up += a;
-            stats.bytes_down = b;
+        let (up_n, down_n) = (AtomicU64::new(0), AtomicU64::new(0));
+        let (cr, cw) = client.split();
+        let (ur, uw) = up.stream.split();
+        tokio::select! {
+            _ = async { tokio::join!(pipe(cr, uw, &up_n), pipe(ur, cw, &down_n)) } => {}
+            // The wall ends (revoke, kill): closed now, counted so far.
+            _ = proxy.stopped() => {}
         }
+        stats.bytes_up += up_n.load(Ordering::Relaxed);
+        stats.bytes_down = down_n.load(Ordering::Relaxed);
     }
     stats.duration = started.elapsed();
     proxy.gate.closed(id, stats);
+}
+
+/// One direction, counted as it goes, until EOF (then half-closed) or an
+/// error on either side.
+async fn pipe(
+    mut from: tokio::net::tcp::ReadHalf<'_>,
+    mut to: tokio::net::tcp::WriteHalf<'_>,
+    count: &AtomicU64,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        count.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    let _ = to.shutdown().await;
 }

@@ -13,6 +13,9 @@ pub enum Via {
     HttpConnect,
     HttpPlain,
     Socks5,
+    /// A connection the sandbox's capture rules redirected (a tool that
+    /// ignores the proxy variables); its host is its original destination.
+    Transparent,
 }
 
 impl Via {
@@ -21,6 +24,7 @@ impl Via {
             Via::HttpConnect => "http-connect",
             Via::HttpPlain => "http",
             Via::Socks5 => "socks5",
+            Via::Transparent => "transparent",
         }
     }
 }
@@ -69,6 +73,31 @@ pub struct ConnStats {
     pub duration: Duration,
 }
 
+/// What happened to a secret on one request (docs/THREAT_MODEL.md
+/// "Secrets"); the record names the secret, never its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecretUse<'a> {
+    pub secret: &'a str,
+    /// `None`: its value was put in; `Some(why)`: its placeholder was
+    /// stripped from a request to a host it may not go to.
+    pub stripped: Option<&'a str>,
+}
+
+impl<'a> SecretUse<'a> {
+    pub fn put(secret: &'a str) -> SecretUse<'a> {
+        SecretUse {
+            secret,
+            stripped: None,
+        }
+    }
+    pub fn stripped(secret: &'a str, why: &'a str) -> SecretUse<'a> {
+        SecretUse {
+            secret,
+            stripped: Some(why),
+        }
+    }
+}
+
 /// The daemon's side: decide, vet, record. `opened` is called after the
 /// upstream connect and before any byte flows either way; `closed` once,
 /// when both directions are done; `refused` for every refusal, after the
@@ -99,4 +128,9 @@ pub trait ConnectionGate: Send + Sync + 'static {
     /// CONNECT line, a SOCKS4 greeting, a head too long or too slow).
     fn bad_request(&self, session: &str, peer: SocketAddr, why: &str);
     fn closed(&self, id: ConnId, stats: ConnStats);
+    /// A secret put into a request, or its placeholder stripped from one;
+    /// `conn` is the connection's opening record, when it has one (a plain
+    /// request's strip comes before it). Only a session with secrets calls
+    /// it; no default, so a wrapping gate cannot drop it unawares.
+    fn secret(&self, req: &ConnRequest, conn: Option<ConnId>, event: SecretUse<'_>);
 }

@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Reads until the blank line ending an HTTP head. Returns the head (with
 /// its blank line) and whatever came after it.
 pub(crate) async fn read_head(
-    s: &mut TcpStream,
+    s: &mut (impl AsyncRead + Unpin),
     max: usize,
     wait: Duration,
 ) -> Result<(Vec<u8>, Vec<u8>), String> {

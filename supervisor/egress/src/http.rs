@@ -116,7 +116,7 @@ async fn tunnel<G: ConnectionGate>(
             }
         }
     }
-    connect::relay(p, req, s, up, &early).await;
+    connect::deliver(p, req, s, up, early).await;
 }
 
 async fn plain<G: ConnectionGate>(
@@ -135,8 +135,47 @@ async fn plain<G: ConnectionGate>(
         }
     };
     let mut out = upstream_head(head, line).into_bytes();
+    if let Some(secrets) = &p.secrets {
+        match strip_placeholders(p, req, secrets, &out) {
+            Ok(h) => out = h,
+            Err(r) => {
+                let _ = s.write_all(&forbidden(req, &r)).await;
+                return;
+            }
+        }
+    }
     out.extend_from_slice(rest);
     connect::relay(p, req, s, up, &out).await;
+}
+
+/// A plain request never carries a secret: each placeholder is stripped
+/// and recorded (docs/THREAT_MODEL.md "Secrets"); a head framed two ways
+/// is refused.
+fn strip_placeholders<G: ConnectionGate>(
+    p: &Arc<Proxy<G>>,
+    req: &ConnRequest,
+    secrets: &crate::SessionSecrets,
+    head: &[u8],
+) -> Result<Vec<u8>, Refusal> {
+    use crate::secrets::rewrite::{Dest, Wire, request};
+    let dest = Dest {
+        host: &req.host,
+        port: req.port,
+        wire: Wire::Plain,
+    };
+    let out = request(secrets, &String::from_utf8_lossy(head), &dest).map_err(|why| {
+        let r = Refusal {
+            rule: crate::secrets::terminate::RULE_SECRET_REQUEST.to_string(),
+            reason: why,
+        };
+        p.gate.refused(req, &r);
+        r
+    })?;
+    for (name, why) in &out.stripped {
+        p.gate
+            .secret(req, None, crate::SecretUse::stripped(name, why));
+    }
+    Ok(out.head)
 }
 
 /// The request line: `CONNECT host:port HTTP/1.x` or `METHOD
@@ -196,7 +235,7 @@ fn parse_line(head: &str) -> Result<Target, String> {
 }
 
 /// A plain request's `Host`, when present, must be the decided host and port.
-fn check_host_header(head: &str, req: &ConnRequest) -> Result<(), Refusal> {
+pub(crate) fn check_host_header(head: &str, req: &ConnRequest) -> Result<(), Refusal> {
     for h in head.split("\r\n").skip(1) {
         let Some((k, v)) = h.split_once(':') else {
             continue;

@@ -15,19 +15,27 @@ pub mod dns;
 mod gate;
 mod head;
 pub mod http;
+pub mod secrets;
 pub mod sni;
 pub mod socks;
 pub mod synth;
+pub mod transparent;
 
 pub use dns::serve_dns;
-pub use gate::{ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Refusal, Via};
+pub use gate::{
+    ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Refusal, SecretUse, Via,
+};
 pub use http::serve_http;
+pub use secrets::{SecretCounters, SessionSecret, SessionSecrets};
 pub use socks::serve_socks;
 pub use synth::SyntheticMap;
+pub use transparent::serve_transparent;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
 
 use tollgate_policy::network::NetHost;
 
@@ -62,18 +70,51 @@ pub struct Proxy<G> {
     pub limits: Limits,
     /// The names the session's DNS stub gave addresses for.
     pub names: Arc<SyntheticMap>,
+    /// The session's secrets: connections to their hosts are terminated
+    /// (docs/THREAT_MODEL.md "Secrets"); `None`: every tunnel is end to end.
+    pub secrets: Option<Arc<SessionSecrets>>,
     open: AtomicUsize,
+    /// Cancelled when the session's wall ends (revoke, kill, the sandbox
+    /// gone): every open connection is closed and its close recorded.
+    stop: CancellationToken,
 }
 
 impl<G: ConnectionGate> Proxy<G> {
     pub fn new(session: String, gate: G, limits: Limits) -> Arc<Proxy<G>> {
+        Self::with_secrets(session, gate, limits, None)
+    }
+
+    /// A session's proxies that put `secrets` in toward their hosts.
+    pub fn with_secrets(
+        session: String,
+        gate: G,
+        limits: Limits,
+        secrets: Option<Arc<SessionSecrets>>,
+    ) -> Arc<Proxy<G>> {
         Arc::new(Proxy {
             session,
             gate,
             limits,
             names: Arc::default(),
+            secrets,
             open: AtomicUsize::new(0),
+            stop: CancellationToken::new(),
         })
+    }
+
+    /// Closes every open connection (each records its close) and refuses
+    /// new ones from now on.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Resolves once [`Proxy::stop`] was called.
+    pub async fn stopped(&self) {
+        self.stop.cancelled().await
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop.is_cancelled()
     }
 
     /// Connections open now.
@@ -96,6 +137,9 @@ impl<G: ConnectionGate> Proxy<G> {
 
     /// A slot for one connection, or `None` when the cap is reached.
     fn slot(self: &Arc<Self>) -> Option<Slot<G>> {
+        if self.is_stopped() {
+            return None;
+        }
         let n = self.open.fetch_add(1, Ordering::AcqRel);
         if n >= self.limits.max_connections {
             self.open.fetch_sub(1, Ordering::AcqRel);

@@ -92,7 +92,7 @@ async fn handle<G: ConnectionGate>(proxy: Arc<Proxy<G>>, mut s: TcpStream, peer:
         return;
     }
     match connect::first_bytes(&proxy, &req, &mut s, &up).await {
-        Ok(early) => connect::relay(&proxy, &req, s, up, &early).await,
+        Ok(early) => connect::deliver(&proxy, &req, s, up, early).await,
         Err(r) => {
             proxy.gate.refused(&req, &r);
             let _ = up.stream.shutdown().await;

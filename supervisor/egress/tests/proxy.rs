@@ -69,6 +69,12 @@ impl ConnectionGate for TestGate {
     fn bad_request(&self, _session: &str, _peer: SocketAddr, why: &str) {
         self.log.lock().unwrap().push(format!("bad {why}"));
     }
+    fn secret(&self, req: &ConnRequest, _conn: Option<ConnId>, e: tollgate_egress::SecretUse<'_>) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("secret {} {}", e.secret, req.target()));
+    }
     fn closed(&self, id: ConnId, s: ConnStats) {
         self.log.lock().unwrap().push(format!(
             "close {} up={} down={}",

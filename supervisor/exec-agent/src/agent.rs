@@ -98,11 +98,26 @@ struct Agent {
     sigfd: OwnedFd,
     me: i32,
     buf: Vec<u8>,
+    /// Git directories no command may make a link or special file beneath.
+    guard: crate::links::Guard,
 }
 
 /// Connects to the supervisor at `socket`, says hello and serves until the
 /// connection ends. Returns how it ended.
 pub fn run(socket: &Path) -> End {
+    run_guarding(socket, Vec::new())
+}
+
+/// [`run`], every command started under a [`crate::links::Guard`] of
+/// `guard` (the split git directories, docs/THREAT_MODEL.md).
+pub fn run_guarding(socket: &Path, guard: Vec<std::path::PathBuf>) -> End {
+    let guard = match crate::links::Guard::new(Path::new("/"), guard) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("tollgate-exec-agent: {e}");
+            return End::Setup;
+        }
+    };
     let _ = sys::set_not_dumpable();
     let _ = sys::set_child_subreaper();
     let sigfd = match sys::sigchld_fd() {
@@ -137,6 +152,7 @@ pub fn run(socket: &Path) -> End {
         sigfd,
         me,
         buf: vec![0u8; MAX_CHUNK],
+        guard,
     };
     FromAgent::Hello(posture::own(u32::try_from(me).unwrap_or(0))).encode(&mut a.outbox);
     let end = a.serve();
@@ -483,7 +499,7 @@ impl Agent {
             return Err(self.fatal(&format!("command id {} is already in use", s.id)));
         }
         let deadline = Instant::now() + Duration::from_millis(s.deadline_ms).min(MAX_DEADLINE);
-        match spawn::spawn(&s) {
+        match spawn::spawn(&s, &self.guard) {
             Ok(sp) => {
                 self.cmds.insert(
                     s.id,

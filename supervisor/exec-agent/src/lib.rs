@@ -18,6 +18,7 @@
 //! (`--features static-bin`, see `supervisor/sandbox/build.rs`) that runs in
 //! any image.
 
+pub mod links;
 pub mod wire;
 
 mod agent;
@@ -26,7 +27,7 @@ mod procs;
 mod spawn;
 mod sys;
 
-pub use agent::{End, run};
+pub use agent::{End, run, run_guarding};
 pub use posture::from_status as posture_from_status;
 
 /// Where the binary is mounted inside every session container.
@@ -36,15 +37,29 @@ pub const CONTAINER_SOCKET: &str = "/.tollgate/agent.sock";
 /// The binary's file name, next to the supervisor's own executable.
 pub const BINARY_NAME: &str = "tollgate-exec-agent";
 
-/// The binary's `main`: `tollgate-exec-agent --socket PATH`.
+/// The binary's `main`: `tollgate-exec-agent --socket PATH
+/// [--no-links-beneath DIR]...` (each DIR a git directory whose split the
+/// commands must not undermine, [`links`]).
 pub fn main_with_args(args: &[String]) -> i32 {
-    match args {
-        [_, flag, path] if flag == "--socket" => run(std::path::Path::new(path)) as i32,
-        _ => {
-            eprintln!(
-                "usage: {BINARY_NAME} --socket PATH (started by the supervisor as a container's pid 1, not by hand)"
-            );
-            64
-        }
+    let usage = || {
+        eprintln!(
+            "usage: {BINARY_NAME} --socket PATH [{} DIR]... (started by the supervisor as a container's pid 1, not by hand)",
+            links::ARG
+        );
+        64
+    };
+    let [_, flag, path, rest @ ..] = args else {
+        return usage();
+    };
+    if flag != "--socket" || rest.len() % 2 != 0 {
+        return usage();
     }
+    let mut guard = Vec::new();
+    for pair in rest.chunks(2) {
+        if pair[0] != links::ARG {
+            return usage();
+        }
+        guard.push(std::path::PathBuf::from(&pair[1]));
+    }
+    run_guarding(std::path::Path::new(path), guard) as i32
 }

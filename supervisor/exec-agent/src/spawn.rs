@@ -40,6 +40,8 @@ struct Prepared {
     cwd: CString,
     candidates: Vec<CString>,
     name: String,
+    /// What the command starts under ([`crate::links`]).
+    guard: crate::links::Guard,
 }
 
 const DEFAULT_PATH: &[u8] = b"/usr/local/bin:/usr/bin:/bin";
@@ -48,7 +50,7 @@ fn cstring(b: &[u8]) -> io::Result<CString> {
     CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte"))
 }
 
-fn prepare(s: &Start) -> io::Result<Prepared> {
+fn prepare(s: &Start, guard: &crate::links::Guard) -> io::Result<Prepared> {
     let argv = s
         .argv
         .iter()
@@ -92,12 +94,13 @@ fn prepare(s: &Start) -> io::Result<Prepared> {
         cwd: cstring(&s.cwd)?,
         candidates,
         name: String::from_utf8_lossy(first).into_owned(),
+        guard: guard.clone(),
     })
 }
 
 /// Forks the shepherd for `s`. Errors name what failed (for `SpawnFailed`).
-pub fn spawn(s: &Start) -> Result<Spawned, String> {
-    let prep = prepare(s).map_err(|e| format!("bad command: {e}"))?;
+pub fn spawn(s: &Start, guard: &crate::links::Guard) -> Result<Spawned, String> {
+    let prep = prepare(s, guard).map_err(|e| format!("bad command: {e}"))?;
     // Output pipes as large as a frame: fewer reads, fewer wake-ups.
     let pipe = || {
         let (r, w) = sys::pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -233,6 +236,14 @@ fn command(p: &Prepared) -> ! {
             "sandbox: cannot enter {}: {}\n",
             p.cwd.to_string_lossy(),
             sys::errno_text(sys::errno())
+        );
+        sys::write_all_raw(2, msg.as_bytes());
+        sys::exit_now(126);
+    }
+    if let Err(e) = p.guard.apply() {
+        let msg = format!(
+            "sandbox: cannot start {}: the layer that keeps links and special files out of the git directory failed: {e}\n",
+            p.name
         );
         sys::write_all_raw(2, msg.as_bytes());
         sys::exit_now(126);

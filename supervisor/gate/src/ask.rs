@@ -30,6 +30,9 @@ pub(crate) struct Ask<'a> {
     pub(crate) call: Option<&'a Tool>,
     pub(crate) d: &'a Decision,
     pub(crate) timeout: Duration,
+    /// The channel the records name when it is not a tool call's own
+    /// (`network`).
+    pub(crate) channel: Option<&'a str>,
 }
 
 /// How an approval ended.
@@ -113,7 +116,8 @@ async fn open_approval(
             target: d.target.clone(),
             deadline_unix_ms: Some(approval.deadline_unix_ms),
             rule: d.rule.clone(),
-            channel: None,
+            rule_file: d.rule_file.clone(),
+            channel: a.channel.map(str::to_string),
         }),
     ) {
         cx.host
@@ -310,6 +314,8 @@ async fn preview(cx: &Ctx, call: &Tool, d: &Decision) -> String {
         | Tool::GlobFiles(_)
         | Tool::Grep(_)
         | Tool::RunBash(_)
+        | Tool::JobOutput(_)
+        | Tool::KillJob(_)
         | Tool::Webfetch(_)
         | Tool::Mcp(_)
         | Tool::TodoAppend(_)

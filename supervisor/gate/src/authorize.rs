@@ -17,6 +17,7 @@ use crate::ask::Ask;
 use crate::call::{Cleared, Gate, Proposed};
 use crate::denial::{Denial, audit_unavailable, audit_unavailable_msg, denial, denial_of, revoked};
 use crate::host::Ctx;
+use crate::in_force::InForce;
 use crate::records::{approval_id, excerpt, record, record_as};
 
 /// The rule a disk-floor refusal names.
@@ -100,6 +101,7 @@ fn take_call(cx: &Ctx, p: Proposed<'_>) -> Result<(), Denial> {
             decision: audit::Verdict::Deny,
             code: Code::CapReached.as_str().to_string(),
             rule: Some("cap:max_tool_calls".to_string()),
+            rule_file: None,
             reason: reason.clone(),
             consequence: None,
             destructive: None,
@@ -118,12 +120,15 @@ fn take_call(cx: &Ctx, p: Proposed<'_>) -> Result<(), Denial> {
 /// combined strictest first), and the calls it checked.
 async fn decide_calls(cx: &Ctx, p: Proposed<'_>, mut calls: Vec<ToolCall>) -> Decided {
     let (tool, raw_args) = (p.tool, p.raw_args);
+    // One policy for every part and for the record (a reload may put
+    // another in force meanwhile).
+    let policy = cx.host.engine();
     if let Some(m) = p.mcp {
         // An MCP server's tool: decided by its `mcp(NAME.TOOL)` rules; there
         // is no typed call to run, the gateway forwards it.
         let args = calls.pop().map(|c| c.args).unwrap_or(Value::Null);
         return Decided {
-            decision: cx.host.engine().decide_mcp(m, cx.session.mode),
+            decision: named(&policy, policy.decide_mcp(m, cx.session.mode)),
             args,
             calls: Vec::new(),
             allowed_by: "allowed",
@@ -137,7 +142,7 @@ async fn decide_calls(cx: &Ctx, p: Proposed<'_>, mut calls: Vec<ToolCall>) -> De
             call.args.to_string().len()
         };
         let args = call.args.clone();
-        let (decision, checked) = decide(cx, call, len).await;
+        let (decision, checked) = decide(cx, &policy, call, len).await;
         return Decided {
             decision,
             args,
@@ -149,7 +154,7 @@ async fn decide_calls(cx: &Ctx, p: Proposed<'_>, mut calls: Vec<ToolCall>) -> De
     let mut checked = Vec::with_capacity(calls.len());
     for c in &calls {
         let len = c.args.to_string().len();
-        let (d, t) = decide(cx, c.clone(), len).await;
+        let (d, t) = decide(cx, &policy, c.clone(), len).await;
         parts.push(d);
         checked.extend(t);
     }
@@ -195,6 +200,7 @@ fn apply_disk_floor(cx: &Ctx, calls: &[Tool], decision: &mut Decision) {
         decision.code = Code::PolicyDenied;
         decision.reason = low.refused();
         decision.rule = Some(DISK_RULE.to_string());
+        decision.rule_file = None;
     }
 }
 
@@ -231,6 +237,7 @@ async fn settle(
                 call: own,
                 d: decision,
                 timeout: gate.approval_wait,
+                channel: None,
             };
             let by = crate::ask::ask(cx, &approval, cancel).await?;
             Ok((by, None))
@@ -260,6 +267,7 @@ fn delegate_to_client(
             target: decision.target.clone(),
             deadline_unix_ms: None,
             rule: decision.rule.clone(),
+            rule_file: decision.rule_file.clone(),
             channel: Some("client".to_string()),
         }),
     )
@@ -275,7 +283,12 @@ const INLINE_DECISION_BYTES: usize = 8 << 10;
 /// Runs the engine for a call: checks it (the registry, the session's
 /// tools, the schema; the arguments typed once) and decides it. The checked
 /// call comes back with the decision, `None` when the check refused it.
-async fn decide(cx: &Ctx, call: ToolCall, arguments_len: usize) -> (Decision, Option<Tool>) {
+async fn decide(
+    cx: &Ctx,
+    policy: &Arc<InForce>,
+    call: ToolCall,
+    arguments_len: usize,
+) -> (Decision, Option<Tool>) {
     let ctx = Context {
         workspace: cx.session.workspace.clone(),
         mode: cx.session.mode,
@@ -285,7 +298,7 @@ async fn decide(cx: &Ctx, call: ToolCall, arguments_len: usize) -> (Decision, Op
         read_files: cx.session.read_files(),
         repo: cx.session.repo.clone(),
     };
-    let tool = match cx.host.engine().check(&call, &ctx) {
+    let tool = match policy.check(&call, &ctx) {
         Ok(t) => t,
         Err(refused) => return (refused, None),
     };
@@ -293,20 +306,15 @@ async fn decide(cx: &Ctx, call: ToolCall, arguments_len: usize) -> (Decision, Op
         // Pure and microseconds: decide right here. Only webfetch asks the
         // network facts, so this resolver carries no host-address snapshot
         // (were one asked for, the answer would be "unknown": refused).
-        let d = cx
-            .host
-            .engine()
-            .decide_checked(&tool, &ctx, &RealFs, &SystemResolver::default());
-        return (d, Some(tool));
+        let d = policy.decide_checked(&tool, &ctx, &RealFs, &SystemResolver::default());
+        return (named(policy, d), Some(tool));
     }
     // DNS may block, and a long script may take milliseconds to parse:
     // decide off the async threads, which serve every cx.session.
-    let host = Arc::clone(&cx.host);
+    let (host, policy) = (Arc::clone(&cx.host), Arc::clone(policy));
     tokio::task::spawn_blocking(move || {
-        let d = host
-            .engine()
-            .decide_checked(&tool, &ctx, &RealFs, &host.resolver());
-        (d, Some(tool))
+        let d = policy.decide_checked(&tool, &ctx, &RealFs, &host.resolver());
+        (named(&policy, d), Some(tool))
     })
     .await
     .unwrap_or_else(|e| {
@@ -317,6 +325,13 @@ async fn decide(cx: &Ctx, call: ToolCall, arguments_len: usize) -> (Decision, Op
         );
         (d, None)
     })
+}
+
+/// `d` with the drop-in its rule came from (docs/OPERATIONS.md "Shared
+/// policy"), for its records.
+fn named(policy: &InForce, mut d: Decision) -> Decision {
+    d.rule_file = policy.rule_file(d.rule.as_deref());
+    d
 }
 
 /// The `permission_check` record. An allowed call's rides on the fsync of
@@ -336,6 +351,7 @@ fn audit_decision(
         decision: d.verdict,
         code: d.code.as_str().to_string(),
         rule: d.rule.clone(),
+        rule_file: d.rule_file.clone(),
         reason: d.reason.clone(),
         consequence: Some(d.consequence.clone()),
         destructive: Some(d.destructive),
@@ -366,6 +382,7 @@ pub fn record_harmless(cx: &Ctx, call_id: &str, client_tool: &str) -> Result<Str
             decision: audit::Verdict::Allow,
             code: "OK".to_string(),
             rule: Some("clients:harmless".to_string()),
+            rule_file: None,
             reason: reason.clone(),
             allowed_by: Some("allowed".to_string()),
             consequence: None,

@@ -46,6 +46,24 @@ pub struct ToolAnswer {
     pub error: String,
     /// How the call was allowed.
     pub allowed_by: String,
+    /// Why a tool that ran did not succeed, when a code says it.
+    pub failure: Option<Failure>,
+}
+
+/// Why a tool that ran did not succeed (`ok: false` with this code, its
+/// output kept; docs/INTERFACES.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// run_bash: killed when its timeout passed.
+    Timeout,
+}
+
+impl Failure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Timeout => "TIMEOUT",
+        }
+    }
 }
 
 /// How a channel wants a call gated: when the decision must be durable, how

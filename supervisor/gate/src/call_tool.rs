@@ -123,6 +123,11 @@ async fn run(
     if let Err(e) = record_as(cx, started_record, overlap) {
         return Err(audit_unavailable(cx, tool, &e));
     }
+    // A connection the command opens is attributed to this call.
+    let _running = match call {
+        Tool::RunBash(a) => Some(cx.session.net.running(call_id, &a.command)),
+        _ => None,
+    };
     let run = async {
         let run = execute(cx, call_id, call, decision, cancel);
         if overlap {
@@ -168,13 +173,27 @@ fn response_of(
             } else {
                 cx.host.redactor().redact(&done.output.text)
             };
+            // A command killed at its timeout did not succeed: said with
+            // its code, and what it printed until then kept.
+            let (failure, error) = match done.timed_out {
+                Some(t) => (
+                    Some(crate::Failure::Timeout),
+                    format!(
+                        "the command timed out after {}s and was killed; its output until then is kept. Give it a longer timeout_s (within the host's cap), run less at once, or redirect long output to a file.",
+                        t.as_secs()
+                    ),
+                ),
+                None => (None, String::new()),
+            };
             ToolAnswer {
-                ok: true,
+                ok: failure.is_none(),
                 output: text,
                 exit_code: done.exit_code,
                 truncated: done.output.truncated,
                 duration_ms,
                 allowed_by: allowed_by.to_string(),
+                failure,
+                error,
                 ..Default::default()
             }
         }
@@ -223,7 +242,8 @@ fn record_outcome(
     } else {
         audit::ToolStatus::Error
     };
-    let shown = if response.ok {
+    // A timed-out command's record keeps its output, like a finished one's.
+    let shown = if response.ok || response.failure.is_some() {
         &response.output
     } else {
         &response.error
@@ -248,7 +268,9 @@ fn record_outcome(
         signal: None,
         server: None,
         mcp_tool: None,
-        error: None,
+        error: response
+            .failure
+            .map(|f| format!("{}: {}", f.as_str(), response.error)),
     };
     records::record_outcome(cx, outcome);
 }

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use tollgate_audit::{AuditError, AuditFile, Durable, Event, Priority, Redactor};
 use tollgate_config::Config;
-use tollgate_policy::Engine;
 use tollgate_policy::host::SystemResolver;
-use tollgate_sandbox::SandboxSpec;
+use tollgate_sandbox::{Sandbox, SandboxSpec};
 
 use crate::approvals::Approvals;
 use crate::disk::DiskGuard;
+use crate::in_force::InForce;
 use crate::session::Session;
 
 /// The supervisor as the gate sees it: its configuration and engine, the
@@ -19,7 +19,9 @@ use crate::session::Session;
 /// host facts a decision or a sandbox needs.
 pub trait Host: Send + Sync + 'static {
     fn config(&self) -> &Config;
-    fn engine(&self) -> &Engine;
+    /// The policy in force now. Hold the one `Arc` for a whole decision:
+    /// a reload may put another in force meanwhile.
+    fn engine(&self) -> Arc<InForce>;
     fn redactor(&self) -> &Redactor;
     fn approvals(&self) -> &Approvals;
     fn disk(&self) -> &DiskGuard;
@@ -46,6 +48,29 @@ pub trait Host: Send + Sync + 'static {
     fn audit_refused(&self, session: &str, what: &str, error: &dyn std::fmt::Display);
     /// The spec of `session`'s sandbox.
     fn sandbox_spec(&self, session: &Session, sandbox_token: Option<&str>) -> SandboxSpec;
+    /// `session`'s sandbox was just built, before its first command: the
+    /// host serves what it needs from outside (the network wall,
+    /// docs/THREAT_MODEL.md "Network"). An error refuses the sandbox: it is
+    /// destroyed, never used without.
+    fn sandbox_built(
+        self: Arc<Self>,
+        session: &Arc<Session>,
+        sandbox: &dyn Sandbox,
+    ) -> Result<(), String> {
+        let _ = (session, sandbox);
+        Ok(())
+    }
+    /// A mark in `session`'s network refusals, taken before a command runs.
+    fn net_mark(&self, session: &Session) -> u64 {
+        let _ = session;
+        0
+    }
+    /// The `network: refused …` lines for the refusals since `mark`
+    /// (docs/INTERFACES.md "[network]").
+    fn net_refusals(&self, session: &Session, mark: u64) -> Vec<String> {
+        let _ = (session, mark);
+        Vec::new()
+    }
 }
 
 /// One call's context: the host and the session it belongs to.

@@ -17,9 +17,11 @@ use tollgate_sandbox::{Output, SandboxError};
 
 use crate::denial::{audit_unavailable, revoked};
 use crate::exec::ExecError;
+use crate::exec::job;
 use crate::exec::notes::WallNotes;
 use crate::exec::shell::{self, Command, Ran};
 use crate::host::Ctx;
+use crate::jobs::Job;
 use crate::records::{self, AUDIT_EXCERPT, excerpt_of, record};
 use crate::session::Session;
 
@@ -31,6 +33,10 @@ pub struct RoutedCommand<'a> {
     pub command: &'a str,
     pub target: &'a str,
     pub timeout_s: Option<u64>,
+    /// The client runs it in the background (Claude Code's
+    /// `run_in_background`): a background job of the session, without a
+    /// timeout (docs/CLIENTS.md, "Background commands").
+    pub background: bool,
 }
 
 /// How a command ended, as its caller sees it.
@@ -63,9 +69,21 @@ pub async fn run_routed<O>(
     O: From<ShellOut> + Send + 'static,
 {
     let started = Instant::now();
-    let sb = match start_routed(cx, route).await {
+    let job = route.background.then(|| {
+        cx.session.jobs.add(
+            job::new_job(cx, route.command, route.call_id, true),
+            &cancel,
+        )
+    });
+    let cancel = job.as_ref().map_or(cancel, |j| j.kill.clone());
+    let sb = match start_routed(cx, route, job.as_deref()).await {
         Ok(sb) => sb,
-        Err(text) => return fail_routed(out, &text).await,
+        Err(text) => {
+            if let Some(job) = &job {
+                job.finish(job::failed(text.clone()));
+            }
+            return fail_routed(out, &text).await;
+        }
     };
     let (tx, rx) = mpsc::channel::<Output>(64);
     let forward = tokio::spawn(forward_routed(
@@ -74,15 +92,40 @@ pub async fn run_routed<O>(
         cx.host.redactor().clone(),
         cx.host.config().session.output_cap_bytes,
     ));
+    if let Some(note) = shell::clamp_notice(cx, route.timeout_s) {
+        send(out, stderr_line(&format!("tollgate: {note}\n"))).await;
+    }
     let cmd = Command {
         call_id: route.call_id,
         text: route.command,
         timeout_s: route.timeout_s,
         merge_stderr: false,
+        background: route.background,
     };
+    let running = cx.session.net.running(route.call_id, route.command);
+    let net = crate::exec::net_lines::mark(cx);
     let ran = shell::run(cx, sb.as_ref(), cmd, tx, &cancel).await;
+    drop(running);
     let streamed = forward.await.unwrap_or_default();
+    let refused = crate::exec::net_lines::refused_since(cx, net);
+    if !refused.is_empty() {
+        send(
+            out,
+            stderr_line(&format!(
+                "{}
+",
+                refused.trim_start()
+            )),
+        )
+        .await;
+    }
     let duration_ms = started.elapsed().as_millis() as u64;
+    if let Some(job) = &job {
+        job.count(streamed.total as usize);
+        let end = job::end_of(cx, job, &ran.outcome);
+        job::record_ended(cx, job, &end, started.elapsed());
+        job.finish(end);
+    }
     let (status, exit, note) = routed_end(&cx.session, &ran);
     if let Ok(o) = &ran.outcome {
         let block = WallNotes::from_refusals(&o.refusals).render();
@@ -102,6 +145,7 @@ pub async fn run_routed<O>(
 async fn start_routed(
     cx: &Ctx,
     route: &RoutedCommand<'_>,
+    job: Option<&Job>,
 ) -> Result<std::sync::Arc<dyn tollgate_sandbox::Sandbox>, String> {
     let started_record = Event::ToolStarted(audit::ToolStarted {
         call_id: route.call_id.to_string(),
@@ -112,6 +156,11 @@ async fn start_routed(
         mcp_tool: None,
     });
     if let Err(e) = record(cx, started_record) {
+        return Err(audit_unavailable(cx, "run_bash", &e).reason);
+    }
+    if let Some(job) = job
+        && let Err(e) = record(cx, job::started_record(job))
+    {
         return Err(audit_unavailable(cx, "run_bash", &e).reason);
     }
     match shell::prepare(cx).await {
@@ -167,7 +216,7 @@ fn routed_end(session: &Session, ran: &Ran) -> (audit::ToolStatus, ExitStatus, O
                 "the command timed out after {}s and was killed",
                 timeout.as_secs()
             );
-            (audit::ToolStatus::Ok, exit(-1, 9, true), Some(why))
+            (audit::ToolStatus::Error, exit(-1, 9, true), Some(why))
         }
         Ok(o) => (
             audit::ToolStatus::Ok,
@@ -215,7 +264,9 @@ fn record_routed_outcome(
             signal: Some(i64::from(exit.signal)),
             server: None,
             mcp_tool: None,
-            error: None,
+            error: exit
+                .timed_out
+                .then(|| crate::Failure::Timeout.as_str().to_string()),
         },
     );
 }
@@ -251,7 +302,7 @@ async fn forward_routed<O: From<ShellOut>>(
         cap,
     };
     let redactor = Arc::new(redactor);
-    let mut streams = [Stream::new(&redactor), Stream::new(&redactor)];
+    let mut streams = [LineRedactor::new(&redactor), LineRedactor::new(&redactor)];
     while let Some(chunk) = rx.recv().await {
         let (which, bytes) = match &chunk {
             Output::Stdout(b) => (0, b),
@@ -274,26 +325,26 @@ async fn forward_routed<O: From<ShellOut>>(
     fw.st
 }
 
-/// One output stream of a routed command: the part of a line not yet
-/// ended, and its redactor.
-struct Stream {
+/// One output stream of a routed command (or a background job's merged
+/// output): the part of a line not yet ended, and its redactor.
+pub(crate) struct LineRedactor {
     line: Vec<u8>,
     redactor: StreamRedactor,
 }
 
-impl Stream {
+impl LineRedactor {
     /// A line is held until its end, or until it reaches this many bytes.
     const HOLD: usize = 8 << 10;
 
-    fn new(redactor: &Arc<Redactor>) -> Stream {
-        Stream {
+    pub(crate) fn new(redactor: &Arc<Redactor>) -> LineRedactor {
+        LineRedactor {
             line: Vec::new(),
             redactor: StreamRedactor::new(Arc::clone(redactor)),
         }
     }
 
     /// Takes a chunk; returns what may be sent now, redacted.
-    fn take(&mut self, bytes: &[u8]) -> Vec<u8> {
+    pub(crate) fn take(&mut self, bytes: &[u8]) -> Vec<u8> {
         self.line.extend_from_slice(bytes);
         match self.line.iter().rposition(|&b| b == b'\n') {
             Some(nl) => {
@@ -312,7 +363,7 @@ impl Stream {
     }
 
     /// The end of the stream: what is left, redacted.
-    fn end(&mut self) -> Vec<u8> {
+    pub(crate) fn end(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.line);
         let mut ready = self.redactor.push(&rest);
         ready.extend(self.redactor.finish());
@@ -419,7 +470,7 @@ mod tests {
         ))
         .await
         .unwrap();
-        let mut long = vec![b'a'; Stream::HOLD - 6];
+        let mut long = vec![b'a'; LineRedactor::HOLD - 6];
         long.extend_from_slice(b" hunter2");
         tx.send(Output::Stderr(long.into())).await.unwrap();
         tx.send(Output::Stderr(b"-secret tail\n".to_vec().into()))

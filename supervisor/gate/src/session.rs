@@ -114,6 +114,9 @@ pub struct Session {
     /// session's sandbox is built (mcp_gateway::egress); empty for every
     /// other session.
     pub egress: std::sync::OnceLock<tollgate_sandbox::Egress>,
+    /// The image its workspace named when it opened, set once at
+    /// OpenSession (`[sandbox] image = "devcontainer"` only).
+    pub devcontainer: std::sync::OnceLock<Devcontainer>,
     /// Why the disk floor stopped the session's sandbox, for the command
     /// that was running (taken by it).
     pub disk_stop: Mutex<Option<String>>,
@@ -126,15 +129,29 @@ pub struct Session {
     creds: Mutex<Credentials>,
     status: Mutex<Status>,
     usage: Mutex<Usage>,
+    /// Its background jobs (run_bash `background`, a client's routed
+    /// command run in the background).
+    pub jobs: crate::jobs::Jobs,
     /// Files (absolute) the session has read or written.
     read_files: Mutex<BTreeSet<PathBuf>>,
     /// (tool, normalised target) approved with scope "session".
     grants: Mutex<HashSet<(String, String)>>,
     /// Index of the next script-provider turn.
     pub script_turn: AtomicU32,
+    /// The operator's network entries and the commands running now
+    /// (docs/ARCHITECTURE.md "Network").
+    pub net: crate::network::NetState,
     /// Calls in progress that may still write to the session's audit file.
     inflight: AtomicU32,
     idle: tokio::sync::Notify,
+}
+
+/// The workspace's `.devcontainer/devcontainer.json` as the session opened
+/// on it, and the image it names (`[sandbox] image = "devcontainer"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Devcontainer {
+    pub image: String,
+    pub bytes: Vec<u8>,
 }
 
 /// A session's sandbox: none until the first run_bash, and none again once
@@ -262,6 +279,7 @@ impl Session {
             backend: n.backend,
             sandbox: SandboxSlot::default(),
             egress: std::sync::OnceLock::new(),
+            devcontainer: std::sync::OnceLock::new(),
             disk_stop: Mutex::new(None),
             files: n.files,
             tool_calls: AtomicU32::new(0),
@@ -271,9 +289,11 @@ impl Session {
                 end_reason: String::new(),
             }),
             usage: Mutex::new(Usage::default()),
+            jobs: crate::jobs::Jobs::default(),
             read_files: Mutex::new(BTreeSet::new()),
             grants: Mutex::new(HashSet::new()),
             script_turn: AtomicU32::new(0),
+            net: crate::network::NetState::default(),
             inflight: AtomicU32::new(0),
             idle: tokio::sync::Notify::new(),
         });
@@ -398,6 +418,19 @@ impl Session {
         self.grants
             .lock()
             .insert((tool.to_string(), target.to_string()));
+    }
+
+    /// The targets of `tool` approved for the session, sorted.
+    pub fn grants_of(&self, tool: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .grants
+            .lock()
+            .iter()
+            .filter(|(t, _)| t == tool)
+            .map(|(_, target)| target.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     pub fn has_grant(&self, tool: &str, target: &str) -> bool {

@@ -84,6 +84,11 @@ pub struct Decision {
     /// The call touches a workspace secret file: its content is redacted in the audit.
     #[serde(skip)]
     pub secret: bool,
+    /// The `policy.d/` drop-in that brought `rule`, as the gate found it
+    /// (the engine knows no files); `None` for the config file's own rules
+    /// and for floors and modes.
+    #[serde(skip)]
+    pub rule_file: Option<String>,
 }
 
 impl Decision {
@@ -147,6 +152,7 @@ impl Decision {
             path: None,
             fetch: None,
             secret: false,
+            rule_file: None,
         }
     }
 }
@@ -171,6 +177,7 @@ mod tests {
             path: Some(target.into()),
             fetch: None,
             secret: false,
+            rule_file: None,
         }
     }
 

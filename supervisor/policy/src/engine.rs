@@ -57,6 +57,10 @@ pub struct Engine {
     /// The shell floor's dangerous patterns lifted for this host, and why.
     lifted: PatternSet,
     lift_reasons: Vec<(Pattern, String)>,
+    /// `[network]` is configured: sandboxes reach the hosts it allows
+    /// through the network wall, so network clients are decided by where
+    /// they connect, not refused by name.
+    network_wall: bool,
 }
 
 /// What a tool-specific analysis found, before rules and mode.
@@ -153,7 +157,16 @@ impl Engine {
             confirm_patterns,
             lifted,
             lift_reasons,
+            network_wall: false,
         })
+    }
+
+    /// With `[network]` configured (docs/INTERFACES.md "[network]"): the
+    /// denied-binaries list's network clients are decided by the network
+    /// wall, where they connect, instead of refused by name.
+    pub fn with_network_wall(mut self, on: bool) -> Engine {
+        self.network_wall = on;
+        self
     }
 
     /// The dangerous patterns this host lifted, with their reasons.
@@ -324,7 +337,15 @@ impl Engine {
                     place_name(r)
                 )
             }),
+            Tool::RunBash(a) if a.is_background() => {
+                let mut an = self.run_bash(&a.command, ctx, fs);
+                an.consequence
+                    .push_str(" as a background job of the session");
+                an
+            }
             Tool::RunBash(a) => self.run_bash(&a.command, ctx, fs),
+            Tool::JobOutput(a) => job_tool("read the output of background job", &a.job_id),
+            Tool::KillJob(a) => job_tool("end background job", &a.job_id),
             Tool::Webfetch(a) => webfetch(&a.url, dns),
             Tool::Mcp(a) => mcp_call(&a.server, &a.tool),
             Tool::TodoAppend(a) => Analysis::new(
@@ -406,10 +427,16 @@ impl Engine {
             fs,
             collect: self.rules.has_tool(ToolName::RunBash),
             lifted: self.lifted,
+            network_wall: self.network_wall,
         };
         let report = shell::analyze(command, &sc);
+        let network = if self.network_wall {
+            "network: only the hosts [network] allows"
+        } else {
+            "no network"
+        };
         let mut consequence = format!(
-            "run `{}` in the sandbox (no network)",
+            "run `{}` in the sandbox ({network})",
             cut_for_display(command, COMMAND_SHOWN)
         );
         for p in report.lifted.iter() {
@@ -466,6 +493,7 @@ impl Engine {
             path: a.path,
             fetch: a.fetch,
             secret: a.secret.is_some(),
+            rule_file: None,
         };
         if let Some((rule, reason)) = a.floor {
             return denied(d, &rule, reason);
@@ -652,6 +680,7 @@ fn example_subject(tool: ToolName, ex: &str, allowed_binaries: &[String]) -> Sub
                 fs: &NoFiles,
                 collect: true,
                 lifted: PatternSet::default(),
+                network_wall: false,
             };
             let r = shell::analyze(ex, &sc);
             Subject::Command {
@@ -681,6 +710,8 @@ fn example_subject(tool: ToolName, ex: &str, allowed_binaries: &[String]) -> Sub
         | ToolName::Grep
         | ToolName::WriteFile
         | ToolName::EditFile
+        | ToolName::JobOutput
+        | ToolName::KillJob
         | ToolName::TodoAppend
         | ToolName::TodoList
         | ToolName::TodoUpdate
@@ -788,6 +819,15 @@ fn place_name(r: &Resolved) -> String {
     } else {
         shown_rel(r)
     }
+}
+
+/// job_output, kill_job: of one of the session's own background jobs (the
+/// gate finds it in the session's table, or says there is none).
+fn job_tool(what: &str, job_id: &str) -> Analysis {
+    let id = shorten(job_id, 64);
+    let mut a = Analysis::new(format!("{what} {id}"), Subject::Nothing);
+    a.target = id;
+    a
 }
 
 /// webfetch: the SSRF guard vets the URL and pins its addresses.

@@ -219,7 +219,7 @@ pub const HOST_EXEC: &[HostExecName] = &[
 ];
 
 /// How a sandbox attaches a workspace's git directories (`[sandbox]
-/// git_dir`, docs/INTERFACES.md). The split is opt-in: it leaves two holes
+/// git_dir`, docs/INTERFACES.md). The split is opt-in: it leaves a hole
 /// the all-read-only default does not have (docs/THREAT_MODEL.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -37,6 +37,7 @@ mod paths;
 pub mod policy_test;
 mod registry;
 mod rules;
+pub mod secrets;
 mod shell;
 mod ssrf;
 mod validate;
@@ -52,7 +53,11 @@ pub use host_addrs::{HostAddrs, HostAddrsError};
 pub use mcp::{MCP_RULE_TOOL, McpToolCall, check_server_name, is_decided_method};
 pub use mode::{Mode, ModeCap};
 pub use paths::is_secret_file_name;
-pub use registry::{ToolClass, ToolSpec, gated_tools, lookup, offered, registry, spec};
+pub use registry::{
+    RUN_BASH_DESCRIPTION, RUN_BASH_SH_DESCRIPTION, RUN_BASH_SHELL_UNKNOWN_DESCRIPTION, ToolClass,
+    ToolSpec, gated_tools, lookup, offered, registry, spec,
+};
+pub use rules::rule_label;
 pub use shell::parsing_untrusted_input;
 pub use shell::patterns::{Pattern as ShellPattern, PatternSet as ShellPatternSet};
 /// The tools as types (see the `tollgate-toolcall` crate).

@@ -130,6 +130,7 @@ pub(crate) fn decide(rules: &RuleSet, call: &McpToolCall, mode: Mode) -> Decisio
         path: None,
         fetch: None,
         secret: false,
+        rule_file: None,
     }
 }
 
@@ -205,6 +206,7 @@ pub(crate) fn decide_method(rules: &RuleSet, server: &str, method: &str) -> Deci
         path: None,
         fetch: None,
         secret: false,
+        rule_file: None,
     }
 }
 

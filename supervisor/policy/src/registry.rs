@@ -49,11 +49,42 @@ pub struct ToolSpec {
     pub facts: Facts,
 }
 
+/// run_bash's description where its commands run in bash (the native
+/// backend on a host with bash, an image with bash).
+pub const RUN_BASH_DESCRIPTION: &str = "Run a command line with bash (`bash -c`) in a sandbox \
+    whose working directory is the workspace. Only the workspace, a private /tmp and a private \
+    home are writable; the owner's toolchains are there read-only; git works; no network. \
+    Your host secrets are not there. Some programs are refused (network clients, sudo, chmod, \
+    docker, ...); use webfetch for http(s) URLs. Write commands plainly: commands hidden \
+    behind variables, eval or piped into a shell are refused. When the sandbox refused something, the result ends with lines beginning `sandbox: ` \
+    naming what was denied, why, and what would allow it.";
+
+/// run_bash's description where the sandbox has no bash (an image
+/// without it): commands run in `sh -c`.
+pub const RUN_BASH_SH_DESCRIPTION: &str = "Run a command line with sh (`sh -c`; this sandbox has \
+    no bash, so bash-only syntax such as [[ ]], arrays and <(...) fails) in a sandbox whose \
+    working directory is the workspace. Only the workspace, a private /tmp and a private home \
+    are writable; no network. Your host secrets are not there. Some programs are refused \
+    (network clients, sudo, chmod, docker, ...); use webfetch for http(s) URLs. Write commands \
+    plainly: commands hidden behind variables, eval or piped into a shell are refused.";
+
+/// run_bash's description before the backend knows its shell (a Docker
+/// image no sandbox was built from yet).
+pub const RUN_BASH_SHELL_UNKNOWN_DESCRIPTION: &str = "Run a command line with bash (`bash -c`), \
+    or with sh where the sandbox image has no bash, in a sandbox whose working directory is the \
+    workspace. Only the workspace, a private /tmp and a private home are writable; no network. \
+    Your host secrets are not there. Some programs are refused (network clients, sudo, chmod, \
+    docker, ...); use webfetch for http(s) URLs. Write commands plainly: commands hidden behind \
+    variables, eval or piped into a shell are refused.";
+
 /// Longest path argument accepted (bytes). Linux's PATH_MAX is 4096 including
 /// the NUL, so 4095 is the longest path the kernel could ever open.
 pub const MAX_PATH_BYTES: usize = 4095;
 /// Longest run_bash command accepted (bytes).
 pub const MAX_COMMAND_BYTES: usize = 65_536;
+/// Longest background job id accepted (bytes); the supervisor's are short
+/// (`job-N`).
+pub const MAX_JOB_ID_BYTES: usize = 64;
 /// Longest URL accepted (bytes).
 pub const MAX_URL_BYTES: usize = 8_192;
 /// Longest file content accepted by write_file / edit_file (bytes).
@@ -203,21 +234,44 @@ fn build() -> Vec<ToolSpec> {
             name: ToolName::RunBash.as_str(),
             tool: ToolName::RunBash,
             class: ToolClass::Action,
-            description: "Run a bash command in a sandbox whose working directory is the \
-                workspace. The sandbox has no network, no access to your home directory or \
-                host secrets, and a private /tmp. Some programs are refused (network clients, \
-                sudo, chmod, docker, ...); use webfetch for http(s) URLs. Write commands \
-                plainly: commands hidden behind variables, eval or piped into a shell are refused. \
-                When the sandbox refused something, the result ends with lines beginning \
-                `sandbox: ` naming what was denied, why, and what would allow it.",
+            description: RUN_BASH_DESCRIPTION,
             parameters: object(
                 json!({
                     "command": string("The bash command line to run.", MAX_COMMAND_BYTES),
                     "timeout_s": integer("Timeout in seconds (the supervisor caps it).", 1),
+                    "background": boolean("Start it as a background job (a dev server, a \
+                        watcher) and return its job id at once: it runs until it exits, \
+                        kill_job ends it, or the session ends. Read its output with \
+                        job_output. timeout_s does not apply. Default false."),
                 }),
                 &["command"],
             ),
             facts: ToolName::RunBash.facts(),
+        },
+        ToolSpec {
+            name: ToolName::JobOutput.as_str(),
+            tool: ToolName::JobOutput,
+            class: ToolClass::Read,
+            description: "Read what a background job (run_bash with background: true) printed \
+                since the last job_output of it, stdout and stderr merged, and whether it is \
+                still running or how it ended.",
+            parameters: object(
+                json!({ "job_id": string("The job's id, as run_bash returned it.", MAX_JOB_ID_BYTES) }),
+                &["job_id"],
+            ),
+            facts: ToolName::JobOutput.facts(),
+        },
+        ToolSpec {
+            name: ToolName::KillJob.as_str(),
+            tool: ToolName::KillJob,
+            class: ToolClass::Read,
+            description: "End a background job of this session now (its whole process group \
+                is killed) and return what it printed since the last read.",
+            parameters: object(
+                json!({ "job_id": string("The job's id, as run_bash returned it.", MAX_JOB_ID_BYTES) }),
+                &["job_id"],
+            ),
+            facts: ToolName::KillJob.facts(),
         },
         ToolSpec {
             name: ToolName::Webfetch.as_str(),
@@ -352,6 +406,8 @@ mod tests {
             ("write_file", ToolClass::Write),
             ("edit_file", ToolClass::Write),
             ("run_bash", ToolClass::Action),
+            ("job_output", ToolClass::Read),
+            ("kill_job", ToolClass::Read),
             ("webfetch", ToolClass::Action),
             ("todo_append", ToolClass::Planning),
             ("todo_list", ToolClass::Planning),

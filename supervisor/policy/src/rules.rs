@@ -136,6 +136,12 @@ impl RuleSet {
     }
 }
 
+/// How a decision names the rule of `list` written `rule`
+/// (`deny: run_bash(curl *)`): what `Decision::rule` holds when it matched.
+pub fn rule_label(list: Verdict, rule: &str) -> String {
+    format!("{}: {}", list_name(list), rule.trim())
+}
+
 fn list_name(v: Verdict) -> &'static str {
     match v {
         Verdict::Allow => "allow",
@@ -205,7 +211,9 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
             | ToolName::Grep
             | ToolName::WriteFile
             | ToolName::EditFile => Pattern::Path(path_globs(spec, p.trim())?),
-            ToolName::TodoAppend
+            ToolName::JobOutput
+            | ToolName::KillJob
+            | ToolName::TodoAppend
             | ToolName::TodoList
             | ToolName::TodoUpdate
             | ToolName::ReadScratchpad
@@ -219,7 +227,7 @@ fn parse(spec: &str, verdict: Verdict) -> Result<Rule, PolicyError> {
         },
     };
     Ok(Rule {
-        label: format!("{}: {s}", list_name(verdict)),
+        label: rule_label(verdict, s),
         tool: t.tool,
         pattern,
     })
@@ -454,6 +462,8 @@ mod tests {
             | ToolName::Grep
             | ToolName::WriteFile
             | ToolName::EditFile
+            | ToolName::JobOutput
+            | ToolName::KillJob
             | ToolName::TodoAppend
             | ToolName::TodoList
             | ToolName::TodoUpdate

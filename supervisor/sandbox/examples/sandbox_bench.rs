@@ -110,6 +110,9 @@ async fn run(rounds: usize) -> Result<(), String> {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        wall: false,
+        image: None,
+        extra_ca: None,
     };
     let spec = |i: usize| spec_with(i, tollgate_policy::host_exec::names());
     println!(

@@ -198,6 +198,9 @@ async fn run(args: Args) -> Result<u8, String> {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        wall: false,
+        image: None,
+        extra_ca: None,
     };
     let result = async {
         let sandbox = backend

@@ -242,6 +242,8 @@ pub struct DockerBackend {
     strength: Strength,
     /// The checked exec agent (`None`: refused, the reason is in `strength`).
     agent: Option<AgentBinary>,
+    /// The image's shell, learned from the last sandbox built.
+    shell: std::sync::Mutex<Option<crate::Shell>>,
 }
 
 impl std::fmt::Debug for DockerBackend {
@@ -311,6 +313,7 @@ impl DockerBackend {
             seccomp,
             strength,
             agent,
+            shell: std::sync::Mutex::new(None),
         })
     }
 
@@ -324,6 +327,22 @@ impl DockerBackend {
         &self.docker
     }
 
+    /// The image of `spec`'s sandbox: the one its workspace names when the
+    /// engine has it (never pulled), else the configured one.
+    async fn image_for(&self, spec: &SandboxSpec) -> String {
+        let Some(named) = spec.image.as_deref() else {
+            return self.cfg.image.clone();
+        };
+        match self.docker.inspect_image(named).await {
+            Ok(_) => named.to_string(),
+            Err(e) => {
+                tracing::warn!(session = %spec.session_id, image = named, error = %e,
+                    "the workspace's devcontainer image is not in the engine; using the configured image");
+                self.cfg.image.clone()
+            }
+        }
+    }
+
     /// Creates and starts the container and waits for its exec agent; the
     /// typed form of [`Backend::create`].
     pub async fn create_sandbox(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
@@ -333,12 +352,14 @@ impl DockerBackend {
         let files = AgentFiles {
             binary: plan.agent.path.clone(),
             socket: socket.path().to_path_buf(),
+            no_links_beneath: plan.no_links_beneath.clone(),
         };
+        let image = self.image_for(spec).await;
         let body = create_body(
             spec,
             &plan.mounts,
             &files,
-            &self.cfg.image,
+            &image,
             &self.cfg.state_dir,
             &self.seccomp,
         )?;
@@ -363,6 +384,7 @@ impl DockerBackend {
             posture,
             init: None,
             reservation: std::sync::Mutex::new(Some(plan.reservation)),
+            shell: crate::Shell::Sh,
         };
         // Docker resolved the sources itself: make sure it mounted what was
         // checked, and that pid 1 runs the agent binary that was checked.
@@ -380,6 +402,13 @@ impl DockerBackend {
             return Err(e);
         }
         sandbox.init = init_pid.and_then(|pid| pidfd::open_for_container(pid, &id));
+        sandbox.shell = match init_pid.map(crate::shell::of_container_root) {
+            Some(Ok(shell)) => shell,
+            _ => sandbox.probe_shell().await,
+        };
+        if let Ok(mut learned) = self.shell.lock() {
+            *learned = Some(sandbox.shell);
+        }
         sandbox.watch();
         Ok(sandbox)
     }
@@ -415,15 +444,24 @@ impl DockerBackend {
             spec.workspace_id,
             &protect.reserve,
             (spec.uid, spec.gid),
-            &self.cfg.state_dir,
-            &spec.session_id,
+            crate::host_exec::reserve::Holder {
+                state_dir: &self.cfg.state_dir,
+                session: &spec.session_id,
+                backend: crate::BackendKind::Docker,
+            },
         )?;
         let mounts = verify::plan(&workspace, &protect.binds)?;
+        let no_links_beneath = protect
+            .no_links_beneath
+            .iter()
+            .map(|g| workspace.join(g))
+            .collect();
         Ok(SandboxPlan {
             agent,
             workspace,
             reservation,
             mounts,
+            no_links_beneath,
         })
     }
 
@@ -591,6 +629,10 @@ impl Backend for DockerBackend {
         Ok(Arc::new(self.create_sandbox(spec).await?))
     }
 
+    fn shell(&self) -> Option<crate::Shell> {
+        self.shell.lock().ok().and_then(|s| *s)
+    }
+
     /// Kills and removes every container this supervisor's state dir left
     /// behind (labels `tollgate.managed=1`, `tollgate.state-dir=<ours>`).
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
@@ -598,7 +640,7 @@ impl Backend for DockerBackend {
         // Placeholders only once their containers are gone.
         crate::host_exec::reserve::merge(
             &mut reaped,
-            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+            crate::host_exec::reserve::reap(&self.cfg.state_dir, crate::BackendKind::Docker),
         );
         Ok(reaped)
     }
@@ -744,4 +786,6 @@ struct SandboxPlan {
     workspace: PathBuf,
     reservation: crate::host_exec::reserve::Reservation,
     mounts: Vec<verify::PlannedMount>,
+    /// The split git directories (absolute), for the agent's command line.
+    no_links_beneath: Vec<PathBuf>,
 }

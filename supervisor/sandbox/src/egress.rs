@@ -51,9 +51,34 @@ impl Egress {
 /// Opens a listening TCP socket on `addr` in the network namespace of the
 /// process behind `pidfd` (non-blocking, ready for tokio).
 pub(crate) fn listen_in(pidfd: OwnedFd, addr: SocketAddr) -> Result<TcpListener, SandboxError> {
+    on_netns_thread(move || enter_and_listen(&pidfd, addr))
+}
+
+/// `ip link set lo up` in the calling thread's network namespace: the
+/// native helper's, right after it unshared a new one, so that loopback
+/// works inside every sandbox (docs/THREAT_MODEL.md "Network").
+pub(crate) fn loopback_up() -> std::io::Result<()> {
+    Netlink::open()?.loopback_up()
+}
+
+/// Opens the network wall's sockets in the namespace of the process behind
+/// `pidfd` and loads its rules there ([`crate::wall`]): a default route
+/// through `lo`, the proxies' and the DNS stub's listeners on loopback, the
+/// capture rules. All or nothing: an error leaves no listener open.
+pub(crate) fn wall_in(pidfd: OwnedFd) -> Result<crate::wall::WallSockets, SandboxError> {
+    on_netns_thread(move || {
+        enter(&pidfd)?;
+        build_wall()
+    })
+}
+
+/// Runs `f` on a thread of its own, which then exits: `setns` moves only it.
+fn on_netns_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
+) -> Result<T, SandboxError> {
     let joined = std::thread::Builder::new()
         .name("tollgate-egress-netns".to_string())
-        .spawn(move || enter_and_listen(&pidfd, addr))
+        .spawn(f)
         .map_err(|e| SandboxError::Io {
             context: "start the thread that enters the sandbox's network namespace".to_string(),
             source: e,
@@ -67,8 +92,13 @@ pub(crate) fn listen_in(pidfd: OwnedFd, addr: SocketAddr) -> Result<TcpListener,
     }
 }
 
-/// Runs on its own thread, which then exits: `setns` moves only it.
-fn enter_and_listen(pidfd: &OwnedFd, addr: SocketAddr) -> Result<TcpListener, SandboxError> {
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
+    let context = format!("{what} in the sandbox's network namespace");
+    move |e: std::io::Error| SandboxError::Io { context, source: e }
+}
+
+/// Moves the calling thread into the namespace of the process behind `pidfd`.
+fn enter(pidfd: &OwnedFd) -> Result<(), SandboxError> {
     nix::sched::setns(pidfd, CloneFlags::CLONE_NEWNET).map_err(|e| {
         let hint = if e == nix::errno::Errno::EPERM {
             " (forwarding into a sandbox needs a supervisor running as root)"
@@ -78,27 +108,76 @@ fn enter_and_listen(pidfd: &OwnedFd, addr: SocketAddr) -> Result<TcpListener, Sa
         SandboxError::Refused(format!(
             "cannot enter the sandbox's network namespace: {e}{hint}"
         ))
-    })?;
-    let io = |what: &str| {
-        let context = format!("{what} in the sandbox's network namespace");
-        move |e: std::io::Error| SandboxError::Io { context, source: e }
-    };
+    })
+}
+
+/// Runs on a thread already in the sandbox's namespace.
+fn enter_and_listen(pidfd: &OwnedFd, addr: SocketAddr) -> Result<TcpListener, SandboxError> {
+    enter(pidfd)?;
     let nl = Netlink::open().map_err(io("open a netlink socket"))?;
     nl.loopback_up().map_err(io("bring lo up"))?;
     if !addr.ip().is_loopback() {
         nl.add_loopback_address(addr.ip())
             .map_err(io(&format!("add {} to lo", addr.ip())))?;
     }
+    tcp_listen(addr)
+}
+
+fn tcp_listen(addr: SocketAddr) -> Result<TcpListener, SandboxError> {
     let l = TcpListener::bind(addr).map_err(io(&format!("listen on {addr}")))?;
     l.set_nonblocking(true)
         .map_err(io(&format!("make the listener on {addr} non-blocking")))?;
     Ok(l)
 }
 
+/// The wall's steps, in order: lo up, the routes, the listeners (before
+/// any rule sends a connection to them), the rules.
+fn build_wall() -> Result<crate::wall::WallSockets, SandboxError> {
+    use crate::wall;
+    let nl = Netlink::open().map_err(io("open a netlink socket"))?;
+    nl.loopback_up().map_err(io("bring lo up"))?;
+    nl.default_route(IpAddr::from(std::net::Ipv4Addr::LOCALHOST))
+        .map_err(io("add the default route through lo"))?;
+    let [t4, t6] = wall::transparent_addrs();
+    let mut transparent = vec![tcp_listen(t4)?];
+    // IPv6: when the namespace has it (::1 on lo). Without it an IPv6
+    // connect has no route at all, which is no weaker.
+    if let Ok(l) = TcpListener::bind(t6) {
+        l.set_nonblocking(true)
+            .map_err(io(&format!("make the listener on {t6} non-blocking")))?;
+        nl.default_route(t6.ip())
+            .map_err(io("add the IPv6 default route through lo"))?;
+        transparent.push(l);
+    }
+    let dns = std::net::UdpSocket::bind(wall::DNS_STUB)
+        .map_err(io(&format!("open the DNS stub on {}", wall::DNS_STUB)))?;
+    dns.set_nonblocking(true)
+        .map_err(io("make the DNS stub non-blocking"))?;
+    let sockets = wall::WallSockets {
+        http: tcp_listen(wall::HTTP_PROXY)?,
+        socks: tcp_listen(wall::SOCKS_PROXY)?,
+        transparent,
+        dns,
+    };
+    wall::load_rules().map_err(|e| {
+        SandboxError::Unavailable(format!(
+            "the network wall's rules cannot be loaded in the sandbox's namespace: {e}"
+        ))
+    })?;
+    Ok(sockets)
+}
+
 /// The loopback device's index: 1 in every network namespace.
 const LOOPBACK_INDEX: u32 = 1;
 const RTM_NEWLINK: u16 = 16;
 const RTM_NEWADDR: u16 = 20;
+const RTM_NEWROUTE: u16 = 24;
+const RTA_OIF: u16 = 4;
+const RTA_PREFSRC: u16 = 7;
+const RT_TABLE_MAIN: u8 = 254;
+const RTPROT_BOOT: u8 = 3;
+const RT_SCOPE_LINK: u8 = 253;
+const RTN_UNICAST: u8 = 1;
 const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
@@ -149,6 +228,30 @@ impl Netlink {
             attr(&mut body, kind, &bytes);
         }
         self.request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, &body)
+    }
+
+    /// `ip route replace default dev lo src SRC` (`ip -6` for an IPv6 SRC).
+    fn default_route(&self, src: IpAddr) -> std::io::Result<()> {
+        let (family, bytes): (u8, Vec<u8>) = match src {
+            IpAddr::V4(v4) => (libc::AF_INET as u8, v4.octets().to_vec()),
+            IpAddr::V6(v6) => (libc::AF_INET6 as u8, v6.octets().to_vec()),
+        };
+        // struct rtmsg: family, dst_len 0 (default), src_len, tos, table,
+        // protocol, scope, type, flags.
+        let mut body = vec![
+            family,
+            0,
+            0,
+            0,
+            RT_TABLE_MAIN,
+            RTPROT_BOOT,
+            RT_SCOPE_LINK,
+            RTN_UNICAST,
+        ];
+        body.extend_from_slice(&0u32.to_ne_bytes());
+        attr(&mut body, RTA_OIF, &LOOPBACK_INDEX.to_ne_bytes());
+        attr(&mut body, RTA_PREFSRC, &bytes);
+        self.request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, &body)
     }
 
     fn request(&self, kind: u16, flags: u16, body: &[u8]) -> std::io::Result<()> {

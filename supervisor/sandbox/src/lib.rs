@@ -19,6 +19,8 @@ pub mod recording;
 pub mod refusal;
 pub(crate) mod seccomp_table;
 mod setid;
+pub mod shell;
+pub mod wall;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,9 +31,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use egress::Egress;
+pub use shell::Shell;
+pub use wall::WallSockets;
 
 /// Which backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Native,
     Docker,
@@ -114,6 +119,21 @@ pub struct SandboxSpec {
     /// sandbox may connect to and its `/etc/hosts` names. `None`: no network
     /// at all (every run_bash session, and a gateway without --allow-net).
     pub egress: Option<Egress>,
+    /// The network wall is served in this sandbox's namespace (`[network]`
+    /// configured, [`wall`]): `/etc/resolv.conf` names its DNS stub. The
+    /// proxy variables come in `env`; the supervisor opens the listeners
+    /// and loads the rules once the sandbox exists ([`Sandbox::network_wall`]).
+    pub wall: bool,
+    /// The image this session's workspace names (`[sandbox] image =
+    /// "devcontainer"`, docs/OPERATIONS.md "The Docker sandbox"): the Docker
+    /// backend uses it instead of its own only when the engine already has
+    /// it (it never pulls); `None` (always, natively): the backend's image.
+    pub image: Option<String>,
+    /// A CA the sandbox trusts beside the host's, PEM (the session's CA,
+    /// when a `[[secrets]]` entry is bound for it: docs/THREAT_MODEL.md
+    /// "Secrets"): the root's `/etc/ssl/certs/ca-certificates.crt` is stood
+    /// in for by the host's bundle plus it (native backend).
+    pub extra_ca: Option<String>,
 }
 
 /// A directory's identity: device and inode.
@@ -161,7 +181,7 @@ pub(crate) fn replaced(path: &Path) -> String {
 /// One command to run inside a sandbox.
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
-    /// argv; run_bash uses `["sh", "-c", command]`.
+    /// argv; run_bash uses [`Sandbox::shell`]'s [`Shell::argv`].
     pub argv: Vec<String>,
     /// Working directory inside the sandbox (the workspace by default).
     pub cwd: Option<PathBuf>,
@@ -266,6 +286,13 @@ pub trait Backend: Send + Sync + 'static {
     /// backend set up for all of its sandboxes (the native backend's
     /// per-supervisor cgroup directories).
     async fn shutdown(&self) {}
+
+    /// The shell its sandboxes run command lines in, when known before one
+    /// is built (native: the host's; Docker: the image's, learned from the
+    /// first sandbox); `None` when not known yet.
+    fn shell(&self) -> Option<Shell> {
+        None
+    }
 }
 
 /// A sandbox left behind by an earlier supervisor and reaped now.
@@ -311,18 +338,29 @@ pub trait Sandbox: Send + Sync {
         ))
     }
 
+    /// A pidfd of a process in the sandbox's network namespace (its init),
+    /// for the supervisor to enter it ([`egress`]). A backend that cannot
+    /// reach into its sandbox's namespace refuses, naming why.
+    fn netns_pidfd(&self) -> Result<std::os::fd::OwnedFd, SandboxError> {
+        Err(SandboxError::Refused(
+            "this sandbox backend cannot forward connections into its sandbox".to_string(),
+        ))
+    }
+
     /// Opens a TCP listener on `addr` inside the sandbox's network namespace
     /// ([`egress`]): the supervisor's end of one forwarded host and port.
-    /// A backend that cannot reach into its sandbox's namespace refuses,
-    /// naming why.
     fn egress_listener(
         &self,
         addr: std::net::SocketAddr,
     ) -> Result<std::net::TcpListener, SandboxError> {
-        let _ = addr;
-        Err(SandboxError::Refused(
-            "this sandbox backend cannot forward connections into its sandbox".to_string(),
-        ))
+        egress::listen_in(self.netns_pidfd()?, addr)
+    }
+
+    /// Serves the network wall in the sandbox's namespace ([`wall`]): the
+    /// route, the rules and the listeners, whose sockets the supervisor
+    /// then serves. Called once, before the sandbox's first command.
+    fn network_wall(&self) -> Result<WallSockets, SandboxError> {
+        egress::wall_in(self.netns_pidfd()?)
     }
 
     /// Kills everything in the sandbox now (the kill switch). Idempotent and
@@ -331,6 +369,9 @@ pub trait Sandbox: Send + Sync {
 
     /// False once the sandbox is gone (destroyed, or killed from outside).
     fn is_alive(&self) -> bool;
+
+    /// The shell command lines run in: bash when this sandbox has it.
+    fn shell(&self) -> Shell;
 }
 
 /// One line of `supervisorctl doctor`.

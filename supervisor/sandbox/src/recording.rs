@@ -169,4 +169,8 @@ impl Sandbox for RecordingSandbox {
     fn is_alive(&self) -> bool {
         true
     }
+
+    fn shell(&self) -> crate::Shell {
+        crate::Shell::of_host()
+    }
 }

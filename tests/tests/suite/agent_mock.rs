@@ -297,6 +297,7 @@ async fn provider_bad_inputs_give_clear_messages_and_the_session_goes_on() {
     }
     let mock = MockOpenAi::start().await.unwrap();
     mock.push(MockReply::malformed_json());
+    // Not retried ([llm] retries = 0 below): this test is about the message.
     mock.push(MockReply::http_error(500, "the mock is having a bad day"));
     mock.push(MockReply::Hang);
     mock.push(MockReply::huge(9 * 1024 * 1024));
@@ -310,7 +311,7 @@ async fn provider_bad_inputs_give_clear_messages_and_the_session_goes_on() {
     mock.push(MockReply::text("recovered"));
     let dirs = Dirs::new();
     let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
-    let sup = start(dirs, &mock, "timeout_s = 30\n");
+    let sup = start(dirs, &mock, "timeout_s = 30\nretries = 0\n");
     // One user message per bad reply; the REPL must carry on after each.
     let run = agent(
         &sup,
@@ -519,4 +520,128 @@ async fn a_response_the_supervisor_cannot_use_is_on_record_too() {
         assert!(!text.contains(&secret), "secret in {}", f.display());
     }
     verify_audit(&sup);
+}
+
+/// 429 and 5xx are tried again, at most `[llm] retries` times, after the
+/// provider's `Retry-After` (seconds here) or 1 s, 2 s without one; each
+/// retry is an `llm_retry` record before the wait, and the turn then
+/// succeeds. Past the bound the provider's answer is the error; a
+/// `Retry-After` over `max_retry_wait_s` is not waited for; a 400 is never
+/// retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_providers_are_retried_within_bounds_and_each_retry_is_recorded() {
+    if !ready("mock_retries") {
+        return;
+    }
+    let mock = MockOpenAi::start().await.unwrap();
+    let busy = |status: u16, after: Option<&str>| MockReply::Busy {
+        status,
+        retry_after: after.map(str::to_string),
+    };
+    // Turn 1: a 429 asking for 1 s, a 503 without Retry-After, then an answer.
+    mock.push(busy(429, Some("1")));
+    mock.push(busy(503, None));
+    mock.push(MockReply::text("after two retries"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let sup = start(dirs, &mock, "retries = 2\nmax_retry_wait_s = 5\n");
+    let run = agent(&sup, &ws, &["-p", "hello", "--output", "json"], "").await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("after two retries"), "{}", run.stdout);
+    assert_eq!(mock.chat_requests().len(), 3);
+    let id = run.json()["session"].as_str().unwrap().to_string();
+    let records = sup.session_records(&id);
+    let retries: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["event"] == "llm_retry")
+        .collect();
+    assert_eq!(retries.len(), 2, "{records:?}");
+    assert_eq!(retries[0]["status"], 429);
+    assert_eq!(retries[0]["attempt"], 1);
+    assert_eq!(retries[0]["wait_ms"], 1000);
+    assert_eq!(retries[0]["retry_after"], "1");
+    assert_eq!(retries[1]["status"], 503);
+    assert_eq!(retries[1]["attempt"], 2);
+    assert_eq!(retries[1]["wait_ms"], 2000);
+    assert!(retries[1].get("retry_after").is_none());
+    assert!(retries[0]["reason"].as_str().unwrap().contains("busy"));
+    // The waits were kept: each retry came after the wait it recorded.
+    let reqs = mock.chat_requests();
+    for (i, want) in [(1, 1000u128), (2, 2000)] {
+        let gap = reqs[i].received_at - reqs[i - 1].replied_at.unwrap();
+        assert!(gap.as_millis() >= want, "retry {i} after {gap:?}");
+    }
+    let ev = events(&records);
+    assert!(!ev.iter().any(|e| e == "llm_call_error"), "{ev:?}");
+
+    // Past the bound: three 500s, two retries, then the error.
+    for _ in 0..3 {
+        mock.push(busy(500, Some("0")));
+    }
+    // A Retry-After over max_retry_wait_s: not waited for.
+    mock.push(busy(429, Some("3600")));
+    // A 400: never retried.
+    mock.push(MockReply::http_error(400, "bad request"));
+    for prompt in ["bound", "too long", "client error"] {
+        let run = agent(&sup, &ws, &["-p", prompt, "--output", "json"], "").await;
+        assert_ne!(run.code, 0, "{prompt}: {}", run.stdout);
+        let id = session_id(&run);
+        let records = sup.session_records(&id);
+        let retried = records.iter().filter(|r| r["event"] == "llm_retry").count();
+        let want = if prompt == "bound" { 2 } else { 0 };
+        assert_eq!(retried, want, "{prompt}: {records:?}");
+        let err = records
+            .iter()
+            .find(|r| r["event"] == "llm_call_error")
+            .unwrap_or_else(|| panic!("{prompt}: {records:?}"));
+        assert_eq!(err["kind"], "http_status", "{prompt}");
+    }
+    assert_eq!(mock.chat_requests().len(), 3 + 3 + 1 + 1);
+}
+
+/// `[llm] proxy`: the provider is reached through that proxy and no other
+/// (the request arrives in absolute form, naming the provider's own host,
+/// which does not resolve: only the proxy could have delivered it); the
+/// environment's proxy variables are never used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_llm_proxy_is_the_one_configured() {
+    if !ready("mock_proxy") {
+        return;
+    }
+    let proxy = MockOpenAi::start().await.unwrap();
+    proxy.push(MockReply::text("through the proxy"));
+    let dirs = Dirs::new();
+    let ws = dirs.workspace("ws", nix::unistd::getuid().as_raw());
+    let config = format!(
+        "[llm]\nprovider = \"openai\"\nbase_url = \"http://llm.invalid/v1\"\napi_key_env = \"{KEY_ENV}\"\nmodel = \"mock-model\"\nproxy = \"http://{}\"\n",
+        proxy.addr()
+    );
+    let sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("native")
+        .env(KEY_ENV, &api_key())
+        // Never used: only [llm] proxy is.
+        .env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("http_proxy", "http://127.0.0.1:9")
+        .dirs(dirs)
+        .start();
+    let run = agent(&sup, &ws, &["-p", "hello", "--output", "json"], "").await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("through the proxy"), "{}", run.stdout);
+    let reqs = proxy.chat_requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "http://llm.invalid/v1/chat/completions");
+    // A proxy that is not a URL stops the start (exit 78 via --check-config).
+    let bad = std::process::Command::new(tollgate_e2e::harness::bin("supervisor"))
+        .arg("--check-config")
+        .arg("--config")
+        .arg({
+            let p = sup.dirs.root.path().join("bad.toml");
+            std::fs::write(&p, "[llm]\nproxy = \"socks9://x\"\n").unwrap();
+            p
+        })
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("[llm] proxy"));
 }

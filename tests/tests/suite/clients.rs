@@ -1023,3 +1023,108 @@ async fn codex_web_search_is_off_under_the_managed_requirements() {
         );
     }
 }
+
+// ---- Claude Code's background Bash is a background job of the session -----
+
+/// `Bash` with `run_in_background: true` runs as a routed background job
+/// (docs/CLIENTS.md, "Background commands"): it keeps running through three
+/// more Bash calls, `supervisorctl sessions` lists it (routed), and the
+/// client's `TaskStop` ends it in the sandbox; the start and the end are
+/// recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_run_in_background_is_a_job_until_task_stop() {
+    let test = "claude_run_in_background_is_a_job_until_task_stop";
+    let Some(clients) = clients_or_skip(test) else {
+        return;
+    };
+    let sup = Supervisor::builder().config(SKIP_MODE).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let ns = NetNs::new();
+    let secs = format!("{}", 1300 + std::process::id() % 200);
+    let background = format!(
+        "echo bg-started; while [ ! -e GO ]; do sleep 0.05; done; echo bg-saw-go; sleep {secs}"
+    );
+    let id = tollgate_e2e::mock_anthropic::BACKGROUND_ID;
+    let turns = vec![
+        Turn::Tool(
+            "Bash",
+            json!({"command": background, "run_in_background": true, "description": "bg"}),
+        ),
+        Turn::Shell("touch GO; echo fg-1".into()),
+        Turn::Shell("echo fg-2".into()),
+        Turn::Shell("echo fg-3".into()),
+        // Claude Code 2.1.328 offers TaskStop deferred (loaded by
+        // ToolSearch) and has no TaskOutput: the model is told the output
+        // file's host path instead (docs/CLIENTS.md, "Background commands").
+        Turn::Tool(
+            "ToolSearch",
+            json!({"query": "select:TaskStop", "max_results": 5}),
+        ),
+        Turn::Tool("TaskStop", json!({"task_id": id})),
+    ];
+    let m = mock(Which::Claude, &ns, &turns);
+    let scratch = var_tmp_dir("tollgate-e2e-client-");
+    let setup = Setup {
+        clients: &clients,
+        which: Which::Claude,
+        uid: 0,
+        workspace: ws.clone(),
+        managed: managed(&sup, Which::Claude),
+        base_url: m.base_url(),
+        scratch: scratch.path(),
+        extra_args: Vec::new(),
+    };
+    let mut cmd = setup.run().command(&ns);
+    let client = tokio::task::spawn_blocking(move || cmd.output().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while sleeps(&secs).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the background job's sleep never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let listed: Value = serde_json::from_slice(&sup.ctl(&["sessions", "--json"]).stdout).unwrap();
+    let job = &listed[0]["jobs"][0];
+    assert!(job["routed"] == true && job["id"] == "job-1", "{listed}");
+    let out = client.await.unwrap();
+    assert!(
+        sleeps(&secs).is_empty(),
+        "the job outlived its client: {}",
+        show(&out)
+    );
+    for n in 1..=3 {
+        let told = m.told(n);
+        assert!(told.contains(&format!("fg-{n}")), "call {n}: {told}");
+    }
+    let told = m.told(0);
+    assert!(told.contains("in background with ID"), "{told}");
+    let stopped = m.result_of(5).expect("TaskStop's result");
+    assert!(!stopped.is_error, "TaskStop: {}", stopped.text);
+    let (sid, records) = only_session(&sup);
+    let started: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "job_started")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["routed"], true);
+    assert_eq!(started[0]["call_id"], "toolu_0");
+    let ended: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "job_ended")
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0]["how"], "killed", "{ended:?}");
+    // TaskStop came before the client's end: the job ended before the
+    // session did.
+    let pos = |e: &str| records.iter().position(|r| r["event"] == e);
+    let stop_check = records
+        .iter()
+        .position(|r| r["event"] == "permission_check" && r["client_tool"] == "TaskStop");
+    assert!(stop_check.is_some(), "TaskStop was not decided");
+    assert!(
+        pos("job_ended") > stop_check,
+        "the job ended before TaskStop"
+    );
+    verify(&sup, &sid);
+}

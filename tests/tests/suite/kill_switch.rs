@@ -308,28 +308,16 @@ async fn after_kill_9_the_next_start_reaps_and_records() {
     sup.crash();
     f.call.abort();
     // A second supervisor on the same state and audit dirs.
-    let dirs2 = Dirs {
-        root: tempfile::tempdir().unwrap(),
-        state: state.clone(),
-        audit: audit.clone(),
-    };
+    let dirs2 = same_dirs(&state, &audit);
     let sup2 = Supervisor::builder().dirs(dirs2).start();
     wait_for("sleeps to die", Duration::from_secs(5), || {
         sleeps(arg).is_empty()
     });
-    let records: Vec<serde_json::Value> = sup2
-        .audit_files("supervisor-")
-        .iter()
-        .flat_map(|p| tollgate_e2e::harness::read_records(p))
-        .collect();
-    let recovered: Vec<&serde_json::Value> = records
-        .iter()
-        .filter(|r| r["event"] == "recovered" && r["session"] == f.session.as_str())
-        .collect();
+    let recovered = recovered_records(&sup2, &f.session);
     assert_eq!(
         recovered.len(),
         1,
-        "one recovered record for {}: {records:#?}",
+        "one recovered record for {}: {recovered:#?}",
         f.session
     );
     assert!(!record.exists(), "the state record is gone after reaping");
@@ -405,30 +393,18 @@ async fn after_kill_9_a_docker_container_stops_within_2_s_and_the_next_start_rec
     );
 
     // A second supervisor on the same state and audit dirs removes it.
-    let dirs2 = Dirs {
-        root: tempfile::tempdir().unwrap(),
-        state: state.clone(),
-        audit: audit.clone(),
-    };
+    let dirs2 = same_dirs(&state, &audit);
     let sup2 = Supervisor::builder()
         .config(&config)
         .sandbox("docker")
         .dirs(dirs2)
         .start();
     assert_eq!(running(), None, "container {id} is still there");
-    let records: Vec<serde_json::Value> = sup2
-        .audit_files("supervisor-")
-        .iter()
-        .flat_map(|p| tollgate_e2e::harness::read_records(p))
-        .collect();
-    let recovered: Vec<&serde_json::Value> = records
-        .iter()
-        .filter(|r| r["event"] == "recovered" && r["session"] == f.session.as_str())
-        .collect();
+    let recovered = recovered_records(&sup2, &f.session);
     assert_eq!(
         recovered.len(),
         1,
-        "one recovered record for {}: {records:#?}",
+        "one recovered record for {}: {recovered:#?}",
         f.session
     );
     drop(sup);
@@ -532,4 +508,99 @@ async fn docker_revoke_and_session_end_kill_a_command_that_hides() {
             "{end}: no stopped tool_result: {events:#?}"
         );
     }
+}
+
+/// A second supervisor's dirs: the first one's state and audit dirs.
+fn same_dirs(state: &std::path::Path, audit: &std::path::Path) -> Dirs {
+    Dirs {
+        root: tempfile::tempdir().unwrap(),
+        state: state.to_path_buf(),
+        audit: audit.to_path_buf(),
+    }
+}
+
+/// The `recovered` records a supervisor wrote for `session`.
+fn recovered_records(sup: &Supervisor, session: &str) -> Vec<serde_json::Value> {
+    sup.audit_files("supervisor-")
+        .iter()
+        .flat_map(|p| tollgate_e2e::harness::read_records(p))
+        .filter(|r| r["event"] == "recovered" && r["session"] == session)
+        .collect()
+}
+
+/// A supervisor restarted with the other backend configured (docs/OPERATIONS.md,
+/// "The supervisor's privileged steps", step 7) still reaps and records what
+/// its predecessor left with the first one: here a native sandbox, reaped by
+/// a supervisor configured for Docker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_with_docker_configured_reaps_a_native_sandbox_left_behind() {
+    let test = "a_start_with_docker_configured_reaps_a_native_sandbox_left_behind";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let dirs = Dirs::new();
+    let (state, audit) = (dirs.state.clone(), dirs.audit.clone());
+    let mut sup = Supervisor::builder().dirs(dirs).start();
+    let arg = "1000.8808";
+    let f = start_sleeps(&sup, arg).await;
+    let record = state.join("sandboxes").join(format!("{}.json", f.session));
+    assert!(record.exists(), "the native sandbox's state record exists");
+    sup.crash();
+    f.call.abort();
+    let dirs2 = same_dirs(&state, &audit);
+    let sup2 = Supervisor::builder()
+        .config(&tollgate_e2e::harness::docker_config(""))
+        .sandbox("docker")
+        .dirs(dirs2)
+        .start();
+    wait_for("the native sleeps to die", Duration::from_secs(10), || {
+        sleeps(arg).is_empty()
+    });
+    wait_for("a recovered record", Duration::from_secs(10), || {
+        !recovered_records(&sup2, &f.session).is_empty()
+    });
+    assert_eq!(recovered_records(&sup2, &f.session).len(), 1);
+    assert!(!record.exists(), "the state record is gone after reaping");
+    drop(sup);
+}
+
+/// The other direction: a Docker container left behind is removed and
+/// recorded by a supervisor restarted with the native backend configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_with_native_configured_reaps_a_docker_container_left_behind() {
+    let test = "a_start_with_native_configured_reaps_a_docker_container_left_behind";
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return;
+    }
+    let dirs = Dirs::new();
+    let (state, audit) = (dirs.state.clone(), dirs.audit.clone());
+    let config = tollgate_e2e::harness::docker_config("");
+    let mut sup = Supervisor::builder()
+        .config(&config)
+        .sandbox("docker")
+        .dirs(dirs)
+        .start();
+    let arg = "100.9909";
+    let f = start_sleeps(&sup, arg).await;
+    let filter = format!("label=tollgate.session={}", f.session);
+    let listed = || docker(&["ps", "-aq", "--filter", &filter]).unwrap_or_default();
+    assert!(!listed().is_empty(), "no container for {}", f.session);
+    sup.crash();
+    f.call.abort();
+    let dirs2 = same_dirs(&state, &audit);
+    let sup2 = Supervisor::builder()
+        .config(&config)
+        .sandbox("native")
+        .dirs(dirs2)
+        .start();
+    wait_for(
+        "the container to be removed",
+        Duration::from_secs(20),
+        || listed().is_empty(),
+    );
+    wait_for("a recovered record", Duration::from_secs(10), || {
+        !recovered_records(&sup2, &f.session).is_empty()
+    });
+    assert_eq!(recovered_records(&sup2, &f.session).len(), 1);
+    drop(sup);
 }

@@ -82,7 +82,9 @@ async fn tools_list_is_list_tools_with_honest_hints_on_both_protocol_versions() 
         ("grep", hints(true, false, true, false)),
         ("write_file", hints(false, true, true, false)),
         ("edit_file", hints(false, true, false, false)),
-        ("run_bash", hints(false, true, false, false)),
+        ("run_bash", hints(false, true, false, true)),
+        ("job_output", hints(true, false, false, false)),
+        ("kill_job", hints(false, false, true, false)),
         ("webfetch", hints(false, false, false, true)),
     ];
     for version in VERSIONS {
@@ -249,7 +251,7 @@ async fn a_denial_is_an_error_result_with_tollgates_sentence() {
     assert_eq!(
         text_of(&r),
         (
-            "Permission denied: `curl` is on the denied-binaries list; the sandbox has no network. Use the webfetch tool for http(s) URLs.".to_string(),
+            "Permission denied: `curl` is on the denied-binaries list: this supervisor has no [network] section, so the sandbox reaches no host. Use the webfetch tool for http(s) URLs, or ask the user to allow the hosts you need in the supervisor's [network] allow list.".to_string(),
             true
         ),
         "{r}"
@@ -264,7 +266,7 @@ async fn a_denial_is_an_error_result_with_tollgates_sentence() {
     assert_eq!(
         text_of(&r),
         (
-            "Error: unknown tool 'rm_rf'. Available tools: read_file, glob_files, grep, write_file, edit_file, run_bash, webfetch".to_string(),
+            "Error: unknown tool 'rm_rf'. Available tools: read_file, glob_files, grep, write_file, edit_file, run_bash, job_output, kill_job, webfetch".to_string(),
             true
         )
     );

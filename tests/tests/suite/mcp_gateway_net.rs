@@ -20,7 +20,8 @@
 //!   touching the host's /etc; the sandbox's /etc/hosts points the name at
 //!   the listener; when the name later resolves inward, the connection is
 //!   refused and recorded;
-//! - natively, Landlock refuses connect to other ports and every bind, and
+//! - natively, another port of the forwarded address reaches nothing (the
+//!   sandbox's namespace is the wall), a bind on its loopback works, and
 //!   the posture (seccomp, no_new_privs, no capabilities) is unchanged;
 //! - revoke ends an open forwarded connection (recorded) with the session.
 
@@ -41,6 +42,7 @@ use rmcp::service::{RoleClient, RunningService, serve_client};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tollgate_e2e::harness::{Supervisor, bin, read_records};
+use tollgate_e2e::net_host::{self, TestHost};
 
 const RULES: &str = r#"
 [policy]
@@ -60,139 +62,28 @@ struct Addrs {
     tag: u32,
     a: String,
     b: String,
-    host_side: String,
     peer_side: String,
+    host: net_host::Addrs,
 }
 
 fn addrs(test: u32) -> Addrs {
-    let k = std::process::id().wrapping_mul(4).wrapping_add(test);
-    let (x, z) = (20 + k % 200, 10 + k / 200 % 200);
-    let (c, d) = (k / 64 % 250, k % 64 * 4);
+    let host = net_host::addrs(test, 214, 2);
     Addrs {
-        tag: k % 10_000_000,
-        a: format!("93.184.{x}.{z}"),
-        b: format!("93.184.{x}.{}", z + 1),
-        host_side: format!("10.214.{c}.{}", d + 1),
-        peer_side: format!("10.214.{c}.{}", d + 2),
+        tag: host.tag,
+        a: host.public[0].clone(),
+        b: host.public[1].clone(),
+        peer_side: host.peer_side.clone(),
+        host,
     }
 }
 
-fn ip(args: &[&str]) {
-    let out = StdCommand::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The test's "public" web server (after webfetch.rs, unique names). What
-/// it set up is undone on drop, a failed start included.
-struct NetHost {
-    ns: String,
-    host_if: String,
-    routes: Vec<String>,
-    server: Option<std::process::Child>,
-}
+/// The test's "public" web server (tollgate_e2e::net_host), serving
+/// `docroot`.
+struct NetHost;
 
 impl NetHost {
-    fn start(a: &Addrs, docroot: &Path) -> NetHost {
-        let mut host = NetHost {
-            ns: format!("tg-egress-{}", a.tag),
-            host_if: format!("tge{}", a.tag),
-            routes: Vec::new(),
-            server: None,
-        };
-        let (ns, host_if) = (host.ns.clone(), host.host_if.clone());
-        let peer_if = format!("tgq{}", a.tag);
-        let _ = StdCommand::new("ip")
-            .args(["netns", "del", &ns])
-            .stderr(Stdio::null())
-            .status();
-        ip(&["netns", "add", &ns]);
-        ip(&[
-            "link", "add", &host_if, "type", "veth", "peer", "name", &peer_if,
-        ]);
-        ip(&["link", "set", &peer_if, "netns", &ns]);
-        ip(&[
-            "addr",
-            "add",
-            &format!("{}/30", a.host_side),
-            "dev",
-            &host_if,
-        ]);
-        ip(&["link", "set", &host_if, "up"]);
-        ip(&[
-            "-n",
-            &ns,
-            "addr",
-            "add",
-            &format!("{}/30", a.peer_side),
-            "dev",
-            &peer_if,
-        ]);
-        for public in [&a.a, &a.b] {
-            ip(&[
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{public}/32"),
-                "dev",
-                &peer_if,
-            ]);
-        }
-        ip(&["-n", &ns, "link", "set", &peer_if, "up"]);
-        ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        ip(&["-n", &ns, "route", "add", "default", "via", &a.host_side]);
-        for public in [&a.a, &a.b] {
-            let r = format!("{public}/32");
-            ip(&["route", "add", &r, "via", &a.peer_side]);
-            host.routes.push(r);
-        }
-        host.server = Some(
-            StdCommand::new("ip")
-                .args(["netns", "exec", &ns, "python3", "-c", SERVER])
-                .current_dir(docroot)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("web server"),
-        );
-        // Generous: Python starts slowly on a loaded 2-core machine.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::net::TcpStream::connect_timeout(
-            &format!("{}:80", a.a).parse().unwrap(),
-            Duration::from_millis(500),
-        )
-        .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the test web server did not come up"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        host
-    }
-}
-
-impl Drop for NetHost {
-    fn drop(&mut self) {
-        if let Some(server) = &mut self.server {
-            let _ = server.kill();
-            let _ = server.wait();
-        }
-        for r in &self.routes {
-            let _ = StdCommand::new("ip").args(["route", "del", r]).status();
-        }
-        let _ = StdCommand::new("ip")
-            .args(["link", "del", &self.host_if])
-            .stderr(Stdio::null())
-            .status();
-        let _ = StdCommand::new("ip")
-            .args(["netns", "del", &self.ns])
-            .status();
+    fn start(a: &Addrs, docroot: &Path) -> TestHost {
+        TestHost::start(a.host.clone(), SERVER, &[], docroot, 80)
     }
 }
 
@@ -383,19 +274,19 @@ async fn only_the_allowed_host(backend: &str, extra: &str, test: u32) {
         );
     }
     if backend == "native" {
-        // Landlock: connect to the forwarded port only (another port is
-        // refused by the kernel before any route is looked at), bind never;
-        // the posture of every command is unchanged.
+        // The sandbox's own namespace is the wall (Landlock leaves TCP to
+        // it): another port of the forwarded address has nothing behind it
+        // there, and a bind on its loopback serves the sandbox alone; the
+        // posture of every command is unchanged.
         let (text, _) = gw.fetch(&format!("http://{}:8080/page.txt", a.a)).await;
-        assert!(text.contains("Errno 13"), "connect to port 8080: {text}");
+        assert!(text.contains("Errno 111"), "connect to port 8080: {text}");
         let (text, is_error) = gw
             .shell(
                 "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; \
                  python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 8081)); print(\"BOUND\")'",
             )
             .await;
-        assert!(is_error && !text.contains("BOUND"), "bind: {text}");
-        assert!(text.contains("Errno 13"), "bind: {text}");
+        assert!(!is_error && text.contains("BOUND"), "bind: {text}");
         assert!(text.contains("Seccomp:\t2"), "{text}");
         assert!(text.contains("NoNewPrivs:\t1"), "{text}");
         assert!(text.contains("CapEff:\t0000000000000000"), "{text}");

@@ -17,6 +17,12 @@ use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsServiceRequest, ExportLogsServiceResponse,
 };
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -24,6 +30,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use serde_json::Value;
 use tollgate_e2e::harness::{Supervisor, TEST_CONFIG};
 
@@ -51,6 +58,13 @@ impl Got {
 struct Received {
     spans: Vec<Got>,
     logs: Vec<Got>,
+    /// Metric data points: (metric name, attributes, value, monotonic sum).
+    points: Vec<(
+        String,
+        std::collections::BTreeMap<String, String>,
+        i64,
+        bool,
+    )>,
 }
 
 #[derive(Clone)]
@@ -136,6 +150,36 @@ impl LogsService for Collector {
     }
 }
 
+#[tonic::async_trait]
+impl MetricsService for Collector {
+    async fn export(
+        &self,
+        req: Request<ExportMetricsServiceRequest>,
+    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        let mut got = self.got.lock().unwrap();
+        for rm in req.into_inner().resource_metrics {
+            for sm in rm.scope_metrics {
+                for m in sm.metrics {
+                    let (points, monotonic) = match m.data {
+                        Some(metric::Data::Sum(s)) => (s.data_points, s.is_monotonic),
+                        Some(metric::Data::Gauge(g)) => (g.data_points, false),
+                        _ => (Vec::new(), false),
+                    };
+                    for p in points {
+                        let v = match p.value {
+                            Some(number_data_point::Value::AsInt(i)) => i,
+                            _ => -1,
+                        };
+                        got.points
+                            .push((m.name.clone(), attrs(&p.attributes), v, monotonic));
+                    }
+                }
+            }
+        }
+        Ok(Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
 /// An OTLP/gRPC receiver on 127.0.0.1, on its own runtime.
 struct Receiver {
     addr: SocketAddr,
@@ -161,7 +205,8 @@ impl Receiver {
         rt.spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(TraceServiceServer::new(collector.clone()))
-                .add_service(LogsServiceServer::new(collector))
+                .add_service(LogsServiceServer::new(collector.clone()))
+                .add_service(MetricsServiceServer::new(collector))
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
                 .await
                 .unwrap();
@@ -599,4 +644,44 @@ fn an_approval_and_an_llm_call_arrive_with_their_verdicts() {
         "the path leaked: {:#?}",
         got.logs
     );
+}
+
+/// The counters `status` shows arrive as OTLP metrics every
+/// `metrics_interval_s`: decisions by verdict as a monotonic sum, sessions
+/// and approvals pending as gauges, with the values `status` reports.
+#[test]
+fn the_status_counters_arrive_as_otlp_metrics() {
+    let rx = Receiver::start();
+    let sup = Supervisor::builder()
+        .config(&config(
+            &format!("http://{}", rx.addr),
+            "metrics_interval_s = 1",
+        ))
+        .start();
+    let uid = nix::unistd::getuid().as_raw();
+    let ws = sup.dirs.workspace("ws", uid);
+    std::fs::write(ws.join("a.txt"), "x\n").unwrap();
+    let r = agent_call(&sup, &ws, "read_file", r#"{"path":"a.txt"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let allowed = status(&sup)["records"]["decisions"]["allow"]
+        .as_u64()
+        .unwrap();
+    assert!(allowed >= 1);
+    rx.wait_for("decisions as a metric", |got| {
+        got.points.iter().any(|(name, a, v, mono)| {
+            name == "tollgate_decisions"
+                && a.get("verdict").map(String::as_str) == Some("allow")
+                && *v as u64 >= allowed
+                && *mono
+        })
+    });
+    rx.wait_for("the gauges", |got| {
+        [
+            "tollgate_sessions_active",
+            "tollgate_approvals_pending",
+            "tollgate_audit_refusals",
+        ]
+        .iter()
+        .all(|n| got.points.iter().any(|(name, _, _, _)| name == n))
+    });
 }

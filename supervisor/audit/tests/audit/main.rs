@@ -12,5 +12,6 @@ mod permissions;
 mod redaction_rules;
 mod redaction_stream;
 mod report;
+mod schema;
 mod tail;
 mod tamper;

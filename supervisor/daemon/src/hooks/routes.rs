@@ -25,6 +25,9 @@ pub struct Route {
     pub uid: u32,
     pub command: String,
     pub timeout_s: Option<u64>,
+    /// Run in the background (Claude Code's `run_in_background`): a
+    /// background job of the session.
+    pub background: bool,
     /// The client's tool_use_id, for the records.
     pub call_id: String,
     pub target: String,
@@ -35,16 +38,17 @@ impl Route {
     pub fn new(
         session: Arc<Session>,
         uid: u32,
-        command: String,
-        timeout_s: Option<u64>,
+        shell: (String, Option<u64>, bool),
         call_id: String,
         target: String,
     ) -> Route {
+        let (command, timeout_s, background) = shell;
         Route {
             session,
             uid,
             command,
             timeout_s,
+            background,
             call_id,
             target,
             created: Instant::now(),

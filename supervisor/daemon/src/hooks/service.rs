@@ -443,8 +443,7 @@ fn keep_route(
     let route = Route::new(
         Arc::clone(&binding.session),
         binding.uid,
-        sh.command,
-        sh.timeout_s,
+        (sh.command, sh.timeout_s, sh.background),
         tool.use_id.clone(),
         d.target.clone(),
     );

@@ -28,7 +28,12 @@ pub enum LlmError {
     #[error("llm call failed: cannot reach {url}: {reason}")]
     Connect { url: String, reason: String },
     #[error("llm call failed: provider answered HTTP {status}: {body}")]
-    Status { status: u16, body: String },
+    Status {
+        status: u16,
+        body: String,
+        /// The response's `Retry-After`, as sent.
+        retry_after: Option<String>,
+    },
     #[error("llm call failed: malformed provider response: {reason}")]
     Malformed {
         reason: String,
@@ -54,6 +59,23 @@ impl LlmError {
             body: None,
         }
     }
+}
+
+/// Whether a provider's HTTP status is worth another try: too many
+/// requests, or the server's own failure.
+pub fn retryable(status: u16) -> bool {
+    status == 429 || (500..600).contains(&status)
+}
+
+/// How long a `Retry-After` asks to wait (delay-seconds or an HTTP date),
+/// from `now`; `None` when it is neither.
+pub fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// A model backend.
@@ -83,6 +105,22 @@ pub fn cost(usage: Option<(u64, u64)>, price_in_per_1k: f64, price_out_per_1k: f
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        assert_eq!(retry_after("7", now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            retry_after("Sun, 09 Sep 2001 01:46:50 GMT", now),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            retry_after("Sat, 01 Jan 2000 00:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("soon", now), None);
+        assert!(retryable(429) && retryable(503) && !retryable(400) && !retryable(200));
+    }
 
     #[test]
     fn cost_uses_per_thousand_prices() {

@@ -27,14 +27,24 @@ impl std::fmt::Debug for OpenAi {
 }
 
 impl OpenAi {
+    /// `proxy`: `[llm] proxy`, the only proxy used (the environment's
+    /// proxy variables never are).
     pub fn new(
         base_url: &str,
         api_key: Option<String>,
         max_response_bytes: usize,
+        proxy: Option<&str>,
     ) -> Result<OpenAi, String> {
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(reqwest::redirect::Policy::none());
+        let builder = match proxy {
+            Some(p) => builder.proxy(
+                reqwest::Proxy::all(p).map_err(|e| format!("proxy {p:?}: {}", error_chain(&e)))?,
+            ),
+            None => builder,
+        };
+        let client = builder
             .build()
             .map_err(|e| format!("cannot build the http client: {e}"))?;
         let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
@@ -81,6 +91,11 @@ impl OpenAi {
             reason: error_chain(&e),
         })?;
         let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let mut stream = resp.bytes_stream();
         let mut buf: Vec<u8> = Vec::new();
         while let Some(chunk) = stream.next().await {
@@ -98,6 +113,7 @@ impl OpenAi {
             return Err(LlmError::Status {
                 status: status.as_u16(),
                 body,
+                retry_after,
             });
         }
         parse_response(&buf).map_err(|e| match e {
@@ -280,6 +296,7 @@ mod tests {
             "http://127.0.0.1:1/v1",
             Some("sk-secret-value".to_string()),
             1024,
+            None,
         )
         .unwrap();
         assert!(!format!("{p:?}").contains("sk-secret"));

@@ -128,6 +128,7 @@ async fn vet(sup: &Arc<Supervisor>, f: &Forward) -> Result<SocketAddr, String> {
     tokio::task::spawn_blocking(move || {
         let vetted = sup
             .engine
+            .load()
             .vet_url(&url, &sup.resolver())
             .map_err(|d| d.reason)?;
         vetted
@@ -145,6 +146,7 @@ async fn vet(sup: &Arc<Supervisor>, f: &Forward) -> Result<SocketAddr, String> {
 fn vet_peer(sup: &Supervisor, addr: SocketAddr) -> Result<(), String> {
     let now = sup.host_addrs.read_now(Trigger::Connector);
     sup.engine
+        .load()
         .vet_address(addr.ip(), &SystemResolver::default().with_host(now))
 }
 

@@ -35,7 +35,8 @@ pub fn decide(
     (method, id): (&str, &Value),
     from: Asker,
 ) -> Result<(), String> {
-    let d = sup.engine.decide_mcp_method(server, method);
+    let policy = sup.engine.load();
+    let d = policy.decide_mcp_method(server, method);
     let who = match from {
         Asker::Client => "the client's",
         Asker::Server => "the MCP server's",
@@ -53,6 +54,7 @@ pub fn decide(
         },
         code: d.code.as_str().to_string(),
         rule: d.rule.clone(),
+        rule_file: policy.rule_file(d.rule.as_deref()),
         reason: d.reason.clone(),
         consequence: Some(d.consequence.clone()),
         destructive: None,

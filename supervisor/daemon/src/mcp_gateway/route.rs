@@ -370,8 +370,12 @@ impl Router {
                 let _ = tx.send(v);
             }
             Waiting::List => {
-                let removed =
-                    filter_tools_list(&mut v, &self.sup.engine, &self.name, self.session.mode);
+                let removed = filter_tools_list(
+                    &mut v,
+                    &self.sup.engine.load(),
+                    &self.name,
+                    self.session.mode,
+                );
                 if !removed.is_empty() {
                     self.note(&format!(
                         "tools/list: removed {} (denied by policy)",

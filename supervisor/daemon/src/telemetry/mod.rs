@@ -10,6 +10,7 @@
 
 pub mod export;
 pub mod map;
+pub mod metrics;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

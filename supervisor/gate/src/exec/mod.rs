@@ -11,6 +11,8 @@ use tollgate_tools::ToolOutput;
 use crate::host::Ctx;
 
 mod fetch;
+pub(crate) mod job;
+pub(crate) mod net_lines;
 pub mod notes;
 pub mod sandbox;
 pub(crate) mod shell;
@@ -21,6 +23,8 @@ pub(crate) struct Done {
     pub(crate) exit_code: Option<i32>,
     /// Already redacted as it came (a command's output).
     pub(crate) redacted: bool,
+    /// run_bash: the command was killed when this timeout passed.
+    pub(crate) timed_out: Option<std::time::Duration>,
 }
 
 impl From<ToolOutput> for Done {
@@ -29,6 +33,7 @@ impl From<ToolOutput> for Done {
             output,
             exit_code: None,
             redacted: false,
+            timed_out: None,
         }
     }
 }
@@ -95,15 +100,19 @@ pub(crate) async fn execute(
             );
             Ok(o.await.map_err(tool_err)?.into())
         }
+        Tool::RunBash(a) if a.is_background() => job::start(cx, call_id, &a.command).await,
         Tool::RunBash(a) => {
             let cmd = shell::Command {
                 call_id,
                 text: &a.command,
                 timeout_s: a.timeout_s,
                 merge_stderr: true,
+                background: false,
             };
             shell::run_bash(cx, cmd, cancel).await
         }
+        Tool::JobOutput(a) => job::output(cx, &a.job_id),
+        Tool::KillJob(a) => job::kill(cx, &a.job_id, cancel).await,
         Tool::Webfetch(a) => fetch::webfetch(cx, a.max_bytes, d).await,
         Tool::Mcp(_)
         | Tool::TodoAppend(_)

@@ -43,7 +43,12 @@ pub(crate) async fn sandbox_of(cx: &Ctx) -> Result<Arc<dyn Sandbox>, ExecError> 
         .get_or_create(|| async {
             let token = session.sandbox_token_text.lock().clone();
             let spec = cx.host.sandbox_spec(session, token.as_deref());
-            session.backend.create(&spec).await
+            let sb = session.backend.create(&spec).await?;
+            if let Err(why) = Arc::clone(&cx.host).sandbox_built(session, sb.as_ref()) {
+                let _ = sb.destroy().await;
+                return Err(tollgate_sandbox::SandboxError::Refused(why));
+            }
+            Ok(sb)
         })
         .await
         .map_err(|e| ExecError::Sandbox(format!("{e}. The command did not run.")))?;

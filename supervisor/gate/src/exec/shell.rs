@@ -23,16 +23,42 @@ pub(crate) struct Command<'a> {
     /// The tool call it runs for (its `sandbox_denial` records name it).
     pub(crate) call_id: &'a str,
     pub(crate) text: &'a str,
-    /// As asked; clamped to `[sandbox] max_run_timeout_s`.
+    /// As asked; clamped to `[sandbox] max_run_timeout_s` (run_bash refuses
+    /// one above it first, [`over_cap`]; a routed command is told, [`Ran`]).
     pub(crate) timeout_s: Option<u64>,
     /// stderr into stdout (run_bash), or kept apart (a routed command).
     pub(crate) merge_stderr: bool,
+    /// A background job: no timeout ([`super::job::LIFETIME`]); it ends
+    /// when it exits, is killed, or its session ends.
+    pub(crate) background: bool,
 }
 
 /// How a run ended, and the timeout it had.
 pub(crate) struct Ran {
     pub(crate) outcome: Result<ExecOutcome, SandboxError>,
     pub(crate) timeout: Duration,
+}
+
+/// What a routed command's caller is told when the timeout it asked is
+/// above the cap: it runs with the cap. `None` within it.
+pub(crate) fn clamp_notice(cx: &Ctx, asked: Option<u64>) -> Option<String> {
+    let cap = cx.host.config().sandbox.max_run_timeout_s;
+    asked.filter(|t| *t > cap).map(|t| {
+        format!(
+            "the timeout asked ({t}s) is above this host's cap of {cap}s ([sandbox] max_run_timeout_s); the command runs with {cap}s"
+        )
+    })
+}
+
+/// The refusal of a timeout above `[sandbox] max_run_timeout_s`, naming
+/// the cap; `None` when `asked` is within it.
+pub(crate) fn over_cap(cx: &Ctx, asked: Option<u64>) -> Option<String> {
+    let cap = cx.host.config().sandbox.max_run_timeout_s;
+    asked.filter(|t| *t > cap).map(|t| {
+        format!(
+            "timeout_s {t} is above this host's cap of {cap}s ([sandbox] max_run_timeout_s); the command did not run. Call again with timeout_s at most {cap}, or split the work into shorter commands."
+        )
+    })
 }
 
 /// Before a command: the disk floor, then the session's sandbox (built on
@@ -58,13 +84,15 @@ pub(crate) async fn run(
     cancel: &CancellationToken,
 ) -> Ran {
     let cfg = &cx.host.config().sandbox;
-    let timeout = Duration::from_secs(
-        cmd.timeout_s
-            .unwrap_or(cfg.run_timeout_s)
-            .clamp(1, cfg.max_run_timeout_s),
-    );
+    let timeout = if cmd.background {
+        super::job::LIFETIME
+    } else {
+        let asked = cmd.timeout_s.unwrap_or(cfg.run_timeout_s);
+        Duration::from_secs(asked.clamp(1, cfg.max_run_timeout_s))
+    };
     let req = ExecRequest {
-        argv: vec!["sh".to_string(), "-c".to_string(), cmd.text.to_string()],
+        // bash when the sandbox has it: the shell policy parsed it as bash.
+        argv: sb.shell().argv(cmd.text),
         cwd: Some(cx.session.workspace.clone()),
         timeout,
         merge_stderr: cmd.merge_stderr,
@@ -84,11 +112,15 @@ pub(super) async fn run_bash(
     cmd: Command<'_>,
     cancel: &CancellationToken,
 ) -> Result<Done, ExecError> {
+    if let Some(reason) = over_cap(cx, cmd.timeout_s) {
+        return Err(ExecError::Tool(reason));
+    }
     let sb = prepare(cx).await?;
     let cap = cx.host.config().session.output_cap_bytes;
     let (tx, rx) = mpsc::channel::<Output>(64);
     let redactor = cx.host.redactor().clone();
     let collector = tokio::spawn(collect_output(rx, cap, redactor));
+    let net = super::net_lines::mark(cx);
     let ran = run(cx, sb.as_ref(), cmd, tx, cancel).await;
     let (kept, more) = collector.await.unwrap_or_default();
     if let Some(reason) = cx.session.disk_stop.lock().take() {
@@ -101,7 +133,11 @@ pub(super) async fn run_bash(
     if outcome.cancelled {
         return Err(ExecError::Cancelled);
     }
-    Ok(command_output(&kept, more, cap, &outcome, ran.timeout))
+    let mut done = command_output(&kept, more, cap, &outcome, ran.timeout);
+    done.output
+        .text
+        .push_str(&super::net_lines::refused_since(cx, net));
+    Ok(done)
 }
 
 /// A command's merged output, redacted on bytes as it comes (a secret split
@@ -193,6 +229,7 @@ fn command_output(
         },
         redacted: true,
         exit_code: Some(outcome.exit_code.unwrap_or(-1)),
+        timed_out: outcome.timed_out.then_some(timeout),
     }
 }
 

@@ -17,11 +17,12 @@ use tollgate_sandbox::{Backend, SandboxSpec};
 use crate::approvals::{Answer, Approvals, Scope};
 use crate::disk::DiskGuard;
 use crate::host::{Ctx, Host};
+use crate::in_force::InForce;
 use crate::session::{Caps, NewSession, Session};
 
 pub struct TestHost {
     config: Config,
-    engine: Engine,
+    engine: Arc<InForce>,
     redactor: Redactor,
     pub approvals: Approvals,
     disk: DiskGuard,
@@ -51,8 +52,8 @@ impl Host for TestHost {
     fn config(&self) -> &Config {
         &self.config
     }
-    fn engine(&self) -> &Engine {
-        &self.engine
+    fn engine(&self) -> Arc<InForce> {
+        Arc::clone(&self.engine)
     }
     fn redactor(&self) -> &Redactor {
         &self.redactor
@@ -109,6 +110,9 @@ impl Host for TestHost {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            wall: false,
+            image: None,
+            extra_ca: None,
         }
     }
 }
@@ -134,8 +138,16 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
+        Fixture::with_mode(tollgate_policy::Mode::Default)
+    }
+
+    pub fn with_mode(mode: tollgate_policy::Mode) -> Fixture {
         let config = Config::parse(POLICY, std::path::Path::new("test.toml")).unwrap();
-        let engine = Engine::new(&config.policy).unwrap();
+        let engine = Arc::new(InForce::new(
+            Engine::new(&config.policy).unwrap(),
+            &config.policy,
+            Vec::new(),
+        ));
         let ws_dir = tempfile::tempdir().unwrap();
         let audit_dir = tempfile::tempdir().unwrap();
         let ws = std::fs::canonicalize(ws_dir.path()).unwrap();
@@ -161,7 +173,7 @@ impl Fixture {
             user: "tester".to_string(),
             credentials: Vec::new(),
             repo: Vec::new(),
-            mode: tollgate_policy::Mode::Default,
+            mode,
             tools: None,
             caps: Caps {
                 max_tool_calls: 100,

@@ -5,4 +5,5 @@
 //! temporary directory. Nothing here needs root.
 
 mod fixture;
+mod network;
 mod promise;

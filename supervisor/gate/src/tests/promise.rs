@@ -31,9 +31,10 @@ fn asked_then(rest: &[&str]) -> Vec<String> {
     v
 }
 
+/// The command as the sandbox's shell runs it (bash where the host has it).
 fn sh(command: &str) -> Recorded {
     Recorded::Exec {
-        argv: vec!["sh".into(), "-c".into(), command.into()],
+        argv: tollgate_sandbox::Shell::of_host().argv(command),
         merge_stderr: true,
     }
 }
@@ -482,6 +483,7 @@ async fn routed(fx: &Fixture, cancel: CancellationToken) -> Vec<ShellOut> {
         command: "echo routed",
         target: "echo routed",
         timeout_s: None,
+        background: false,
     };
     crate::run_routed(&fx.cx(), &cmd, &tx, cancel).await;
     drop(tx);

@@ -93,6 +93,8 @@ pub enum Mapped {
 pub struct ShellCall {
     pub command: String,
     pub timeout_s: Option<u64>,
+    /// Claude Code's `run_in_background`: a background job of the session.
+    pub background: bool,
 }
 
 /// What a table entry is.
@@ -342,13 +344,40 @@ mod tests {
                 calls: vec![Tool::RunBash(tool::RunBash {
                     command: "cargo test".into(),
                     timeout_s: Some(2),
+                    background: None,
                 })],
                 shell: Some(ShellCall {
                     command: "cargo test".into(),
                     timeout_s: Some(2),
+                    background: false,
                 }),
                 search: None,
             }
+        );
+    }
+
+    #[test]
+    fn bash_run_in_background_is_a_background_job() {
+        let got = m(
+            "Bash",
+            json!({"command": "npm run dev", "run_in_background": true}),
+        );
+        let Mapped::Gated { calls, shell, .. } = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(
+            calls,
+            vec![Tool::RunBash(tool::RunBash {
+                command: "npm run dev".into(),
+                timeout_s: None,
+                background: Some(true),
+            })]
+        );
+        assert!(shell.is_some_and(|s| s.background));
+        let bad = m("Bash", json!({"command": "x", "run_in_background": "yes"}));
+        assert!(
+            matches!(&bad, Mapped::Refused { reason, .. } if reason.contains("run_in_background")),
+            "{bad:?}"
         );
     }
 

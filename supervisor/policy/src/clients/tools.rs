@@ -30,9 +30,13 @@ pub(super) fn shell(obj: &Map<String, Value>) -> Result<Mapped, String> {
             Some(ms.div_ceil(1000).max(1))
         }
     };
+    // Claude Code's `run_in_background`: the routed command is a background
+    // job of the session (docs/CLIENTS.md, "Background commands").
+    let background = opt_bool(obj, "run_in_background")?.unwrap_or(false);
     let call = Tool::RunBash(tool::RunBash {
         command: command.to_string(),
         timeout_s,
+        background: background.then_some(true),
     });
     Ok(Mapped::Gated {
         tool: call.name().as_str(),
@@ -40,6 +44,7 @@ pub(super) fn shell(obj: &Map<String, Value>) -> Result<Mapped, String> {
         shell: Some(ShellCall {
             command: command.to_string(),
             timeout_s,
+            background,
         }),
         search: None,
     })

@@ -4,6 +4,7 @@
 //! and the SSRF guard, and do the I/O.
 
 mod host;
+mod overlay;
 mod rule;
 #[cfg(test)]
 mod tests;
@@ -14,6 +15,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 pub use host::{DnsName, MAX_NAME_BYTES, NetHost};
+pub use overlay::{MAX_OVERLAY_RULES, NetOverlay, OverlayVerb, ask_allowed_in, operator_rule};
 pub use rule::{DEFAULT_PORTS, HostPattern, NetRule, split_port};
 
 use crate::host_addrs::HostAddrs;
@@ -46,6 +48,11 @@ pub struct NetworkConfig {
     /// CIDRs an allowed name may resolve to despite the SSRF guard.
     #[serde(default)]
     pub allow_private: Vec<String>,
+    /// PEM files of extra CAs (a corporate one) the egress proxy trusts,
+    /// beside the host's trust store, when it connects on to a host a
+    /// secret is bound to (docs/INTERFACES.md "[[secrets]]").
+    #[serde(default)]
+    pub trust_ca: Vec<String>,
 }
 
 /// The section, parsed and checked.
@@ -93,6 +100,21 @@ impl NetworkPolicy {
 
     pub fn unlisted(&self) -> Unlisted {
         self.unlisted
+    }
+
+    /// The `allow` entries as written.
+    pub fn allow_entries(&self) -> impl Iterator<Item = &str> {
+        self.allow.iter().map(|r| r.text.as_str())
+    }
+
+    /// The `deny` entries as written.
+    pub fn deny_entries(&self) -> impl Iterator<Item = &str> {
+        self.deny.iter().map(|r| r.text.as_str())
+    }
+
+    /// The `allow_private` ranges, normalised.
+    pub fn allow_private(&self) -> &[IpNet] {
+        &self.allow_private
     }
 
     /// Deny first, then allow, then `unlisted`.

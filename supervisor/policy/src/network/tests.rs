@@ -8,6 +8,7 @@ fn policy(allow: &[&str], deny: &[&str], unlisted: Unlisted) -> NetworkPolicy {
         deny: deny.iter().map(|s| s.to_string()).collect(),
         unlisted,
         allow_private: vec![],
+        ..NetworkConfig::default()
     })
     .unwrap()
 }
@@ -215,4 +216,82 @@ fn the_host_addresses_are_refused_too() {
         .vet_address("93.184.216.9".parse().unwrap(), &own, "self.example")
         .unwrap_err();
     assert!(e.contains("eth0"), "{e}");
+}
+
+fn overlay_add(o: &mut NetOverlay, p: &NetworkPolicy, verb: OverlayVerb, spec: &str) {
+    o.add(p, verb, spec).unwrap();
+}
+
+#[test]
+fn an_operator_overlay_is_checked_after_the_supervisors_deny_and_before_unlisted() {
+    let p = policy(&["*.example.org"], &["upload.example.org"], Unlisted::Ask);
+    let mut o = NetOverlay::default();
+    let d = |o: &NetOverlay, h: &str, port: u16| p.decide_with(o, &host(h), port);
+    assert_eq!(d(&o, "new.example", 443).verdict, NetVerdict::Ask);
+    overlay_add(&mut o, &p, OverlayVerb::Allow, "new.example");
+    let a = d(&o, "NEW.example.", 443);
+    assert_eq!(
+        (a.verdict, a.rule.as_str()),
+        (NetVerdict::Allow, "operator:net allow new.example")
+    );
+    assert_eq!(d(&o, "new.example", 22).verdict, NetVerdict::Ask);
+    // An operator's denial beats the supervisor's allow ...
+    overlay_add(&mut o, &p, OverlayVerb::Deny, "a.example.org");
+    let a = d(&o, "a.example.org", 443);
+    assert_eq!(
+        (a.verdict, a.rule.as_str()),
+        (NetVerdict::Deny, "operator:net deny a.example.org")
+    );
+    assert_eq!(d(&o, "b.example.org", 443).verdict, NetVerdict::Allow);
+    // ... and the supervisor's deny beats an operator's allowance, which is
+    // refused up front for a name the deny list names.
+    let e = o
+        .add(&p, OverlayVerb::Allow, "upload.example.org")
+        .unwrap_err();
+    assert!(
+        e.contains("[network] deny entry \"upload.example.org\""),
+        "{e}"
+    );
+    overlay_add(&mut o, &p, OverlayVerb::Allow, "*.example.org");
+    assert_eq!(
+        d(&o, "upload.example.org", 443).rule,
+        "upload.example.org",
+        "deny first, whatever the operator added"
+    );
+    // The same entry moves from one list to the other.
+    overlay_add(&mut o, &p, OverlayVerb::Deny, "new.example");
+    assert_eq!(d(&o, "new.example", 443).verdict, NetVerdict::Deny);
+    assert!(o.allow.iter().all(|r| r.text != "new.example"));
+    assert!(o.add(&p, OverlayVerb::Allow, "*.com").is_err());
+    assert!(o.add(&p, OverlayVerb::Deny, "a b").is_err());
+}
+
+#[test]
+fn ask_is_refused_never_granted_where_no_person_answers() {
+    use crate::Mode;
+    assert!(ask_allowed_in(Mode::Default).is_ok());
+    assert!(ask_allowed_in(Mode::AcceptEdits).is_ok());
+    let e = ask_allowed_in(Mode::DangerouslySkipPermissions).unwrap_err();
+    assert!(e.contains("refused, never granted"), "{e}");
+    assert!(ask_allowed_in(Mode::DontAsk).is_err());
+    assert!(ask_allowed_in(Mode::Plan).is_err());
+}
+
+#[test]
+fn trailing_dots_case_and_idna_are_one_name_for_the_deny_list_too() {
+    let p = policy(&["*.example.org"], &["Upload.Example.ORG."], Unlisted::Deny);
+    for spelling in [
+        "upload.example.org",
+        "UPLOAD.example.org.",
+        "\u{FF55}pload.example.org",
+    ] {
+        assert_eq!(verdict(&p, spelling, 443), NetVerdict::Deny, "{spelling}");
+    }
+    let p = policy(&["münchen.example"], &[], Unlisted::Deny);
+    assert_eq!(
+        verdict(&p, "xn--mnchen-3ya.example.", 443),
+        NetVerdict::Allow
+    );
+    assert_eq!(verdict(&p, "MÜNCHEN.EXAMPLE", 80), NetVerdict::Allow);
+    assert_eq!(verdict(&p, "munchen.example", 443), NetVerdict::Deny);
 }

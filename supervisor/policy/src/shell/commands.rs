@@ -250,6 +250,7 @@ impl Walker<'_> {
 
     fn denied(&self, name: &str) -> Option<DeniedKind> {
         lists::builtin_denied(name)
+            .filter(|k| !(self.sc.network_wall && *k == DeniedKind::Network))
             .filter(|_| !self.sc.allowed.iter().any(|a| a == name))
             .filter(|_| !(lists::is_mkfs(name) && self.sc.lifted.contains(Pattern::Mkfs)))
             .or_else(|| {

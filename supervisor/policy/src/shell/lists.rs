@@ -148,7 +148,7 @@ pub(crate) fn is_builtin_denied(name: &str) -> bool {
 pub(crate) fn denied_reason(name: &str, kind: DeniedKind) -> String {
     match kind {
         DeniedKind::Network => format!(
-            "`{name}` is on the denied-binaries list; the sandbox has no network. Use the webfetch tool for http(s) URLs."
+            "`{name}` is on the denied-binaries list: this supervisor has no [network] section, so the sandbox reaches no host. Use the webfetch tool for http(s) URLs, or ask the user to allow the hosts you need in the supervisor's [network] allow list."
         ),
         DeniedKind::Privilege => format!(
             "`{name}` is on the denied-binaries list; commands in the sandbox cannot change privileges or namespaces. Run the command itself, without `{name}`."
@@ -330,7 +330,7 @@ mod tests {
         let r = denied_reason("curl", DeniedKind::Network);
         assert_eq!(
             r,
-            "`curl` is on the denied-binaries list; the sandbox has no network. Use the webfetch tool for http(s) URLs."
+            "`curl` is on the denied-binaries list: this supervisor has no [network] section, so the sandbox reaches no host. Use the webfetch tool for http(s) URLs, or ask the user to allow the hosts you need in the supervisor's [network] allow list."
         );
         assert!(!r.to_lowercase().starts_with("permission denied"));
     }

@@ -65,6 +65,9 @@ pub(crate) struct ShellCtx<'a> {
     pub collect: bool,
     /// The dangerous patterns this host lifted (`[policy] lift_patterns`).
     pub lifted: patterns::PatternSet,
+    /// `[network]` is configured: network clients are not refused by name
+    /// (the network wall decides where they connect).
+    pub network_wall: bool,
 }
 
 /// One thing the analysis found.

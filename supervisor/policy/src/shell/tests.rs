@@ -76,8 +76,48 @@ fn run_patterns(
         fs: &fs,
         collect: true,
         lifted: patterns,
+        network_wall: false,
     };
     analyze(cmd, &sc)
+}
+
+/// With `[network]` configured, network clients are decided by the wall
+/// (where they connect), not refused by name; everything else on the
+/// denied-binaries list stays refused.
+#[test]
+fn network_clients_are_left_to_the_network_wall_when_network_is_configured() {
+    let none = lists::NameSet::default();
+    let fs = fs();
+    let wall = |cmd: &str, on: bool| {
+        let sc = ShellCtx {
+            workspace: Path::new("/w/proj"),
+            home: Path::new("/home/u"),
+            protected: &[],
+            extra_denied: &none,
+            allowed: &[],
+            fs: &fs,
+            collect: true,
+            lifted: super::patterns::PatternSet::default(),
+            network_wall: on,
+        };
+        analyze(cmd, &sc).deny.map(|f| (f.rule, f.reason))
+    };
+    for cmd in [
+        "curl -fsS https://example.org/",
+        "wget -q http://example.org/",
+        "nc example.org 7000",
+        "ssh git@example.net",
+        "scp a git@example.net:b",
+        "dig example.org",
+    ] {
+        assert_eq!(wall(cmd, true), None, "{cmd}");
+        let (rule, reason) = wall(cmd, false).unwrap_or_else(|| panic!("{cmd}"));
+        assert!(rule.starts_with("floor:"), "{cmd}: {rule}");
+        assert!(reason.contains("[network] allow list"), "{cmd}: {reason}");
+    }
+    for cmd in ["sudo ls", "chmod +x a", "docker ps"] {
+        assert!(wall(cmd, true).is_some(), "{cmd}");
+    }
 }
 
 fn run(cmd: &str) -> Report {

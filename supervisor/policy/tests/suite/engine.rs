@@ -412,7 +412,7 @@ fn shell_floor_through_the_engine() {
     );
     assert_eq!(
         d.reason,
-        "`curl` is on the denied-binaries list; the sandbox has no network. Use the webfetch tool for http(s) URLs."
+        "`curl` is on the denied-binaries list: this supervisor has no [network] section, so the sandbox reaches no host. Use the webfetch tool for http(s) URLs, or ask the user to allow the hosts you need in the supervisor's [network] allow list."
     );
     // Quoted denied words are data.
     let d = decide(

@@ -28,20 +28,29 @@ pub const LABEL_MANAGED: &str = "tollgate.managed";
 pub const LABEL_OWNER: &str = "tollgate.state-dir";
 
 /// The host files behind the resident exec agent: its executable and the
-/// socket it connects to. Both are mounted read-only.
+/// socket it connects to (both mounted read-only), and the split git
+/// directories it keeps links and special files out of
+/// (`tollgate_exec_agent::links`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentFiles {
     pub binary: std::path::PathBuf,
     pub socket: std::path::PathBuf,
+    pub no_links_beneath: Vec<std::path::PathBuf>,
 }
 
-/// pid 1 of every container: the resident exec agent, told where its socket is.
-pub fn agent_cmd() -> Vec<String> {
-    vec![
+/// pid 1 of every container: the resident exec agent, told where its socket
+/// is and which git directories to guard.
+pub fn agent_cmd(agent: &AgentFiles) -> Result<Vec<String>, SandboxError> {
+    let mut v = vec![
         CONTAINER_BINARY.to_string(),
         "--socket".to_string(),
         CONTAINER_SOCKET.to_string(),
-    ]
+    ];
+    for g in &agent.no_links_beneath {
+        v.push(tollgate_exec_agent::links::ARG.to_string());
+        v.push(utf8(g)?.to_string());
+    }
+    Ok(v)
 }
 
 const MIB: i64 = 1024 * 1024;
@@ -126,7 +135,7 @@ pub fn create_body(
     Ok(ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: Some(Vec::new()),
-        entrypoint: Some(agent_cmd()),
+        entrypoint: Some(agent_cmd(agent)?),
         user: Some(format!("{}:{}", spec.uid, spec.gid)),
         working_dir: Some(ws.to_string()),
         env: Some(env),
@@ -223,6 +232,11 @@ fn host_config(
                 .map(|(name, ip)| format!("{name}:{ip}"))
                 .collect()
         }),
+        // The network wall: the DNS stub the supervisor serves in the
+        // container's own namespace (wall.rs).
+        dns: spec
+            .wall
+            .then(|| vec![crate::wall::DNS_STUB.ip().to_string()]),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
         cap_drop: Some(vec!["ALL".to_string()]),
@@ -292,6 +306,7 @@ mod tests {
         AgentFiles {
             binary: PathBuf::from("/opt/tollgate/tollgate-exec-agent"),
             socket: PathBuf::from("/st/exec-agent/abc.sock"),
+            no_links_beneath: Vec::new(),
         }
     }
 
@@ -319,6 +334,9 @@ mod tests {
             git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
             home: None,
             egress: None,
+            wall: false,
+            image: None,
+            extra_ca: None,
         }
     }
 

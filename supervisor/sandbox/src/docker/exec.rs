@@ -583,14 +583,11 @@ impl Sandbox for DockerSandbox {
             .await
     }
 
-    fn egress_listener(
-        &self,
-        addr: std::net::SocketAddr,
-    ) -> Result<std::net::TcpListener, SandboxError> {
+    fn netns_pidfd(&self) -> Result<std::os::fd::OwnedFd, SandboxError> {
         // The pidfd taken at start, checked to be the container's init.
         let Some(init) = &self.init else {
             return Err(SandboxError::Refused(format!(
-                "container {} cannot get forwarded connections: the supervisor holds no pidfd of its init (the docker engine runs on another host, or the supervisor may not signal it)",
+                "container {} cannot be entered for its network: the supervisor holds no pidfd of its init (the docker engine runs on another host, or the supervisor may not signal it)",
                 self.name
             )));
         };
@@ -598,7 +595,7 @@ impl Sandbox for DockerSandbox {
             context: format!("pidfd of container {}", self.name),
             source: e,
         })?;
-        crate::egress::listen_in(pidfd, addr)
+        Ok(pidfd)
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
@@ -607,6 +604,10 @@ impl Sandbox for DockerSandbox {
 
     fn is_alive(&self) -> bool {
         DockerSandbox::is_alive(self)
+    }
+
+    fn shell(&self) -> crate::Shell {
+        self.shell
     }
 }
 

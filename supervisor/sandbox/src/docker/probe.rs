@@ -145,6 +145,9 @@ async fn probe_in(
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        wall: false,
+        image: None,
+        extra_ca: None,
     };
     let t0 = Instant::now();
     let sb = backend

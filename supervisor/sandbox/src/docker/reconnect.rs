@@ -69,6 +69,8 @@ pub struct Reconnecting {
     /// does itself ([`Backend::reap_orphans`]).
     reap_on_connect: AtomicBool,
     on_reaped: OnReaped,
+    /// The image's shell, learned from the last sandbox built.
+    shell: Mutex<Option<crate::Shell>>,
 }
 
 impl std::fmt::Debug for Reconnecting {
@@ -105,6 +107,7 @@ impl Reconnecting {
             reap_on_connect: AtomicBool::new(false),
             on_reaped,
             cfg,
+            shell: Mutex::new(None),
         };
         let _ = r.up(true).await;
         r.reap_on_connect.store(true, Ordering::SeqCst);
@@ -233,8 +236,16 @@ impl Backend for Reconnecting {
                 let _ = self.check(&b).await;
                 Err(SandboxError::Unavailable(r))
             }
+            Ok(sb) => {
+                *self.shell.lock().unwrap_or_else(|e| e.into_inner()) = Some(sb.shell());
+                Ok(sb)
+            }
             other => other,
         }
+    }
+
+    fn shell(&self) -> Option<crate::Shell> {
+        *self.shell.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {

@@ -58,6 +58,8 @@ pub struct DockerSandbox {
     /// The placeholders the container's mounts hold; released once the
     /// container is removed.
     pub(super) reservation: std::sync::Mutex<Option<crate::host_exec::reserve::Reservation>>,
+    /// The image's shell ([`crate::Shell`]), found when the container started.
+    pub(super) shell: crate::Shell,
 }
 
 impl std::fmt::Debug for DockerSandbox {
@@ -97,6 +99,29 @@ impl DockerSandbox {
     /// seccomp, no capabilities.
     pub fn agent_posture(&self) -> &str {
         &self.posture
+    }
+
+    /// The image's shell asked inside the container, when its root cannot
+    /// be looked at from here (an engine on another host): bash runs
+    /// `true`, or the image has none.
+    pub(super) async fn probe_shell(&self) -> crate::Shell {
+        use crate::Sandbox as _;
+        for path in ["/bin/bash", "/usr/bin/bash"] {
+            let (tx, _rx) = tokio::sync::mpsc::channel(4);
+            let req = crate::ExecRequest {
+                argv: vec![path.to_string(), "-c".to_string(), "true".to_string()],
+                cwd: None,
+                timeout: Duration::from_secs(10),
+                merge_stderr: true,
+            };
+            let ran = self
+                .exec(req, tx, tokio_util::sync::CancellationToken::new())
+                .await;
+            if ran.is_ok_and(|o| o.exit_code == Some(0)) {
+                return crate::Shell::Bash(path);
+            }
+        }
+        crate::Shell::Sh
     }
 
     pub(super) fn is_alive(&self) -> bool {

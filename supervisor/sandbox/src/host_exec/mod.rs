@@ -60,6 +60,11 @@ pub struct Plan {
     pub binds: Vec<Bind>,
     /// Placeholders to create first (parents first), removed at the end.
     pub reserve: Vec<Placeholder>,
+    /// The split git directories, outermost only (workspace-relative):
+    /// every command starts under a Landlock layer that keeps symlinks,
+    /// FIFOs, sockets and devices out of them
+    /// (`tollgate_exec_agent::links`, docs/THREAT_MODEL.md).
+    pub no_links_beneath: Vec<PathBuf>,
 }
 
 /// A placeholder: what holds a missing protected path's place while a
@@ -242,7 +247,15 @@ pub fn plan(
 /// The binds and placeholders for what [`plan`] noted: parents pinned,
 /// missing parents reserved.
 fn assemble(workspace: &Path, n: Noted) -> Result<Plan, SandboxError> {
-    let mut out = Plan::default();
+    let mut out = Plan {
+        no_links_beneath: n
+            .git_dirs
+            .iter()
+            .filter(|g| !n.git_dirs.iter().any(|o| o != *g && g.starts_with(o)))
+            .cloned()
+            .collect(),
+        ..Plan::default()
+    };
     let mut pins: BTreeSet<PathBuf> = n.git_dirs.clone();
     for p in &n.read_only {
         for a in ancestors(p) {
@@ -552,6 +565,8 @@ mod tests {
         let p = plan(&ws, &[".git".to_string()], None, RO).unwrap();
         assert_eq!(binds(&p), vec![(".git".into(), BindHow::ReadOnly)]);
         assert!(p.reserve.is_empty());
+        // Read-only as a whole: nothing can be made in it at all.
+        assert!(p.no_links_beneath.is_empty());
         let p = plan(&ws, &[".git".to_string()], None, SPLIT).unwrap();
         let b = binds(&p);
         for (rel, how) in [
@@ -582,6 +597,8 @@ mod tests {
                 "{rel}: {b:?}"
             );
         }
+        // The outermost git directory only: the submodule's lies beneath it.
+        assert_eq!(p.no_links_beneath, vec![PathBuf::from(".git")]);
         let commondir = p
             .reserve
             .iter()

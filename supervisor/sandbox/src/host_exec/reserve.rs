@@ -29,6 +29,7 @@ use nix::sys::stat::{FileStat, Mode, SFlag};
 use serde::{Deserialize, Serialize};
 
 use super::Placeholder;
+use crate::BackendKind;
 use crate::native::sys;
 use crate::{Reaped, SandboxError, WorkspaceId};
 
@@ -76,6 +77,20 @@ struct Held {
 struct Record {
     workspace: PathBuf,
     held: Vec<Held>,
+    /// The backend whose sandbox holds them: only that backend reaps them,
+    /// once its own sandboxes are dead. Absent in records written before it
+    /// was kept: either backend reaps those.
+    #[serde(default)]
+    backend: Option<BackendKind>,
+}
+
+/// Who holds a reservation: the session, the backend of its sandbox, and
+/// the state directory its record goes under.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holder<'a> {
+    pub state_dir: &'a Path,
+    pub session: &'a str,
+    pub backend: BackendKind,
 }
 
 /// A placeholder's holders in this process.
@@ -185,15 +200,14 @@ fn stat_at(dir: &Parent<'_>, name: &CString) -> nix::Result<FileStat> {
     nix::sys::stat::fstatat(dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
 }
 
-/// Creates the placeholders `rel` (parents first) in `ws` for the session
-/// `session`, owned by `uid:gid`; records them under `state_dir` first.
+/// Creates the placeholders `rel` (parents first) in `ws` for `holder`'s
+/// session, owned by `uid:gid`; records them under its state directory first.
 pub(crate) fn acquire(
     ws: &Path,
     id: Option<WorkspaceId>,
     rels: &[Placeholder],
     owner: (u32, u32),
-    state_dir: &Path,
-    session: &str,
+    holder: Holder<'_>,
 ) -> Result<Reservation, SandboxError> {
     let mut r = Reservation {
         workspace: ws.to_path_buf(),
@@ -205,7 +219,7 @@ pub(crate) fn acquire(
     }
     let ws_fd = open_workspace(ws, id)?;
     let mut t = table();
-    let record = record_path(state_dir, session);
+    let record = record_path(holder.state_dir, holder.session);
     write_record(
         &record,
         &Record {
@@ -217,6 +231,7 @@ pub(crate) fn acquire(
                     id: Ident::default(),
                 })
                 .collect(),
+            backend: Some(holder.backend),
         },
     )?;
     t.live.insert(record.clone());
@@ -268,6 +283,7 @@ pub(crate) fn acquire(
                     id: *id,
                 })
                 .collect(),
+            backend: Some(holder.backend),
         },
     )?;
     drop(t);
@@ -393,10 +409,10 @@ fn write_record(path: &Path, rec: &Record) -> Result<(), SandboxError> {
     std::fs::rename(&tmp, path).map_err(io_err(format!("write {}", path.display())))
 }
 
-/// At supervisor start: removes the placeholders that sandboxes of a
-/// crashed supervisor (this state dir's) left, one line per session.
-/// Reservations alive in this process are left alone.
-pub(crate) fn reap(state_dir: &Path) -> Vec<Reaped> {
+/// At supervisor start: removes the placeholders that `backend`'s sandboxes
+/// of a crashed supervisor (this state dir's) left, one line per session.
+/// Reservations alive in this process, and another backend's, are left alone.
+pub(crate) fn reap(state_dir: &Path, backend: BackendKind) -> Vec<Reaped> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir(state_dir)) else {
         return out;
@@ -413,10 +429,13 @@ pub(crate) fn reap(state_dir: &Path) -> Vec<Reaped> {
             let _ = std::fs::remove_file(&path);
             continue;
         };
-        let detail = match std::fs::read(&path)
+        let rec = std::fs::read(&path)
             .ok()
-            .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
-        {
+            .and_then(|b| serde_json::from_slice::<Record>(&b).ok());
+        let detail = match rec {
+            Some(Record {
+                backend: Some(b), ..
+            }) if b != backend => continue,
             None => "unreadable placeholder record removed".to_string(),
             Some(rec) => reap_one(&rec),
         };
@@ -472,6 +491,14 @@ pub(crate) fn merge(rows: &mut Vec<Reaped>, placeholders: Vec<Reaped>) {
 mod tests {
     use super::*;
 
+    fn native<'a>(state_dir: &'a Path, session: &'a str) -> Holder<'a> {
+        Holder {
+            state_dir,
+            session,
+            backend: BackendKind::Native,
+        }
+    }
+
     fn ws() -> (tempfile::TempDir, PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let ws = d.path().canonicalize().unwrap().join("ws");
@@ -487,12 +514,12 @@ mod tests {
             .iter()
             .map(|r| Placeholder::dir(PathBuf::from(r)))
             .collect();
-        let a = acquire(&ws, None, &rels, (0, 0), &state, "a").unwrap();
+        let a = acquire(&ws, None, &rels, (0, 0), native(&state, "a")).unwrap();
         for r in &rels {
             assert!(ws.join(&r.rel).is_dir(), "{}", r.rel.display());
         }
         assert!(state.join("reserved/a.json").exists());
-        let b = acquire(&ws, None, &rels, (0, 0), &state, "b").unwrap();
+        let b = acquire(&ws, None, &rels, (0, 0), native(&state, "b")).unwrap();
         drop(a);
         assert!(ws.join("tools/hooks").is_dir(), "b still holds it");
         assert!(!state.join("reserved/a.json").exists());
@@ -512,7 +539,7 @@ mod tests {
             Placeholder::dir(PathBuf::from(".idea")),
             Placeholder::dir(PathBuf::from(".envrc")),
         ];
-        let r = acquire(&ws, None, &rels, (0, 0), &state, "s").unwrap();
+        let r = acquire(&ws, None, &rels, (0, 0), native(&state, "s")).unwrap();
         std::fs::write(ws.join(".idea/workspace.xml"), "x").unwrap();
         std::fs::remove_dir(ws.join(".envrc")).unwrap();
         std::fs::create_dir(ws.join(".envrc")).unwrap();
@@ -530,8 +557,7 @@ mod tests {
             None,
             &[Placeholder::dir(PathBuf::from(".cargo"))],
             (0, 0),
-            &state,
-            "live",
+            native(&state, "live"),
         )
         .unwrap();
         let crashed = acquire(
@@ -539,15 +565,14 @@ mod tests {
             None,
             &[Placeholder::dir(PathBuf::from(".husky"))],
             (0, 0),
-            &state,
-            "crashed",
+            native(&state, "crashed"),
         )
         .unwrap();
         // A crash runs no destructors, and the next start is another process.
         let rec = crashed.record.clone().unwrap();
         std::mem::forget(crashed);
         table().live.remove(&rec);
-        let reaped = reap(&state);
+        let reaped = reap(&state, BackendKind::Native);
         assert_eq!(reaped.len(), 1, "{reaped:?}");
         assert_eq!(reaped[0].session_id, "crashed");
         assert!(
@@ -575,7 +600,7 @@ mod tests {
                 file: Some(""),
             },
         ];
-        let r = acquire(&ws, None, &rels, (0, 0), &state, "f").unwrap();
+        let r = acquire(&ws, None, &rels, (0, 0), native(&state, "f")).unwrap();
         assert_eq!(
             std::fs::read_to_string(ws.join("g/commondir")).unwrap(),
             ".\n"
@@ -603,11 +628,37 @@ mod tests {
             None,
             &[Placeholder::dir(PathBuf::from("tools/hooks"))],
             (0, 0),
-            &state,
-            "x",
+            native(&state, "x"),
         )
         .unwrap_err();
         assert!(e.to_string().contains("placeholder"), "{e}");
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_backend_reaps_only_its_own_placeholders() {
+        let (d, ws) = ws();
+        let state = d.path().join("state");
+        let docker = Holder {
+            state_dir: &state,
+            session: "in-docker",
+            backend: BackendKind::Docker,
+        };
+        let held = acquire(
+            &ws,
+            None,
+            &[Placeholder::dir(PathBuf::from(".husky"))],
+            (0, 0),
+            docker,
+        )
+        .unwrap();
+        let rec = held.record.clone().unwrap();
+        std::mem::forget(held);
+        table().live.remove(&rec);
+        assert!(reap(&state, BackendKind::Native).is_empty());
+        assert!(ws.join(".husky").is_dir(), "the native reaper left it");
+        let reaped = reap(&state, BackendKind::Docker);
+        assert_eq!(reaped.len(), 1, "{reaped:?}");
+        assert!(!ws.join(".husky").exists());
     }
 }

@@ -8,7 +8,8 @@
 //! 2. build the seccomp filters (allocation happens before any fork);
 //! 3. `unshare` new mount, pid, network, ipc, uts and cgroup namespaces
 //!    (plus a user namespace mapping only our own uid/gid when not root);
-//!    `/` made private in the new mount namespace;
+//!    `lo` brought up in the new network namespace (its only device: the
+//!    sandbox's own loopback); `/` made private in the new mount namespace;
 //! 4. fork pid 1 of the new pid namespace; the helper reports pid 1's pid and
 //!    a pidfd for it to the supervisor (which moves pid 1 into the session's
 //!    cgroups meanwhile), then only waits for it, and then detaches the
@@ -35,6 +36,8 @@ use std::time::Instant;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::CloneFlags;
 use nix::unistd::ForkResult;
+
+use tollgate_exec_agent::links::Guard;
 
 use super::protocol::{self, FromInit, InitConfig, MAX_PACKET};
 use super::{SetupError, credentials, init, landlock, mounts, rlimits, seccomp, sys};
@@ -225,6 +228,11 @@ fn enter_namespaces(cfg: &InitConfig) -> Result<(), SetupError> {
             write_file(path, &data)?;
         }
     }
+    // Loopback inside the sandbox: its own, with nothing else on it.
+    crate::egress::loopback_up().map_err(|e| SetupError {
+        step: "namespaces",
+        detail: format!("bring lo up in the sandbox's network namespace: {e}"),
+    })?;
     // Nothing mounted or unmounted in this namespace may propagate to the
     // host's, from here on (pid 1 repeats it; the helper's own unmount at
     // the end relies on it).
@@ -286,28 +294,33 @@ fn sandbox_init(
     clock: Clock,
 ) -> Result<Infallible, (SetupError, OwnedFd)> {
     match restrict(&ctrl_fd, cfg, filters, helper, clock) {
-        Ok(envp_path) => init::run(init::Init {
+        Ok((envp, path, links, per_call)) => init::run(init::Init {
             ctrl: ctrl_fd,
-            envp: envp_path.0,
-            path: envp_path.1,
+            envp,
+            path,
             rlimit_cpu_s: cfg.rlimit_cpu_s,
-            per_call: envp_path.2,
+            links,
+            per_call,
         }),
         Err(e) => Err((e, ctrl_fd)),
     }
 }
 
+/// The environment and the PATH entries commands run with, and the guard
+/// each command starts under.
+/// The environment and PATH entries commands run with, the link guard,
+/// and the per-call Landlock ruleset when commands get domains of their own.
+type Commands = (Vec<CString>, Vec<Vec<u8>>, Guard, Option<OwnedFd>);
+
 /// Every restriction of pid 1, in order, ending with the `Ready` report.
-/// Returns the environment and the PATH entries commands run with, and
-/// the per-call Landlock ruleset when commands get domains of their own.
-#[allow(clippy::type_complexity)]
+/// Returns what commands run with (see [`Commands`]).
 fn restrict(
     ctrl_fd: &OwnedFd,
     cfg: &InitConfig,
     filters: &seccomp::Filters,
     helper: OwnedFd,
     mut clock: Clock,
-) -> Result<(Vec<CString>, Vec<Vec<u8>>, Option<OwnedFd>), SetupError> {
+) -> Result<Commands, SetupError> {
     let ctrl = ctrl_fd.as_raw_fd();
     let step = |step: &'static str| {
         move |e: nix::Error| SetupError {
@@ -325,18 +338,19 @@ fn restrict(
         binds: &cfg.binds,
         rootless: cfg.rootless,
         hosts: cfg.egress.as_ref().map(crate::Egress::hosts_file),
+        resolv: cfg.wall.then(crate::wall::resolv_conf),
+        extra_ca: cfg.extra_ca.clone(),
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;
-    let prepared = landlock::prepare(
-        &cfg.workspace,
-        &cfg.hidden,
-        cfg.egress
-            .as_ref()
-            .map(|e| e.ports.as_slice())
-            .unwrap_or(&[]),
-        cfg.attribute,
-    )?;
+    let prepared = landlock::prepare(&cfg.workspace, &cfg.hidden, cfg.attribute)?;
+    // Above the workspace, listed now: a command's Landlock lets it list
+    // only what it may read.
+    let links =
+        Guard::new(&cfg.workspace, cfg.no_links_beneath.clone()).map_err(|detail| SetupError {
+            step: "landlock-links",
+            detail,
+        })?;
     clock.mark("landlock-prepare");
     let envp: Vec<CString> = cfg
         .env
@@ -384,7 +398,7 @@ fn restrict(
         step: "report",
         detail: e.to_string(),
     })?;
-    Ok((envp, path, prepared.per_call))
+    Ok((envp, path, links, prepared.per_call))
 }
 
 /// Reads our own /proc/self/status and insists on the posture every command

@@ -36,6 +36,9 @@ pub(crate) struct Init {
     /// The per-call Landlock ruleset (landlock.rs); `None`: commands share
     /// the sandbox's domain.
     pub per_call: Option<OwnedFd>,
+    /// Split git directories: no command makes a link or special file
+    /// beneath them (`tollgate_exec_agent::links`).
+    pub links: tollgate_exec_agent::links::Guard,
 }
 
 /// Blocks SIGCHLD so it can be read from a signalfd. Call before the first fork.
@@ -243,6 +246,14 @@ fn child(init: &Init, fds: &[OwnedFd], l: &Launch<'_>) -> ! {
     let _ = sys::set_rlimit(libc::RLIMIT_CPU, init.rlimit_cpu_s);
     if let Err(e) = nix::unistd::chdir(cwd.as_c_str()) {
         let msg = format!("sandbox: cannot enter {}: {e}\n", cwd.to_string_lossy());
+        let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
+        // SAFETY: as above.
+        unsafe { libc::_exit(126) }
+    }
+    if let Err(e) = init.links.apply() {
+        let msg = format!(
+            "sandbox: cannot start {name}: the layer that keeps links and special files out of the git directory failed: {e}\n"
+        );
         let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
         // SAFETY: as above.
         unsafe { libc::_exit(126) }

@@ -1,8 +1,8 @@
 //! Step 8: Landlock, with `HardRequirement`, checked `FullyEnforced`.
 //!
 //! Handled (so denied unless a rule below grants it): every filesystem right
-//! of ABI 6, TCP bind and connect, abstract unix sockets and signals outside
-//! the sandbox (scopes). Granted:
+//! of ABI 6, abstract unix sockets and signals outside the sandbox (scopes).
+//! Granted:
 //!
 //! | where | rights |
 //! |---|---|
@@ -13,7 +13,14 @@
 //! | /dev/{null,zero,full,random,urandom,tty} | read, write (+ ioctl for tty) |
 //! | /dev/pts | read, write, list, ioctl |
 //! | the workspace, /tmp, /dev/shm | everything except making char/block devices |
-//! | network | nothing: every TCP bind and connect is denied; with forwarded egress (`agent mcp-gateway --allow-net`), TCP connect to exactly the forwarded ports (the only things listening on them are the supervisor's listeners in the sandbox's own network namespace); bind stays denied |
+//!
+//! TCP bind and connect are not handled: the sandbox's own network
+//! namespace is the wall (docs/THREAT_MODEL.md "Network"). Its only device
+//! is `lo`, on which the session's own servers and the supervisor's
+//! listeners (forwarded egress, the network wall's proxies) are all there
+//! is; the host's loopback and other sessions' are in other namespaces, out
+//! of reach. With `[network]`, every connect to another address is captured
+//! by the rules the supervisor loaded there (`crate::wall`).
 //!
 //! Landlock does not cover chmod/chown/utime/setxattr, UDP, or connect() to
 //! pathname sockets below ABI 9; the mount namespace (what is not mounted is
@@ -28,8 +35,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::SetupError;
@@ -238,12 +245,10 @@ impl Builder {
 
 /// Builds the ruleset in the sandbox's own view (call after pivot_root,
 /// before dropping privileges: listing /etc needs no rights afterwards).
-/// `egress_ports`: the TCP ports a command may connect to (forwarded egress;
-/// empty: none). `per_call`: also build [`Prepared::per_call`].
+/// `per_call`: also build [`Prepared::per_call`].
 pub(crate) fn prepare(
     workspace: &Path,
     hidden: &[PathBuf],
-    egress_ports: &[u16],
     per_call: bool,
 ) -> Result<Prepared, SetupError> {
     let ruleset = new_ruleset(true)?;
@@ -291,11 +296,7 @@ pub(crate) fn prepare(
         .ruleset
         .take()
         .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
-    let ruleset = add_ports(ruleset, egress_ports)?;
-    let per_call = match b.per_call.take() {
-        Some(r) => Option::<OwnedFd>::from(add_ports(r, egress_ports)?),
-        None => None,
-    };
+    let per_call = b.per_call.take().and_then(Option::<OwnedFd>::from);
     Ok(Prepared {
         ruleset,
         per_call,
@@ -308,8 +309,7 @@ pub(crate) fn prepare(
 fn new_ruleset(scoped: bool) -> Result<RulesetCreated, SetupError> {
     let r = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(TARGET_ABI))
-        .and_then(|r| r.handle_access(AccessNet::from_all(TARGET_ABI)));
+        .handle_access(AccessFs::from_all(TARGET_ABI));
     let r = if scoped {
         r.and_then(|r| r.scope(Scope::from_all(TARGET_ABI)))
     } else {
@@ -317,15 +317,6 @@ fn new_ruleset(scoped: bool) -> Result<RulesetCreated, SetupError> {
     };
     r.and_then(|r| r.create())
         .map_err(|e| err("create ruleset", e))
-}
-
-fn add_ports(mut ruleset: RulesetCreated, ports: &[u16]) -> Result<RulesetCreated, SetupError> {
-    for port in ports {
-        ruleset = ruleset
-            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-            .map_err(|e| err(format!("connect rule for TCP port {port}"), e))?;
-    }
-    Ok(ruleset)
 }
 
 /// The restrict_self flags of a command's own domain: its denials are

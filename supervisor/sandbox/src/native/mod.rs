@@ -215,8 +215,11 @@ impl NativeBackend {
             spec.workspace_id,
             &plan.reserve,
             (spec.uid, spec.gid),
-            &self.cfg.state_dir,
-            &spec.session_id,
+            crate::host_exec::reserve::Holder {
+                state_dir: &self.cfg.state_dir,
+                session: &spec.session_id,
+                backend: crate::BackendKind::Native,
+            },
         )?;
         let init_cfg = InitConfig {
             session_id: spec.session_id.clone(),
@@ -234,9 +237,16 @@ impl NativeBackend {
             pids: spec.limits.pids,
             rlimit_cpu_s: self.opts.rlimit_cpu_s,
             rlimit_nproc: self.opts.rlimit_nproc,
+            no_links_beneath: plan
+                .no_links_beneath
+                .iter()
+                .map(|g| spec.workspace.join(g))
+                .collect(),
             binds: plan.binds,
             egress: spec.egress.clone(),
             attribute: audit::listener().is_ok(),
+            wall: spec.wall,
+            extra_ca: spec.extra_ca.clone(),
         };
         let cgroups = match &self.probe.cgroups {
             Some(layout) => Some(
@@ -555,12 +565,16 @@ impl Backend for NativeBackend {
         Ok(sb)
     }
 
+    fn shell(&self) -> Option<crate::Shell> {
+        Some(crate::Shell::of_host())
+    }
+
     async fn reap_orphans(&self) -> Result<Vec<Reaped>, SandboxError> {
         let mut rows = record::reap(&self.cfg.state_dir, &self.instance_dirs()).await;
         // Placeholders only once their sandboxes are dead.
         crate::host_exec::reserve::merge(
             &mut rows,
-            crate::host_exec::reserve::reap(&self.cfg.state_dir),
+            crate::host_exec::reserve::reap(&self.cfg.state_dir, crate::BackendKind::Native),
         );
         Ok(rows)
     }
@@ -958,12 +972,8 @@ impl Sandbox for NativeSandbox {
         self.exec_fed(req, stdin, out, cancel).await
     }
 
-    fn egress_listener(
-        &self,
-        addr: std::net::SocketAddr,
-    ) -> Result<std::net::TcpListener, SandboxError> {
-        let pidfd = self
-            .teardown
+    fn netns_pidfd(&self) -> Result<OwnedFd, SandboxError> {
+        self.teardown
             .lock()
             .ok()
             .and_then(|t| {
@@ -976,8 +986,7 @@ impl Sandbox for NativeSandbox {
             .map_err(|e| SandboxError::Io {
                 context: "pidfd of sandbox pid 1".to_string(),
                 source: e,
-            })?;
-        crate::egress::listen_in(pidfd, addr)
+            })
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
@@ -991,5 +1000,10 @@ impl Sandbox for NativeSandbox {
 
     fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::SeqCst)
+    }
+
+    fn shell(&self) -> crate::Shell {
+        // The sandbox's /bin and /usr are the host's, read-only.
+        crate::Shell::of_host()
     }
 }

@@ -87,6 +87,12 @@ pub(crate) struct MountPlan<'a> {
     /// The whole `/etc/hosts` the sandbox sees, when it has forwarded
     /// egress (names → the listeners' addresses); the host's otherwise.
     pub hosts: Option<String>,
+    /// The whole `/etc/resolv.conf`, when the network wall serves its DNS
+    /// stub in the sandbox (`crate::wall`); the host's otherwise.
+    pub resolv: Option<String>,
+    /// A CA added to `/etc/ssl/certs/ca-certificates.crt` (the session's,
+    /// when it has secrets): the host's bundle and it stand in for it.
+    pub extra_ca: Option<String>,
 }
 
 fn err(step: &'static str, what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
@@ -131,20 +137,20 @@ fn bind_ro(src: &Path, dst: &Path) -> Result<(), SetupError> {
     .map_err(|e| err("mounts", format!("make {} read-only", dst.display()), e))
 }
 
-/// Binds a file holding `text` read-only over the new root's /etc/hosts
-/// (the egress names), then removes the file from the root (the mount
-/// keeps it).
-fn hosts_file(new: &Path, text: &str) -> Result<(), SetupError> {
-    let dst = new.join("etc/hosts");
+/// Binds a file holding `text` read-only over the new root's `etc_name`
+/// (`hosts`: the egress names; `resolv.conf`: the wall's DNS stub), then
+/// removes the file from the root (the mount keeps it).
+fn stand_in(new: &Path, etc_name: &str, text: &str) -> Result<(), SetupError> {
+    let dst = new.join("etc").join(etc_name);
     // A symlink would be followed in the host's view: not stood in for.
     if !fs::symlink_metadata(&dst).is_ok_and(|m| m.file_type().is_file()) {
         return Err(err(
             "mounts",
-            "/etc/hosts",
-            "the host has no plain file there for the egress names to stand in for",
+            format!("/etc/{etc_name}"),
+            "the host has no plain file there for the sandbox's own to stand in for",
         ));
     }
-    let src = new.join(".tollgate-hosts");
+    let src = new.join(format!(".tollgate-{}", etc_name.replace('/', "-")));
     fs::write(&src, text).map_err(|e| err("mounts", format!("write {}", src.display()), e))?;
     bind_ro(&src, &dst)?;
     fs::remove_file(&src).map_err(|e| err("mounts", format!("remove {}", src.display()), e))
@@ -256,7 +262,23 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     bind_system_dirs(new)?;
     if let Some(text) = &plan.hosts {
         // --allow-net: the forwarded names, over the host's /etc/hosts.
-        hosts_file(new, text)?;
+        stand_in(new, "hosts", text)?;
+    }
+    if let Some(text) = &plan.resolv {
+        // The network wall: the DNS stub, over the host's resolv.conf.
+        stand_in(new, "resolv.conf", text)?;
+    }
+    if let Some(pem) = &plan.extra_ca {
+        // [[secrets]]: the session's CA beside the host's.
+        let name = "ssl/certs/ca-certificates.crt";
+        let host = new.join("etc").join(name);
+        let mut text = fs::read_to_string(&host)
+            .map_err(|e| err("mounts", format!("read {}", host.display()), e))?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(pem);
+        stand_in(new, name, &text)?;
     }
     build_dev(new, plan)?;
     mount_proc(new)?;

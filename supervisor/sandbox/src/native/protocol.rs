@@ -44,6 +44,10 @@ pub(crate) struct InitConfig {
     /// Paths of the workspace to attach read-only or pin, parents first
     /// (decided on the host by [`crate::host_exec::plan`]).
     pub binds: Vec<crate::host_exec::Bind>,
+    /// Split git directories (absolute): each command starts under
+    /// a `tollgate_exec_agent::links::Guard` of these.
+    #[serde(default)]
+    pub no_links_beneath: Vec<PathBuf>,
     /// Forwarded egress: Landlock lets TCP connect to these ports only, and
     /// `/etc/hosts` maps the names. `None`: every TCP connect is denied.
     #[serde(default)]
@@ -52,6 +56,13 @@ pub(crate) struct InitConfig {
     /// supervisor can attribute its refusals (native/audit).
     #[serde(default)]
     pub attribute: bool,
+    /// The network wall is served in the sandbox's namespace: its own
+    /// `/etc/resolv.conf` names the DNS stub.
+    #[serde(default)]
+    pub wall: bool,
+    /// The CA bundle standing in for the root's (`[[secrets]]`).
+    #[serde(default)]
+    pub extra_ca: Option<String>,
 }
 
 /// Requests from the supervisor to the sandbox's pid 1.

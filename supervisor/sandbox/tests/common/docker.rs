@@ -138,6 +138,9 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         git_dir: tollgate_policy::host_exec::GitDirMode::ReadOnly,
         home: None,
         egress: None,
+        wall: false,
+        image: None,
+        extra_ca: None,
     }
 }
 

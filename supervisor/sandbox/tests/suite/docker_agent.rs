@@ -125,6 +125,7 @@ impl RawAgent {
         let files = AgentFiles {
             binary: cfg.exec_agent.canonicalize().unwrap(),
             socket: sock.clone(),
+            no_links_beneath: Vec::new(),
         };
         let seccomp: serde_json::Value = serde_json::from_str(&cfg.seccomp_profile).unwrap();
         let body = create_body(

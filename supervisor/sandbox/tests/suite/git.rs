@@ -199,6 +199,16 @@ async fn ordinary_git_works_inside_on_both_backends_root_or_not() {
     }
 }
 
+/// A new gitlink to a repository made inside, whose config runs
+/// `touch MARK/gitlink` when git enters it (the open hole of the split,
+/// docs/THREAT_MODEL.md).
+fn gitlink_plant() -> String {
+    format!(
+        "mkdir n && cd n && git init -q && {} >> .git/config && echo x > x && git add x && git commit -qm n && cd .. && git add n",
+        fsmonitor("gitlink")
+    )
+}
+
 /// A config line that runs `touch MARK/<what>` on git's next `status`.
 fn fsmonitor(what: &str) -> String {
     format!(r#"printf '[core]\n\tfsmonitor = "touch MARK/{what}; false"\n'"#)
@@ -275,6 +285,8 @@ fn vectors() -> Vec<(&'static str, Option<&'static str>, String)> {
         (".git/config replaced by a rename", Some("replace"), format!("cp .git/config c.new && {} >> c.new && mv c.new .git/config", fsmonitor("replace"))),
         ("hooks replaced by a symlink", Some("hooklink"), format!("mkdir -p eh2 && {} > eh2/pre-commit && chmod +x eh2/pre-commit && rm -rf .git/hooks && ln -s ../eh2 .git/hooks", hook("hooklink"))),
         ("a worktree's .git file repointed", Some("worktree"), format!("mkdir evilwt && cp -r .git/. evilwt/ && {} >> evilwt/config && echo \"gitdir: $PWD/evilwt\" > lw/.git", fsmonitor("worktree"))),
+        ("COMMIT_EDITMSG a symlink the owner's commit writes through", Some("editmsg"), "rm -f .git/COMMIT_EDITMSG && ln -s MARK/editmsg .git/COMMIT_EDITMSG".into()),
+        ("FETCH_HEAD a symlink the owner's fetch writes through", Some("fetchhead"), "rm -f .git/FETCH_HEAD && ln -s MARK/fetchhead .git/FETCH_HEAD".into()),
         ("a worktree's commondir repointed", Some("wtcommondir"), format!("mkdir evilc && cp -r .git/. evilc/ && {} >> evilc/config && echo \"$PWD/evilc\" > .git/worktrees/lw/commondir", fsmonitor("wtcommondir"))),
     ]
 }
@@ -359,6 +371,7 @@ fn host_sh(p: &Place, uid: u32, script: &str) -> Output {
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", &p.home)
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .envs(identity())
         .uid(uid)
         .gid(uid)
         .output()
@@ -403,7 +416,10 @@ async fn nothing_planted_from_inside_runs_in_the_owners_git() {
                 .iter()
                 .map(|(name, _, plant)| {
                     let plant = plant.replace("MARK", &marks.display().to_string());
-                    format!("if ( {plant} ) 2>/dev/null; then echo 'PLANTED: {name}'; fi\n")
+                    // Quoted for sh: a name holds apostrophes, and an
+                    // unterminated quote would end the script there.
+                    let name = name.replace('\'', "'\\''");
+                    format!("if ( {plant} ) 2>/dev/null; then echo 'PLANTED: {name}'; fi\necho 'TRIED: {name}'\n")
                 })
                 .collect();
             let sb = b.create(&spec("gitvec", &p.ws, uid, uid)).await.unwrap();
@@ -420,7 +436,18 @@ async fn nothing_planted_from_inside_runs_in_the_owners_git() {
             );
             // The alias plant and the .gitattributes ones touch only data
             // files; everything git obeys refused them.
-            let planted: Vec<&str> = r.stdout.lines().collect();
+            // Every vector was tried: the script ran to its end.
+            let tried = r
+                .stdout
+                .lines()
+                .filter(|l| l.starts_with("TRIED: "))
+                .count();
+            assert_eq!(tried, all.len(), "{what}: {r:?}");
+            let planted: Vec<&str> = r
+                .stdout
+                .lines()
+                .filter(|l| !l.starts_with("TRIED: "))
+                .collect();
             assert_eq!(
                 planted,
                 Vec::<&str>::new(),
@@ -432,5 +459,286 @@ async fn nothing_planted_from_inside_runs_in_the_owners_git() {
                 "{what}"
             );
         }
+    }
+}
+
+/// What a command inside tries beneath the git directory (each must fail)
+/// and beside it (each must succeed), one line each: `no:<what>` when it
+/// failed, `yes:<what>` when it succeeded.
+const LINKS: &str = r#"
+try() { what=$1; shift; if ( "$@" ) 2>/dev/null; then echo "yes:$what"; else echo "no:$what"; fi; }
+sock() { python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$1"; }
+try ref-to-bashrc ln -s "$HOME/.bashrc" .git/refs/heads/x
+try objects-to-ssh sh -c 'mv .git/objects .git/objects.old && ln -s "$HOME/.ssh" .git/objects'
+try objects-link ln -s /etc .git/objects/evil
+try logs-link ln -s /tmp/evil .git/logs/HEAD2
+try new-dir-link sh -c 'mkdir .git/refs/d && ln -s x .git/refs/d/y'
+try fifo mkfifo .git/FETCH_HEAD2
+try socket sock .git/sock
+try moved-in-link sh -c 'ln -s /etc sub/l && mv sub/l .git/l'
+try hardlink-from-outside ln file.txt .git/file-link
+try same-dir-hardlink ln .git/HEAD .git/HEAD-link
+try hardlink-of-fifo-outside sh -c 'mkfifo sub/f && ln sub/f .git/f'
+try beside-link ln -s ../file.txt sub/link
+try beside-fifo mkfifo sub/fifo2
+try beside-socket sock sub/sock
+try shm-link ln -s /etc /dev/shm/l
+try top-link ln -s file.txt top-link
+try new-top-dir-link sh -c 'mkdir newtop && ln -s ../file.txt newtop/link'
+"#;
+
+/// Nothing in the sandbox can make a symlink, FIFO, socket or device
+/// beneath a split git directory, nor move or link one in, on both
+/// backends, root or not; beside it they work, except directly in the
+/// workspace's top and in a top-level directory the same command made
+/// (the layer's cost, docs/THREAT_MODEL.md), which the next command may use.
+/// (The test workspaces lie in /tmp, so /tmp is on that path too: the
+/// control outside the workspace is /dev/shm.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_link_or_special_file_can_be_made_beneath_the_git_directory() {
+    if !common::require_root() {
+        return;
+    }
+    let want: Vec<String> = [
+        "no:ref-to-bashrc",
+        "no:objects-to-ssh",
+        "no:objects-link",
+        "no:logs-link",
+        "no:new-dir-link",
+        "no:fifo",
+        "no:socket",
+        "no:moved-in-link",
+        "no:hardlink-from-outside",
+        // Landlock cannot tell a hard link from a new file in one directory:
+        // a second name, in the same git directory, for a file already there
+        // (docs/THREAT_MODEL.md).
+        "yes:same-dir-hardlink",
+        "no:hardlink-of-fifo-outside",
+        "yes:beside-link",
+        "yes:beside-fifo",
+        "yes:beside-socket",
+        "yes:shm-link",
+        "no:top-link",
+        "no:new-top-dir-link",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (backend, b) in backends().await {
+        for uid in UIDS {
+            let p = Place::new(uid);
+            // A directory that exists when the command starts.
+            std::fs::create_dir(p.ws.join("sub")).unwrap();
+            std::os::unix::fs::chown(p.ws.join("sub"), Some(uid), Some(uid)).unwrap();
+            let sb = b.create(&spec("gitln", &p.ws, uid, uid)).await.unwrap();
+            let r = sh(sb.as_ref(), &format!("{IDENTITY}{LINKS}")).await;
+            // The next command: the directory the last one made is granted now.
+            let next = sh(
+                sb.as_ref(),
+                "ln -s ../file.txt newtop/link2 && echo next-ok",
+            )
+            .await;
+            sb.destroy().await.unwrap();
+            let what = format!("{backend}, uid {uid}");
+            let got: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+            assert_eq!(got, want, "{what}: {r:?}");
+            assert_eq!(next.stdout.trim(), "next-ok", "{what}: {next:?}");
+            // Nothing special is left beneath the git directory.
+            let odd = special_files_beneath(&p.ws.join(".git"));
+            assert_eq!(odd, Vec::<PathBuf>::new(), "{what}");
+            git_ok(&p.ws, uid, &p.home, &["fsck", "--no-progress"]);
+        }
+    }
+}
+
+/// Symlinks, FIFOs, sockets and devices at or below `dir`.
+fn special_files_beneath(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                todo.push(e.path());
+            } else if !t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// The split's open hole, proven both ways (docs/THREAT_MODEL.md): a
+/// repository made inside and added to the index as a gitlink has the
+/// owner's plain `git status` run its fsmonitor; with the documented
+/// owner-side setting (`diff.ignoreSubmodules = all`, and
+/// `fetch.recurseSubmodules = false`, in the owner's own global config)
+/// none of the owner's commands enters it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_gitlink_is_entered_unless_the_owner_ignores_submodules() {
+    if !common::require_root() {
+        return;
+    }
+    for (backend, b) in backends().await {
+        for mitigated in [false, true] {
+            let uid = NOBODY;
+            let (p, marks) = victim(uid);
+            let sb = b.create(&spec("gitlnk", &p.ws, uid, uid)).await.unwrap();
+            let plant = gitlink_plant().replace("MARK", &marks.display().to_string());
+            let r = sh(
+                sb.as_ref(),
+                &format!("{IDENTITY}{plant} 2>/dev/null; echo planted"),
+            )
+            .await;
+            sb.destroy().await.unwrap();
+            assert_eq!(r.stdout.trim(), "planted", "{backend}: {r:?}");
+            if mitigated {
+                for (k, v) in [
+                    ("diff.ignoreSubmodules", "all"),
+                    ("fetch.recurseSubmodules", "false"),
+                ] {
+                    git_ok(&p.ws, uid, &p.home, &["config", "--global", k, v]);
+                }
+            }
+            owner_uses_the_repository(&p, uid);
+            let want: Vec<String> = if mitigated {
+                vec![]
+            } else {
+                vec!["gitlink".into()]
+            };
+            assert_eq!(marks_in(&marks), want, "{backend}, mitigated: {mitigated}");
+        }
+    }
+}
+
+/// A repository of one commit at `dir`, owned by `uid`.
+fn repo_at(dir: &Path, uid: u32, home: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::os::unix::fs::chown(dir, Some(uid), Some(uid)).unwrap();
+    git_ok(dir, uid, home, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("f"), "f\n").unwrap();
+    std::os::unix::fs::chown(dir.join("f"), Some(uid), Some(uid)).unwrap();
+    git_ok(dir, uid, home, &["add", "f"]);
+    git_ok(dir, uid, home, &["commit", "-qm", "f"]);
+}
+
+/// The layouts of the issue's "bad input", each on both backends: it works
+/// inside, or git or the sandbox refuses it with a sentence naming the
+/// path and why; the owner's git on the host runs nothing planted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_git_layouts_work_or_are_refused_naming_the_path() {
+    if !common::require_root() {
+        return;
+    }
+    let uid = NOBODY;
+    for (backend, b) in backends().await {
+        let (p, marks) = victim(uid);
+        let m = marks.display().to_string();
+        // A nested repository one directory down: split like the top one.
+        repo_at(&p.ws.join("inner"), uid, &p.home);
+        // The workspace's .git as a file pointing outside the workspace.
+        let out = workspace(uid, uid);
+        let outside = out.path().canonicalize().unwrap().join("repo");
+        repo_at(&outside, uid, &p.home);
+        let gitfile_ws = workspace(uid, uid);
+        let gws = gitfile_ws.path().canonicalize().unwrap();
+        std::fs::write(
+            gws.join(".git"),
+            format!("gitdir: {}/.git\n", outside.display()),
+        )
+        .unwrap();
+        let sb = b.create(&spec("gitbad", &p.ws, uid, uid)).await.unwrap();
+        let plant = format!(
+            "{IDENTITY}set +e\n\
+             git -C inner config core.fsmonitor 'touch {m}/inner' 2>/dev/null && echo planted-config\n\
+             ln -s /etc inner/.git/refs/heads/x 2>/dev/null && echo planted-link\n\
+             echo x >> inner/f && git -C inner commit -qam inner && echo inner-commit\n\
+             mkdir later && cd later && git init -q && echo y > y && git add y && git commit -qm y && echo later-commit\n"
+        );
+        let r = sh(sb.as_ref(), &plant).await;
+        sb.destroy().await.unwrap();
+        let what = backend.to_string();
+        assert!(
+            r.stdout.contains("inner-commit") && r.stdout.contains("later-commit"),
+            "{what}: {r:?}"
+        );
+        assert!(!r.stdout.contains("planted"), "{what}: {r:?}");
+        host_sh(&p, uid, "git -C inner status; git -C inner log -p -1");
+        owner_uses_the_repository(&p, uid);
+        assert_eq!(marks_in(&marks), Vec::<String>::new(), "{what}");
+
+        // .git a file pointing outside: read-only inside, and git names it.
+        let sb = b.create(&spec("gitbad2", &gws, uid, uid)).await.unwrap();
+        let r = sh(
+            sb.as_ref(),
+            "git status 2>&1; echo \"gitdir: $PWD/evil\" > .git 2>/dev/null && echo repointed",
+        )
+        .await;
+        sb.destroy().await.unwrap();
+        assert!(
+            r.stdout
+                .contains(&format!("not a git repository: {}/.git", outside.display())),
+            "{what}: {r:?}"
+        );
+        assert!(!r.stdout.contains("repointed"), "{what}: {r:?}");
+
+        // A workspace that becomes a repository during the session: its top
+        // .git is reserved (an empty read-only directory), so `git init`
+        // there fails, and git names the path.
+        let plain = workspace(uid, uid);
+        let pws = plain.path().canonicalize().unwrap();
+        let sb = b.create(&spec("gitbad6", &pws, uid, uid)).await.unwrap();
+        let r = sh(sb.as_ref(), &format!("{IDENTITY}set +e\ngit init -q 2>&1; echo x > x; git add x 2>&1 && git commit -qm x 2>&1 && echo committed")).await;
+        sb.destroy().await.unwrap();
+        eprintln!("{what}: git init at the top: {}", r.stdout);
+        assert!(
+            r.stdout.contains(&format!("{}/.git", pws.display()))
+                && !r.stdout.contains("committed"),
+            "{what}: {r:?}"
+        );
+        assert!(
+            !pws.join(".git").exists(),
+            "{what}: the placeholder is left"
+        );
+
+        // The session's uid differs from the repository's owner: git's own
+        // sentence names the path and why.
+        let other = workspace(uid, uid);
+        let ows = other.path().canonicalize().unwrap();
+        repo_at(&ows, 0, &p.home);
+        std::os::unix::fs::chown(&ows, Some(uid), Some(uid)).unwrap();
+        let sb = b.create(&spec("gitbad3", &ows, uid, uid)).await.unwrap();
+        let r = sh(sb.as_ref(), "HOME=/tmp git status 2>&1").await;
+        sb.destroy().await.unwrap();
+        assert!(
+            r.stdout.contains("dubious ownership") && r.stdout.contains(&ows.display().to_string()),
+            "{what}: {r:?}"
+        );
+
+        // Refused before anything starts, naming the path and why: a .git
+        // that is a symlink, a bare repository as the workspace.
+        let link = workspace(uid, uid);
+        let lws = link.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink(outside.join(".git"), lws.join(".git")).unwrap();
+        let e = b
+            .create(&spec("gitbad4", &lws, uid, uid))
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains(&format!("{}/.git is a symlink", lws.display())),
+            "{what}: {e}"
+        );
+        let bare = workspace(uid, uid);
+        let bws = bare.path().canonicalize().unwrap();
+        git_ok(&bws, uid, &p.home, &["init", "-q", "--bare"]);
+        let e = b
+            .create(&spec("gitbad5", &bws, uid, uid))
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("is itself a git directory"), "{what}: {e}");
     }
 }
