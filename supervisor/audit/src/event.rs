@@ -92,6 +92,9 @@ pub enum Event {
     /// (opened, refused, closed), or a summary of refusals not recorded one
     /// by one.
     NetConnection(NetConnection),
+    /// What a wall of the sandbox refused a command (one distinct refusal
+    /// with its count), or a summary of those not recorded one by one.
+    SandboxDenial(SandboxDenial),
     /// An operator's change to one live session's network lists
     /// (`supervisorctl net allow|deny`).
     NetworkRule(NetworkRule),
@@ -201,6 +204,7 @@ impl Event {
             Event::McpServerExited(_) => "mcp_server_exited",
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
+            Event::SandboxDenial(_) => "sandbox_denial",
             Event::NetworkRule(_) => "network_rule",
             Event::NetSecret(_) => "net_secret",
             Event::QuestionAsked(_) => "question_asked",
@@ -265,6 +269,7 @@ impl Event {
             | Event::NetConnection(_)
             | Event::NetworkRule(_) => None,
             Event::NetSecret(_) => None,
+            Event::SandboxDenial(e) => Some(&e.reason),
         }
     }
 
@@ -308,7 +313,8 @@ impl Event {
             | Event::McpServerExited(_)
             | Event::McpEgress(_)
             | Event::NetConnection(_)
-            | Event::NetworkRule(_) => None,
+            | Event::NetworkRule(_)
+            | Event::SandboxDenial(_) => None,
             Event::NetSecret(_) => None,
         }
     }
@@ -1207,6 +1213,46 @@ pub struct NetSecret {
     /// The tool call the connection came from, when known.
     #[serde(default)]
     pub call_id: Option<String>,
+}
+
+/// `sandbox_denial`: one distinct refusal of a command by a wall of the
+/// sandbox (`phase` `refused`, with how many times), or (`phase`
+/// `summary`) how many more were not recorded one by one and how many the
+/// kernel dropped (docs/THREAT_MODEL.md, "Refusals, attributed").
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SandboxDenial {
+    #[serde(default)]
+    pub call_id: String,
+    /// `refused` or `summary`.
+    #[serde(default)]
+    pub phase: String,
+    /// `read`, `write`, `create`, `remove`, `rename`, `exec`, `link`,
+    /// `truncate`, `ioctl`, `create device`.
+    #[serde(default)]
+    pub access: String,
+    /// As the sandbox sees it, escaped.
+    #[serde(default)]
+    pub path: String,
+    /// The rule's short name (`credential`, `outside_workspace`, ...).
+    #[serde(default)]
+    pub rule: String,
+    /// The rule in words.
+    #[serde(default)]
+    pub reason: String,
+    /// The refused process's argv[0] (escaped) and host pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// How many times this refusal happened in the command.
+    #[serde(default)]
+    pub count: u64,
+    /// `summary`: refusals not recorded one by one.
+    #[serde(default)]
+    pub suppressed: u64,
+    /// `summary`: refusal records the kernel dropped while it ran.
+    #[serde(default)]
+    pub lost: u64,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

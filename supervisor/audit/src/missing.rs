@@ -120,6 +120,7 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::McpServerExited(_)
         | Event::McpEgress(_)
         | Event::NetConnection(_)
+        | Event::SandboxDenial(_)
         | Event::NetworkRule(_)
         | Event::NetSecret(_)
         | Event::QuestionAsked(_)

@@ -146,6 +146,9 @@ pub struct Report {
     /// (left out when there are none, as release 0.1.0 printed it).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostRow>,
+    /// Per session, the paths the sandbox's walls refused most
+    /// (`sandbox_denial` records), at most [`TOP_REFUSED`] each.
+    pub refused_paths: Vec<RefusedPath>,
 }
 
 /// The network wall's records for one host and port.
@@ -160,6 +163,19 @@ pub struct HostRow {
     pub refused: u64,
     pub bytes_up: u64,
     pub bytes_down: u64,
+}
+
+/// Refused paths listed per session, at most.
+pub const TOP_REFUSED: usize = 5;
+
+/// One refused path of a session, with how many times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedPath {
+    pub session: String,
+    pub access: String,
+    pub path: String,
+    pub rule: String,
+    pub count: u64,
 }
 
 /// Reports on the given files, and on the `*.jsonl` audit files of the
@@ -229,6 +245,8 @@ struct Builder {
     /// approval_decided records whose request was not seen (yet).
     orphans: Vec<ApprovalDecided>,
     hosts: BTreeMap<(String, u16), HostRow>,
+    /// (session, access, path, rule) -> refusals.
+    refused: HashMap<(String, String, String, String), u64>,
 }
 
 impl Builder {
@@ -259,6 +277,13 @@ impl Builder {
                 None => self.orphans.push(d),
             },
             Event::NetConnection(c) => self.connection(&c),
+            Event::SandboxDenial(d) if d.phase == "refused" => {
+                *self
+                    .refused
+                    .entry((session, d.access, d.path, d.rule))
+                    .or_default() += d.count;
+            }
+            Event::SandboxDenial(_) => {}
             Event::AuditOpened(_)
             | Event::AuditFileClosed(_)
             | Event::Config(_)
@@ -423,6 +448,7 @@ impl Builder {
                 .cmp(&(a.opened + a.refused))
                 .then_with(|| (&a.host, a.port).cmp(&(&b.host, b.port)))
         });
+        let refused_paths = top_refused(std::mem::take(&mut self.refused));
         Report {
             hosts,
             files: self.files,
@@ -437,8 +463,38 @@ impl Builder {
             rules,
             suggestions,
             thresholds: t.clone(),
+            refused_paths,
         }
     }
+}
+
+/// The most refused paths of each session, most first.
+fn top_refused(all: HashMap<(String, String, String, String), u64>) -> Vec<RefusedPath> {
+    let mut rows: Vec<RefusedPath> = all
+        .into_iter()
+        .map(|((session, access, path, rule), count)| RefusedPath {
+            session,
+            access,
+            path,
+            rule,
+            count,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (&a.session, std::cmp::Reverse(a.count), &a.path).cmp(&(
+            &b.session,
+            std::cmp::Reverse(b.count),
+            &b.path,
+        ))
+    });
+    let mut out: Vec<RefusedPath> = Vec::new();
+    for r in rows {
+        let shown = out.iter().filter(|o| o.session == r.session).count();
+        if shown < TOP_REFUSED {
+            out.push(r);
+        }
+    }
+    out
 }
 
 fn suggest(rows: &[RuleRow], t: &Thresholds) -> Vec<Suggestion> {
@@ -610,7 +666,25 @@ impl fmt::Display for Report {
         for s in &self.suggestions {
             writeln!(f, "  - {}", sanitize(&s.text))?;
         }
-        write_hosts(f, &self.hosts)
+        write_hosts(f, &self.hosts)?;
+        if !self.refused_paths.is_empty() {
+            writeln!(
+                f,
+                "\nrefused by the sandbox (top {TOP_REFUSED} per session):"
+            )?;
+        }
+        for r in &self.refused_paths {
+            writeln!(
+                f,
+                "  {}  {} {}  {}  x{}",
+                sanitize(&r.session),
+                sanitize(&r.access),
+                sanitize(&r.path),
+                sanitize(&r.rule),
+                r.count
+            )?;
+        }
+        Ok(())
     }
 }
 

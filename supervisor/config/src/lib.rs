@@ -218,6 +218,22 @@ pub struct SandboxSection {
     /// names a credential path or a path the host runs by itself is an
     /// error. Empty: none.
     pub toolchain_dirs: Vec<String>,
+    /// Whether the native sandbox's refusals are attributed from the
+    /// kernel's audit records (docs/THREAT_MODEL.md, "Refusals,
+    /// attributed"): `"auto"` (when the kernel's audit is on; never
+    /// changes it), `"on"` (also turn it on, and raise its backlog limit),
+    /// `"off"`.
+    pub attribute_refusals: AttributeRefusals,
+}
+
+/// `[sandbox] attribute_refusals`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AttributeRefusals {
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 /// `[sandbox] git_dir`: a bad value is an error naming the key.
@@ -263,6 +279,7 @@ impl Default for SandboxSection {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            attribute_refusals: AttributeRefusals::Auto,
         }
     }
 }

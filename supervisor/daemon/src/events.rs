@@ -241,6 +241,7 @@ pub fn summarise(event: &Event) -> String {
         }
         Event::NetConnection(c) => net_line(c),
         Event::NetworkRule(r) => format!("net {} {} by {}", r.verb, r.entry, r.by),
+        Event::SandboxDenial(d) => denial_line(d),
         Event::AuditOpened(_)
         | Event::AuditFileClosed(_)
         | Event::Config(_)
@@ -276,6 +277,25 @@ pub fn summarise(event: &Event) -> String {
         }
     };
     escape_control(&line)
+}
+
+/// `sandbox denied ACCESS PATH to PROGRAM xN (rule)`, or the summary.
+fn denial_line(d: &tollgate_audit::event::SandboxDenial) -> String {
+    if d.phase == "summary" {
+        return format!(
+            "sandbox denials: {} more not recorded one by one, {} lost",
+            d.suppressed, d.lost
+        );
+    }
+    let program = d
+        .program
+        .as_deref()
+        .map(|p| format!(" to {p}"))
+        .unwrap_or_default();
+    format!(
+        "sandbox denied {} {}{program} x{} ({})",
+        d.access, d.path, d.count, d.reason
+    )
 }
 
 /// `TOOL VERDICT [allowed_by] (rule): consequence`.

@@ -495,6 +495,10 @@ async fn exec_streamed(
     let result = sandbox.exec(req, otx, cancel).await;
     let _ = forward.await;
     let _ = sandbox.destroy().await;
+    if let Ok(o) = &result {
+        let block = tollgate_gate::WallNotes::from_refusals(&o.refusals).render();
+        send_output(&tx, 1, block.into_bytes()).await;
+    }
     let msg = match result {
         Ok(o) => Ok(pb::SandboxExecOutput {
             out: Some(pb::sandbox_exec_output::Out::Exit(pb::ExitStatus {

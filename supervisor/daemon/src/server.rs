@@ -260,6 +260,13 @@ async fn build_backends(
 ) -> anyhow::Result<Backends> {
     let helper_exe =
         std::env::current_exe().context("cannot find the supervisor's own executable")?;
+    use tollgate_config::AttributeRefusals as A;
+    use tollgate_sandbox::native::AttributionMode as M;
+    tollgate_sandbox::native::set_attribution(match config.sandbox.attribute_refusals {
+        A::Auto => M::Auto,
+        A::On => M::On,
+        A::Off => M::Off,
+    });
     Ok(Backends::new(
         config.sandbox.backend,
         BackendSettings {

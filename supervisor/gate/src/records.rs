@@ -92,3 +92,48 @@ pub(crate) fn approval_id() -> Result<String, crate::credentials::CredentialErro
         &crate::credentials::new_session_id()?[..10]
     ))
 }
+
+/// `sandbox_denial` records recorded one by one per command, at most; the
+/// rest in one summary record.
+const DENIALS_ONE_BY_ONE: usize = 16;
+
+/// A command's refusals by the sandbox's walls: one `sandbox_denial` per
+/// distinct refusal (with its count, at most [`DENIALS_ONE_BY_ONE`]), then
+/// one `summary` for the rest and for what the kernel dropped. They ride
+/// on the next fsync (the command has already run).
+pub(crate) fn record_denials(cx: &Ctx, call_id: &str, r: &tollgate_sandbox::refusal::Refusals) {
+    let write = |d: audit::SandboxDenial| {
+        let _ = cx.write(Event::SandboxDenial(d), Durable::Later, Priority::Ordinary);
+    };
+    let mut suppressed = r.not_kept();
+    for (i, (refusal, n)) in r.distinct.iter().enumerate() {
+        if i >= DENIALS_ONE_BY_ONE {
+            suppressed += n;
+            continue;
+        }
+        write(audit::SandboxDenial {
+            call_id: call_id.to_string(),
+            phase: "refused".to_string(),
+            access: refusal.access.as_str().to_string(),
+            path: crate::exec::notes::shown_bytes(&refusal.path),
+            rule: refusal.rule.as_str().to_string(),
+            reason: refusal.rule.words().to_string(),
+            program: refusal
+                .program
+                .as_deref()
+                .map(crate::exec::notes::shown_bytes),
+            pid: refusal.pid,
+            count: *n,
+            ..Default::default()
+        });
+    }
+    if suppressed > 0 || r.lost > 0 {
+        write(audit::SandboxDenial {
+            call_id: call_id.to_string(),
+            phase: "summary".to_string(),
+            suppressed,
+            lost: r.lost,
+            ..Default::default()
+        });
+    }
+}

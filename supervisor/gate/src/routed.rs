@@ -18,6 +18,7 @@ use tollgate_sandbox::{Output, SandboxError};
 use crate::denial::{audit_unavailable, revoked};
 use crate::exec::ExecError;
 use crate::exec::job;
+use crate::exec::notes::WallNotes;
 use crate::exec::shell::{self, Command, Ran};
 use crate::host::Ctx;
 use crate::jobs::Job;
@@ -95,6 +96,7 @@ pub async fn run_routed<O>(
         send(out, stderr_line(&format!("tollgate: {note}\n"))).await;
     }
     let cmd = Command {
+        call_id: route.call_id,
         text: route.command,
         timeout_s: route.timeout_s,
         merge_stderr: false,
@@ -125,6 +127,12 @@ pub async fn run_routed<O>(
         job.finish(end);
     }
     let (status, exit, note) = routed_end(&cx.session, &ran);
+    if let Ok(o) = &ran.outcome {
+        let block = WallNotes::from_refusals(&o.refusals).render();
+        if !block.is_empty() {
+            send(out, stderr_line(&block)).await;
+        }
+    }
     if let Some(note) = note {
         send(out, stderr_line(&format!("\ntollgate: {note}\n"))).await;
     }

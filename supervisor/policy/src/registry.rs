@@ -56,7 +56,8 @@ pub const RUN_BASH_DESCRIPTION: &str = "Run a command line with bash (`bash -c`)
     home are writable; the owner's toolchains are there read-only; git works; no network. \
     Your host secrets are not there. Some programs are refused (network clients, sudo, chmod, \
     docker, ...); use webfetch for http(s) URLs. Write commands plainly: commands hidden \
-    behind variables, eval or piped into a shell are refused.";
+    behind variables, eval or piped into a shell are refused. When the sandbox refused something, the result ends with lines beginning `sandbox: ` \
+    naming what was denied, why, and what would allow it.";
 
 /// run_bash's description where the sandbox has no bash (an image
 /// without it): commands run in `sh -c`.

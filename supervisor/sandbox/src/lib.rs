@@ -16,6 +16,7 @@ pub mod native;
 pub mod private_dir;
 #[cfg(feature = "test-util")]
 pub mod recording;
+pub mod refusal;
 pub(crate) mod seccomp_table;
 mod setid;
 pub mod shell;
@@ -226,6 +227,9 @@ pub struct ExecOutcome {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration: Duration,
+    /// What the sandbox's walls refused it, when the backend can say
+    /// ([`refusal`]; docs/THREAT_MODEL.md, "Refusals, attributed").
+    pub refusals: refusal::Refusals,
 }
 
 /// What a backend can enforce on this host.

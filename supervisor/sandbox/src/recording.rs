@@ -141,6 +141,7 @@ impl Sandbox for RecordingSandbox {
             timed_out: false,
             cancelled,
             duration: Duration::ZERO,
+            refusals: Default::default(),
         };
         match answer.unwrap_or(Answer::Exit {
             stdout: Vec::new(),

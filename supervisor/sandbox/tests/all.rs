@@ -16,5 +16,6 @@ mod suite {
     mod git;
     mod host_exec;
     mod interactive;
+    mod refusals;
     mod sandbox;
 }

@@ -71,6 +71,7 @@ async fn run(cx: Ctx, sb: Arc<dyn Sandbox>, job: Arc<Job>) {
     let redactor = LineRedactor::new(&Arc::new(cx.host.redactor().clone()));
     let collector = tokio::spawn(collect(rx, Arc::clone(&job), redactor, keep));
     let cmd = Command {
+        call_id: &job.call_id,
         text: &job.command,
         timeout_s: None,
         merge_stderr: true,

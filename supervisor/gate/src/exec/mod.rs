@@ -13,6 +13,7 @@ use crate::host::Ctx;
 mod fetch;
 pub(crate) mod job;
 pub(crate) mod net_lines;
+pub mod notes;
 pub mod sandbox;
 pub(crate) mod shell;
 
@@ -100,7 +101,16 @@ pub(crate) async fn execute(
             Ok(o.await.map_err(tool_err)?.into())
         }
         Tool::RunBash(a) if a.is_background() => job::start(cx, call_id, &a.command).await,
-        Tool::RunBash(a) => shell::run_bash(cx, &a.command, a.timeout_s, cancel).await,
+        Tool::RunBash(a) => {
+            let cmd = shell::Command {
+                call_id,
+                text: &a.command,
+                timeout_s: a.timeout_s,
+                merge_stderr: true,
+                background: false,
+            };
+            shell::run_bash(cx, cmd, cancel).await
+        }
         Tool::JobOutput(a) => job::output(cx, &a.job_id),
         Tool::KillJob(a) => job::kill(cx, &a.job_id, cancel).await,
         Tool::Webfetch(a) => fetch::webfetch(cx, a.max_bytes, d).await,

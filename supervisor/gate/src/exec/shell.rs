@@ -20,6 +20,8 @@ use crate::host::Ctx;
 /// A shell command to run.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Command<'a> {
+    /// The tool call it runs for (its `sandbox_denial` records name it).
+    pub(crate) call_id: &'a str,
     pub(crate) text: &'a str,
     /// As asked; clamped to `[sandbox] max_run_timeout_s` (run_bash refuses
     /// one above it first, [`over_cap`]; a routed command is told, [`Ran`]).
@@ -98,17 +100,19 @@ pub(crate) async fn run(
     // The disk watcher looks often while this runs (see disk.rs).
     let _running = cx.host.disk().command();
     let outcome = sb.exec(req, tx, cancel.child_token()).await;
+    if let Ok(o) = &outcome {
+        crate::records::record_denials(cx, cmd.call_id, &o.refusals);
+    }
     Ran { outcome, timeout }
 }
 
 /// run_bash: the command's merged output, capped, with its exit status.
 pub(super) async fn run_bash(
     cx: &Ctx,
-    command: &str,
-    timeout_s: Option<u64>,
+    cmd: Command<'_>,
     cancel: &CancellationToken,
 ) -> Result<Done, ExecError> {
-    if let Some(reason) = over_cap(cx, timeout_s) {
+    if let Some(reason) = over_cap(cx, cmd.timeout_s) {
         return Err(ExecError::Tool(reason));
     }
     let sb = prepare(cx).await?;
@@ -116,12 +120,6 @@ pub(super) async fn run_bash(
     let (tx, rx) = mpsc::channel::<Output>(64);
     let redactor = cx.host.redactor().clone();
     let collector = tokio::spawn(collect_output(rx, cap, redactor));
-    let cmd = Command {
-        text: command,
-        timeout_s,
-        merge_stderr: true,
-        background: false,
-    };
     let net = super::net_lines::mark(cx);
     let ran = run(cx, sb.as_ref(), cmd, tx, cancel).await;
     let (kept, more) = collector.await.unwrap_or_default();
@@ -223,6 +221,7 @@ fn command_output(
     } else if let Some(sig) = outcome.signal {
         text.push_str(&format!("\n[command killed by signal {sig}]"));
     }
+    super::notes::WallNotes::from_refusals(&outcome.refusals).append_to(&mut text);
     Done {
         output: ToolOutput {
             text,

@@ -296,6 +296,7 @@ impl DockerSandbox {
                 timed_out: false,
                 cancelled: true,
                 duration: start.elapsed(),
+                refusals: Default::default(),
             });
         }
         let cwd = self.checked_cwd(&req, &stdin)?;
@@ -491,6 +492,7 @@ impl DockerSandbox {
             timed_out,
             cancelled,
             duration: start.elapsed(),
+            refusals: Default::default(),
         };
         match ended {
             Ended::Escalated => {
@@ -523,6 +525,7 @@ impl DockerSandbox {
                     timed_out: false,
                     cancelled: false,
                     duration: start.elapsed(),
+                    refusals: Default::default(),
                 }
             }),
         }

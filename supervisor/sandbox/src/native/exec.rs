@@ -112,13 +112,20 @@ impl NativeSandbox {
             stderr,
         };
         let mut run = CommandRun::default();
-        self.pump(&mut run, &req, streams, &out, &cancel).await?;
+        let pumped = self.pump(&mut run, &req, streams, &out, &cancel).await;
+        let refusals = match (self.attribution, sent.call) {
+            (Some(l), Some(call)) => l.finish(call).await,
+            _ => Default::default(),
+        };
+        pumped?;
         if let Some(chunk) = run.held.take()
             && !run.out_closed
         {
             let _ = out.try_send(chunk);
         }
-        self.outcome(run, &req, sent.oom_before, &out, start)
+        let mut outcome = self.outcome(run, &req, sent.oom_before, &out, start)?;
+        outcome.refusals = refusals;
+        Ok(outcome)
     }
 
     /// The sandbox must be running and the command must have an argv.
@@ -156,10 +163,12 @@ impl NativeSandbox {
         if let Ok(mut p) = self.shared.pending.lock() {
             p.insert(id, tx);
         }
+        let call = self.attribution.map(|l| l.register(&self.workspace));
         let msg = ToInit::Exec {
             id,
             argv: req.argv.clone(),
             cwd,
+            tag: call.as_ref().map(|c| c.tag.clone()),
         };
         let err_fd = err_w.as_ref().unwrap_or(&out_w);
         let sent = self
@@ -180,6 +189,7 @@ impl NativeSandbox {
             out_r,
             err_r,
             oom_before,
+            call,
         })
     }
 
@@ -309,6 +319,7 @@ impl NativeSandbox {
             timed_out: run.timed_out,
             cancelled: run.cancelled,
             duration: start.elapsed(),
+            refusals: Default::default(),
         })
     }
 }
@@ -322,6 +333,8 @@ struct SentCommand {
     err_r: Option<OwnedFd>,
     /// The sandbox's OOM kill count before it started.
     oom_before: Option<u64>,
+    /// Its share of the refusal reader, when refusals are attributed.
+    call: Option<super::audit::CallHandle>,
 }
 
 /// What the output loop of command `id` reads: how it ended, and its pipes.

@@ -294,12 +294,13 @@ fn sandbox_init(
     clock: Clock,
 ) -> Result<Infallible, (SetupError, OwnedFd)> {
     match restrict(&ctrl_fd, cfg, filters, helper, clock) {
-        Ok((envp, path, links)) => init::run(init::Init {
+        Ok((envp, path, links, per_call)) => init::run(init::Init {
             ctrl: ctrl_fd,
             envp,
             path,
             rlimit_cpu_s: cfg.rlimit_cpu_s,
             links,
+            per_call,
         }),
         Err(e) => Err((e, ctrl_fd)),
     }
@@ -307,9 +308,12 @@ fn sandbox_init(
 
 /// The environment and the PATH entries commands run with, and the guard
 /// each command starts under.
-type Commands = (Vec<CString>, Vec<Vec<u8>>, Guard);
+/// The environment and PATH entries commands run with, the link guard,
+/// and the per-call Landlock ruleset when commands get domains of their own.
+type Commands = (Vec<CString>, Vec<Vec<u8>>, Guard, Option<OwnedFd>);
 
 /// Every restriction of pid 1, in order, ending with the `Ready` report.
+/// Returns what commands run with (see [`Commands`]).
 fn restrict(
     ctrl_fd: &OwnedFd,
     cfg: &InitConfig,
@@ -344,6 +348,7 @@ fn restrict(
         &cfg.workspace,
         cfg.private_home.as_ref().map(|h| h.path.as_path()),
         &cfg.hidden,
+        cfg.attribute,
     )?;
     // Above the workspace, listed now: a command's Landlock lets it list
     // only what it may read.
@@ -399,7 +404,7 @@ fn restrict(
         step: "report",
         detail: e.to_string(),
     })?;
-    Ok((envp, path, links))
+    Ok((envp, path, links, prepared.per_call))
 }
 
 /// Reads our own /proc/self/status and insists on the posture every command

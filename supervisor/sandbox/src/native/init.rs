@@ -33,6 +33,9 @@ pub(crate) struct Init {
     /// PATH entries for resolving argv[0] without a slash.
     pub path: Vec<Vec<u8>>,
     pub rlimit_cpu_s: u64,
+    /// The per-call Landlock ruleset (landlock.rs); `None`: commands share
+    /// the sandbox's domain.
+    pub per_call: Option<OwnedFd>,
     /// Split git directories: no command makes a link or special file
     /// beneath them (`tollgate_exec_agent::links`).
     pub links: tollgate_exec_agent::links::Guard,
@@ -134,7 +137,7 @@ fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
                 let _ = kill(Pid::from_raw(-*pid), Signal::SIGKILL);
             }
         }
-        ToInit::Exec { id, argv, cwd } => {
+        ToInit::Exec { id, argv, cwd, tag } => {
             let fail = |error: String| report(ctrl, &FromInit::SpawnFailed { id, error });
             if pkt.fds.len() != 3 {
                 return fail(format!("expected 3 stdio fds, got {}", pkt.fds.len()));
@@ -170,7 +173,17 @@ fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
             // SAFETY: pid 1 is single-threaded, so the child may do anything
             // the parent could; it only execs or exits.
             match unsafe { nix::unistd::fork() } {
-                Ok(ForkResult::Child) => child(init, &pkt.fds, &args, &cwd_c, &candidates, first),
+                Ok(ForkResult::Child) => child(
+                    init,
+                    &pkt.fds,
+                    &Launch {
+                        argv: &args,
+                        cwd: &cwd_c,
+                        candidates: &candidates,
+                        name: first,
+                        tag: tag.as_deref(),
+                    },
+                ),
                 Ok(ForkResult::Parent { child }) => {
                     drop(pkt.fds);
                     running.insert(child.as_raw(), id);
@@ -181,14 +194,45 @@ fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
     }
 }
 
-fn child(
-    init: &Init,
-    fds: &[OwnedFd],
-    argv: &[CString],
-    cwd: &CString,
-    candidates: &[CString],
-    name: &str,
-) -> ! {
+/// In the child, once its stdio is the command's: named `tag`, it takes a Landlock
+/// domain of its own (logged), which every process it starts inherits;
+/// then its name is the program's again at exec. A failure ends it:
+/// its refusals would go unattributed.
+fn own_domain(init: &Init, tag: Option<&str>) {
+    let (Some(ruleset), Some(tag)) = (init.per_call.as_ref(), tag) else {
+        return;
+    };
+    let named = CString::new(tag)
+        .map_err(|_| Errno::EINVAL)
+        .and_then(|c| nix::sys::prctl::set_name(&c));
+    let restricted = named
+        .map_err(std::io::Error::from)
+        .and_then(|()| super::landlock::restrict_per_call(ruleset.as_fd()));
+    if let Err(e) = restricted {
+        let msg = format!("sandbox: cannot give the command its own Landlock domain: {e}\n");
+        let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
+        // SAFETY: _exit is always safe in this child.
+        unsafe { libc::_exit(126) }
+    }
+}
+
+/// What a child execs.
+struct Launch<'a> {
+    argv: &'a [CString],
+    cwd: &'a CString,
+    candidates: &'a [CString],
+    name: &'a str,
+    tag: Option<&'a str>,
+}
+
+fn child(init: &Init, fds: &[OwnedFd], l: &Launch<'_>) -> ! {
+    let Launch {
+        argv,
+        cwd,
+        candidates,
+        name,
+        tag,
+    } = *l;
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
     let _ = nix::unistd::setsid();
     for (target, fd) in fds.iter().enumerate() {
@@ -197,6 +241,7 @@ fn child(
             unsafe { libc::_exit(126) }
         }
     }
+    own_domain(init, tag);
     let _ = sys::close_fds_from(3);
     let _ = sys::set_rlimit(libc::RLIMIT_CPU, init.rlimit_cpu_s);
     if let Err(e) = nix::unistd::chdir(cwd.as_c_str()) {

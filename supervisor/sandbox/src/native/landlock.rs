@@ -32,7 +32,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -130,12 +130,19 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
 /// What the rules grant, for the setup report.
 pub(crate) struct Prepared {
     pub ruleset: RulesetCreated,
+    /// The same file-system and network rules without the scopes, for the
+    /// domain each command gets of its own (init.rs), so the kernel's audit
+    /// records name the command's domain (docs/THREAT_MODEL.md, "Refusals,
+    /// attributed"). Scopes stay with the sandbox's domain: commands may
+    /// signal and connect to each other as before.
+    pub per_call: Option<OwnedFd>,
     pub etc_granted: usize,
     pub etc_withheld: Vec<String>,
 }
 
 struct Builder {
     ruleset: Option<RulesetCreated>,
+    per_call: Option<RulesetCreated>,
     /// Canonical paths nothing may grant, nor an ancestor of.
     denied: Vec<PathBuf>,
 }
@@ -184,20 +191,34 @@ impl Builder {
             return Ok(false);
         };
         let access = if ft.is_dir() { dir_access } else { file_access };
-        self.add(path, PathBeneath::new(fd, access))?;
+        self.add(path, fd.as_fd(), access)?;
         Ok(true)
     }
 
-    fn add<F: AsFd>(&mut self, path: &Path, rule: PathBeneath<F>) -> Result<(), SetupError> {
+    /// Adds one rule to the sandbox's ruleset and to the per-call one.
+    fn add(
+        &mut self,
+        path: &Path,
+        fd: BorrowedFd<'_>,
+        access: BitFlags<AccessFs>,
+    ) -> Result<(), SetupError> {
         let ruleset = self
             .ruleset
             .take()
             .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+        let rule_err = |e| err(format!("rule for {}", path.display()), e);
         self.ruleset = Some(
             ruleset
-                .add_rule(rule)
-                .map_err(|e| err(format!("rule for {}", path.display()), e))?,
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(rule_err)?,
         );
+        if let Some(per_call) = self.per_call.take() {
+            self.per_call = Some(
+                per_call
+                    .add_rule(PathBeneath::new(fd, access))
+                    .map_err(rule_err)?,
+            );
+        }
         Ok(())
     }
 
@@ -218,25 +239,27 @@ impl Builder {
         } else {
             file_access
         };
-        self.add(path, PathBeneath::new(fd, access))?;
+        self.add(path, fd.as_fd(), access)?;
         Ok(true)
     }
 }
 
 /// Builds the ruleset in the sandbox's own view (call after pivot_root,
 /// before dropping privileges: listing /etc needs no rights afterwards).
-/// `home`: the private home, writable like /tmp.
+/// `home`: the private home, writable like /tmp. `per_call`: also build
+/// [`Prepared::per_call`].
 pub(crate) fn prepare(
     workspace: &Path,
     home: Option<&Path>,
     hidden: &[PathBuf],
+    per_call: bool,
 ) -> Result<Prepared, SetupError> {
-    let ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(TARGET_ABI))
-        .and_then(|r| r.scope(Scope::from_all(TARGET_ABI)))
-        .and_then(|r| r.create())
-        .map_err(|e| err("create ruleset", e))?;
+    let ruleset = new_ruleset(true)?;
+    let per_call = if per_call {
+        Some(new_ruleset(false)?)
+    } else {
+        None
+    };
 
     let mut etc = scan_etc()?;
     for h in hidden {
@@ -254,6 +277,7 @@ pub(crate) fn prepare(
     }
     let mut b = Builder {
         ruleset: Some(ruleset),
+        per_call,
         denied: denied_canon,
     };
 
@@ -278,11 +302,51 @@ pub(crate) fn prepare(
         .ruleset
         .take()
         .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+    let per_call = b.per_call.take().and_then(Option::<OwnedFd>::from);
     Ok(Prepared {
         ruleset,
+        per_call,
         etc_granted,
         etc_withheld: withheld,
     })
+}
+
+/// A ruleset handling every right of [`TARGET_ABI`]; `scoped`: and its scopes.
+fn new_ruleset(scoped: bool) -> Result<RulesetCreated, SetupError> {
+    let r = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(TARGET_ABI));
+    let r = if scoped {
+        r.and_then(|r| r.scope(Scope::from_all(TARGET_ABI)))
+    } else {
+        r
+    };
+    r.and_then(|r| r.create())
+        .map_err(|e| err("create ruleset", e))
+}
+
+/// The restrict_self flags of a command's own domain: its denials are
+/// logged after it execs (and before, as by default); needs ABI 7.
+pub(crate) const PER_CALL_LOG_FLAGS: u32 = 1 << 1; // LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+
+/// Gives the calling process a domain of its own from `ruleset` (the
+/// per-call rules), with logging on ([`PER_CALL_LOG_FLAGS`]). Call after
+/// fork, before exec; no_new_privs is already set.
+pub(crate) fn restrict_per_call(ruleset: BorrowedFd<'_>) -> Result<(), std::io::Error> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: landlock_restrict_self takes an fd and flags; no memory.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_restrict_self,
+            ruleset.as_raw_fd(),
+            PER_CALL_LOG_FLAGS,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// /etc entry by entry: what is denied (and said to be withheld), and what

@@ -19,14 +19,17 @@
 //! user, rootless: a user namespace mapping only the supervisor's own uid,
 //! and sessions only for that uid.
 
+mod audit;
 mod cgroup;
 mod credentials;
 mod exec;
 mod helper;
 mod home;
 mod init;
+pub use audit::{AttributionMode, attribution_status, set_attribution};
 mod landlock;
 mod mounts;
+pub(crate) use mounts::SYSTEM_DIRS;
 mod probe;
 mod protocol;
 mod record;
@@ -243,6 +246,7 @@ impl NativeBackend {
             binds: plan.binds,
             egress: spec.egress.clone(),
             private_home: spec.private_home.clone(),
+            attribute: audit::listener().is_ok(),
             wall: spec.wall,
             extra_ca: spec.extra_ca.clone(),
         };
@@ -494,6 +498,11 @@ impl NativeBackend {
             ctrl,
             shared,
             next_id: AtomicU64::new(1),
+            attribution: if init_cfg.attribute {
+                audit::listener().ok()
+            } else {
+                None
+            },
             teardown: Mutex::new(Some(teardown)),
             destroy_lock: tokio::sync::Mutex::new(()),
             drain_grace: self.opts.drain_grace,
@@ -880,6 +889,8 @@ pub struct NativeSandbox {
     ctrl: Arc<AsyncControl>,
     shared: Arc<Shared>,
     next_id: AtomicU64,
+    /// Attributes each command's refusals (audit/); `None`: not here.
+    attribution: Option<&'static audit::Listener>,
     teardown: Mutex<Option<Teardown>>,
     destroy_lock: tokio::sync::Mutex<()>,
     drain_grace: Duration,

@@ -242,5 +242,6 @@ pub fn doctor_checks() -> Vec<DoctorCheck> {
             Some("mount the pids and memory controllers (cgroup v1) or cgroup2 with them enabled"),
         ));
     }
+    v.push(super::audit::doctor_check());
     v
 }

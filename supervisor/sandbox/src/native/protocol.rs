@@ -55,6 +55,10 @@ pub(crate) struct InitConfig {
     /// The private home HOME names ([`crate::PrivateHome`]); `None`: /tmp.
     #[serde(default)]
     pub private_home: Option<crate::PrivateHome>,
+    /// Give each command a Landlock domain of its own, logged, so the
+    /// supervisor can attribute its refusals (native/audit).
+    #[serde(default)]
+    pub attribute: bool,
     /// The network wall is served in the sandbox's namespace: its own
     /// `/etc/resolv.conf` names the DNS stub.
     #[serde(default)]
@@ -72,6 +76,11 @@ pub(crate) enum ToInit {
         id: u64,
         argv: Vec<String>,
         cwd: PathBuf,
+        /// The command's tag (15 bytes at most): its name while it takes
+        /// its own Landlock domain, which the kernel's audit records of
+        /// that domain then carry (`comm=`). `None`: no domain of its own.
+        #[serde(default)]
+        tag: Option<String>,
     },
     /// SIGKILL the process group of command `id`.
     Kill { id: u64 },
