@@ -162,6 +162,20 @@ pub const SECTIONS: &[Section] = &[
                 Some("\"read-only\""),
                 "How a workspace's git directories are attached: all read-only, or split (what the host's git obeys read-only, the rest writable).",
             ),
+            key(
+                "toolchain_dirs",
+                LIST,
+                Some(
+                    "[\".cargo/bin\", \".rustup\", \".local/bin\", \".local/lib\", \".pyenv\", \".nvm\", \".volta\", \".bun\", \"go/bin\", \".deno\", \".sdkman\"]",
+                ),
+                "The owner's toolchain directories (relative to their home) shown read-only inside the sandbox; never a credential path or a file the host runs by itself.",
+            ),
+            key(
+                "attribute_refusals",
+                "\"auto\" | \"on\" | \"off\"",
+                Some("\"auto\""),
+                "Attribute the native sandbox's refusals from the kernel's audit records: when audit is already on, also turn it on, or never.",
+            ),
         ],
     },
     Section {
