@@ -147,7 +147,9 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostRow>,
     /// Per session, the paths the sandbox's walls refused most
-    /// (`sandbox_denial` records), at most [`TOP_REFUSED`] each.
+    /// (`sandbox_denial` records), at most [`TOP_REFUSED`] each (left out
+    /// when there are none, as release 0.1.0 printed it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused_paths: Vec<RefusedPath>,
 }
 
@@ -667,25 +669,30 @@ impl fmt::Display for Report {
             writeln!(f, "  - {}", sanitize(&s.text))?;
         }
         write_hosts(f, &self.hosts)?;
-        if !self.refused_paths.is_empty() {
-            writeln!(
-                f,
-                "\nrefused by the sandbox (top {TOP_REFUSED} per session):"
-            )?;
-        }
-        for r in &self.refused_paths {
-            writeln!(
-                f,
-                "  {}  {} {}  {}  x{}",
-                sanitize(&r.session),
-                sanitize(&r.access),
-                sanitize(&r.path),
-                sanitize(&r.rule),
-                r.count
-            )?;
-        }
-        Ok(())
+        write_refused_paths(f, &self.refused_paths)
     }
+}
+
+/// The report's refused-paths table (none: nothing).
+fn write_refused_paths(f: &mut std::fmt::Formatter<'_>, rows: &[RefusedPath]) -> std::fmt::Result {
+    if !rows.is_empty() {
+        writeln!(
+            f,
+            "\nrefused by the sandbox (top {TOP_REFUSED} per session):"
+        )?;
+    }
+    for r in rows {
+        writeln!(
+            f,
+            "  {}  {} {}  {}  x{}",
+            sanitize(&r.session),
+            sanitize(&r.access),
+            sanitize(&r.path),
+            sanitize(&r.rule),
+            r.count
+        )?;
+    }
+    Ok(())
 }
 
 /// The hosts table: connections through the network wall per host.
