@@ -281,6 +281,9 @@ async fn secrets_are_redacted_and_the_sandbox_env_is_the_allowlist() {
         "PWD",
         "SHLVL",
         "TERM",
+        // Set by the sandbox to its own /tmp (docs/INTERFACES.md: the
+        // environment the policy judges a command by).
+        "TMPDIR",
         "USER",
         "_",
     ];

@@ -190,7 +190,9 @@ async fn sandbox_and_denials(which: Which, backend: &str) {
                 "*** Begin Patch\n*** Add File: {}\n+escaped\n*** End Patch\n",
                 outside.display()
             )),
-            Turn::Shell("cat ~/.ssh/id_rsa; touch RAN-CAT".into()),
+            // By its host path: `~` in a sandboxed command is the sandbox's
+            // own home, where no key of the owner's is (docs/INTERFACES.md).
+            Turn::Shell("cat /root/.ssh/id_rsa; touch RAN-CAT".into()),
         ],
     };
     let m = mock(which, &ns, &turns);
