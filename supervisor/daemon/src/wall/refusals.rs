@@ -8,6 +8,10 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use tollgate_egress::{ConnRequest, Refusal};
+use tollgate_policy::network::{DEFAULT_PORTS, UNLISTED_RULE};
+
+/// How a line for a host the lists do not hold says who can allow it.
+const OPERATOR_HINT: &str = "an operator can run:";
 
 /// Refusals kept for the lines; older ones fall off (a command that was
 /// refused more often than this still gets a line for each of the last).
@@ -42,10 +46,21 @@ impl RefusalNotes {
     pub(crate) fn note(&self, req: &ConnRequest, r: &Refusal) {
         let host = req.host.url_host();
         let target = req.target();
-        let reason = r
+        let mut reason = r
             .reason
             .trim_start_matches(&format!("{target} is "))
             .to_string();
+        if r.rule == UNLISTED_RULE && !reason.contains(OPERATOR_HINT) {
+            let entry = if DEFAULT_PORTS.contains(&req.port) {
+                host.clone()
+            } else {
+                target.clone()
+            };
+            reason.push_str(&format!(
+                "; {OPERATOR_HINT} supervisorctl net allow {} {entry}",
+                req.session
+            ));
+        }
         let mut n = self.lock();
         let seq = n.next;
         n.next += 1;
@@ -96,7 +111,7 @@ fn line(n: &Note) -> String {
 mod tests {
     use super::*;
     use tollgate_egress::Via;
-    use tollgate_policy::network::{NetHost, UNLISTED_RULE};
+    use tollgate_policy::network::NetHost;
 
     fn req(host: &str, port: u16) -> ConnRequest {
         ConnRequest {
