@@ -259,7 +259,8 @@ pub(crate) const ALLOWED: &[(&str, i64)] = &[
     ("capget", 125),
     ("capset", 126),
     // sockets (socket and socketpair are conditional, see below); the
-    // network namespace has only a down loopback and Landlock denies TCP
+    // sandbox's own network namespace is the wall (only its loopback, and
+    // with [network] the supervisor's listeners and rules there)
     ("connect", 42),
     ("accept", 43),
     ("sendto", 44),

@@ -13,8 +13,7 @@
 //! | /dev/{null,zero,full,random,urandom,tty} | read, write (+ ioctl for tty) |
 //! | /dev/pts | read, write, list, ioctl |
 //! | the workspace, /tmp, /dev/shm, the private home (its toolchains read-only mounts) | everything except making char/block devices |
-//! | network | nothing: every TCP bind and connect is denied; with forwarded egress (`agent mcp-gateway --allow-net`), TCP connect to exactly the forwarded ports (the only things listening on them are the supervisor's listeners in the sandbox's own network namespace); bind stays denied |
-//!
+//! //!
 //! TCP bind and connect are not handled: the sandbox's own network
 //! namespace is the wall (docs/THREAT_MODEL.md "Network"). Its only device
 //! is `lo`, on which the session's own servers and the supervisor's

@@ -276,14 +276,13 @@ async fn tcp_and_udp_fail_to_loopback_and_outside() {
         .iter()
         .zip(&results)
         {
-            // The native sandbox's loopback is down and Landlock denies every
-            // TCP bind/connect. A container keeps its own loopback up (network
-            // none): a datagram to it stays inside, which the host-side
-            // sockets below confirm; so may a listener on it.
-            let local_ok = name != "native"
-                && ((what.starts_with("udp ")
-                    && (what.ends_with("127.0.0.1") || what.ends_with("::1")))
-                    || *what == "tcp listen");
+            // Each sandbox has its own network namespace with only its own
+            // loopback up (native: brought up by the helper; a container:
+            // network none). A datagram to it, or a listener on it, stays
+            // inside, which the host-side sockets below confirm.
+            let local_ok = (what.starts_with("udp ")
+                && (what.ends_with("127.0.0.1") || what.ends_with("::1")))
+                || *what == "tcp listen";
             assert!(
                 local_ok || !["CONNECTED", "SENT", "LISTENING"].contains(res),
                 "{name}: {what} succeeded in the sandbox"
@@ -1042,7 +1041,8 @@ async fn full_strength_here_and_doctor_agrees() {
             "namespaces",
             "mount api",
             "user namespaces",
-            "cgroups"
+            "cgroups",
+            "refusal attribution"
         ]
     );
     for c in &checks {
