@@ -31,6 +31,10 @@ def fmt(v, unit):
         return f"{v:.0f} ns"
     if unit == "mib":
         return f"{v:.1f} MiB"
+    if unit == "mib_per_second":
+        return f"{v:.0f} MiB/s"
+    if unit == "count":
+        return f"{v:.0f}"
     if unit == "per_second":
         return f"{v / 1e3:.1f}k/s" if v >= 1e4 else f"{v:.0f}/s"
     return f"{v}"

@@ -89,11 +89,11 @@ struct Samples {
 }
 
 /// `script`, timed by the shell that runs it: prints `ns=<nanoseconds>`.
-fn self_timed(script: &str) -> String {
+pub fn self_timed(script: &str) -> String {
     format!("s=$(date +%s%N); {script}; e=$(date +%s%N); echo ns=$((e - s))")
 }
 
-fn own_time(output: &str) -> anyhow::Result<Duration> {
+pub fn own_time(output: &str) -> anyhow::Result<Duration> {
     let ns = output
         .lines()
         .find_map(|l| l.trim().strip_prefix("ns="))

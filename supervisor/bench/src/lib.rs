@@ -27,6 +27,7 @@
 mod agent;
 mod baselines;
 mod clients;
+mod devenv;
 mod docker;
 mod floor;
 mod git;
@@ -36,8 +37,12 @@ mod kill;
 mod mcp;
 mod mcp_gateway;
 mod native;
+mod net;
+mod nethost;
+mod refusals;
 mod stats;
 mod telemetry;
+mod variants;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -363,6 +368,18 @@ async fn measure_native(
     rows.extend(native_rows);
     progress.step("git inside the native sandbox beside the host");
     rows.extend(git::run(&sup, root, n).await);
+    let ctx = variants::Ctx {
+        root,
+        exe: supervisor_exe,
+        script,
+        sync: args.audit_sync,
+        samples: n,
+        quick: args.quick,
+    };
+    progress.step("development environment: toolchain mounts, bash beside sh");
+    rows.extend(devenv::run(&ctx, &sup).await);
+    progress.step("network: a test host behind the wall, secrets, beside direct");
+    rows.extend(net::run(&ctx, &sup).await);
     progress.step("agent per-turn overhead and memory");
     let ws = root.subdir("ws-agent")?;
     rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
@@ -373,6 +390,9 @@ async fn measure_native(
     rows.extend(mcp::run(&bin_dir.join("agent"), &sup, root, n).await);
     progress.step("agent mcp-gateway beside the server's own stdio");
     rows.extend(mcp_gateway::run(&bin_dir.join("agent"), &sup, root, n).await);
+    // Last: attribute_refusals = "on" turns the kernel's audit on.
+    progress.step("refusals: 10,000 refused writes, attribution on and off");
+    rows.extend(refusals::run(&ctx).await);
     if failed {
         eprintln!(
             "supervisorctl: bench: the native supervisor's stderr:\n{}",
@@ -490,6 +510,25 @@ fn config_toml(script: &Path, image: Option<&str>, sync: tollgate_audit::SyncMod
         "[llm]\nprovider = \"script\"\nscript = {}\n",
         quote(&script.display().to_string())
     ));
+    c
+}
+
+/// The main config with `sandbox_keys` added to its `[sandbox]` and
+/// `sections` appended (the variants' supervisors, variants.rs).
+fn variant_config(
+    script: &Path,
+    sync: tollgate_audit::SyncMode,
+    sandbox_keys: &str,
+    sections: &str,
+) -> String {
+    let base = config_toml(script, None, sync);
+    let mut c = base.replacen(
+        "git_dir = \"split\"\n",
+        &format!("git_dir = \"split\"\n{sandbox_keys}"),
+        1,
+    );
+    c.push('\n');
+    c.push_str(sections);
     c
 }
 

@@ -15,6 +15,10 @@ pub enum Unit {
     PerSecond,
     /// Memory; values are MiB.
     Mib,
+    /// Throughput of bytes; values are MiB per second.
+    MibPerSecond,
+    /// A count (open descriptors).
+    Count,
 }
 
 /// What a row promises, from the issue that set it.
@@ -34,6 +38,8 @@ pub enum Target {
     /// median − the baseline's median ≤ this many nanoseconds (what a
     /// layer adds).
     AddedAtMostNanos { value: f64, issue: u32 },
+    /// median ≥ factor × the baseline's median (throughput).
+    AtLeastRatio { factor: f64, issue: u32 },
 }
 
 impl Target {
@@ -53,6 +59,7 @@ impl Target {
             Target::AddedAtMostNanos { value, issue } => {
                 format!("≤ base + {} (#{issue})", fmt_nanos(*value))
             }
+            Target::AtLeastRatio { factor, issue } => format!("≥ {factor}× base (#{issue})"),
         }
     }
 }
@@ -195,6 +202,7 @@ pub fn judge(rows: &mut [Row]) {
                 Target::AtLeastPerSecond { value, .. } => Some(m >= *value),
                 Target::AtMostMib { value, .. } => Some(m <= *value),
                 Target::AddedAtMostNanos { value, .. } => base.map(|b| m - b <= *value),
+                Target::AtLeastRatio { factor, .. } => r.ratio.map(|q| q >= *factor),
             },
         };
     }
@@ -229,6 +237,8 @@ pub fn fmt_value(unit: Unit, v: f64) -> String {
         Unit::Nanos => fmt_nanos(v),
         Unit::PerSecond => format!("{}/s", fmt_count(v)),
         Unit::Mib => format!("{v:.1} MiB"),
+        Unit::MibPerSecond => format!("{v:.0} MiB/s"),
+        Unit::Count => format!("{v:.0}"),
     }
 }
 
