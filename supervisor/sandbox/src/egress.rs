@@ -1,5 +1,5 @@
-//! Egress by forwarding, never by routing (issue 23, `agent mcp-gateway
-//! --allow-net`).
+//! Egress by forwarding, never by routing (`agent mcp-gateway --allow-net`,
+//! docs/THREAT_MODEL.md "MCP gateway egress").
 //!
 //! A sandbox keeps its own network namespace with no route out. For each
 //! allowed host and port the supervisor opens a TCP listener *inside* that
