@@ -86,9 +86,10 @@ fn on_netns_thread<T: Send + 'static>(
         .join();
     match joined {
         Ok(r) => r,
-        Err(_) => Err(SandboxError::Other(
-            "the thread that enters the sandbox's network namespace panicked".to_string(),
-        )),
+        Err(_) => Err(SandboxError::Task {
+            what: "the thread that enters the sandbox's network namespace".to_string(),
+            error: "it panicked".to_string(),
+        }),
     }
 }
 
