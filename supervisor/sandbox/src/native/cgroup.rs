@@ -108,10 +108,58 @@ pub(crate) fn detect() -> Option<Layout> {
     let have: Vec<&str> = controllers.split_whitespace().collect();
     if have.contains(&"pids") && have.contains(&"memory") {
         let cpu = have.contains(&"cpu");
+        let root = delegated_root(&root).unwrap_or(root);
         Some(Layout::V2 { root, cpu })
     } else {
         None
     }
+}
+
+/// The leaf a delegated supervisor moves itself into: cgroup v2 lets only
+/// leaves hold processes once a cgroup enables controllers for its children.
+const SELF_LEAF: &str = "supervisor";
+
+/// cgroup v2 under systemd's `Delegate=yes` (docs/OPERATIONS.md, "The
+/// unit"): the unit's own cgroup is the supervisor's to manage, and systemd
+/// marks it with the `trusted.delegate` (a user manager: `user.delegate`)
+/// extended attribute. Then sandboxes go beneath it, after the supervisor has
+/// moved itself into its leaf. Without the mark (no systemd, no
+/// `Delegate=yes`, cgroup v1) they go under the hierarchy's root as before.
+fn delegated_root(v2_root: &Path) -> Option<PathBuf> {
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let unit = delegated_dir(v2_root, own_v2_path(&own)?, is_delegated)?;
+    let leaf = unit.join(SELF_LEAF);
+    mkdirs(&leaf).ok()?;
+    write(&leaf.join("cgroup.procs"), &std::process::id().to_string()).ok()?;
+    Some(unit)
+}
+
+/// The v2 line of /proc/self/cgroup (`0::/system.slice/tollgate.service`).
+fn own_v2_path(proc_self_cgroup: &str) -> Option<&str> {
+    proc_self_cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim_start_matches('/'))
+        .filter(|p| !p.is_empty())
+}
+
+/// The delegated cgroup this process runs in: its own, or the parent of its
+/// own when it already moved itself into [`SELF_LEAF`] (a second detection).
+fn delegated_dir(v2_root: &Path, own: &str, marked: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    let dir = v2_root.join(own);
+    if marked(&dir) {
+        return Some(dir);
+    }
+    let parent = dir.parent()?;
+    (dir.file_name()? == SELF_LEAF && marked(parent)).then(|| parent.to_path_buf())
+}
+
+/// systemd's delegation mark on a cgroup directory.
+fn is_delegated(dir: &Path) -> bool {
+    ["trusted.delegate", "user.delegate"].iter().any(|name| {
+        let mut buf = [0u8; 8];
+        matches!(rustix::fs::getxattr(dir, *name, &mut buf), Ok(n) if &buf[..n] == b"1")
+    })
 }
 
 /// One sandbox's cgroup directories.
@@ -326,4 +374,43 @@ pub(crate) fn procs(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
         .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_own_v2_path_is_read_from_the_unified_line() {
+        let hybrid = "12:pids:/system.slice/x.service\n0::/system.slice/tollgate.service\n";
+        assert_eq!(own_v2_path(hybrid), Some("system.slice/tollgate.service"));
+        assert_eq!(own_v2_path("0::/\n"), None);
+        assert_eq!(own_v2_path("4:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn a_delegated_unit_is_the_root_before_and_after_the_move_into_the_leaf() {
+        let root = Path::new("/sys/fs/cgroup");
+        let unit = root.join("system.slice/tollgate.service");
+        let marked = |d: &Path| d == unit;
+        let own = "system.slice/tollgate.service";
+        assert_eq!(delegated_dir(root, own, marked), Some(unit.clone()));
+        let moved = "system.slice/tollgate.service/supervisor";
+        assert_eq!(delegated_dir(root, moved, marked), Some(unit.clone()));
+        // Another leaf name under the unit, or an unmarked cgroup, is not ours.
+        assert_eq!(
+            delegated_dir(root, "system.slice/tollgate.service/other", marked),
+            None
+        );
+        assert_eq!(
+            delegated_dir(root, "user.slice/session-1.scope", marked),
+            None
+        );
+    }
+
+    #[test]
+    fn an_unmarked_directory_is_not_delegated() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_delegated(dir.path()));
+    }
 }
