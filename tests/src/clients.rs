@@ -274,7 +274,7 @@ impl Run {
         if self.uid != 0 {
             chown_tree(&home, self.uid);
         }
-        let q = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+        let q = tollgate_toolcall::shell::shell_quote;
         let mut exec = String::from("exec ");
         if self.uid != 0 {
             exec.push_str(&format!(

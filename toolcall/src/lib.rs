@@ -13,6 +13,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod shell;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -18,18 +18,9 @@ pub mod exec;
 
 use std::time::Duration;
 
-/// Single-quotes a word for the shell unless it is plain: the agent's path
-/// and the socket in the command lines the hook prints and rewrites.
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=,@".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
+/// The agent's path and the socket in the command lines the hook prints
+/// and rewrites are quoted with the workspace's one shell-quoting function.
+pub use tollgate_toolcall::shell::shell_quote;
 
 /// The seconds a hook may take when no `--timeout` is given.
 pub const DEFAULT_TIMEOUT_S: u32 = 30;
@@ -46,14 +37,6 @@ pub fn deadline_for(timeout_s: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn words_are_quoted_only_when_they_need_it() {
-        assert_eq!(shell_quote("/usr/local/bin/agent"), "/usr/local/bin/agent");
-        assert_eq!(shell_quote("/opt/my tools/agent"), "'/opt/my tools/agent'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
 
     #[test]
     fn the_deadline_comes_before_the_clients_timeout() {

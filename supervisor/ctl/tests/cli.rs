@@ -70,8 +70,9 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2), "kill needs a session or --all");
 }
 
-/// `sandbox exec --backend` is parsed by clap: a value it does not know is
-/// a usage error naming the choices, never a silent default (issue 21).
+/// `sandbox exec --backend` is parsed by clap: a value it does not know is a
+/// usage error naming the choices, never a silent default (docs/INTERFACES.md,
+/// `supervisorctl sandbox exec`).
 #[test]
 fn an_unknown_backend_is_a_usage_error_naming_the_choices() {
     let out = ctl()

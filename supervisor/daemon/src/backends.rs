@@ -184,7 +184,15 @@ impl Unavailable {
             SandboxError::Refused(_)
             | SandboxError::Gone(_)
             | SandboxError::Io { .. }
-            | SandboxError::Other(_) => why.to_string(),
+            | SandboxError::Engine { .. }
+            | SandboxError::ContainerExists { .. }
+            | SandboxError::StillRemoving { .. }
+            | SandboxError::MountCheck(_)
+            | SandboxError::BadRequest(_)
+            | SandboxError::Spawn { .. }
+            | SandboxError::Setup(_)
+            | SandboxError::Task { .. }
+            | SandboxError::Encode { .. } => why.to_string(),
         };
         Unavailable { kind, reason }
     }
@@ -441,7 +449,7 @@ mod tests {
             ]
         );
         // Another kind keeps its own word, said once.
-        let why = SandboxError::Other("probe failed".to_string());
+        let why = SandboxError::Setup("probe failed".to_string());
         let Err(e) = Unavailable::new(BackendChoice::Native, &why)
             .create(&spec())
             .await

@@ -571,7 +571,15 @@ fn sandbox_status(e: &SandboxError) -> Status {
         SandboxError::Refused(_)
         | SandboxError::Gone(_)
         | SandboxError::Io { .. }
-        | SandboxError::Other(_) => e.to_string(),
+        | SandboxError::Engine { .. }
+        | SandboxError::ContainerExists { .. }
+        | SandboxError::StillRemoving { .. }
+        | SandboxError::MountCheck(_)
+        | SandboxError::BadRequest(_)
+        | SandboxError::Spawn { .. }
+        | SandboxError::Setup(_)
+        | SandboxError::Task { .. }
+        | SandboxError::Encode { .. } => e.to_string(),
     };
     Status::unavailable(format!("SANDBOX_UNAVAILABLE: {detail}"))
 }

@@ -95,7 +95,8 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         .exists()
         .then(|| std::fs::canonicalize(&opts.config).unwrap_or_else(|_| opts.config.clone()));
 
-    // The host's own addresses (issue 19): read now, then kept fresh by
+    // The host's own addresses (docs/OPERATIONS.md "The supervisor's
+    // privileged steps, in order"): read now, then kept fresh by
     // netlink notifications (with a periodic backstop).
     let host_addrs = HostAddrWatch::start();
     let hooks = crate::hooks::Hooks::open(&state_dir)

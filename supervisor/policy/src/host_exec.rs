@@ -1,4 +1,5 @@
-//! Names the host runs by itself: the one table (issue 19).
+//! Names the host runs by itself: the one table (docs/THREAT_MODEL.md
+//! "What the host runs by itself").
 //!
 //! A file written inside the workspace is only data, until a program on the
 //! host reads it as instructions without anyone asking it to: git reads

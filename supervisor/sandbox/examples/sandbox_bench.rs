@@ -139,8 +139,9 @@ async fn run(rounds: usize) -> Result<(), String> {
         let t = Instant::now();
         sb.destroy().await.map_err(|e| e.to_string())?;
         destroy.push(t.elapsed());
-        // Interleaved, for the cost of the host-executed names (issue 19):
-        // the same sandbox without them.
+        // Interleaved, for the cost of the host-executed names
+        // (docs/THREAT_MODEL.md "What the host runs by itself"): the same
+        // sandbox without them.
         let t = Instant::now();
         let sb = backend
             .create_native(&spec_with(rounds + 1 + i, Vec::new()))

@@ -497,7 +497,10 @@ impl DockerBackend {
             let err = if is_engine_gone(&e) {
                 unreachable(&self.cfg.socket, &e)
             } else {
-                SandboxError::Other(format!("starting container {name}: {e}"))
+                SandboxError::Engine {
+                    doing: format!("starting container {name}"),
+                    error: e.to_string(),
+                }
             };
             return Err(fail(err).await);
         }
@@ -588,11 +591,14 @@ impl DockerBackend {
         }
         match status_code(&e) {
             Some(404) => image_missing(&self.cfg.image),
-            Some(409) => SandboxError::Other(format!(
-                "a container named {name} already exists: {e}; a session id was reused, \
-                 or an earlier supervisor left it (restart the supervisor to reap it)"
-            )),
-            _ => SandboxError::Other(format!("creating container {name}: {e}")),
+            Some(409) => SandboxError::ContainerExists {
+                name: name.to_string(),
+                error: e.to_string(),
+            },
+            _ => SandboxError::Engine {
+                doing: format!("creating container {name}"),
+                error: e.to_string(),
+            },
         }
     }
 
@@ -665,10 +671,10 @@ impl DockerBackend {
                 Err(e) if status_code(&e) == Some(404) => continue,
                 Err(e) if is_engine_gone(&e) => return Err(unreachable(&self.cfg.socket, &e)),
                 Err(e) => {
-                    return Err(SandboxError::Other(format!(
-                        "removing leftover container {}: {e}",
-                        sandbox::short(&id)
-                    )));
+                    return Err(SandboxError::Engine {
+                        doing: format!("removing leftover container {}", sandbox::short(&id)),
+                        error: e.to_string(),
+                    });
                 }
             }
             let name = c

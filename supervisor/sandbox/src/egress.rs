@@ -1,5 +1,5 @@
-//! Egress by forwarding, never by routing (issue 23, `agent mcp-gateway
-//! --allow-net`).
+//! Egress by forwarding, never by routing (`agent mcp-gateway --allow-net`,
+//! docs/THREAT_MODEL.md "MCP gateway egress").
 //!
 //! A sandbox keeps its own network namespace with no route out. For each
 //! allowed host and port the supervisor opens a TCP listener *inside* that
@@ -86,9 +86,10 @@ fn on_netns_thread<T: Send + 'static>(
         .join();
     match joined {
         Ok(r) => r,
-        Err(_) => Err(SandboxError::Other(
-            "the thread that enters the sandbox's network namespace panicked".to_string(),
-        )),
+        Err(_) => Err(SandboxError::Task {
+            what: "the thread that enters the sandbox's network namespace".to_string(),
+            error: "it panicked".to_string(),
+        }),
     }
 }
 

@@ -261,8 +261,48 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// The Docker engine answered a request with an error: `doing` says
+    /// which request ("starting container tg-…").
+    #[error("sandbox: {doing}: {error}")]
+    Engine { doing: String, error: String },
+    /// A container of the session's name already exists (a session id was
+    /// reused, or an earlier supervisor left it).
+    #[error(
+        "sandbox: a container named {name} already exists: {error}; a session id was reused, \
+         or an earlier supervisor left it (restart the supervisor to reap it)"
+    )]
+    ContainerExists { name: String, error: String },
+    /// A container did not go away within the wait for its removal.
+    #[error("sandbox: container {name} is still being removed after {secs} s")]
+    StillRemoving { name: String, secs: u64 },
+    /// The mounts a container was given could not be checked against its
+    /// spec (the check itself failed; a mismatch is [`SandboxError::Refused`]).
+    #[error("sandbox: verifying the container's mounts: {0}")]
+    MountCheck(String),
+    /// An exec request the backend cannot carry out as asked (no command,
+    /// NUL bytes, a cwd that is not UTF-8).
     #[error("sandbox: {0}")]
-    Other(String),
+    BadRequest(String),
+    /// The command could not be started inside the sandbox (not found, not
+    /// executable); `place` names the sandbox.
+    #[error("sandbox: could not start {argv0:?} in {place}: {error}")]
+    Spawn {
+        argv0: Option<String>,
+        place: String,
+        error: String,
+    },
+    /// The native sandbox's helper broke its setup protocol (a message out
+    /// of order, a descriptor missing).
+    #[error("sandbox: {0}")]
+    Setup(String),
+    /// A task or thread doing the backend's work died (panicked or was
+    /// cancelled) before it answered; `what` names it.
+    #[error("sandbox: {what} failed: {error}")]
+    Task { what: String, error: String },
+    /// A record the backend keeps in its state directory could not be
+    /// encoded (`what` names it).
+    #[error("sandbox: {what}: {error}")]
+    Encode { what: String, error: String },
 }
 
 impl SandboxError {
@@ -271,11 +311,25 @@ impl SandboxError {
     /// full message would say it twice.
     pub fn detail(&self) -> String {
         match self {
-            SandboxError::Unavailable(d)
-            | SandboxError::Refused(d)
-            | SandboxError::Gone(d)
-            | SandboxError::Other(d) => d.clone(),
+            SandboxError::Unavailable(d) | SandboxError::Refused(d) | SandboxError::Gone(d) => {
+                d.clone()
+            }
             SandboxError::Io { .. } => self.to_string(),
+            SandboxError::Engine { .. }
+            | SandboxError::ContainerExists { .. }
+            | SandboxError::StillRemoving { .. }
+            | SandboxError::MountCheck(_)
+            | SandboxError::BadRequest(_)
+            | SandboxError::Spawn { .. }
+            | SandboxError::Setup(_)
+            | SandboxError::Task { .. }
+            | SandboxError::Encode { .. } => {
+                let full = self.to_string();
+                match full.strip_prefix("sandbox: ") {
+                    Some(d) => d.to_string(),
+                    None => full,
+                }
+            }
         }
     }
 }

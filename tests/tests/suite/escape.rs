@@ -163,7 +163,7 @@ fn host_exec_cases_live(rows: &[escape::Row]) {
         .iter()
         .filter(|r| r.id.starts_with("fs-git-") || r.id.starts_with("fs-host-exec-"))
         .collect();
-    assert!(ours.len() >= 11, "{} issue-19 cases", ours.len());
+    assert!(ours.len() >= 11, "{} host-executed-name cases", ours.len());
     for r in ours {
         assert!(r.live(), "{} is not live here: {:?}", r.id, r.control);
     }

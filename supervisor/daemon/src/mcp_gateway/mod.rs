@@ -292,7 +292,10 @@ async fn pump(
                 None => {
                     // The exec returned (its output sender is dropped then):
                     // every line it read has been handled.
-                    exited = Some((&mut exec).await.unwrap_or_else(|e| Err(SandboxError::Other(e.to_string()))));
+                    exited = Some((&mut exec).await.unwrap_or_else(|e| Err(SandboxError::Task {
+                        what: "the MCP server's exec".to_string(),
+                        error: e.to_string(),
+                    })));
                     break server_ended(exited.as_ref(), session);
                 }
             },

@@ -578,14 +578,15 @@ pub(super) fn fill(w: &Word, replace: &str, item: &Word) -> Word {
 }
 
 /// parallel's command line with its placeholders filled in, each value
-/// quoted as parallel quotes it; with no placeholder the item is appended.
+/// quoted for the shell as parallel quotes it (a plain word as it is); with
+/// no placeholder the item is appended.
 fn fill_parallel(line: &str, replace: &str, item: &Word) -> String {
     let quoted = |v: &str| -> String {
         if item.dynamic {
             // A value only known at run time, as the shell sees one.
             "\"$PARALLEL_ITEM\"".to_string()
         } else {
-            format!("'{}'", v.replace('\'', "'\\''"))
+            tollgate_toolcall::shell::shell_quote(v)
         }
     };
     if replace != "{}" {
@@ -768,17 +769,21 @@ mod tests {
     #[test]
     fn parallel_placeholders() {
         let item = Word::literal("/a/b.txt");
-        assert_eq!(fill_parallel("rm {}", "{}", &item), "rm '/a/b.txt'");
+        assert_eq!(fill_parallel("rm {}", "{}", &item), "rm /a/b.txt");
+        assert_eq!(
+            fill_parallel("rm {}", "{}", &Word::literal("a b's")),
+            r"rm 'a b'\''s'"
+        );
         assert_eq!(
             fill_parallel("rm {.} {/} {//} {/.}", "{}", &item),
-            "rm '/a/b' 'b.txt' '/a' 'b'"
+            "rm /a/b b.txt /a b"
         );
-        assert_eq!(fill_parallel("rm -rf", "{}", &item), "rm -rf '/a/b.txt'");
+        assert_eq!(fill_parallel("rm -rf", "{}", &item), "rm -rf /a/b.txt");
         assert_eq!(
             fill_parallel("echo {a,b}", "{}", &item),
-            "echo {a,b} '/a/b.txt'"
+            "echo {a,b} /a/b.txt"
         );
-        assert_eq!(fill_parallel("rm XX", "XX", &item), "rm '/a/b.txt'");
+        assert_eq!(fill_parallel("rm XX", "XX", &item), "rm /a/b.txt");
         assert_eq!(
             fill_parallel("rm {1}", "{}", &Word::unknown("x")),
             "rm \"$PARALLEL_ITEM\""

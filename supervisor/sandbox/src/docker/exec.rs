@@ -339,7 +339,7 @@ impl DockerSandbox {
             )));
         }
         if req.argv.is_empty() {
-            return Err(SandboxError::Other(
+            return Err(SandboxError::BadRequest(
                 "exec needs a command (argv is empty)".to_string(),
             ));
         }
@@ -352,10 +352,10 @@ impl DockerSandbox {
         let cwd = req.cwd.clone().unwrap_or_else(|| self.workspace.clone());
         let cwd = cwd
             .to_str()
-            .ok_or_else(|| SandboxError::Other(format!("cwd {} is not UTF-8", cwd.display())))?
+            .ok_or_else(|| SandboxError::BadRequest(format!("cwd {} is not UTF-8", cwd.display())))?
             .to_string();
         if req.argv.iter().any(|a| a.contains('\0')) || cwd.contains('\0') {
-            return Err(SandboxError::Other(
+            return Err(SandboxError::BadRequest(
                 "exec argv and cwd cannot contain NUL bytes".to_string(),
             ));
         }
@@ -505,11 +505,11 @@ impl DockerSandbox {
                 Ok(killed(!cancelled))
             }
             Ended::Lost => Err(self.gone_error("exec").await),
-            Ended::SpawnFailed(m) => Err(SandboxError::Other(format!(
-                "could not start {:?} in container {}: {m}",
-                req.argv.first(),
-                self.name
-            ))),
+            Ended::SpawnFailed(m) => Err(SandboxError::Spawn {
+                argv0: req.argv.first().cloned(),
+                place: format!("container {}", self.name),
+                error: m,
+            }),
             Ended::Exited(x) => Ok(if cancelled {
                 killed(false)
             } else if x.timed_out || backstop {

@@ -208,10 +208,10 @@ impl DockerSandbox {
                 )))
             }
             Err(e) if is_engine_gone(&e) => Err(self.engine_gone_error(what, &e)),
-            Err(e) => Err(SandboxError::Other(format!(
-                "inspecting container {}: {e}",
-                self.name
-            ))),
+            Err(e) => Err(SandboxError::Engine {
+                doing: format!("inspecting container {}", self.name),
+                error: e.to_string(),
+            }),
         }
     }
 
@@ -276,11 +276,10 @@ impl DockerSandbox {
                         _ => tokio::time::sleep(Duration::from_millis(20)).await,
                     }
                 }
-                Err(SandboxError::Other(format!(
-                    "container {} is still being removed after {} s",
-                    self.name,
-                    REMOVAL_WAIT.as_secs()
-                )))
+                Err(SandboxError::StillRemoving {
+                    name: self.name.clone(),
+                    secs: REMOVAL_WAIT.as_secs(),
+                })
             }
             Err(e) if is_engine_gone(&e) => Err(SandboxError::Unavailable(format!(
                 "cannot remove container {}: docker engine at {} is not reachable: {e}; \
@@ -288,10 +287,10 @@ impl DockerSandbox {
                 self.name,
                 self.socket.display()
             ))),
-            Err(e) => Err(SandboxError::Other(format!(
-                "removing container {}: {e}",
-                self.name
-            ))),
+            Err(e) => Err(SandboxError::Engine {
+                doing: format!("removing container {}", self.name),
+                error: e.to_string(),
+            }),
         }
     }
 

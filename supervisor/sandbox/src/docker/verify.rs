@@ -169,7 +169,7 @@ async fn via_exec(
     for m in plan {
         cmd.push(m.path.to_string_lossy().into_owned());
     }
-    let fail = |e: String| SandboxError::Other(format!("verifying the container's mounts: {e}"));
+    let fail = SandboxError::MountCheck;
     let exec = docker
         .create_exec(
             id,

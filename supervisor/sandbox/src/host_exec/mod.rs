@@ -1,4 +1,5 @@
-//! Keeping a sandbox from writing what the host runs by itself (issue 19).
+//! Keeping a sandbox from writing what the host runs by itself
+//! (docs/THREAT_MODEL.md "What the host runs by itself").
 //!
 //! The names come from the daemon ([`crate::SandboxSpec::host_exec`], the
 //! policy crate's one table); this module never lists its own. Before a

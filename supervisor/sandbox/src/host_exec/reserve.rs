@@ -403,8 +403,10 @@ fn write_record(path: &Path, rec: &Record) -> Result<(), SandboxError> {
     let parent = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(io_err(format!("create {}", parent.display())))?;
     let tmp = path.with_extension("json.tmp");
-    let body = serde_json::to_vec_pretty(rec)
-        .map_err(|e| SandboxError::Other(format!("placeholder record: {e}")))?;
+    let body = serde_json::to_vec_pretty(rec).map_err(|e| SandboxError::Encode {
+        what: "placeholder record".to_string(),
+        error: e.to_string(),
+    })?;
     std::fs::write(&tmp, body).map_err(io_err(format!("write {}", tmp.display())))?;
     std::fs::rename(&tmp, path).map_err(io_err(format!("write {}", path.display())))
 }

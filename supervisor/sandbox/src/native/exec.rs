@@ -291,11 +291,11 @@ impl NativeSandbox {
         let (exit_code, signal) = match run.exit {
             Some(Exit::Exited { code, signal }) => (code, signal),
             Some(Exit::SpawnFailed(e)) => {
-                return Err(SandboxError::Other(format!(
-                    "could not start {:?} in the sandbox of session {}: {e}",
-                    req.argv.first(),
-                    self.session_id
-                )));
+                return Err(SandboxError::Spawn {
+                    argv0: req.argv.first().cloned(),
+                    place: format!("the sandbox of session {}", self.session_id),
+                    error: e.to_string(),
+                });
             }
             None => (None, None),
         };

@@ -721,7 +721,7 @@ async fn wait_ready(
                 )));
             }
             FromInit::Exited { .. } | FromInit::SpawnFailed { .. } => {
-                return Err(SandboxError::Other(
+                return Err(SandboxError::Setup(
                     "unexpected message from the sandbox during setup".to_string(),
                 ));
             }
@@ -750,7 +750,7 @@ impl SetupReports {
         let fd = fds
             .into_iter()
             .next()
-            .ok_or_else(|| SandboxError::Other("sandbox helper sent no pidfd".to_string()))?;
+            .ok_or_else(|| SandboxError::Setup("sandbox helper sent no pidfd".to_string()))?;
         teardown.init = Some((
             pid,
             sys::async_fd(fd, tokio::io::Interest::READABLE).map_err(|e| SandboxError::Io {
@@ -784,13 +784,16 @@ impl SetupReports {
         }
         if let Some(j) = self.joining.take() {
             j.await
-                .map_err(|e| SandboxError::Other(format!("cgroup join task: {e}")))?
+                .map_err(|e| SandboxError::Task {
+                    what: "the cgroup join task".to_string(),
+                    error: e.to_string(),
+                })?
                 .map_err(|e| SandboxError::Io {
                     context: "move the sandbox into its cgroups".to_string(),
                     source: e,
                 })?;
         } else if teardown.cgroups.is_some() {
-            return Err(SandboxError::Other(
+            return Err(SandboxError::Setup(
                 "sandbox ready before it could join its cgroups".to_string(),
             ));
         }

@@ -1,11 +1,11 @@
 //! The Docker backend against the real engine: container settings, exec,
 //! timeouts, cancel, the kill switch, orphans, and every bad-input case of
-//! issue 8 (engine not running, image missing, engine dying mid-exec,
-//! container killed from outside, forbidden mounts), and what the engine does
-//! with a seccomp profile naming a call it does not know. Each test checks
-//! that it left no container behind. What the seccomp profile refuses is in
-//! the escape table (`common/escape_cases.rs`), which `sandbox.rs` runs
-//! against both backends, as root and non-root sessions.
+//! docs/OPERATIONS.md "The Docker sandbox" (engine not running, image missing,
+//! engine dying mid-exec, container killed from outside, forbidden mounts), and
+//! what the engine does with a seccomp profile naming a call it does not know.
+//! Each test checks that it left no container behind. What the seccomp profile
+//! refuses is in the escape table (`common/escape_cases.rs`), which
+//! `sandbox.rs` runs against both backends, as root and non-root sessions.
 //!
 //! Skips (printing `skipped: needs docker`) when no engine is reachable, unless
 //! `TOLLGATE_REQUIRE_DOCKER=1`.
@@ -170,8 +170,9 @@ async fn container_has_every_setting_of_the_brief() {
         "{sec:?}"
     );
     assert!(sec.iter().any(|o| o.starts_with("seccomp=")), "{sec:?}");
-    // Besides docker's own files: the workspace, rw, same path; (issue 19)
-    // each name the host runs by itself, read-only at its own path (an
+    // Besides docker's own files: the workspace, rw, same path;
+    // (docs/OPERATIONS.md "What the host runs by itself: before any sandbox
+    // starts") each name the host runs by itself, read-only at its own path (an
     // empty placeholder here, where none existed); and, read-only, the exec
     // agent's binary and its (now closed) socket.
     let mut mounts: Vec<(String, String, bool)> = info
@@ -808,9 +809,10 @@ async fn a_missing_image_is_unavailable_with_a_hint_to_build_it() {
     assert_nothing_left(&s.state).await;
 }
 
-/// Issue 24: without a usable resident exec agent (missing, or a dynamically
-/// linked file that could not run in the image) no Docker sandbox starts, the
-/// refusal names the file and the config key, and nothing is created.
+/// docs/OPERATIONS.md "The Docker sandbox": without a usable resident exec
+/// agent (missing, or a dynamically linked file that could not run in the
+/// image) no Docker sandbox starts, the refusal names the file and the config
+/// key, and nothing is created.
 #[tokio::test]
 async fn no_sandbox_starts_without_a_usable_exec_agent() {
     let Some(s) = setup("noagent").await else {
@@ -1053,7 +1055,8 @@ async fn git_hooks_and_config_are_read_only_inside() {
     )
     .await;
     assert_eq!(o.exit_code, Some(0), "{out}");
-    // Since issue 19 all of .git is read-only, HEAD too.
+    // All of .git is read-only, HEAD too (docs/THREAT_MODEL.md "What the
+    // host runs by itself").
     assert_eq!(
         out,
         "sh: can't create .git/hooks/pre-commit: Read-only file system\nhooks=1\n\

@@ -1,11 +1,11 @@
 //! The Docker backend's resident exec agent against the real engine
-//! (issue 24): the protocol fuzzed from the host side with real containers;
-//! commands that leave their process group (setsid, double fork, ignoring
-//! SIGTERM, closing their output) still killed on cancel, timeout, destroy
-//! and command end; 50 concurrent commands in one container; and the bad
-//! inputs (100 MB of output, invalid UTF-8, stdin held open or never read,
-//! an image without a shell, a container removed mid-call). Each test checks
-//! that it left no container behind.
+//! (docs/OPERATIONS.md "The Docker sandbox"): the protocol fuzzed from the host
+//! side with real containers; commands that leave their process group (setsid,
+//! double fork, ignoring SIGTERM, closing their output) still killed on cancel,
+//! timeout, destroy and command end; 50 concurrent commands in one container;
+//! and the bad inputs (100 MB of output, invalid UTF-8, stdin held open or
+//! never read, an image without a shell, a container removed mid-call). Each
+//! test checks that it left no container behind.
 //!
 //! Skips (printing `skipped: needs docker`) when no engine is reachable, unless
 //! `TOLLGATE_REQUIRE_DOCKER=1`.

@@ -1,9 +1,11 @@
 //! Benchmark of the Docker backend against its docker-CLI baselines, measured
-//! in the same run and interleaved (issue 8's performance targets):
+//! in the same run and interleaved (docs/PERFORMANCE.md, the Docker
+//! backend's targets):
 //!
 //! - run_bash `true` end to end (`exec(["sh","-c","true"])`) through the
 //!   container's resident exec agent, median, against `docker exec <ctr> true`
-//!   through the CLI: target <= 0.1x (issue 24);
+//!   through the CLI: target <= 0.1x (docs/PERFORMANCE.md, "The Docker
+//!   backend's resident exec agent");
 //! - 1 MiB of output through the agent, against the same through the CLI;
 //! - creating and starting a session's container, against
 //!   `docker run --rm --network none IMAGE true`: target <= 1.2x;

@@ -1,5 +1,6 @@
-//! Nothing a sandboxed command writes may run later on the host (issue 19,
-//! item 1), on both backends, for a root session and an ordinary one.
+//! Nothing a sandboxed command writes may run later on the host
+//! (docs/THREAT_MODEL.md "What the host runs by itself"), on both backends, for
+//! a root session and an ordinary one.
 //!
 //! Each scenario is an attack a sandboxed command can try against the
 //! host's git: plant a config or hook, point `.git/commondir` elsewhere,

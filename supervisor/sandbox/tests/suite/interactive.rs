@@ -1,8 +1,9 @@
-//! `Sandbox::exec_interactive` (issue 23: the MCP servers `agent
-//! mcp-gateway` wraps) on every backend `common::backends()` gives: what is
-//! fed on stdin reaches the command and its answers come back as they are
-//! written (a round trip per line, the command still running), closing stdin
-//! ends it, and cancelling kills it and everything it started. Needs root.
+//! `Sandbox::exec_interactive` (the MCP servers `agent mcp-gateway` wraps,
+//! docs/INTERFACES.md "`agent mcp-gateway`") on every backend
+//! `common::backends()` gives: what is fed on stdin reaches the command and its
+//! answers come back as they are written (a round trip per line, the command
+//! still running), closing stdin ends it, and cancelling kills it and
+//! everything it started. Needs root.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;

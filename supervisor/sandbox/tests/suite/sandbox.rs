@@ -752,7 +752,8 @@ async fn git_hooks_and_config_stay_read_only() {
              echo x > .git/objects/o 2>/dev/null && echo OBJECTS || echo objects-denied",
         )
         .await;
-        // Since issue 19 all of .git is read-only (a `commondir` written
+        // All of .git is read-only (docs/THREAT_MODEL.md "What the host runs
+        // by itself"; a `commondir` written
         // beside the config redirects git as well as a config would).
         assert_eq!(
             r.stdout, "hook-denied\nconfig-denied\nobjects-denied\n",
@@ -1126,10 +1127,11 @@ async fn a_workspace_replaced_after_the_session_checked_it_is_refused() {
     }
 }
 
-/// Issue 19, item 7: a workspace lives wherever its user keeps it, beneath
-/// a directory the native root replaces with its own (/var/tmp is a symlink
-/// to /tmp there, /tmp, /run and /dev/shm are its own tmpfs or directory)
-/// included. It is attached at its real path on both backends.
+/// docs/OPERATIONS.md "The native sandbox's steps, in order": a workspace lives
+/// wherever its user keeps it, beneath a directory the native root replaces
+/// with its own (/var/tmp is a symlink to /tmp there, /tmp, /run and /dev/shm
+/// are its own tmpfs or directory) included. It is attached at its real path on
+/// both backends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspaces_beneath_replaced_directories_attach_at_their_path() {
     if !common::require_root() {
