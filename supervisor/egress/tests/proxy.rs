@@ -361,15 +361,25 @@ async fn malformed_long_and_slow_heads_get_a_bounded_refusal() {
             "{out}"
         );
     }
+    // A slowloris head: the refusal arrives (the wait is bounded) ...
     let mut s = TcpStream::connect(r.http).await.unwrap();
     s.write_all(b"CONNECT ok.exa").await.unwrap();
-    let t = std::time::Instant::now();
-    let out = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut out))
+        .await
+        .expect("the slow head was never refused")
+        .unwrap();
+    let out = String::from_utf8_lossy(&out).into_owned();
     assert!(
-        t.elapsed() < Duration::from_secs(1) && out.contains("did not arrive within"),
+        out.starts_with("HTTP/1.1 400") && out.contains("did not arrive within"),
         "{out}"
     );
     assert_eq!(log(&r).iter().filter(|l| l.starts_with("bad ")).count(), 4);
+    // ... and the proxy keeps serving.
+    let (mut s, head) = connect_via_http(&r, &format!("ok.example:{}", r.port)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s.write_all(b"ping").await.unwrap();
+    assert_eq!(read_n(&mut s, 4).await, b"ping");
 }
 
 #[tokio::test]
@@ -991,4 +1001,108 @@ async fn ten_thousand_connections_from_one_session_hit_its_cap_and_another_sessi
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let bad = log(&hog).iter().filter(|l| l.starts_with("bad ")).count();
     assert!(bad >= N - cap, "{bad} refusals recorded");
+}
+
+#[tokio::test]
+async fn a_later_request_on_a_kept_alive_connection_must_name_the_decided_host_too() {
+    let r = rig(Limits::default()).await;
+    let p = r.port;
+    // Pipelined on the HTTP proxy: the first goes, the second (another
+    // Host) is refused with a 403 once the server is done with the first.
+    for second in [
+        format!("GET http://ok.example:{p}/b HTTP/1.1\r\nHost: evil.example\r\n\r\n"),
+        format!("GET http://other.example:{p}/b HTTP/1.1\r\nHost: other.example:{p}\r\n\r\n"),
+    ] {
+        let mut s = TcpStream::connect(r.http).await.unwrap();
+        let first = format!(
+            "GET http://ok.example:{p}/a HTTP/1.1\r\nHost: ok.example:{p}\r\nConnection: keep-alive\r\n\r\n"
+        );
+        s.write_all(format!("{first}{second}").as_bytes())
+            .await
+            .unwrap();
+        let out = String::from_utf8(read_all(&mut s).await).unwrap();
+        let echoed =
+            format!("GET /a HTTP/1.1\r\nHost: ok.example:{p}\r\nConnection: close\r\n\r\n");
+        assert!(out.starts_with(&echoed), "{out}");
+        let refusal = &out[echoed.len()..];
+        assert!(
+            refusal.starts_with("HTTP/1.1 403")
+                && refusal.contains(&format!(
+                    "X-Tollgate-Refused: host=ok.example; port={p}; rule=network:host-header"
+                )),
+            "{out}"
+        );
+    }
+    // Through a SOCKS5 tunnel, the head in small pieces: checked the same.
+    let mut m = vec![5, 1, 0, 5, 1, 0, 3, 10];
+    m.extend(b"ok.example");
+    m.extend(p.to_be_bytes());
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&m).await.unwrap();
+    assert_eq!(read_n(&mut s, 12).await[..4], [5, 0, 5, 0]);
+    s.write_all(b"GE").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.write_all(b"T / HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+        .await
+        .unwrap();
+    let out = String::from_utf8(read_all(&mut s).await).unwrap();
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("rule=network:host-header"),
+        "{out}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The server saw the first requests only, never a refused one.
+    let seen = r.seen.lock().unwrap().clone();
+    let seen: Vec<String> = seen
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(
+        !seen.iter().any(|b| b.contains("/b") || b.contains("evil")),
+        "{seen:?}"
+    );
+    let l = log(&r);
+    let refused = format!("refused ok.example:{p} network:host-header");
+    assert_eq!(l.iter().filter(|x| **x == refused).count(), 3, "{l:?}");
+    // Each relayed connection still recorded its close.
+    let opened = l.iter().filter(|x| x.starts_with("open ")).count();
+    let closed = l.iter().filter(|x| x.starts_with("close ")).count();
+    assert_eq!((opened, closed), (3, 3), "{l:?}");
+}
+
+#[tokio::test]
+async fn stop_closes_open_connections_at_once_each_close_recorded() {
+    let r = rig(Limits::default()).await;
+    let t = format!("ok.example:{}", r.port);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let (mut s, head) = connect_via_http(&r, &t).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        s.write_all(b"ping").await.unwrap();
+        assert_eq!(read_n(&mut s, 4).await, b"ping");
+        held.push(s);
+    }
+    assert_eq!(r.proxy.open_connections(), 3);
+    // What revoke and kill do to a session's wall.
+    r.proxy.stop();
+    for s in &mut held {
+        let mut out = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
+            .await
+            .expect("an open connection outlived the stop");
+        assert!(n.is_err() || out.is_empty(), "{out:?}");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while r.proxy.open_connections() > 0 {
+        assert!(std::time::Instant::now() < deadline, "slots never freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let l = log(&r);
+    let closes: Vec<&String> = l.iter().filter(|x| x.starts_with("close ")).collect();
+    assert_eq!(closes.len(), 3, "{l:?}");
+    assert!(closes.iter().all(|c| c.ends_with("up=4 down=4")), "{l:?}");
+    // A stopped wall refuses new connections.
+    let (_s, head) = connect_via_http(&r, &t).await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
 }
