@@ -35,6 +35,8 @@ mod suite {
     mod mcp_gateway;
     mod mcp_gateway_net;
     mod network_ops;
+    mod network_packages;
+    mod network_routed;
     mod network_wall;
     mod ops;
     mod own_host;

@@ -471,6 +471,12 @@ pub const SECTIONS: &[Section] = &[
                 None,
                 "PEM files of extra CAs (a corporate one) the egress proxy trusts, beside the host's trust store, when it connects on to a host a secret is bound to.",
             ),
+            key(
+                "upstream_proxy",
+                STR,
+                None,
+                "http://HOST:PORT of an HTTP proxy (a corporate one) that every allowed connection goes out through by CONNECT; absent: straight out.",
+            ),
         ],
     },
     Section {

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -13,6 +13,7 @@ use tollgate_policy::network::NetHost;
 
 use crate::Proxy;
 use crate::gate::{ConnRequest, ConnStats, ConnectionGate, GateVerdict, Refusal};
+use crate::plain::Requests;
 use crate::sni::{Hello, client_hello};
 
 /// Rule names of refusals the policy's lists did not make.
@@ -58,6 +59,9 @@ async fn open_inner<G: ConnectionGate>(
         GateVerdict::Allow { rule } => rule,
         GateVerdict::Deny(r) => return Err(r),
     };
+    if let Some(u) = &proxy.upstream {
+        return crate::upstream::open(proxy, req, u, rule).await;
+    }
     let ips = match &req.host {
         NetHost::Ip(ip) => vec![*ip],
         NetHost::Name(n) => proxy
@@ -199,18 +203,44 @@ pub(crate) async fn deliver<G: ConnectionGate>(
         let s = Arc::clone(s);
         return crate::secrets::terminate::run(proxy, req, client, up, early, &s).await;
     }
-    relay(proxy, req, client, up, &early).await;
+    let flow = flow_of(proxy, early);
+    relay_flow(proxy, req, client, up, flow).await;
+}
+
+/// A tunnel's flow: plain HTTP in it is checked request by request (its
+/// `Host` the decided host, on every request), anything else relayed as is.
+pub(crate) fn flow_of<G>(proxy: &Proxy<G>, early: Vec<u8>) -> Flow {
+    if !crate::plain::may_be_http(&early) {
+        return Flow { early, guard: None };
+    }
+    let requests = Requests::fresh(false, proxy.limits.max_head_bytes);
+    Flow {
+        early: Vec::new(),
+        guard: Some((requests, early)),
+    }
+}
+
+/// What a relay starts with: bytes checked already, sent first; and, for
+/// plain HTTP, the client's requests to check one by one
+/// ([`crate::plain`]) with the bytes not fed to them yet.
+pub(crate) struct Flow {
+    pub early: Vec<u8>,
+    pub guard: Option<(Requests, Vec<u8>)>,
 }
 
 /// Records the opening, sends what the client already sent, relays both
 /// ways until both are done or neither moved a byte for the idle bound,
-/// and records the close.
-pub(crate) async fn relay<G: ConnectionGate>(
+/// and records the close. The client's side is checked request by request
+/// when the flow has a guard. A later request that is refused is not sent: the
+/// server's side ends (its answers to the earlier ones delivered), then
+/// the client gets the refusal (a `403` on the HTTP proxy, a reset on the
+/// transparent path), recorded.
+pub(crate) async fn relay_flow<G: ConnectionGate>(
     proxy: &Arc<Proxy<G>>,
     req: &ConnRequest,
     mut client: TcpStream,
     mut up: Upstream,
-    early: &[u8],
+    flow: Flow,
 ) {
     let id = match proxy.gate.opened(req, up.addr, &up.rule) {
         Ok(id) => id,
@@ -221,22 +251,31 @@ pub(crate) async fn relay<G: ConnectionGate>(
     };
     let started = Instant::now();
     let mut stats = ConnStats::default();
-    if up.stream.write_all(early).await.is_ok() {
-        stats.bytes_up = early.len() as u64;
-        let idle = proxy.limits.idle_timeout;
-        let last = Activity::new();
+    let mut refused = None;
+    if up.stream.write_all(&flow.early).await.is_ok() {
+        stats.bytes_up = flow.early.len() as u64;
+        let shared = Shared {
+            last: Activity::new(),
+            idle: proxy.limits.idle_timeout,
+            refused: AtomicBool::new(false),
+        };
         let (up_n, down_n) = (AtomicU64::new(0), AtomicU64::new(0));
+        let mut guard = flow.guard;
         let (cr, cw) = client.split();
         let (ur, uw) = up.stream.split();
+        let checked = guard.as_mut().map(|(g, pending)| (g, pending, req));
         let both = async {
             tokio::join!(
-                pump(cr, uw, &up_n, &last, idle),
-                pump(ur, cw, &down_n, &last, idle)
+                pump(cr, uw, &up_n, &shared, checked),
+                pump(ur, cw, &down_n, &shared, None)
             )
         };
         tokio::select! {
-            (a, b) = both => if a || b {
-                stats.idle_closed = Some(idle);
+            ((a, r), (b, _)) = both => {
+                if a || b {
+                    stats.idle_closed = Some(shared.idle);
+                }
+                refused = r;
             },
             // The wall ends (revoke, kill): closed now, counted so far.
             _ = proxy.stopped() => {}
@@ -244,60 +283,106 @@ pub(crate) async fn relay<G: ConnectionGate>(
         stats.bytes_up += up_n.load(Ordering::Relaxed);
         stats.bytes_down = down_n.load(Ordering::Relaxed);
     }
+    if let Some(r) = refused {
+        proxy.gate.refused(req, &r);
+        if req.via == crate::Via::Transparent {
+            crate::transparent::reset(client);
+        } else {
+            let _ = client.write_all(&crate::http::forbidden(req, &r)).await;
+            let _ = client.shutdown().await;
+        }
+    }
     stats.duration = started.elapsed();
     proxy.gate.closed(id, stats);
+}
+
+/// What the two directions of a relay share.
+struct Shared {
+    last: Activity,
+    idle: std::time::Duration,
+    /// The client's side was refused: the server's side leaves the client
+    /// open for the refusal.
+    refused: AtomicBool,
 }
 
 /// When a byte last moved either way.
 struct Activity {
     start: Instant,
-    last_ms: std::sync::atomic::AtomicU64,
+    last_ms: AtomicU64,
 }
 
 impl Activity {
     fn new() -> Activity {
         Activity {
             start: Instant::now(),
-            last_ms: std::sync::atomic::AtomicU64::new(0),
+            last_ms: AtomicU64::new(0),
         }
     }
     fn touch(&self) {
         let now = self.start.elapsed().as_millis() as u64;
-        self.last_ms
-            .store(now, std::sync::atomic::Ordering::Relaxed);
+        self.last_ms.store(now, Ordering::Relaxed);
     }
     fn idle_for(&self) -> std::time::Duration {
-        let last = self.last_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let last = self.last_ms.load(Ordering::Relaxed);
         self.start
             .elapsed()
             .saturating_sub(std::time::Duration::from_millis(last))
     }
 }
 
+/// The client's requests to check, what was not fed to them yet, and the
+/// connection they are checked for.
+type Checked<'a> = (&'a mut Requests, &'a mut Vec<u8>, &'a ConnRequest);
+
 /// One direction, counted as it goes, until EOF (then half-closed), an
-/// error on either side, or both directions idle for `idle`. Returns
-/// whether idleness ended it.
+/// error on either side, both directions idle for the bound, or (checked)
+/// a refused request. Returns whether idleness ended it, and the refusal.
 async fn pump(
     mut from: tokio::net::tcp::ReadHalf<'_>,
     mut to: tokio::net::tcp::WriteHalf<'_>,
     count: &AtomicU64,
-    last: &Activity,
-    idle: std::time::Duration,
-) -> bool {
+    shared: &Shared,
+    mut checked: Option<Checked<'_>>,
+) -> (bool, Option<Refusal>) {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut refused = None;
+    let mut pending = checked
+        .as_mut()
+        .map(|(_, p, _)| std::mem::take(*p))
+        .unwrap_or_default();
     let idled = loop {
-        let n = match tokio::time::timeout(idle, from.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break false,
-            Ok(Ok(n)) => n,
-            Err(_) if last.idle_for() >= idle => break true,
-            Err(_) => continue,
+        let n = if !pending.is_empty() {
+            let n = pending.len();
+            buf[..n].copy_from_slice(&pending);
+            pending.clear();
+            n
+        } else {
+            match tokio::time::timeout(shared.idle, from.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break false,
+                Ok(Ok(n)) => n,
+                Err(_) if shared.last.idle_for() >= shared.idle => break true,
+                Err(_) => continue,
+            }
         };
-        if to.write_all(&buf[..n]).await.is_err() {
+        let out = match checked.as_mut() {
+            None => std::borrow::Cow::Borrowed(&buf[..n]),
+            Some((g, _, req)) => match g.feed(&buf[..n], req) {
+                Ok(v) => std::borrow::Cow::Owned(v),
+                Err(r) => {
+                    shared.refused.store(true, Ordering::Relaxed);
+                    refused = Some(r);
+                    break false;
+                }
+            },
+        };
+        if to.write_all(&out).await.is_err() {
             break false;
         }
-        count.fetch_add(n as u64, Ordering::Relaxed);
-        last.touch();
+        count.fetch_add(out.len() as u64, Ordering::Relaxed);
+        shared.last.touch();
     };
-    let _ = to.shutdown().await;
-    idled
+    if checked.is_some() || !shared.refused.load(Ordering::Relaxed) {
+        let _ = to.shutdown().await;
+    }
+    (idled, refused)
 }

@@ -16,6 +16,7 @@ use crate::connect::{self, RULE_CAP, RULE_HOST};
 const RULE_BAD: &str = "network:bad-request";
 use crate::gate::{ConnRequest, ConnectionGate, Refusal, Via};
 use crate::head::read_head;
+use crate::plain::Requests;
 
 /// Accepts on `listener` until it fails; one task per connection.
 pub async fn serve_http<G: ConnectionGate>(proxy: Arc<Proxy<G>>, listener: TcpListener) {
@@ -127,6 +128,15 @@ async fn plain<G: ConnectionGate>(
     line: &str,
     rest: &[u8],
 ) {
+    // The first request's body framed, every later request checked.
+    let guard = match Requests::after(head, true, p.limits.max_head_bytes) {
+        Ok(g) => g,
+        Err(r) => {
+            p.gate.refused(req, &r);
+            let _ = s.write_all(&forbidden(req, &r)).await;
+            return;
+        }
+    };
     let up = match connect::open(p, req).await {
         Ok(u) => u,
         Err(r) => {
@@ -144,8 +154,11 @@ async fn plain<G: ConnectionGate>(
             }
         }
     }
-    out.extend_from_slice(rest);
-    connect::relay(p, req, s, up, &out).await;
+    let flow = connect::Flow {
+        early: out,
+        guard: Some((guard, rest.to_vec())),
+    };
+    connect::relay_flow(p, req, s, up, flow).await;
 }
 
 /// A plain request never carries a secret: each placeholder is stripped
@@ -262,8 +275,9 @@ pub(crate) fn check_host_header(head: &str, req: &ConnRequest) -> Result<(), Ref
 }
 
 /// The head sent upstream: origin-form line, no proxy headers, one
-/// request per connection (`Connection: close`).
-fn upstream_head(head: &str, line: &str) -> String {
+/// request per connection asked for (`Connection: close`); a client that
+/// sends another anyway has it checked ([`crate::plain`]).
+pub(crate) fn upstream_head(head: &str, line: &str) -> String {
     let mut out = format!("{line}\r\n");
     for h in head.trim_end_matches("\r\n").split("\r\n").skip(1) {
         let k = h

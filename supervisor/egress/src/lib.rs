@@ -15,11 +15,13 @@ pub mod dns;
 mod gate;
 mod head;
 pub mod http;
+mod plain;
 pub mod secrets;
 pub mod sni;
 pub mod socks;
 pub mod synth;
 pub mod transparent;
+mod upstream;
 
 pub use dns::serve_dns;
 pub use gate::{
@@ -37,7 +39,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use tollgate_policy::network::NetHost;
+use tollgate_policy::network::{NetHost, UpstreamProxy};
 
 /// Bounds of one proxy (one sandbox's session).
 #[derive(Debug, Clone)]
@@ -67,6 +69,13 @@ impl Default for Limits {
     }
 }
 
+/// What a session's proxies carry beside their gate and bounds.
+#[derive(Default)]
+pub struct Options {
+    pub secrets: Option<Arc<SessionSecrets>>,
+    pub upstream: Option<UpstreamProxy>,
+}
+
 /// One session's proxies: its gate, its bounds, its open connections.
 pub struct Proxy<G> {
     pub session: String,
@@ -77,6 +86,9 @@ pub struct Proxy<G> {
     /// The session's secrets: connections to their hosts are terminated
     /// (docs/THREAT_MODEL.md "Secrets"); `None`: every tunnel is end to end.
     pub secrets: Option<Arc<SessionSecrets>>,
+    /// `[network] upstream_proxy`: allowed connections go out through it by
+    /// `CONNECT`; `None`: straight to the vetted address.
+    pub upstream: Option<UpstreamProxy>,
     open: AtomicUsize,
     /// Cancelled when the session's wall ends (revoke, kill, the sandbox
     /// gone): every open connection is closed and its close recorded.
@@ -95,12 +107,22 @@ impl<G: ConnectionGate> Proxy<G> {
         limits: Limits,
         secrets: Option<Arc<SessionSecrets>>,
     ) -> Arc<Proxy<G>> {
+        let options = Options {
+            secrets,
+            upstream: None,
+        };
+        Self::with_options(session, gate, limits, options)
+    }
+
+    /// A session's proxies with their secrets and their upstream proxy.
+    pub fn with_options(session: String, gate: G, limits: Limits, o: Options) -> Arc<Proxy<G>> {
         Arc::new(Proxy {
             session,
             gate,
             limits,
             names: Arc::default(),
-            secrets,
+            secrets: o.secrets,
+            upstream: o.upstream,
             open: AtomicUsize::new(0),
             stop: CancellationToken::new(),
         })

@@ -17,6 +17,7 @@ use tollgate_policy::network::NetHost;
 use crate::Proxy;
 use crate::connect::{self, RULE_CAP, RULE_HOST};
 use crate::gate::{ConnRequest, ConnectionGate, Refusal, Via};
+use crate::plain::looks_like_http;
 
 /// Accepts on `listener` until it fails; one task per connection.
 pub async fn serve_transparent<G: ConnectionGate>(proxy: Arc<Proxy<G>>, listener: TcpListener) {
@@ -50,7 +51,11 @@ async fn handle<G: ConnectionGate>(proxy: Arc<Proxy<G>>, mut s: TcpStream, peer:
         Err(r) => Err(r),
     };
     match checked {
-        Ok(early) => connect::relay(&proxy, &req, s, up, &early).await,
+        // Plain HTTP: every request on the connection checked.
+        Ok(early) => {
+            let flow = connect::flow_of(&proxy, early);
+            connect::relay_flow(&proxy, &req, s, up, flow).await
+        }
         Err(r) => {
             proxy.gate.refused(&req, &r);
             reset(s);
@@ -102,12 +107,6 @@ fn original_destination(s: &TcpStream) -> Result<SocketAddr, String> {
     r.map_err(|e| format!("the connection's original destination is unknown ({e})"))
 }
 
-/// A request method then a space: the start of a plain HTTP request.
-fn looks_like_http(early: &[u8]) -> bool {
-    let method = early.iter().take_while(|b| b.is_ascii_uppercase()).count();
-    (3..=10).contains(&method) && early.get(method) == Some(&b' ')
-}
-
 /// A plain-HTTP request on the transparent path must name the decided host
 /// (its `Host`), as on the proxy: one allowed name cannot carry another.
 /// Reads the rest of the head (bounded) when the first bytes did not hold it.
@@ -148,26 +147,11 @@ fn host_refusal(req: &ConnRequest, why: &str) -> Refusal {
 
 /// Closes with a reset: the transparent path's refusal.
 /// (`SO_LINGER` of zero: the close sends RST at once and never blocks.)
-fn reset(s: TcpStream) {
+pub(crate) fn reset(s: TcpStream) {
     let zero = nix::libc::linger {
         l_onoff: 1,
         l_linger: 0,
     };
     let _ = nix::sys::socket::setsockopt(&s, nix::sys::socket::sockopt::Linger, &zero);
     drop(s);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_http_is_told_from_other_first_bytes() {
-        assert!(looks_like_http(b"GET / HTTP/1.1\r\n"));
-        assert!(looks_like_http(b"OPTIONS * HTTP/1.1"));
-        assert!(!looks_like_http(b"\x16\x03\x01\x02"));
-        assert!(!looks_like_http(b"SSH-2.0-OpenSSH"));
-        assert!(!looks_like_http(b"get / HTTP/1.1"));
-        assert!(!looks_like_http(b""));
-    }
 }

@@ -361,15 +361,25 @@ async fn malformed_long_and_slow_heads_get_a_bounded_refusal() {
             "{out}"
         );
     }
+    // A slowloris head: the refusal arrives (the wait is bounded) ...
     let mut s = TcpStream::connect(r.http).await.unwrap();
     s.write_all(b"CONNECT ok.exa").await.unwrap();
-    let t = std::time::Instant::now();
-    let out = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut out))
+        .await
+        .expect("the slow head was never refused")
+        .unwrap();
+    let out = String::from_utf8_lossy(&out).into_owned();
     assert!(
-        t.elapsed() < Duration::from_secs(1) && out.contains("did not arrive within"),
+        out.starts_with("HTTP/1.1 400") && out.contains("did not arrive within"),
         "{out}"
     );
     assert_eq!(log(&r).iter().filter(|l| l.starts_with("bad ")).count(), 4);
+    // ... and the proxy keeps serving.
+    let (mut s, head) = connect_via_http(&r, &format!("ok.example:{}", r.port)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s.write_all(b"ping").await.unwrap();
+    assert_eq!(read_n(&mut s, 4).await, b"ping");
 }
 
 #[tokio::test]
@@ -991,4 +1001,374 @@ async fn ten_thousand_connections_from_one_session_hit_its_cap_and_another_sessi
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let bad = log(&hog).iter().filter(|l| l.starts_with("bad ")).count();
     assert!(bad >= N - cap, "{bad} refusals recorded");
+}
+
+#[tokio::test]
+async fn a_later_request_on_a_kept_alive_connection_must_name_the_decided_host_too() {
+    let r = rig(Limits::default()).await;
+    let p = r.port;
+    // Pipelined on the HTTP proxy: the first goes, the second (another
+    // Host) is refused with a 403 once the server is done with the first.
+    for second in [
+        format!("GET http://ok.example:{p}/b HTTP/1.1\r\nHost: evil.example\r\n\r\n"),
+        format!("GET http://other.example:{p}/b HTTP/1.1\r\nHost: other.example:{p}\r\n\r\n"),
+    ] {
+        let mut s = TcpStream::connect(r.http).await.unwrap();
+        let first = format!(
+            "GET http://ok.example:{p}/a HTTP/1.1\r\nHost: ok.example:{p}\r\nConnection: keep-alive\r\n\r\n"
+        );
+        s.write_all(format!("{first}{second}").as_bytes())
+            .await
+            .unwrap();
+        let out = String::from_utf8(read_all(&mut s).await).unwrap();
+        let echoed =
+            format!("GET /a HTTP/1.1\r\nHost: ok.example:{p}\r\nConnection: close\r\n\r\n");
+        assert!(out.starts_with(&echoed), "{out}");
+        let refusal = &out[echoed.len()..];
+        assert!(
+            refusal.starts_with("HTTP/1.1 403")
+                && refusal.contains(&format!(
+                    "X-Tollgate-Refused: host=ok.example; port={p}; rule=network:host-header"
+                )),
+            "{out}"
+        );
+    }
+    // Through a SOCKS5 tunnel, the head in small pieces: checked the same.
+    let mut m = vec![5, 1, 0, 5, 1, 0, 3, 10];
+    m.extend(b"ok.example");
+    m.extend(p.to_be_bytes());
+    let mut s = TcpStream::connect(r.socks).await.unwrap();
+    s.write_all(&m).await.unwrap();
+    assert_eq!(read_n(&mut s, 12).await[..4], [5, 0, 5, 0]);
+    s.write_all(b"GE").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.write_all(b"T / HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+        .await
+        .unwrap();
+    let out = String::from_utf8(read_all(&mut s).await).unwrap();
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("rule=network:host-header"),
+        "{out}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The server saw the first requests only, never a refused one.
+    let seen = r.seen.lock().unwrap().clone();
+    let seen: Vec<String> = seen
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(
+        !seen.iter().any(|b| b.contains("/b") || b.contains("evil")),
+        "{seen:?}"
+    );
+    let l = log(&r);
+    let refused = format!("refused ok.example:{p} network:host-header");
+    assert_eq!(l.iter().filter(|x| **x == refused).count(), 3, "{l:?}");
+    // Each relayed connection still recorded its close.
+    let opened = l.iter().filter(|x| x.starts_with("open ")).count();
+    let closed = l.iter().filter(|x| x.starts_with("close ")).count();
+    assert_eq!((opened, closed), (3, 3), "{l:?}");
+}
+
+#[tokio::test]
+async fn stop_closes_open_connections_at_once_each_close_recorded() {
+    let r = rig(Limits::default()).await;
+    let t = format!("ok.example:{}", r.port);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let (mut s, head) = connect_via_http(&r, &t).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        s.write_all(b"ping").await.unwrap();
+        assert_eq!(read_n(&mut s, 4).await, b"ping");
+        held.push(s);
+    }
+    assert_eq!(r.proxy.open_connections(), 3);
+    // What revoke and kill do to a session's wall.
+    r.proxy.stop();
+    for s in &mut held {
+        let mut out = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
+            .await
+            .expect("an open connection outlived the stop");
+        assert!(n.is_err() || out.is_empty(), "{out:?}");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while r.proxy.open_connections() > 0 {
+        assert!(std::time::Instant::now() < deadline, "slots never freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let l = log(&r);
+    let closes: Vec<&String> = l.iter().filter(|x| x.starts_with("close ")).collect();
+    assert_eq!(closes.len(), 3, "{l:?}");
+    assert!(closes.iter().all(|c| c.ends_with("up=4 down=4")), "{l:?}");
+    // A stopped wall refuses new connections.
+    let (_s, head) = connect_via_http(&r, &t).await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+}
+
+/// A small corporate proxy: `CONNECT host:port` only, names resolved from
+/// its own map (argv: `name=address`, as a proxy with its own DNS would),
+/// every CONNECT line logged to connects.log; an unknown name gets 403.
+const CORP_PROXY: &str = r#"
+import socket, sys, threading
+names = dict(a.split("=") for a in sys.argv[2:])
+def pipe(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d: break
+            b.sendall(d)
+    except OSError: pass
+    try: b.shutdown(socket.SHUT_WR)
+    except OSError: pass
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(1)
+        if not d: return
+        head += d
+    line = head.split(b"\r\n")[0].decode()
+    open("connects.log", "a").write(line + "\n")
+    method, target, _ = line.split(" ")
+    host, port = target.rsplit(":", 1)
+    if method != "CONNECT" or host not in names:
+        c.sendall(b"HTTP/1.1 403 Forbidden by corp\r\nContent-Length: 0\r\n\r\n"); c.close(); return
+    u = socket.create_connection((names[host], int(port)))
+    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+    pipe(c, u)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 3128)); s.listen(64)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+/// A corporate network in a namespace of its own: the proxy on the veth's
+/// private address, a web server on a public-looking address that the host
+/// has no way to (a blackhole route: nothing leaves the machine), so the
+/// proxy is its only way. Undone on drop.
+struct CorpNet {
+    ns: String,
+    host_if: String,
+    route: String,
+    children: Vec<std::process::Child>,
+    proxy: SocketAddr,
+    public: IpAddr,
+    dir: tempfile::TempDir,
+}
+
+impl CorpNet {
+    fn start() -> CorpNet {
+        let k = std::process::id() % 60_000;
+        let (public, host_side, peer_side) = (
+            format!("93.184.{}.{}", 20 + (k + 7) % 200, 10 + k / 200 % 200),
+            format!("10.218.{}.{}", k / 64 % 250, k % 64 * 4 + 1),
+            format!("10.218.{}.{}", k / 64 % 250, k % 64 * 4 + 2),
+        );
+        let (ns, host_if, peer_if) = (format!("tg-corp-{k}"), format!("tgc{k}"), format!("tgd{k}"));
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &ns])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let route = format!("{public}/32");
+        let mut net = CorpNet {
+            ns: ns.clone(),
+            host_if: host_if.clone(),
+            route: route.clone(),
+            children: Vec::new(),
+            proxy: SocketAddr::new(peer_side.parse().unwrap(), 3128),
+            public: public.parse().unwrap(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        ip(&["route", "add", "blackhole", &route]);
+        ip(&["netns", "add", &ns]);
+        ip(&[
+            "link", "add", &host_if, "type", "veth", "peer", "name", &peer_if,
+        ]);
+        ip(&["link", "set", &peer_if, "netns", &ns]);
+        ip(&["addr", "add", &format!("{host_side}/30"), "dev", &host_if]);
+        ip(&["link", "set", &host_if, "up"]);
+        let peer = format!("{peer_side}/30");
+        ip(&["-n", &ns, "addr", "add", &peer, "dev", &peer_if]);
+        ip(&["-n", &ns, "addr", "add", &route, "dev", "lo"]);
+        ip(&["-n", &ns, "link", "set", &peer_if, "up"]);
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        let run = |script: &str, args: &[String]| {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &ns, "python3", "-c", script])
+                .args(args)
+                .current_dir(net.dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let web = SERVER.replace("\"0.0.0.0\"", &format!("{public:?}"));
+        let names = ["pub.example", "second.example"].map(|n| format!("{n}={public}"));
+        let mut args = vec![peer_side.clone()];
+        args.extend(names);
+        net.children.push(run(&web, &[]));
+        net.children.push(run(CORP_PROXY, &args));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect_timeout(&net.proxy, Duration::from_millis(500)).is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the corp proxy did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        net
+    }
+
+    fn connects(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("connects.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for CorpNet {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["route", "del", "blackhole", &self.route])
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_proxy_is_the_way_out_and_every_check_still_applies() {
+    assert_eq!(
+        nix_uid(),
+        0,
+        "this test creates network namespaces: run it as root"
+    );
+    let corp = CorpNet::start();
+    // The web server is reachable through the proxy only.
+    let direct = std::net::TcpStream::connect_timeout(
+        &SocketAddr::new(corp.public, 8080),
+        Duration::from_secs(5),
+    );
+    assert!(direct.is_err(), "the host reaches the web server directly");
+    let c = NetworkConfig {
+        allow: [
+            "pub.example:8080",
+            "inward.example:8080",
+            "nowhere.example:8080",
+        ]
+        .map(String::from)
+        .to_vec(),
+        upstream_proxy: Some(format!("http://{}", corp.proxy)),
+        ..NetworkConfig::default()
+    };
+    let policy = NetworkPolicy::from_config(&c).unwrap();
+    let upstream = policy.upstream_proxy().cloned();
+    assert!(upstream.is_some());
+    // The host's resolver knows one name only, and it resolves inward.
+    let gate = TestGate {
+        policy,
+        exempt: None,
+        names: [("inward.example".to_string(), IpAddr::from([127, 0, 0, 1]))].into(),
+        log: Mutex::default(),
+        resolved: Mutex::default(),
+    };
+    let options = tollgate_egress::Options {
+        secrets: None,
+        upstream,
+    };
+    let proxy = Proxy::with_options("s1".into(), gate, Limits::default(), options);
+    let hl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (http, socks) = (hl.local_addr().unwrap(), sl.local_addr().unwrap());
+    tokio::spawn(tollgate_egress::serve_http(Arc::clone(&proxy), hl));
+    tokio::spawn(tollgate_egress::serve_socks(Arc::clone(&proxy), sl));
+    let curl = |args: Vec<String>| async move {
+        let out = tokio::process::Command::new("curl")
+            .args(["-sS", "-m", "20", "-i"])
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let via_http = |url: &str| vec!["-x".into(), format!("http://{http}"), url.to_string()];
+    // Plain HTTP through the HTTP proxy, and by SOCKS5 name.
+    let out = curl(via_http("http://pub.example:8080/x")).await;
+    assert!(
+        out.contains("200") && out.contains("host=pub.example:8080"),
+        "{out}"
+    );
+    let out = curl(vec![
+        "--socks5-hostname".into(),
+        socks.to_string(),
+        "http://pub.example:8080/y".into(),
+    ])
+    .await;
+    assert!(out.contains("host=pub.example:8080"), "{out}");
+    // Unlisted: refused by the decision, the proxy never asked.
+    let out = curl(via_http("http://second.example:8080/")).await;
+    assert!(
+        out.contains("403")
+            && out.contains("host=second.example; port=8080; rule=network:unlisted"),
+        "{out}"
+    );
+    // An allowed name the host resolves inward: the SSRF guard refuses it.
+    let out = curl(via_http("http://inward.example:8080/")).await;
+    assert!(
+        out.contains("403") && out.contains("rule=floor:ssrf"),
+        "{out}"
+    );
+    // The proxy's own refusal comes back naming it.
+    let out = curl(via_http("http://nowhere.example:8080/")).await;
+    assert!(
+        out.contains("403")
+            && out.contains("rule=network:upstream-proxy")
+            && out.contains("Forbidden by corp"),
+        "{out}"
+    );
+    // Fronting: a later request naming another host is refused here, and
+    // never reaches the proxy's tunnel.
+    let mut s = TcpStream::connect(http).await.unwrap();
+    s.write_all(b"GET http://pub.example:8080/a HTTP/1.1\r\nHost: pub.example:8080\r\n\r\nGET http://pub.example:8080/b HTTP/1.1\r\nHost: second.example:8080\r\n\r\n").await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("host=pub.example:8080\n"), "{out}");
+    assert!(out.contains("rule=network:host-header"), "{out}");
+    assert!(!out.contains("host=second.example"), "{out}");
+    let connects = corp.connects();
+    let expected =
+        "CONNECT pub.example:8080 HTTP/1.1\n".repeat(3) + "CONNECT nowhere.example:8080 HTTP/1.1\n";
+    let mut got: Vec<&str> = connects.lines().collect();
+    got.sort();
+    let mut want: Vec<&str> = expected.lines().collect();
+    want.sort();
+    assert_eq!(got, want, "{connects}");
+    // Records name the proxy's address; the host resolved no allowed
+    // name but to vet it.
+    let l = proxy.gate.log.lock().unwrap().clone();
+    let opened = format!("open pub.example:8080 {} pub.example:8080", corp.proxy);
+    assert_eq!(l.iter().filter(|x| **x == opened).count(), 3, "{l:?}");
+    assert!(
+        l.contains(&"refused nowhere.example:8080 network:upstream-proxy".to_string()),
+        "{l:?}"
+    );
+    let resolved = proxy.gate.resolved.lock().unwrap().clone();
+    assert!(
+        !resolved.iter().any(|n| n == "second.example"),
+        "{resolved:?}"
+    );
 }

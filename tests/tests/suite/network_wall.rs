@@ -156,14 +156,14 @@ impl World {
 }
 
 /// A session owned by `uid`, through e2e-client as that uid.
-struct Sess<'a> {
-    sup: &'a Supervisor,
-    uid: u32,
-    id: String,
-    token: String,
+pub(crate) struct Sess<'a> {
+    pub(crate) sup: &'a Supervisor,
+    pub(crate) uid: u32,
+    pub(crate) id: String,
+    pub(crate) token: String,
 }
 
-fn client_as(sup: &Supervisor, uid: u32, token: &str, args: &[&str]) -> String {
+pub(crate) fn client_as(sup: &Supervisor, uid: u32, token: &str, args: &[&str]) -> String {
     let out = Command::new(sup.dirs.staged_bin("e2e-client"))
         .arg(&sup.agent_socket)
         .arg(token)
@@ -181,7 +181,7 @@ fn client_as(sup: &Supervisor, uid: u32, token: &str, args: &[&str]) -> String {
 }
 
 impl<'a> Sess<'a> {
-    fn open(sup: &'a Supervisor, ws: &Path, uid: u32) -> Sess<'a> {
+    pub(crate) fn open(sup: &'a Supervisor, ws: &Path, uid: u32) -> Sess<'a> {
         let line = client_as(
             sup,
             uid,
@@ -199,8 +199,13 @@ impl<'a> Sess<'a> {
     }
 
     /// run_bash: (output, exit code).
-    fn bash(&self, command: &str) -> (String, i64) {
-        let args = json!({ "command": command, "timeout_s": 60 }).to_string();
+    pub(crate) fn bash(&self, command: &str) -> (String, i64) {
+        self.bash_for(command, 60)
+    }
+
+    /// run_bash with its own timeout: (output, exit code).
+    pub(crate) fn bash_for(&self, command: &str, timeout_s: u64) -> (String, i64) {
+        let args = json!({ "command": command, "timeout_s": timeout_s }).to_string();
         let line = client_as(
             self.sup,
             self.uid,
@@ -216,7 +221,7 @@ impl<'a> Sess<'a> {
         (out, v["exit_code"].as_i64().unwrap_or(-1))
     }
 
-    fn net_records(&self) -> Vec<Value> {
+    pub(crate) fn net_records(&self) -> Vec<Value> {
         self.sup
             .session_records(&self.id)
             .into_iter()

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tollgate_egress::{
-    ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Limits, Proxy, Refusal,
+    ConnId, ConnRequest, ConnStats, ConnectionGate, GateVerdict, Limits, Options, Proxy, Refusal,
 };
 use tollgate_sandbox::{Sandbox, WallSockets};
 
@@ -63,6 +63,8 @@ impl Walls {
         let sockets = sandbox
             .network_wall()
             .map_err(|e| format!("the network wall cannot be served in the sandbox: {e}"))?;
+        // [network] upstream_proxy: allowed connections go out through it.
+        let upstream = policy.upstream_proxy().cloned();
         let sink = SessionSink::new(Arc::clone(sup), Arc::clone(session));
         let notes = Arc::new(RefusalNotes::default());
         let gate = Noted {
@@ -70,8 +72,11 @@ impl Walls {
             notes: Arc::clone(&notes),
         };
         // [[secrets]]: the session's, made with its sandbox's spec.
-        let secrets = sup.secret_store.of_session(&session.id);
-        let proxy = Proxy::with_secrets(session.id.clone(), gate, Limits::default(), secrets);
+        let options = Options {
+            secrets: sup.secret_store.of_session(&session.id),
+            upstream,
+        };
+        let proxy = Proxy::with_options(session.id.clone(), gate, Limits::default(), options);
         serve(&proxy, sockets, session.cancel.child_token())?;
         let old = self
             .lock()

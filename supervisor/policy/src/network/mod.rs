@@ -8,6 +8,7 @@ mod overlay;
 mod rule;
 #[cfg(test)]
 mod tests;
+mod upstream;
 
 use std::net::IpAddr;
 
@@ -17,6 +18,7 @@ use serde::Deserialize;
 pub use host::{DnsName, MAX_NAME_BYTES, NetHost};
 pub use overlay::{MAX_OVERLAY_RULES, NetOverlay, OverlayVerb, ask_allowed_in, operator_rule};
 pub use rule::{DEFAULT_PORTS, HostPattern, NetRule, split_port};
+pub use upstream::UpstreamProxy;
 
 use crate::host_addrs::HostAddrs;
 
@@ -53,6 +55,10 @@ pub struct NetworkConfig {
     /// secret is bound to (docs/INTERFACES.md "[[secrets]]").
     #[serde(default)]
     pub trust_ca: Vec<String>,
+    /// `http://HOST:PORT`: allowed connections go out through this HTTP
+    /// proxy by `CONNECT` (a corporate proxy as the only way out).
+    #[serde(default)]
+    pub upstream_proxy: Option<String>,
 }
 
 /// The section, parsed and checked.
@@ -62,6 +68,7 @@ pub struct NetworkPolicy {
     deny: Vec<NetRule>,
     unlisted: Unlisted,
     allow_private: Vec<IpNet>,
+    upstream_proxy: Option<UpstreamProxy>,
 }
 
 /// What a connection gets.
@@ -95,6 +102,11 @@ impl NetworkPolicy {
             deny: parse_list("deny", &c.deny)?,
             unlisted: c.unlisted,
             allow_private: parse_private(&c.allow_private)?,
+            upstream_proxy: c
+                .upstream_proxy
+                .as_deref()
+                .map(UpstreamProxy::parse)
+                .transpose()?,
         })
     }
 
@@ -115,6 +127,11 @@ impl NetworkPolicy {
     /// The `allow_private` ranges, normalised.
     pub fn allow_private(&self) -> &[IpNet] {
         &self.allow_private
+    }
+
+    /// `upstream_proxy`, parsed: where allowed connections go on to.
+    pub fn upstream_proxy(&self) -> Option<&UpstreamProxy> {
+        self.upstream_proxy.as_ref()
     }
 
     /// Deny first, then allow, then `unlisted`.
