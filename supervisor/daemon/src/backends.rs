@@ -179,21 +179,7 @@ impl Unavailable {
             BackendChoice::Native => tollgate_sandbox::BackendKind::Native,
             BackendChoice::Docker => tollgate_sandbox::BackendKind::Docker,
         };
-        let reason = match why {
-            SandboxError::Unavailable(_) => why.detail(),
-            SandboxError::Refused(_)
-            | SandboxError::Gone(_)
-            | SandboxError::Io { .. }
-            | SandboxError::Engine { .. }
-            | SandboxError::ContainerExists { .. }
-            | SandboxError::StillRemoving { .. }
-            | SandboxError::MountCheck(_)
-            | SandboxError::BadRequest(_)
-            | SandboxError::Spawn { .. }
-            | SandboxError::Setup(_)
-            | SandboxError::Task { .. }
-            | SandboxError::Encode { .. } => why.to_string(),
-        };
+        let reason = why.beside_unavailable();
         Unavailable { kind, reason }
     }
 }

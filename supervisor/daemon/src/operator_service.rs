@@ -565,22 +565,7 @@ fn connection_status(sup: &Supervisor) -> pb::ConnectionStatus {
 
 /// A sandbox that could not be had, as a status that says so once.
 fn sandbox_status(e: &SandboxError) -> Status {
-    let detail = match e {
-        // The code already says "unavailable".
-        SandboxError::Unavailable(_) => e.detail(),
-        SandboxError::Refused(_)
-        | SandboxError::Gone(_)
-        | SandboxError::Io { .. }
-        | SandboxError::Engine { .. }
-        | SandboxError::ContainerExists { .. }
-        | SandboxError::StillRemoving { .. }
-        | SandboxError::MountCheck(_)
-        | SandboxError::BadRequest(_)
-        | SandboxError::Spawn { .. }
-        | SandboxError::Setup(_)
-        | SandboxError::Task { .. }
-        | SandboxError::Encode { .. } => e.to_string(),
-    };
+    let detail = e.beside_unavailable();
     Status::unavailable(format!("SANDBOX_UNAVAILABLE: {detail}"))
 }
 

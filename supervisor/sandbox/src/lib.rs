@@ -306,6 +306,16 @@ pub enum SandboxError {
 }
 
 impl SandboxError {
+    /// The message for a caller whose own words already say "unavailable"
+    /// (a status code, a backend marked unavailable): the detail of
+    /// `Unavailable`, every other kind's full message.
+    pub fn beside_unavailable(&self) -> String {
+        match self {
+            SandboxError::Unavailable(_) => self.detail(),
+            _ => self.to_string(),
+        }
+    }
+
     /// The message without the kind's own prefix ("sandbox unavailable: "
     /// and the like), for a caller that says the kind itself: wrapping the
     /// full message would say it twice.
