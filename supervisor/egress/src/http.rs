@@ -191,17 +191,21 @@ fn strip_placeholders<G: ConnectionGate>(
     Ok(out.head)
 }
 
+/// A request line as a refusal may show it: its first 120 characters,
+/// escaped.
+pub(crate) fn shown_line(line: &str) -> String {
+    line.chars()
+        .take(120)
+        .collect::<String>()
+        .escape_debug()
+        .to_string()
+}
+
 /// The request line: `CONNECT host:port HTTP/1.x` or `METHOD
 /// http://host[:port]/path HTTP/1.x`.
 fn parse_line(head: &str) -> Result<Target, String> {
     let line = head.split("\r\n").next().unwrap_or("");
-    let shown = || {
-        line.chars()
-            .take(120)
-            .collect::<String>()
-            .escape_debug()
-            .to_string()
-    };
+    let shown = || shown_line(line);
     let parts: Vec<&str> = line.split(' ').collect();
     let [method, target, version] = parts[..] else {
         return Err(format!("malformed request line {:?}", shown()));

@@ -275,13 +275,7 @@ impl Requests {
 /// decided host and port. Returns it in origin form.
 fn request_line(head: &str, req: &ConnRequest) -> Result<String, Refusal> {
     let line = head.split("\r\n").next().unwrap_or("");
-    let shown = || {
-        line.chars()
-            .take(120)
-            .collect::<String>()
-            .escape_debug()
-            .to_string()
-    };
+    let shown = || crate::http::shown_line(line);
     let parts: Vec<&str> = line.split(' ').collect();
     let [method, target, version] = parts[..] else {
         let why = format!(
