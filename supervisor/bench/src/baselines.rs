@@ -11,7 +11,8 @@ pub const FORK_EXEC: &str = "base.fork_exec_true";
 pub const UNSHARE: &str = "base.unshare_true";
 pub const BWRAP: &str = "base.bwrap_true";
 
-/// The bwrap line issue 4 compares with.
+/// The bwrap line the native sandbox is compared with (docs/PERFORMANCE.md,
+/// the `bwrap … true` baseline).
 pub const BWRAP_ARGS: &[&str] = &[
     "--unshare-all",
     "--die-with-parent",

@@ -1,5 +1,5 @@
-//! Claude Code and Codex behind the gate (issue 22): what `agent hook` adds
-//! to a client's tool call.
+//! Claude Code and Codex behind the gate (docs/PERFORMANCE.md, its section
+//! of that name): what `agent hook` adds to a client's tool call.
 //!
 //! - `clients.hook_read`: `agent hook` deciding an allowed Read, from process
 //!   start to exit (the decision durable before it answers), beside a

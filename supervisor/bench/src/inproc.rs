@@ -23,7 +23,8 @@ use tollgate_policy::{
 use super::harness::{time_blocking, warmup_for};
 use super::stats::{Row, Target, Unit, fmt_nanos};
 
-/// Issue 3's four criterion cases, timed one call at a time. Decisions are
+/// The policy engine's four criterion cases (docs/PERFORMANCE.md
+/// "criterion"), timed one call at a time. Decisions are
 /// cheap, so each gets ten times the sample count.
 pub fn policy(dir: &Path, n: usize) -> Vec<Row> {
     match policy_inner(dir, n) {
@@ -233,7 +234,7 @@ fn policy_rows(s: &PolicySamples, first_load: Duration) -> Vec<Row> {
             "load a representative policy (TOML, rules, examples)",
             &s.load_repr,
         )
-        .with_note("the workstation example's shape: 7 allow, 2 ask, 2 deny rules with match/not_match examples; no target of its own (#3's is for the default policy)"),
+        .with_note("the workstation example's shape: 7 allow, 2 ask, 2 deny rules with match/not_match examples; no target of its own (the default policy's row has it)"),
     ]
 }
 
@@ -277,7 +278,7 @@ impl FsFacts for MemFs {
     }
 }
 
-/// The host-address set (issue 19): a lookup, as the SSRF guard makes one
+/// The host-address set (docs/THREAT_MODEL.md, the SSRF guard): a lookup, as the SSRF guard makes one
 /// per vetted address, and a whole read, as the connector check makes one
 /// per connection and the refresh one per change.
 pub fn host_addresses(n: usize) -> Vec<Row> {

@@ -1,4 +1,4 @@
-//! The kill switch (issue 7): how long from an operator's RevokeSession until
+//! The kill switch (docs/PERFORMANCE.md, the revoke row): how long from an operator's RevokeSession until
 //! a session's in-flight `sleep` and its background child are gone from the
 //! host and the agent's call has returned.
 

@@ -1,4 +1,4 @@
-//! `agent mcp` (issue 23): read_file 4 KiB over MCP, request to response on
+//! `agent mcp` (docs/PERFORMANCE.md "MCP"): read_file 4 KiB over MCP, request to response on
 //! an open stdio connection, beside the same read via gRPC in the same run.
 //!
 //! The real `agent` binary serves MCP on pipes (as MCP clients start it);

@@ -1,4 +1,4 @@
-//! `agent mcp-gateway` (issue 23): what the gateway adds to one
+//! `agent mcp-gateway` (docs/PERFORMANCE.md "MCP"): what the gateway adds to one
 //! `tools/call` of a trivial tool, against the same server reached
 //! directly on pipes, in the same run.
 //!

@@ -1,6 +1,7 @@
-//! What OpenTelemetry export costs a tool call (issue 25), in its worst
-//! case: read_file 4 KiB through a supervisor whose `[telemetry]` collector
-//! accepts connections and never answers, so every export hangs until its
+//! What OpenTelemetry export costs a tool call (docs/INTERFACES.md, config
+//! `[telemetry]`), in its worst case: read_file 4 KiB through a supervisor
+//! whose `[telemetry]` collector accepts connections and never answers, so
+//! every export hangs until its
 //! timeout, the queue fills and events are dropped (and counted). The
 //! baseline is the same call with telemetry off (`native.read_file_4k`).
 
