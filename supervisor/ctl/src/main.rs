@@ -26,6 +26,7 @@ mod sandbox;
 mod secrets;
 mod sessions;
 mod shared_disk;
+mod sibling;
 mod table;
 
 use std::path::PathBuf;

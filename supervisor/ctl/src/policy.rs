@@ -9,7 +9,6 @@ use anyhow::{Context as _, anyhow};
 use tollgate_config::{Config, DEFAULT_CONFIG};
 use tollgate_policy::Mode;
 use tollgate_policy::host::{RealFs, SystemResolver, read_host_addrs};
-use tollgate_policy::host_exec::RepoPath;
 use tollgate_policy::policy_test::{self, TestOptions};
 
 pub struct TestArgs {
@@ -50,9 +49,8 @@ pub fn test(a: TestArgs) -> anyhow::Result<u8> {
         .into_iter()
         .find(|u| u.uid == uid)
         .map(|u| u.home);
-    let found = tollgate_sandbox::host_exec::repo_paths(&workspace, home.as_deref())
+    let repo = tollgate_policy::host::repo_paths(&workspace, home.as_deref())
         .map_err(|e| anyhow!("workspace {}: {e}", workspace.display()))?;
-    let repo = RepoPath::from_scan(found.git, found.configs, found.hooks);
     let mut opts = TestOptions::new(workspace, mode, config.policy.clone());
     opts.cap = config.mode_cap();
     opts.home = home;

@@ -9,8 +9,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::doctor::{Check, Status};
 use tollgate_proto::v1 as pb;
-use tollgate_sandbox::{CheckStatus, DoctorCheck};
 
 /// Where users usually keep workspaces.
 pub const COMMON_ROOTS: [&str; 5] = ["/home", "/root", "/tmp", "/var/tmp", "/srv"];
@@ -46,12 +46,7 @@ pub fn sharing(audit_dir: &Path, common: &[&str], workspaces: &[PathBuf]) -> Vec
 
 /// `audit disk`: warns when the audit directory shares a filesystem with
 /// workspaces.
-pub fn check(
-    audit_dir: &Path,
-    workspaces: &[PathBuf],
-    floor_mb: u64,
-    reserve_mb: u64,
-) -> DoctorCheck {
+pub fn check(audit_dir: &Path, workspaces: &[PathBuf], floor_mb: u64, reserve_mb: u64) -> Check {
     let shared = sharing(audit_dir, &COMMON_ROOTS, workspaces);
     let looked_at = format!(
         "{} and {} active session workspace(s)",
@@ -59,9 +54,9 @@ pub fn check(
         workspaces.len()
     );
     if shared.is_empty() {
-        return DoctorCheck {
+        return Check {
             name: "audit disk".to_string(),
-            status: CheckStatus::Ok,
+            status: Status::Ok,
             detail: format!(
                 "{} is on a filesystem of its own (looked at {looked_at})",
                 audit_dir.display()
@@ -69,9 +64,9 @@ pub fn check(
             hint: None,
         };
     }
-    DoctorCheck {
+    Check {
         name: "audit disk".to_string(),
-        status: CheckStatus::Warn,
+        status: Status::Warn,
         detail: format!(
             "{} shares a filesystem with {}: a session that fills it leaves the audit log no room",
             audit_dir.display(),
@@ -84,20 +79,20 @@ pub fn check(
 }
 
 /// `audit reserve`: from the running supervisor's status.
-pub fn reserve_check(s: &pb::StatusResponse) -> DoctorCheck {
+pub fn reserve_check(s: &pb::StatusResponse) -> Check {
     let (held, target) = (
         s.audit_reserve_bytes / MIB,
         s.audit_reserve_target_bytes / MIB,
     );
     let (status, detail, hint) = if s.audit_reserve_target_bytes == 0 {
         (
-            CheckStatus::Warn,
+            Status::Warn,
             "none: a full audit disk refuses revocations and anchors too".to_string(),
             Some("set [audit] reserve_mb (16 by default)"),
         )
     } else if s.audit_reserve_drawing {
         (
-            CheckStatus::Fail,
+            Status::Fail,
             format!(
                 "{held} of {target} MiB left and being drawn on: the audit disk is full; only refusals, revocations, anchors and shutdown are recorded"
             ),
@@ -105,18 +100,18 @@ pub fn reserve_check(s: &pb::StatusResponse) -> DoctorCheck {
         )
     } else if held < target {
         (
-            CheckStatus::Warn,
+            Status::Warn,
             format!("{held} of {target} MiB held: the audit disk has no room for the rest"),
             Some("free space on the audit filesystem"),
         )
     } else {
         (
-            CheckStatus::Ok,
+            Status::Ok,
             format!("{held} MiB held in {}", s.audit_dir),
             None,
         )
     };
-    DoctorCheck {
+    Check {
         name: "audit reserve".to_string(),
         status,
         detail,
@@ -137,7 +132,7 @@ mod tests {
         let shared = sharing(&audit, &[], std::slice::from_ref(&ws));
         assert_eq!(shared, vec![format!("workspace {}", ws.display())]);
         let c = check(&audit, std::slice::from_ref(&ws), 256, 16);
-        assert_eq!(c.status, CheckStatus::Warn);
+        assert_eq!(c.status, Status::Warn);
         assert!(c.detail.contains("shares a filesystem"), "{}", c.detail);
         // /proc is never the audit dir's filesystem.
         assert!(sharing(&audit, &["/proc"], &[PathBuf::from("/proc")]).is_empty());

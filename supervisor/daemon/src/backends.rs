@@ -27,6 +27,46 @@ pub struct BackendSettings {
     pub on_reaped: OnReaped,
 }
 
+impl BackendSettings {
+    /// What `config` says (the supervisor's own executable is the native
+    /// sandbox's helper).
+    pub fn of(
+        config: &Config,
+        state_dir: &Path,
+        audit_dir: &Path,
+        on_reaped: OnReaped,
+    ) -> anyhow::Result<BackendSettings> {
+        use anyhow::Context as _;
+        Ok(BackendSettings {
+            helper_exe: std::env::current_exe()
+                .context("cannot find the supervisor's own executable")?,
+            state_dir: state_dir.to_path_buf(),
+            audit_dir: audit_dir.to_path_buf(),
+            docker_socket: config.sandbox.docker_socket.clone(),
+            image: config.sandbox.fixed_image().to_string(),
+            on_reaped,
+            docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
+        })
+    }
+
+    /// The Docker backend's config: the engine socket, the image and the
+    /// exec agent these settings name, the defaults for the rest.
+    pub fn docker_config(&self) -> tollgate_sandbox::docker::DockerConfig {
+        let mut cfg = tollgate_sandbox::docker::DockerConfig::new(
+            self.state_dir.clone(),
+            self.audit_dir.clone(),
+        );
+        cfg.socket = self.docker_socket.clone();
+        if !self.image.is_empty() {
+            cfg.image = self.image.clone();
+        }
+        if !self.docker_exec_agent.as_os_str().is_empty() {
+            cfg.exec_agent = self.docker_exec_agent.clone();
+        }
+        cfg
+    }
+}
+
 impl std::fmt::Debug for BackendSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BackendSettings")
@@ -92,6 +132,10 @@ impl Backends {
         self.primary_choice
     }
 
+    pub fn settings(&self) -> &BackendSettings {
+        &self.settings
+    }
+
     /// At a clean exit, after every session ended: each backend built so
     /// far removes what it set up for all its sandboxes.
     pub async fn shutdown(&self) {
@@ -146,19 +190,8 @@ async fn build(
             Ok(Arc::new(b))
         }
         BackendChoice::Docker => {
-            let mut cfg = tollgate_sandbox::docker::DockerConfig::new(
-                s.state_dir.clone(),
-                s.audit_dir.clone(),
-            );
-            cfg.socket = s.docker_socket.clone();
-            if !s.image.is_empty() {
-                cfg.image = s.image.clone();
-            }
-            if !s.docker_exec_agent.as_os_str().is_empty() {
-                cfg.exec_agent = s.docker_exec_agent.clone();
-            }
             // Never fails: an engine that is down is tried again on demand.
-            let b = Reconnecting::connect(cfg, Arc::clone(&s.on_reaped)).await;
+            let b = Reconnecting::connect(s.docker_config(), Arc::clone(&s.on_reaped)).await;
             Ok(Arc::new(b))
         }
     }

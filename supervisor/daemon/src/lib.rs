@@ -13,6 +13,7 @@
 // compiler reports dead code in the modules below again.
 pub use activation::take_passed;
 pub use check::{ConfigFault, EX_CONFIG, check_config, load_config};
+pub use doctor::main as doctor;
 pub use server::{Options, run};
 
 // The session, its credentials and the approvals table are the gate's.
@@ -28,6 +29,7 @@ mod conn;
 mod counters;
 mod devcontainer;
 mod disk;
+mod doctor;
 mod events;
 mod hooks;
 mod host_addrs;

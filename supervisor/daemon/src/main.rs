@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, Parser};
 use tollgate_config::{BackendChoice, DEFAULT_CONFIG};
 use tollgate_supervisor::{
-    ConfigFault, EX_CONFIG, Options, check_config, load_config, logging, run, take_passed,
+    ConfigFault, EX_CONFIG, Options, check_config, doctor, load_config, logging, run, take_passed,
 };
 
 /// tollgate's supervisor: sandboxes, secrets, policy and the audit log.
@@ -44,6 +44,13 @@ struct Args {
     /// Starts, binds and writes nothing.
     #[arg(long)]
     check_config: bool,
+    /// Run the sandbox's probes for the config (the native sandbox's kernel
+    /// features, the Docker engine, image and exec agent), print them as one
+    /// JSON document (`supervisorctl doctor --json`'s checks) and exit: 0, 1
+    /// when one fails, 78 when the config does not load. supervisorctl doctor
+    /// runs this itself when no supervisor answers.
+    #[arg(long, conflicts_with = "check_config")]
+    doctor: bool,
 }
 
 fn main() -> ExitCode {
@@ -70,6 +77,9 @@ fn main() -> ExitCode {
     };
     if args.check_config {
         return check_config(&opts);
+    }
+    if args.doctor {
+        return doctor(&opts);
     }
     // A config error stops the start with EX_CONFIG, which the unit's
     // RestartPreventExitStatus= keeps from restarting in a loop.

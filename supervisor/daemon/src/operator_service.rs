@@ -227,6 +227,18 @@ impl OperatorService for OperatorSvc {
         Ok(Response::new(pb::ListSecretsResponse { secrets }))
     }
 
+    async fn doctor(
+        &self,
+        _req: Request<pb::DoctorRequest>,
+    ) -> Result<Response<pb::DoctorResponse>, Status> {
+        let backends = &self.sup.backends;
+        let checks =
+            crate::doctor::sandbox_checks(backends.settings(), backends.primary_choice()).await;
+        Ok(Response::new(pb::DoctorResponse {
+            checks: checks.into_iter().map(crate::wire::doctor_check).collect(),
+        }))
+    }
+
     async fn list_approvals(
         &self,
         req: Request<pb::ListApprovalsRequest>,

@@ -259,8 +259,6 @@ async fn build_backends(
     audit_dir: &Path,
     recorder: &Recorder,
 ) -> anyhow::Result<Backends> {
-    let helper_exe =
-        std::env::current_exe().context("cannot find the supervisor's own executable")?;
     use tollgate_config::AttributeRefusals as A;
     use tollgate_sandbox::native::AttributionMode as M;
     tollgate_sandbox::native::set_attribution(match config.sandbox.attribute_refusals {
@@ -270,15 +268,12 @@ async fn build_backends(
     });
     Ok(Backends::new(
         config.sandbox.backend,
-        BackendSettings {
-            helper_exe,
-            state_dir: state_dir.to_path_buf(),
-            audit_dir: audit_dir.to_path_buf(),
-            docker_socket: config.sandbox.docker_socket.clone(),
-            image: config.sandbox.fixed_image().to_string(),
-            on_reaped: record_reaped(recorder.clone()),
-            docker_exec_agent: config.sandbox.docker_exec_agent.clone(),
-        },
+        BackendSettings::of(
+            config,
+            state_dir,
+            audit_dir,
+            record_reaped(recorder.clone()),
+        )?,
     )
     .await)
 }

@@ -186,3 +186,19 @@ fn job_info(j: tollgate_gate::jobs::JobView) -> pb::JobInfo {
         routed: j.routed,
     }
 }
+
+/// One line of `supervisorctl doctor` (docs/INTERFACES.md "doctor").
+pub fn doctor_check(c: tollgate_sandbox::DoctorCheck) -> pb::DoctorCheck {
+    use tollgate_sandbox::CheckStatus as S;
+    let status = match c.status {
+        S::Ok => pb::CheckStatus::Ok,
+        S::Warn => pb::CheckStatus::Warn,
+        S::Fail => pb::CheckStatus::Fail,
+    };
+    pb::DoctorCheck {
+        name: c.name,
+        status: status as i32,
+        detail: c.detail,
+        hint: c.hint,
+    }
+}

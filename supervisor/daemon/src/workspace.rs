@@ -27,8 +27,7 @@ const SYSTEM_DIRS: &[&str] = &[
 /// once per session; a layout that cannot be guarded (a symlink on a path
 /// git follows, a workspace that is itself a git directory) is the reason.
 pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<Vec<RepoPath>, String> {
-    let found = tollgate_sandbox::host_exec::repo_paths(workspace, home)?;
-    Ok(RepoPath::from_scan(found.git, found.configs, found.hooks))
+    tollgate_policy::host::repo_paths(workspace, home)
 }
 
 /// `a` is `b` or lies beneath it, comparing components (never string

@@ -450,7 +450,7 @@ pub struct RepoPath {
 
 impl RepoPath {
     /// The list the policy guards, from what the host's scan of the
-    /// repository found (`tollgate_sandbox::host_exec::repo_paths`): git
+    /// repository found ([`crate::host::repo_paths`]): git
     /// directories not named `.git` (those the fixed table covers),
     /// included config files, hooks directories.
     pub fn from_scan(

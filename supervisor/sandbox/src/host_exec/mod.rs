@@ -11,7 +11,8 @@
 //!   (or, after a crash, at the next start). An empty directory named `.git`
 //!   is no repository to git, which walks on upward; one named `.envrc` or
 //!   `HEAD` is nothing any program runs.
-//! - what the workspace's git obeys beyond the names ([`git::scan`]): the
+//! - what the workspace's git obeys beyond the names (`git::scan`, in the
+//!   policy crate's host module, which `policy test` reads too): the
 //!   git directory a `.git` file points to and the common directory, when
 //!   inside the workspace; config files it includes; the `core.hooksPath`
 //!   directory; the `.git` of every submodule (gitlink) and of every
@@ -24,7 +25,7 @@
 //! Symlinks at any of these places are refused: a mount cannot pin one, and
 //! the sandbox could repoint it.
 
-pub mod git;
+use tollgate_policy::host::git;
 pub(crate) mod git_dir;
 pub(crate) mod reserve;
 
@@ -335,14 +336,6 @@ fn ancestors(p: &Path) -> Vec<PathBuf> {
 
 fn depth(p: &Path) -> usize {
     p.components().count()
-}
-
-/// The workspace-relative paths a repository's own configuration makes
-/// host-executed, for the policy (the file tools): git directories not
-/// named `.git`, included config files, hooks directories. Reads no index.
-/// `Err`: why this layout cannot be guarded, in a sentence.
-pub fn repo_paths(workspace: &Path, home: Option<&Path>) -> Result<git::GitPaths, String> {
-    git::scan(workspace, home, git::Depth::ConfigsOnly).map_err(|e| e.0)
 }
 
 #[cfg(test)]

@@ -1,31 +1,27 @@
-//! `doctor`: one line per check, `ok` / `warn` / `fail`, with a hint.
+//! `doctor`: one line per check, `ok` / `warn` / `fail`, with a hint. The
+//! sandbox's probes are the supervisor's ([`probes`]); the rest (the config,
+//! the kernel's link protections, credential paths, the sockets, the audit
+//! disk) are read here.
+
+mod check;
+mod probes;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use tollgate_config::{BackendChoice, Config, DEFAULT_CONFIG};
 use tollgate_proto::v1 as pb;
-use tollgate_sandbox::{CheckStatus, DoctorCheck};
 
-fn check(name: &str, status: CheckStatus, detail: String, hint: Option<&str>) -> DoctorCheck {
-    DoctorCheck {
-        name: name.to_string(),
-        status,
-        detail,
-        hint: hint.map(str::to_string),
-    }
-}
+use check::check;
+pub use check::{Check, Status};
 
 /// Returns the exit code: 1 when any check fails.
 pub async fn run(operator_socket: &Path, json_out: bool) -> anyhow::Result<u8> {
-    let mut checks: Vec<DoctorCheck> = Vec::new();
+    let mut checks: Vec<Check> = Vec::new();
     let running = ask_running(operator_socket, &mut checks).await;
     let status = running.as_ref().and_then(|r| r.as_ref().ok());
     let config = config_check(status, &mut checks);
-
-    // The native sandbox's kernel features.
-    checks.extend(tollgate_sandbox::native::doctor_checks());
-    checks.extend(docker_checks(status, &config).await);
+    checks.extend(probes::checks(operator_socket, status.is_some()).await);
     kernel_link_checks(&mut checks);
     checks.push(credential_paths_check());
     socket_checks(operator_socket, &mut checks);
@@ -41,8 +37,8 @@ pub async fn run(operator_socket: &Path, json_out: bool) -> anyhow::Result<u8> {
 
 /// `doctor --json`: `{"ok": bool, "checks": [{"name", "status": "ok" |
 /// "warn" | "fail", "detail", "hint"}]}`; the exit code as the table's.
-fn print_json(checks: &[DoctorCheck]) -> u8 {
-    let failed = checks.iter().any(|c| c.status == CheckStatus::Fail);
+fn print_json(checks: &[Check]) -> u8 {
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
     let list: Vec<serde_json::Value> = checks
         .iter()
         .map(|c| {
@@ -59,7 +55,7 @@ fn print_json(checks: &[DoctorCheck]) -> u8 {
 /// socket are the ones to check, and its sandbox line is as of now.
 async fn ask_running(
     operator_socket: &Path,
-    checks: &mut Vec<DoctorCheck>,
+    checks: &mut Vec<Check>,
 ) -> Option<Result<pb::StatusResponse, tonic::Status>> {
     match crate::client::connect(operator_socket).await {
         Ok(mut c) => Some(
@@ -70,7 +66,7 @@ async fn ask_running(
         Err(e) => {
             checks.push(check(
                 "supervisor",
-                CheckStatus::Warn,
+                Status::Warn,
                 // The message already carries its hint.
                 format!("{e:#}"),
                 None,
@@ -83,7 +79,7 @@ async fn ask_running(
 /// The config this host would use: the running supervisor's, else
 /// $TOLLGATE_CONFIG, else the default path; the defaults when it does not
 /// parse.
-fn config_check(status: Option<&pb::StatusResponse>, checks: &mut Vec<DoctorCheck>) -> Config {
+fn config_check(status: Option<&pb::StatusResponse>, checks: &mut Vec<Check>) -> Config {
     let (config_path, explicit) = match status.filter(|s| !s.config_file.is_empty()) {
         Some(s) => (PathBuf::from(&s.config_file), true),
         None => (
@@ -100,13 +96,13 @@ fn config_check(status: Option<&pb::StatusResponse>, checks: &mut Vec<DoctorChec
             } else {
                 format!("{} absent: built-in defaults", config_path.display())
             };
-            checks.push(check("config", CheckStatus::Ok, detail, None));
+            checks.push(check("config", Status::Ok, detail, None));
             c
         }
         Err(e) => {
             checks.push(check(
                 "config",
-                CheckStatus::Fail,
+                Status::Fail,
                 e.to_string(),
                 Some("fix the named line"),
             ));
@@ -115,47 +111,18 @@ fn config_check(status: Option<&pb::StatusResponse>, checks: &mut Vec<DoctorChec
     }
 }
 
-/// Docker engine and image, at the socket the config names (the running
-/// supervisor's, when one answers), checked now.
-async fn docker_checks(status: Option<&pb::StatusResponse>, config: &Config) -> Vec<DoctorCheck> {
-    let mut dcfg = tollgate_sandbox::docker::DockerConfig::new(
-        config.supervisor.state_dir.clone(),
-        config.audit.dir.clone(),
-    );
-    dcfg.socket = match status.filter(|s| !s.docker_socket.is_empty()) {
-        Some(s) => PathBuf::from(&s.docker_socket),
-        None if !config.sandbox.docker_socket.as_os_str().is_empty() => {
-            config.sandbox.docker_socket.clone()
-        }
-        // Unset: found as the docker CLI finds it, as the supervisor does.
-        None => dcfg.socket.clone(),
-    };
-    if !config.sandbox.fixed_image().is_empty() {
-        dcfg.image = config.sandbox.fixed_image().to_string();
-    }
-    if !config.sandbox.docker_exec_agent.as_os_str().is_empty() {
-        dcfg.exec_agent = config.sandbox.docker_exec_agent.clone();
-    }
-    // Docker problems only fail the doctor when docker is the backend.
-    let docker_needed = match status {
-        Some(s) => s.sandbox == BackendChoice::Docker.as_str(),
-        None => config.sandbox.backend == BackendChoice::Docker,
-    };
-    tollgate_sandbox::docker::doctor_checks_for(&dcfg, docker_needed).await
-}
-
 /// Hard links to files outside a workspace are invisible to path checks;
 /// the kernel's protections keep a sandbox from making them.
-fn kernel_link_checks(checks: &mut Vec<DoctorCheck>) {
+fn kernel_link_checks(checks: &mut Vec<Check>) {
     for knob in ["protected_hardlinks", "protected_symlinks"] {
         let path = format!("/proc/sys/fs/{knob}");
         let value = std::fs::read_to_string(&path).unwrap_or_default();
         checks.push(if value.trim() == "1" {
-            check(knob, CheckStatus::Ok, format!("fs.{knob} = 1"), None)
+            check(knob, Status::Ok, format!("fs.{knob} = 1"), None)
         } else {
             check(
                 knob,
-                CheckStatus::Warn,
+                Status::Warn,
                 format!("fs.{knob} = {:?}", value.trim()),
                 Some("sysctl -w fs.protected_hardlinks=1 fs.protected_symlinks=1"),
             )
@@ -164,7 +131,7 @@ fn kernel_link_checks(checks: &mut Vec<DoctorCheck>) {
 }
 
 /// Credential paths present on this host: never mounted, never a workspace.
-fn credential_paths_check() -> DoctorCheck {
+fn credential_paths_check() -> Check {
     let users = tollgate_policy::host::passwd();
     let present: Vec<String> = tollgate_policy::host::credential_paths(&users)
         .into_iter()
@@ -173,7 +140,7 @@ fn credential_paths_check() -> DoctorCheck {
         .collect();
     check(
         "credential paths",
-        CheckStatus::Ok,
+        Status::Ok,
         if present.is_empty() {
             "none present on this host".to_string()
         } else {
@@ -187,7 +154,7 @@ fn credential_paths_check() -> DoctorCheck {
 }
 
 /// The operator socket, and the agent socket beside it.
-fn socket_checks(operator_socket: &Path, checks: &mut Vec<DoctorCheck>) {
+fn socket_checks(operator_socket: &Path, checks: &mut Vec<Check>) {
     let agent_socket = operator_socket
         .parent()
         .map(|d| d.join("agent.sock"))
@@ -202,9 +169,7 @@ fn socket_checks(operator_socket: &Path, checks: &mut Vec<DoctorCheck>) {
 
 /// The running supervisor and how strong its sandbox is (`None` when none
 /// answers: [`ask_running`] said so).
-fn supervisor_check(
-    running: Option<&Result<pb::StatusResponse, tonic::Status>>,
-) -> Option<DoctorCheck> {
+fn supervisor_check(running: Option<&Result<pb::StatusResponse, tonic::Status>>) -> Option<Check> {
     match running {
         Some(Ok(s)) => {
             let bad = s.sandbox_strength.contains("MISSING");
@@ -221,11 +186,7 @@ fn supervisor_check(
             };
             Some(check(
                 "supervisor",
-                if bad {
-                    CheckStatus::Fail
-                } else {
-                    CheckStatus::Ok
-                },
+                if bad { Status::Fail } else { Status::Ok },
                 format!(
                     "running (pid {}), sandbox {}: {}",
                     s.pid, s.sandbox, s.sandbox_strength
@@ -235,7 +196,7 @@ fn supervisor_check(
         }
         Some(Err(e)) => Some(check(
             "supervisor",
-            CheckStatus::Fail,
+            Status::Fail,
             e.message().to_string(),
             None,
         )),
@@ -250,7 +211,7 @@ async fn disk_checks(
     operator_socket: &Path,
     status: Option<&pb::StatusResponse>,
     config: &Config,
-    checks: &mut Vec<DoctorCheck>,
+    checks: &mut Vec<Check>,
 ) {
     let mut audit_dir = config.audit.dir.clone();
     let mut floor_mb = config.sandbox.min_free_mb;
@@ -272,10 +233,10 @@ async fn disk_checks(
 }
 
 /// Prints one line per check; returns the exit code, 1 when any failed.
-fn print_checks(checks: &[DoctorCheck]) -> u8 {
+fn print_checks(checks: &[Check]) -> u8 {
     let mut failed = false;
     for c in checks {
-        failed |= c.status == CheckStatus::Fail;
+        failed |= c.status == Status::Fail;
         let mut line = format!(
             "{:<4} {}: {}",
             c.status.as_str(),
@@ -283,7 +244,7 @@ fn print_checks(checks: &[DoctorCheck]) -> u8 {
             crate::table::escape(&c.detail)
         );
         if let Some(h) = &c.hint
-            && c.status != CheckStatus::Ok
+            && c.status != Status::Ok
         {
             line.push_str(&format!(" (hint: {h})"));
         }
@@ -314,21 +275,21 @@ async fn running_workspaces(operator_socket: &Path) -> Vec<PathBuf> {
     }
 }
 
-fn socket_check(name: &str, path: &Path, modes: &[u32]) -> DoctorCheck {
+fn socket_check(name: &str, path: &Path, modes: &[u32]) -> Check {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
             let mode = m.permissions().mode() & 0o777;
             if modes.contains(&mode) {
                 check(
                     name,
-                    CheckStatus::Ok,
+                    Status::Ok,
                     format!("{} mode {mode:o} owner {}", path.display(), m.uid()),
                     None,
                 )
             } else {
                 check(
                     name,
-                    CheckStatus::Fail,
+                    Status::Fail,
                     format!("{} has mode {mode:o}", path.display()),
                     Some("restart the supervisor; it sets the modes itself"),
                 )
@@ -336,13 +297,13 @@ fn socket_check(name: &str, path: &Path, modes: &[u32]) -> DoctorCheck {
         }
         Ok(_) => check(
             name,
-            CheckStatus::Fail,
+            Status::Fail,
             format!("{} is not a socket", path.display()),
             Some("remove it"),
         ),
         Err(_) => check(
             name,
-            CheckStatus::Warn,
+            Status::Warn,
             format!("{} absent", path.display()),
             Some("is the supervisor running? (--socket PATH for another state dir)"),
         ),

@@ -398,7 +398,7 @@ pub(crate) fn read_small(p: &Path) -> std::io::Result<String> {
 fn read_capped(p: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
         .open(p)?;
     let m = f.metadata()?;
     if !m.is_file() {
