@@ -65,8 +65,8 @@ pub fn resolv_conf() -> String {
 /// on first use while a changed key is still refused (`accept-new`: the
 /// sandbox's home starts empty, so the owner's known hosts are not there;
 /// the system's `/etc/ssh/ssh_known_hosts` is). Keys are the sandbox's own
-/// (`~/.ssh` of its private home, or an `ssh-agent` a command starts): no
-/// key, agent socket or known-hosts file of the owner's is in the sandbox.
+/// (added to an `ssh-agent` a command starts): no key, agent socket or
+/// known-hosts file of the owner's is in the sandbox.
 pub fn git_ssh_command() -> String {
     format!(
         "ssh -o 'ProxyCommand=nc -X 5 -x {SOCKS_PROXY} %h %p' -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
