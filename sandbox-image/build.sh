@@ -10,7 +10,8 @@
 #             configured with; minutes. Tag: tollgate-sandbox:<version>
 # --dev       the default rootfs plus a development environment from Debian packages:
 #             gcc, g++, make (build-essential), pkg-config, git, curl, python3 with
-#             pip and venv, node and npm, openssh-client, jq, ripgrep; every setuid and
+#             pip and venv, node and npm, openssh-client and netcat-openbsd (git over
+#             ssh through the wall), jq, ripgrep; every setuid and
 #             setgid bit removed, su/sudo/pkexec absent (checked). Tag:
 #             tollgate-sandbox:<version>-dev
 # --tag TAG   import under TAG instead of the default tag above.
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
         --mirror=*) mirror="${1#--mirror=}" ;;
         --keep) keep=1 ;;
         --if-missing) if_missing=1 ;;
-        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
     shift
@@ -157,7 +158,7 @@ build_full() {
 # The development packages, installed into the full rootfs by its own apt
 # (dependencies resolved, no recommends), from the same mirror.
 dev_packages=(build-essential pkg-config git curl ca-certificates python3 python3-pip
-    python3-venv nodejs npm openssh-client jq ripgrep make)
+    python3-venv nodejs npm openssh-client netcat-openbsd jq ripgrep make)
 
 build_dev() {
     build_full

@@ -34,6 +34,7 @@ mod suite {
     mod mcp_clients;
     mod mcp_gateway;
     mod mcp_gateway_net;
+    mod network_git;
     mod network_ops;
     mod network_packages;
     mod network_routed;

@@ -24,6 +24,7 @@
 //! `build.sh` reads.
 
 mod agent;
+mod ca;
 mod container;
 pub mod discover;
 mod errors;
@@ -355,7 +356,7 @@ impl DockerBackend {
             no_links_beneath: plan.no_links_beneath.clone(),
         };
         let image = self.image_for(spec).await;
-        let body = create_body(
+        let mut body = create_body(
             spec,
             &plan.mounts,
             &files,
@@ -363,9 +364,25 @@ impl DockerBackend {
             &self.cfg.state_dir,
             &self.seccomp,
         )?;
+        // [[secrets]]: the session's CA beside the host's (docker/ca.rs);
+        // the file goes once the container has it mounted.
+        let bundle = match &spec.extra_ca {
+            Some(pem) => {
+                let b = ca::SessionBundle::write(
+                    &self.cfg.state_dir,
+                    &spec.session_id,
+                    Path::new(ca::BUNDLE),
+                    pem,
+                )?;
+                b.attach(&mut body)?;
+                Some(b)
+            }
+            None => None,
+        };
         let name = container_name(&spec.session_id);
         let (id, link, posture) = self.start_container(&name, body, &mut socket, spec).await?;
         drop(socket);
+        drop(bundle);
         let mut sandbox = DockerSandbox {
             docker: self.docker.clone(),
             id: id.clone(),

@@ -132,7 +132,8 @@ pub struct SandboxSpec {
     /// A CA the sandbox trusts beside the host's, PEM (the session's CA,
     /// when a `[[secrets]]` entry is bound for it: docs/THREAT_MODEL.md
     /// "Secrets"): the root's `/etc/ssl/certs/ca-certificates.crt` is stood
-    /// in for by the host's bundle plus it (native backend).
+    /// in for by the host's bundle plus it (native backend; the Docker one
+    /// binds that over the image's, docker/ca.rs).
     pub extra_ca: Option<String>,
     /// The private home HOME names inside (docs/THREAT_MODEL.md, "The
     /// sandbox's environment"); `None`: HOME is /tmp.

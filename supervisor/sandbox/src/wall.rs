@@ -58,8 +58,24 @@ pub fn resolv_conf() -> String {
     )
 }
 
+/// git over ssh through the SOCKS proxy (docs/OPERATIONS.md "git over the
+/// network"): OpenBSD `nc -X 5` carries the connection by name, so the wall
+/// decides it like any other. Nothing prompts (`BatchMode=yes`: a sandboxed
+/// command has no terminal), and a host in no known-hosts file is accepted
+/// on first use while a changed key is still refused (`accept-new`: the
+/// sandbox's home starts empty, so the owner's known hosts are not there;
+/// the system's `/etc/ssh/ssh_known_hosts` is). Keys are the sandbox's own
+/// (added to an `ssh-agent` a command starts): no key, agent socket or
+/// known-hosts file of the owner's is in the sandbox.
+pub fn git_ssh_command() -> String {
+    format!(
+        "ssh -o 'ProxyCommand=nc -X 5 -x {SOCKS_PROXY} %h %p' -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
+    )
+}
+
 /// The proxy variables, upper and lower case, so that curl, git, pip, npm,
-/// cargo and Node find the proxies with no configuration of their own.
+/// cargo and Node find the proxies with no configuration of their own, and
+/// `GIT_SSH_COMMAND` ([`git_ssh_command`]).
 pub fn proxy_env() -> Vec<(String, String)> {
     let http = format!("http://{HTTP_PROXY}");
     let socks = format!("socks5h://{SOCKS_PROXY}");
@@ -74,6 +90,7 @@ pub fn proxy_env() -> Vec<(String, String)> {
         env.push((k.to_string(), v.clone()));
         env.push((k.to_ascii_lowercase(), v.clone()));
     }
+    env.push(("GIT_SSH_COMMAND".to_string(), git_ssh_command()));
     env
 }
 
@@ -149,7 +166,13 @@ mod tests {
         assert_eq!(get("https_proxy"), Some("http://127.0.0.1:3128"));
         assert_eq!(get("all_proxy"), Some("socks5h://127.0.0.1:1080"));
         assert_eq!(get("NO_PROXY"), Some("localhost,127.0.0.1,::1"));
-        assert_eq!(env.len(), 8);
+        assert_eq!(
+            get("GIT_SSH_COMMAND"),
+            Some(
+                "ssh -o 'ProxyCommand=nc -X 5 -x 127.0.0.1:1080 %h %p' -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
+            )
+        );
+        assert_eq!(env.len(), 9);
     }
 
     #[test]
