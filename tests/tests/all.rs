@@ -41,6 +41,7 @@ mod suite {
     mod network_wall;
     mod ops;
     mod own_host;
+    mod refusals;
     mod robustness;
     mod run_bash;
     mod sandbox_exec;

@@ -29,6 +29,9 @@ pub enum Access {
     Ioctl,
     /// Making a device node (char or block).
     Device,
+    /// A system call the seccomp filter refuses; the refusal's `path` is
+    /// the call's name (seccomp_table.rs).
+    Syscall,
 }
 
 impl Access {
@@ -44,6 +47,7 @@ impl Access {
             Access::Truncate => "truncate",
             Access::Ioctl => "ioctl",
             Access::Device => "create device",
+            Access::Syscall => "system call",
         }
     }
 
@@ -79,12 +83,18 @@ pub enum Rule {
     Devices,
     /// Moving or linking a file across directories Landlock keeps apart.
     Reparent,
+    /// The seccomp filter refuses this system call (its x86_64 number), or
+    /// these arguments of it (seccomp_table.rs, native/seccomp.rs).
+    Syscall(u32),
+    /// A system call of another architecture (i386 `int 0x80`, x32): the
+    /// filter kills the process.
+    ForeignArch,
 }
 
 impl Rule {
     /// Why, then what would allow it (`; ...`), for the `sandbox: ` line.
-    pub fn words(self) -> &'static str {
-        match self {
+    pub fn words(self) -> std::borrow::Cow<'static, str> {
+        let fixed = match self {
             Rule::Credential => "a credential path (withheld from the sandbox)",
             Rule::OutsideWorkspace => "outside the workspace; work inside the workspace or /tmp",
             Rule::ReadOnlyRoot => "the sandbox root is read-only; write inside the workspace",
@@ -92,7 +102,12 @@ impl Rule {
             Rule::Reparent => {
                 "moving files between these directories is not allowed; copy the file instead"
             }
-        }
+            Rule::Syscall(nr) => return crate::native::syscall_refused(nr).1.into(),
+            Rule::ForeignArch => {
+                "only x86_64 system calls run in the sandbox; the process was killed"
+            }
+        };
+        fixed.into()
     }
 
     /// A short stable name for audit records (`sandbox_denial.rule`).
@@ -103,6 +118,8 @@ impl Rule {
             Rule::ReadOnlyRoot => "read_only_root",
             Rule::Devices => "devices",
             Rule::Reparent => "reparent",
+            Rule::Syscall(_) => "syscall",
+            Rule::ForeignArch => "foreign_arch",
         }
     }
 }

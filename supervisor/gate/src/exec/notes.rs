@@ -21,6 +21,9 @@ pub struct WallNotes {
     lines: Vec<String>,
     /// Lines past [`MAX_LINES`], and refusals counted but not listed.
     more: u64,
+    /// The lines past [`MAX_LINES`] already counted (hashed), so a repeated
+    /// one is not counted twice (bounded: lines come from a bounded list).
+    counted: std::collections::HashSet<u64>,
 }
 
 impl WallNotes {
@@ -33,7 +36,7 @@ impl WallNotes {
         }
         if self.lines.len() < MAX_LINES {
             self.lines.push(line);
-        } else {
+        } else if self.counted.insert(hash(&line)) {
             self.more += 1;
         }
     }
@@ -95,6 +98,13 @@ impl WallNotes {
         }
         text.push_str(&self.render());
     }
+}
+
+fn hash(line: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    line.hash(&mut h);
+    h.finish()
 }
 
 /// Raw bytes for a record or a line: invalid UTF-8 as `\xNN`, control

@@ -221,7 +221,9 @@ fn command_output(
     } else if let Some(sig) = outcome.signal {
         text.push_str(&format!("\n[command killed by signal {sig}]"));
     }
-    super::notes::WallNotes::from_refusals(&outcome.refusals).append_to(&mut text);
+    let mut notes = super::notes::WallNotes::from_refusals(&outcome.refusals);
+    super::inferred::read_only_root(&text, &mut notes);
+    notes.append_to(&mut text);
     Done {
         output: ToolOutput {
             text,

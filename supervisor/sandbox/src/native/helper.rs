@@ -389,7 +389,8 @@ fn restrict(
     init::block_sigchld().map_err(step("signals"))?;
     landlock::enforce(prepared.ruleset)?;
     clock.mark("landlock");
-    seccomp::apply(filters).map_err(|e| SetupError {
+    // Refusals attributed: the filter's refusals are audit records too.
+    seccomp::apply(filters, cfg.attribute).map_err(|e| SetupError {
         step: "seccomp",
         detail: e.to_string(),
     })?;

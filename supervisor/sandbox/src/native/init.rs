@@ -199,12 +199,18 @@ fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
 /// then its name is the program's again at exec. A failure ends it:
 /// its refusals would go unattributed.
 fn own_domain(init: &Init, tag: Option<&str>) {
-    let (Some(ruleset), Some(tag)) = (init.per_call.as_ref(), tag) else {
+    // With per-call rules, every command takes its domain, tagged or not:
+    // pid 1's own domain lets it write beneath /proc (landlock.rs).
+    let Some(ruleset) = init.per_call.as_ref() else {
         return;
     };
-    let named = CString::new(tag)
-        .map_err(|_| Errno::EINVAL)
-        .and_then(|c| nix::sys::prctl::set_name(&c));
+    let named = match tag {
+        Some(tag) => CString::new(tag)
+            .map_err(|_| Errno::EINVAL)
+            .and_then(|c| nix::sys::prctl::set_name(&c))
+            .map(|()| own_audit_session()),
+        None => Ok(()),
+    };
     let restricted = named
         .map_err(std::io::Error::from)
         .and_then(|()| super::landlock::restrict_per_call(ruleset.as_fd()));
@@ -214,6 +220,35 @@ fn own_domain(init: &Init, tag: Option<&str>) {
         // SAFETY: _exit is always safe in this child.
         unsafe { libc::_exit(126) }
     }
+}
+
+/// Gives the command an audit session of its own, inherited by everything
+/// it starts and fixed for them (setting a loginuid needs no privilege only
+/// while it is unset): the kernel's seccomp records name only `pid` and
+/// `ses`, so the session, which the supervisor learns from this write's
+/// `LOGIN` record (its event names the tag), ties them to the command
+/// (docs/THREAT_MODEL.md, "Refusals, attributed"). A failure (the
+/// supervisor's own loginuid is set: it runs in a login session) leaves
+/// seccomp refusals unattributed; `supervisorctl doctor` says so.
+fn own_audit_session() {
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    let path = c"/proc/self/loginuid";
+    // Pid 1 dropped its credentials, which made it (and so this child) not
+    // dumpable: its /proc files are root's, closed to a non-root uid. For
+    // this write only; exec decides again for the program.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+    // SAFETY: open of a constant path; the fd is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd >= 0 {
+        // SAFETY: a write from a live buffer of its length, then close of our fd.
+        unsafe {
+            let _ = libc::write(fd, uid.as_ptr().cast(), uid.len());
+            libc::close(fd);
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 }
 
 /// What a child execs.

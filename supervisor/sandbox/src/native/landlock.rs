@@ -8,9 +8,9 @@
 //! |---|---|
 //! | /usr, /bin, /sbin, /lib*, /opt | read, list, execute |
 //! | /etc, entry by entry, without secrets ([`ETC_DENIED`], `*secret*`, `*.key`, host keys, ssl/private, ...) | read (+ list for dirs) |
-//! | /proc (the sandbox's own), /sys/devices/system/cpu | read, list |
+//! | /proc (the sandbox's own), /sys/devices/system/cpu | read, list (pid 1's own domain: + write, for a command's child to set its loginuid before it takes its own domain; init.rs) |
 //! | /dev | list |
-//! | /dev/{null,zero,full,random,urandom,tty} | read, write (+ ioctl for tty) |
+//! | /dev/{null,zero,full,random,urandom,tty} | read, write, ioctl (null, zero and full have none, random's that change the pool need CAP_SYS_ADMIN: `isatty()` on /dev/null is no refusal to report) |
 //! | /dev/pts | read, write, list, ioctl |
 //! | the workspace, /tmp, /dev/shm, the private home (its toolchains read-only mounts) | everything except making char/block devices |
 //! //!
@@ -221,6 +221,28 @@ impl Builder {
         Ok(())
     }
 
+    /// Adds `access` beneath `path` to the sandbox's ruleset only, not to
+    /// the per-call one: a command's child may use it after fork and before
+    /// it takes its own domain (init.rs writes its /proc/self/loginuid
+    /// there), the command and everything it starts may not.
+    fn grant_base_only(
+        &mut self,
+        path: &Path,
+        access: BitFlags<AccessFs>,
+    ) -> Result<(), SetupError> {
+        let fd = PathFd::new(path).map_err(|e| err(path.display(), e))?;
+        let ruleset = self
+            .ruleset
+            .take()
+            .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
+        self.ruleset = Some(
+            ruleset
+                .add_rule(PathBeneath::new(fd.as_fd(), access))
+                .map_err(|e| err(format!("rule for {}", path.display()), e))?,
+        );
+        Ok(())
+    }
+
     /// Adds a rule for `path` (following symlinks). Missing paths are skipped.
     fn grant(
         &mut self,
@@ -287,6 +309,9 @@ pub(crate) fn prepare(
         }
     }
     grant_system(&mut b)?;
+    if b.per_call.is_some() {
+        b.grant_base_only(Path::new("/proc"), AccessFs::WriteFile.into())?;
+    }
     // The private home: its toolchains are read-only mounts, its masked
     // credential paths mode-000 files no rule reaches.
     let writable = [Path::new("/tmp"), Path::new("/dev/shm"), workspace];
@@ -422,11 +447,7 @@ fn grant_system(b: &mut Builder) -> Result<(), SetupError> {
     b.grant(Path::new("/sys/devices/system/cpu"), ro_dir(), ro_file())?;
     b.grant(Path::new("/dev"), AccessFs::ReadDir.into(), BitFlags::EMPTY)?;
     for node in super::mounts::DEV_NODES {
-        let file = if *node == "tty" {
-            dev_rw() | AccessFs::IoctlDev
-        } else {
-            dev_rw()
-        };
+        let file = dev_rw() | AccessFs::IoctlDev;
         b.grant(&Path::new("/dev").join(node), file, file)?;
     }
     b.grant(

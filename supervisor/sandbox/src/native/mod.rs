@@ -74,6 +74,12 @@ pub fn seccomp_policy_markdown() -> String {
     seccomp::policy_markdown()
 }
 
+/// A refused x86_64 call's name and why, in words (seccomp.rs, from the
+/// one table both backends are built from).
+pub fn syscall_refused(nr: u32) -> (String, String) {
+    seccomp::why_refused(nr)
+}
+
 /// What the daemon configures.
 #[derive(Debug, Clone)]
 pub struct NativeConfig {

@@ -185,9 +185,16 @@ fn mode_rules(c: &ModeSyscall) -> Vec<Rule> {
     }
 }
 
-/// The compiled filter.
+/// The compiled filter, whole ([`Filters::program`]), and split in two
+/// for logging ([`Filters::logged`]): with `SECCOMP_FILTER_FLAG_LOG` every
+/// `EPERM` of the filter is an audit record (docs/THREAT_MODEL.md,
+/// "Refusals, attributed"), and the `ENOSYS` of `clone3`/`openat2`, which
+/// libc meets on every spawn, must not be: a first, unlogged filter answers
+/// those, the logged one allows them (the kernel takes the most severe
+/// answer of all filters, and logs only the filter that gave it).
 pub(crate) struct Filters {
     pub program: BpfProgram,
+    pub logged: (BpfProgram, BpfProgram),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -313,6 +320,28 @@ pub(crate) fn compile(
     allowed: &[u32],
     conditional: &[(u32, Vec<Rule>)],
 ) -> Result<BpfProgram, SeccompError> {
+    compile_answering(allowed, conditional, RET_ENOSYS)
+}
+
+/// The unlogged first filter of [`Filters::logged`]: `clone3` and
+/// `openat2` answer `ENOSYS`, everything else is the other filter's.
+fn enosys_only() -> BpfProgram {
+    vec![
+        stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
+        jump(BPF_JMP_JEQ_K, SYS_CLONE3, 1, 0),
+        jump(BPF_JMP_JEQ_K, SYS_OPENAT2, 0, 1),
+        stmt(BPF_RET_K, RET_ENOSYS),
+        stmt(BPF_RET_K, RET_ALLOW),
+    ]
+}
+
+/// [`compile`], with `clone3` and `openat2` answered `nosys` (`ENOSYS`, or
+/// allowed when another filter answers them).
+fn compile_answering(
+    allowed: &[u32],
+    conditional: &[(u32, Vec<Rule>)],
+    nosys: u32,
+) -> Result<BpfProgram, SeccompError> {
     let mut entries: Vec<(u32, Option<&[Rule]>)> = allowed.iter().map(|nr| (*nr, None)).collect();
     entries.extend(conditional.iter().map(|(nr, r)| (*nr, Some(r.as_slice()))));
     entries.sort_by_key(|e| e.0);
@@ -336,7 +365,7 @@ pub(crate) fn compile(
         stmt(BPF_RET_K, RET_KILL),
         jump(BPF_JMP_JEQ_K, SYS_CLONE3, 1, 0),
         jump(BPF_JMP_JEQ_K, SYS_OPENAT2, 0, 1),
-        stmt(BPF_RET_K, RET_ENOSYS),
+        stmt(BPF_RET_K, nosys),
     ];
     prog.extend(tree(&entries)?);
     if prog.len() > BPF_MAX_LEN {
@@ -354,14 +383,51 @@ pub(crate) fn build() -> Result<Filters, SeccompError> {
         return Err(SeccompError::UnsupportedArch(std::env::consts::ARCH));
     }
     let allowed: Vec<u32> = ALLOWED.iter().map(|(_, nr)| *nr as u32).collect();
+    let rules = conditional_rules();
     Ok(Filters {
-        program: compile(&allowed, &conditional_rules())?,
+        program: compile(&allowed, &rules)?,
+        logged: (
+            enosys_only(),
+            compile_answering(&allowed, &rules, RET_ALLOW)?,
+        ),
     })
 }
 
-/// Installs the filter on the calling thread (sets no_new_privs first).
-pub(crate) fn apply(filters: &Filters) -> Result<(), SeccompError> {
-    seccompiler::apply_filter(&filters.program)?;
+/// Installs the filter on the calling thread (sets no_new_privs first);
+/// `log`: the split pair, its refusals logged ([`Filters::logged`]).
+pub(crate) fn apply(filters: &Filters, log: bool) -> Result<(), SeccompError> {
+    if !log {
+        seccompiler::apply_filter(&filters.program)?;
+        return Ok(());
+    }
+    seccompiler::apply_filter(&filters.logged.0)?;
+    install_logged(&filters.logged.1)
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_LOG, prog)`
+/// (seccompiler has no flag for it); no_new_privs is set already.
+fn install_logged(prog: &BpfProgram) -> Result<(), SeccompError> {
+    let len = u16::try_from(prog.len())
+        .map_err(|_| SeccompError::Build("filter too long".to_string()))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr().cast_mut().cast(),
+    };
+    // SAFETY: fprog points at `prog`, alive for the call; the kernel copies it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_LOG,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc != 0 {
+        return Err(SeccompError::Build(format!(
+            "install the logged filter: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
     Ok(())
 }
 
@@ -378,32 +444,70 @@ pub(crate) fn verdict(nr: u32, args: [u64; 6]) -> Result<(), i32> {
     }
 }
 
+/// When an argument-checked call is allowed, in words (empty for a call
+/// that is not one): the one statement of each condition, for the policy
+/// text and for a refusal's `sandbox: ` line.
+fn condition(name: &str) -> String {
+    match name {
+        "ioctl" => format!(
+            "request (low 32 bits) is not {}",
+            DENIED_IOCTLS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "socket" => "family is AF_UNIX, AF_INET or AF_INET6, or AF_NETLINK with protocol NETLINK_ROUTE only (no other netlink protocol, no AF_PACKET, AF_VSOCK, ...)".to_string(),
+        "socketpair" => "family is AF_UNIX".to_string(),
+        "clone" => "no CLONE_NEW* namespace flag".to_string(),
+        "personality" => "PER_LINUX, UNAME26 or the query (no ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC)".to_string(),
+        _ => match MODE_SYSCALLS.iter().find(|c| c.name == name).map(|c| c.used) {
+            Some(ModeUse::Node) => "regular file, FIFO or socket, without set-user/group-ID; never a device".to_string(),
+            Some(ModeUse::WhenCreating { .. }) => "not creating (no O_CREAT/O_TMPFILE), or creating without S_ISUID/S_ISGID in the mode".to_string(),
+            Some(ModeUse::Always) => "mode without S_ISUID/S_ISGID".to_string(),
+            None => String::new(),
+        },
+    }
+}
+
+/// A refused x86_64 call's name and why, in words, from the one table
+/// (seccomp_table.rs): a call left out on purpose gives its reason, an
+/// argument-checked one what its arguments must be (the audit record
+/// names the call, not its arguments: docs/THREAT_MODEL.md, "Refusals,
+/// attributed"), any other number is one this table does not know.
+pub(crate) fn why_refused(nr: u32) -> (String, String) {
+    const FILTER: &str = "the sandbox's system-call filter refuses it";
+    let nr64 = i64::from(nr);
+    if let Some((name, _, why)) = DENIED.iter().find(|(_, n, _)| *n == nr64) {
+        return (name.to_string(), format!("{why}; {FILTER}"));
+    }
+    if let Some((name, _)) = conditional_syscalls().into_iter().find(|(_, n)| *n == nr64) {
+        return (
+            name.to_string(),
+            format!(
+                "refused for its arguments: allowed only when {}",
+                condition(name)
+            ),
+        );
+    }
+    if let Some((name, _)) = ALLOWED.iter().find(|(_, n)| *n == nr64) {
+        // Allowed with any arguments: only a kill (a foreign architecture)
+        // names one of these.
+        return (name.to_string(), FILTER.to_string());
+    }
+    (
+        format!("syscall {nr}"),
+        format!("a call this sandbox does not know (newer than its table); {FILTER}"),
+    )
+}
+
 /// The whole policy as Markdown (for docs/THREAT_MODEL.md and `doctor -v`).
 pub(crate) fn policy_markdown() -> String {
     let mut s = String::new();
     s.push_str("Default for anything not listed: EPERM. Foreign architectures (i386 `int 0x80`) and the x32 bit: the process is killed. `clone3` and `openat2`: ENOSYS.\n\n");
     s.push_str("Allowed with conditions:\n\n");
     for (name, nr) in conditional_syscalls() {
-        let why = match name {
-            "ioctl" => format!(
-                "request (low 32 bits) is not {}",
-                DENIED_IOCTLS
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            "socket" => "family is AF_UNIX, AF_INET or AF_INET6, or AF_NETLINK with protocol NETLINK_ROUTE only (no other netlink protocol, no AF_PACKET, AF_VSOCK, ...)".to_string(),
-            "socketpair" => "family is AF_UNIX".to_string(),
-            "clone" => "no CLONE_NEW* namespace flag".to_string(),
-            "personality" => "PER_LINUX, UNAME26 or the query (no ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC)".to_string(),
-            _ => match MODE_SYSCALLS.iter().find(|c| c.name == name).map(|c| c.used) {
-                Some(ModeUse::Node) => "regular file, FIFO or socket, without set-user/group-ID; never a device".to_string(),
-                Some(ModeUse::WhenCreating { .. }) => "not creating (no O_CREAT/O_TMPFILE), or creating without S_ISUID/S_ISGID in the mode".to_string(),
-                Some(ModeUse::Always) => "mode without S_ISUID/S_ISGID".to_string(),
-                None => String::new(),
-            },
-        };
+        let why = condition(name);
         s.push_str(&format!("- `{name}` ({nr}): {why}\n"));
     }
     s.push_str("\nDenied (EPERM):\n\n");
@@ -605,6 +709,49 @@ mod tests {
                 RET_KILL
             );
         }
+    }
+
+    /// The kernel's choice among stacked filters: the most severe answer.
+    fn stacked(f: &Filters, nr: u32, args: [u64; 6]) -> u32 {
+        let a = run(&f.logged.0, AUDIT_ARCH_X86_64, nr, args).0;
+        let b = run(&f.logged.1, AUDIT_ARCH_X86_64, nr, args).0;
+        if (a as i32) < (b as i32) { a } else { b }
+    }
+
+    #[test]
+    fn the_logged_pair_answers_as_the_whole_filter_and_logs_no_enosys() {
+        let f = build().unwrap();
+        for nr in 0..520u32 {
+            for args in [
+                [0u64; 6],
+                [0o100, 0o4755, 0o4755, 0o4755, 0, 0],
+                [16, 3, 1, 0, 0, 0],
+            ] {
+                assert_eq!(
+                    stacked(&f, nr, args),
+                    run(&f.program, AUDIT_ARCH_X86_64, nr, args).0,
+                    "syscall {nr}"
+                );
+            }
+        }
+        // ENOSYS comes from the unlogged filter only.
+        for nr in [SYS_CLONE3, SYS_OPENAT2] {
+            assert_eq!(run(&f.logged.1, AUDIT_ARCH_X86_64, nr, [0; 6]).0, RET_ALLOW);
+        }
+    }
+
+    #[test]
+    fn refusals_are_named_from_the_one_table() {
+        let (name, why) = why_refused(101);
+        assert_eq!(name, "ptrace");
+        assert!(why.starts_with("debugging other processes; "), "{why}");
+        let (name, why) = why_refused(41);
+        assert_eq!(name, "socket");
+        assert!(why.contains("AF_UNIX"), "{why}");
+        let (name, why) = why_refused(90);
+        assert_eq!(name, "chmod");
+        assert!(why.contains("S_ISUID"), "{why}");
+        assert_eq!(why_refused(999).0, "syscall 999");
     }
 
     #[test]

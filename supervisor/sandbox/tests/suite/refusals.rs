@@ -1,7 +1,9 @@
 //! Refusals attributed (docs/THREAT_MODEL.md, "Refusals, attributed"): the
 //! native sandbox's Landlock refusals, read from the kernel's audit
-//! records, tied to the command that caused them. Real Landlock, real
-//! audit netlink socket; needs root (and turns the kernel's audit on).
+//! records, tied to the command that caused them, and the seccomp filter's
+//! refusals, named from its table and tied to the command by its audit
+//! session. Real Landlock, real seccomp, real audit netlink socket; needs
+//! root (and turns the kernel's audit on).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -76,6 +78,52 @@ async fn a_credential_read_is_attributed_with_its_process_for_root_and_non_root(
     }
 }
 
+/// A refused system call is named, from the one seccomp table, and tied to
+/// its command and process; a background process started by a command
+/// that has ended is still its command's (its audit session), never the
+/// next command's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_system_call_is_named_and_attributed_for_root_and_non_root() {
+    if !common::require_root() {
+        return;
+    }
+    let b = attributing();
+    for uid in [0, NOBODY] {
+        let ws = workspace(uid, uid);
+        let sb = b.create(&spec("sysc", ws.path(), uid, uid)).await.unwrap();
+        let r = sh(sb.as_ref(), "unshare -U true 2>/dev/null; true").await;
+        let rs = &r.outcome.refusals;
+        assert!(rs.attributed, "uid {uid}: {r:?}");
+        assert_eq!(rs.total, 1, "uid {uid}: {rs:?}");
+        let (one, n) = &rs.distinct[0];
+        assert_eq!(*n, 1);
+        assert_eq!(one.access, Access::Syscall);
+        assert_eq!(one.path, b"unshare");
+        assert_eq!(one.rule, Rule::Syscall(272));
+        assert!(
+            one.rule.words().contains("new namespaces"),
+            "{}",
+            one.rule.words()
+        );
+        assert_eq!(one.program.as_deref(), Some(&b"unshare"[..]), "{one:?}");
+        assert!(one.pid.is_some_and(|p| p > 1), "{one:?}");
+        // An argument-checked call: the words say what its arguments must be.
+        let r = sh(sb.as_ref(), "perl -e 'socket(my $s, 17, 3, 0)'; true").await;
+        let rs = &r.outcome.refusals;
+        assert_eq!(rs.total, 1, "uid {uid}: {rs:?}");
+        assert_eq!(rs.distinct[0].0.rule, Rule::Syscall(41));
+        assert!(rs.distinct[0].0.rule.words().contains("AF_UNIX"));
+        // clone3's ENOSYS (libc meets it on every spawn) is not a refusal.
+        let r = sh(
+            sb.as_ref(),
+            "python3 -c 'import subprocess; subprocess.run([\"true\"])' 2>/dev/null; true",
+        )
+        .await;
+        assert_eq!(r.outcome.refusals.total, 0, "{:?}", r.outcome.refusals);
+        sb.destroy().await.unwrap();
+    }
+}
+
 /// Command i of sandbox s is refused exactly (s * 10 + i) times; every
 /// command, run concurrently with the others, gets exactly its own count.
 /// Even sandboxes are root sessions, odd ones not.
@@ -99,11 +147,16 @@ async fn attribution_is_exact_under_concurrent_commands_across_sandboxes_then_bo
             let sb = Arc::clone(sb);
             let want = (s * 10 + i) as u64;
             runs.push(tokio::spawn(async move {
-                let cmd = if s % 2 == 0 {
-                    format!("for n in $(seq {want}); do cat /etc/shadow; done 2>/dev/null; true")
+                let landlock = if s % 2 == 0 {
+                    format!("for n in $(seq {want}); do cat /etc/shadow; done 2>/dev/null")
                 } else {
-                    format!("for n in $(seq {want}); do echo x 1<>/proc/self/comm; done 2>/dev/null; true")
+                    format!(
+                        "for n in $(seq {want}); do echo x 1<>/proc/self/comm; done 2>/dev/null"
+                    )
                 };
+                // As many ptrace calls, refused by seccomp, from one process.
+                let cmd =
+                    format!("{landlock}; perl -e 'syscall(101, 0, 0, 0, 0) for 1..{want}'; true");
                 let r = sh(sb.as_ref(), &cmd).await;
                 (want, r.outcome.refusals)
             }));
@@ -114,11 +167,16 @@ async fn attribution_is_exact_under_concurrent_commands_across_sandboxes_then_bo
         got.push(run.await.unwrap());
     }
     for (want, rs) in got {
-        assert_eq!(rs.total, want, "{rs:?}");
+        assert_eq!(rs.total, 2 * want, "{rs:?}");
         assert_eq!(rs.lost, 0, "{rs:?}");
         if want > 0 {
-            assert_eq!(rs.distinct.len(), 1, "{rs:?}");
+            assert_eq!(rs.distinct.len(), 2, "{rs:?}");
             assert_eq!(rs.distinct[0].1, want);
+            let (ptrace, n) = &rs.distinct[1];
+            assert_eq!(
+                (ptrace.access, ptrace.rule, *n),
+                (Access::Syscall, Rule::Syscall(101), want)
+            );
         }
     }
     for (_, sb) in sandboxes {

@@ -10,6 +10,15 @@
 //! of a domain it did not tag (another supervisor's, anything else on the
 //! host) is counted as unattributed and otherwise ignored.
 //!
+//! The seccomp filter's refusals (`SECCOMP` records, logged with
+//! `SECCOMP_FILTER_FLAG_LOG`: seccomp.rs) name no domain, only `pid` and
+//! `ses`. Each command's child sets its loginuid while it bears the tag
+//! (init.rs), which gives it and everything it starts an audit session of
+//! its own; the `LOGIN` record of that write, whose event's `SYSCALL`
+//! record names the tag, ties the session to the command. A session is
+//! never reused and a sandboxed process cannot leave it, so neither a
+//! reused pid nor a process gone before its record is read misleads it.
+//!
 //! Everything is bounded: per command (refusal.rs), the events waiting for
 //! their end, the tags and domains remembered. When a command has ended,
 //! [`Listener::finish`] waits (bounded) until the kernel's queue is empty
@@ -27,7 +36,7 @@ use std::time::Duration;
 
 use record::Record;
 
-use crate::refusal::{Access, Refusal, Refusals, landlock_rule};
+use crate::refusal::{Access, Refusal, Refusals, Rule, landlock_rule};
 
 /// Whether commands' refusals are attributed (`[sandbox] attribute_refusals`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,10 +143,28 @@ fn probe() -> Result<String, (String, &'static str)> {
             "set [sandbox] attribute_refusals = \"on\", or turn audit on (auditctl -e 1)",
         ));
     }
+    if let Some(uid) = own_loginuid() {
+        return Err((
+            format!(
+                "Landlock refusals attributed, but not seccomp's: this process's loginuid is set ({uid}: it runs in a login session), so commands cannot take audit sessions of their own"
+            ),
+            "run the supervisor as a service (systemd unit), not from a login shell",
+        ));
+    }
     Ok(format!(
-        "Landlock ABI {abi}, kernel audit on, backlog limit {}, {auditd}",
+        "Landlock ABI {abi}, kernel audit on, backlog limit {}, {auditd}; seccomp refusals by audit session",
         st.backlog_limit
     ))
+}
+
+/// This process's loginuid when it is set (`None`: unset, so the sandbox's
+/// commands can each take an audit session of their own: init.rs).
+fn own_loginuid() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/self/loginuid").ok()?;
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|u| *u != record::NO_SESSION)
 }
 
 /// Events waiting for their end record, at most.
@@ -168,16 +195,60 @@ pub(crate) struct CallHandle {
 struct Event {
     accesses: Vec<(u64, Vec<String>, Option<Vec<u8>>)>,
     pid: Option<u32>,
-    program: Option<Vec<u8>>,
+    /// The `PROCTITLE` record's argv[0].
+    argv0: Option<Vec<u8>>,
+    /// The `SYSCALL` record's `comm` (a tag while a command takes its own
+    /// domain and session).
+    comm: Option<Vec<u8>>,
+    /// A `LOGIN` record's new session.
+    login: Option<u32>,
 }
 
 #[derive(Default)]
 struct State {
-    tags: HashMap<Vec<u8>, Arc<Call>>,
-    tag_order: VecDeque<Vec<u8>>,
-    domains: HashMap<u64, Arc<Call>>,
-    domain_order: VecDeque<u64>,
+    tags: Remembered<Vec<u8>>,
+    domains: Remembered<u64>,
+    sessions: Remembered<u32>,
     pending: BTreeMap<u64, Event>,
+}
+
+/// Keys of commands, the oldest forgotten past [`MAX_REMEMBERED`].
+struct Remembered<K> {
+    map: HashMap<K, Arc<Call>>,
+    order: VecDeque<K>,
+}
+
+impl<K> Default for Remembered<K> {
+    fn default() -> Self {
+        Remembered {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Remembered<K> {
+    /// The first call a key is given to keeps it.
+    fn insert(&mut self, key: K, call: Arc<Call>) {
+        if self.map.contains_key(&key) {
+            return;
+        }
+        if self.order.len() >= MAX_REMEMBERED
+            && let Some(old) = self.order.pop_front()
+        {
+            self.map.remove(&old);
+        }
+        self.order.push_back(key.clone());
+        self.map.insert(key, call);
+    }
+
+    fn get(&self, key: &K) -> Option<&Arc<Call>> {
+        self.map.get(key)
+    }
+
+    fn remove(&mut self, key: &K) {
+        self.map.remove(key);
+    }
 }
 
 pub(crate) struct Listener {
@@ -278,7 +349,7 @@ impl Listener {
             finishing: AtomicBool::new(false),
         });
         if let Ok(mut st) = self.state.lock() {
-            st.remember_tag(tag.as_bytes().to_vec(), Arc::clone(&call));
+            st.tags.insert(tag.as_bytes().to_vec(), Arc::clone(&call));
         }
         CallHandle {
             tag,
@@ -348,7 +419,13 @@ fn summary(st: netlink::Status, turned_on: bool) -> String {
     } else {
         "kernel audit on"
     };
-    format!("Landlock audit records, per-command domains; {on}; {auditd}")
+    let seccomp = match own_loginuid() {
+        None => "seccomp records by per-command audit session".to_string(),
+        Some(uid) => {
+            format!("seccomp refusals unattributed (the supervisor's loginuid is set: {uid})")
+        }
+    };
+    format!("Landlock audit records, per-command domains; {seccomp}; {on}; {auditd}")
 }
 
 /// 15 bytes (a process name's most): "tg" and 13 random hex digits.
@@ -367,28 +444,24 @@ fn new_tag() -> String {
     format!("tg{:013x}", u64::from_ne_bytes(b) & ((1 << 52) - 1))
 }
 
-impl State {
-    fn remember_tag(&mut self, tag: Vec<u8>, call: Arc<Call>) {
-        if self.tag_order.len() >= MAX_REMEMBERED
-            && let Some(old) = self.tag_order.pop_front()
-        {
-            self.tags.remove(&old);
+/// The refused process's name: its argv[0], unless that is stale. The
+/// kernel keeps a task's first proctitle for its later events, across exec
+/// (a command's child logs one before it execs: init.rs), so an argv[0]
+/// whose file name does not begin with the `comm` exec set is not this
+/// program's, and `comm` is.
+fn program(argv0: Option<Vec<u8>>, comm: Option<Vec<u8>>) -> Option<Vec<u8>> {
+    let Some(comm) = comm else {
+        return argv0;
+    };
+    match argv0 {
+        Some(a) => {
+            let base = a.rsplit(|&b| b == b'/').next().unwrap_or(&a);
+            let n = base.len().min(comm.len());
+            (n > 0 && base[..n] == comm[..n])
+                .then_some(a)
+                .or(Some(comm))
         }
-        self.tag_order.push_back(tag.clone());
-        self.tags.insert(tag, call);
-    }
-
-    fn remember_domain(&mut self, domain: u64, call: Arc<Call>) {
-        if self.domains.contains_key(&domain) {
-            return;
-        }
-        if self.domain_order.len() >= MAX_REMEMBERED
-            && let Some(old) = self.domain_order.pop_front()
-        {
-            self.domains.remove(&old);
-        }
-        self.domain_order.push_back(domain);
-        self.domains.insert(domain, call);
+        None => Some(comm),
     }
 }
 
@@ -472,15 +545,11 @@ impl Reader {
                 if ev.accesses.len() < MAX_PER_EVENT {
                     ev.accesses.push((domain, blockers, path));
                 }
-                if st.pending.len() > MAX_PENDING
-                    && let Some((_, old)) = st.pending.pop_first()
-                {
-                    self.emit(&st, old);
-                }
+                self.bound_pending(&mut st);
             }
             Record::Allocated { domain, comm, .. } => {
                 if let Some(call) = st.tags.get(&comm).cloned() {
-                    st.remember_domain(domain, call);
+                    st.domains.insert(domain, call);
                 }
             }
             Record::Deallocated { domain, .. } => {
@@ -489,19 +558,74 @@ impl Reader {
             Record::Syscall { pid, comm } => {
                 if let Some(ev) = st.pending.get_mut(&p.serial) {
                     ev.pid = pid;
-                    ev.program = ev.program.take().or(comm);
+                    ev.comm = comm;
                 }
             }
+            Record::Login { ses } => {
+                st.pending.entry(p.serial).or_default().login = Some(ses);
+                self.bound_pending(&mut st);
+            }
+            Record::Seccomp {
+                ses,
+                pid,
+                comm,
+                arch,
+                syscall,
+            } => self.seccomp(&st, ses, pid, comm, (arch, syscall)),
             Record::Proctitle { argv0 } => {
                 if let Some(ev) = st.pending.get_mut(&p.serial) {
-                    ev.program = Some(argv0);
+                    ev.argv0 = Some(argv0);
                 }
             }
             Record::Eoe => {
-                if let Some(ev) = st.pending.remove(&p.serial) {
+                if let Some(mut ev) = st.pending.remove(&p.serial) {
+                    if let (Some(ses), Some(comm)) = (ev.login.take(), ev.comm.as_ref())
+                        && let Some(call) = st.tags.get(comm).cloned()
+                    {
+                        st.sessions.insert(ses, call);
+                    }
                     self.emit(&st, ev);
                 }
             }
+        }
+    }
+
+    /// At most [`MAX_PENDING`] events wait for their end: the oldest is
+    /// filed as it stands.
+    fn bound_pending(&self, st: &mut State) {
+        if st.pending.len() > MAX_PENDING
+            && let Some((_, old)) = st.pending.pop_first()
+        {
+            self.emit(st, old);
+        }
+    }
+
+    /// One `SECCOMP` record, filed under the command whose session it names.
+    fn seccomp(
+        &self,
+        st: &State,
+        ses: u32,
+        pid: Option<u32>,
+        comm: Option<Vec<u8>>,
+        (arch, nr): (u32, u32),
+    ) {
+        let Some(call) = st.sessions.get(&ses) else {
+            self.unattributed.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let (name, rule) = if arch == record::ARCH_X86_64 {
+            (super::seccomp::why_refused(nr).0, Rule::Syscall(nr))
+        } else {
+            (format!("syscall {nr} of arch {arch:x}"), Rule::ForeignArch)
+        };
+        if let Ok(mut r) = call.refusals.lock() {
+            r.add(Refusal {
+                access: Access::Syscall,
+                path: name.into_bytes(),
+                rule,
+                pid,
+                program: comm,
+            });
         }
     }
 
@@ -550,7 +674,7 @@ impl Reader {
             rule: landlock_rule(access, &path, &call.workspace),
             path,
             pid: ev.pid,
-            program: ev.program,
+            program: program(ev.argv0, ev.comm),
         };
         if let Ok(mut r) = call.refusals.lock() {
             r.add(refusal);
@@ -561,6 +685,16 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stale_argv0_gives_way_to_comm() {
+        let v = |s: &str| Some(s.as_bytes().to_vec());
+        assert_eq!(program(v("/usr/bin/cat"), v("cat")), v("/usr/bin/cat"));
+        assert_eq!(program(v("/x/sandbox_init"), v("sh")), v("sh"));
+        assert_eq!(program(v("python3"), v("python3.11")), v("python3"));
+        assert_eq!(program(None, v("sh")), v("sh"));
+        assert_eq!(program(v("sh"), None), v("sh"));
+    }
 
     #[test]
     fn tags_fit_a_process_name_and_differ() {

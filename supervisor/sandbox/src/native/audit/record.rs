@@ -4,14 +4,23 @@
 //! (docs.kernel.org, admin-guide/LSM/landlock: `LANDLOCK_ACCESS` with
 //! `domain`, `blockers`, `path`; `LANDLOCK_DOMAIN` with `status`, and
 //! `pid`, `comm` when allocated, `denials` when deallocated), the event's
-//! `SYSCALL` (`pid`, `comm`), `PROCTITLE` and its end (`EOE`).
+//! `SYSCALL` (`pid`, `comm`), `PROCTITLE` and its end (`EOE`); the
+//! seccomp filter's `SECCOMP` record (`ses`, `pid`, `comm`, `arch`,
+//! `syscall`, `sig`: a standalone event, no end record) and a command's
+//! `LOGIN` record (its new `ses`).
 //!
 //! Everything here is untrusted: a sandboxed program chooses its paths,
 //! its name and its argv. Strings the kernel logs with
 //! `audit_log_untrustedstring` are quoted when plain and hex otherwise;
 //! both are decoded to raw bytes. Nothing is assumed to be UTF-8.
 
+pub(crate) const AUDIT_LOGIN: u16 = 1006;
 pub(crate) const AUDIT_SYSCALL: u16 = 1300;
+pub(crate) const AUDIT_SECCOMP: u16 = 1326;
+/// `ses=` of a process whose loginuid was never set.
+pub(crate) const NO_SESSION: u32 = u32::MAX;
+/// `AUDIT_ARCH_X86_64`, as `arch=` says it.
+pub(crate) const ARCH_X86_64: u32 = 0xc000_003e;
 pub(crate) const AUDIT_EOE: u16 = 1320;
 pub(crate) const AUDIT_PROCTITLE: u16 = 1327;
 pub(crate) const AUDIT_LANDLOCK_ACCESS: u16 = 1423;
@@ -44,6 +53,18 @@ pub(crate) enum Record {
         argv0: Vec<u8>,
     },
     Eoe,
+    /// A process's loginuid was set: its new audit session.
+    Login {
+        ses: u32,
+    },
+    /// The seccomp filter refused (or killed) a call.
+    Seccomp {
+        ses: u32,
+        pid: Option<u32>,
+        comm: Option<Vec<u8>>,
+        arch: u32,
+        syscall: u32,
+    },
 }
 
 /// A record with the serial number of its event.
@@ -72,6 +93,18 @@ pub(crate) fn parse(kind: u16, text: &[u8]) -> Option<Parsed> {
             }
         }
         AUDIT_EOE => Record::Eoe,
+        AUDIT_LOGIN if field(body, "res") == Some(b"1") => Record::Login {
+            ses: field(body, "ses").and_then(number)?,
+        },
+        AUDIT_SECCOMP => Record::Seccomp {
+            ses: field(body, "ses").and_then(number).unwrap_or(NO_SESSION),
+            pid: field(body, "pid").and_then(number),
+            comm: field(body, "comm").and_then(untrusted),
+            arch: field(body, "arch")
+                .and_then(hex_number)
+                .and_then(|a| u32::try_from(a).ok())?,
+            syscall: field(body, "syscall").and_then(number)?,
+        },
         _ => return None,
     };
     Some(Parsed { serial, record })
@@ -249,6 +282,36 @@ mod tests {
             parse(AUDIT_EOE, b"audit(1.2:34): \0").unwrap().record,
             Record::Eoe
         );
+    }
+
+    #[test]
+    fn seccomp_and_login_records() {
+        let s = parse(
+            AUDIT_SECCOMP,
+            b"audit(1.2:9): auid=0 uid=0 gid=0 ses=12 pid=23702 comm=\"unshare\" exe=\"/usr/bin/unshare\" sig=0 arch=c000003e syscall=272 compat=0 ip=0x7fbcfed68829 code=0x50000",
+        )
+        .unwrap();
+        assert_eq!(
+            s.record,
+            Record::Seccomp {
+                ses: 12,
+                pid: Some(23702),
+                comm: Some(b"unshare".to_vec()),
+                arch: ARCH_X86_64,
+                syscall: 272
+            }
+        );
+        let l = parse(
+            AUDIT_LOGIN,
+            b"audit(1.2:8): pid=23702 uid=0 old-auid=4294967295 auid=0 tty=(none) old-ses=4294967295 ses=1 res=1",
+        )
+        .unwrap();
+        assert_eq!(l.record, Record::Login { ses: 1 });
+        assert_eq!(
+            parse(AUDIT_LOGIN, b"audit(1.2:8): pid=1 old-ses=4 ses=5 res=0"),
+            None
+        );
+        assert_eq!(parse(AUDIT_SECCOMP, b"audit(1.2:9): ses=1 pid=2"), None);
     }
 
     #[test]
