@@ -213,7 +213,8 @@ pub(crate) fn flow_of<G>(proxy: &Proxy<G>, early: Vec<u8>) -> Flow {
     if !crate::plain::may_be_http(&early) {
         return Flow { early, guard: None };
     }
-    let requests = Requests::fresh(false, proxy.limits.max_head_bytes);
+    let requests =
+        Requests::fresh(false, proxy.limits.max_head_bytes).stripping(proxy.secrets.clone());
     Flow {
         early: Vec::new(),
         guard: Some((requests, early)),
@@ -263,7 +264,19 @@ pub(crate) async fn relay_flow<G: ConnectionGate>(
         let mut guard = flow.guard;
         let (cr, cw) = client.split();
         let (ur, uw) = up.stream.split();
-        let checked = guard.as_mut().map(|(g, pending)| (g, pending, req));
+        // A placeholder stripped from a later request (or one in a
+        // tunnel) is recorded with this connection.
+        let strip = |name: &str, why: &str| {
+            proxy
+                .gate
+                .secret(req, Some(id), crate::SecretUse::stripped(name, why))
+        };
+        let checked = guard.as_mut().map(|(g, pending)| Checked {
+            requests: g,
+            pending,
+            req,
+            strip: &strip,
+        });
         let both = async {
             tokio::join!(
                 pump(cr, uw, &up_n, &shared, checked),
@@ -330,9 +343,21 @@ impl Activity {
     }
 }
 
-/// The client's requests to check, what was not fed to them yet, and the
-/// connection they are checked for.
-type Checked<'a> = (&'a mut Requests, &'a mut Vec<u8>, &'a ConnRequest);
+/// The client's requests to check, what was not fed to them yet, the
+/// connection they are checked for, and where a stripped placeholder is
+/// recorded.
+struct Checked<'a> {
+    requests: &'a mut Requests,
+    pending: &'a mut Vec<u8>,
+    req: &'a ConnRequest,
+    strip: &'a (dyn Fn(&str, &str) + Sync),
+}
+
+fn record_strips(c: &mut Checked<'_>) {
+    for (name, why) in c.requests.take_stripped() {
+        (c.strip)(&name, &why);
+    }
+}
 
 /// One direction, counted as it goes, until EOF (then half-closed), an
 /// error on either side, both directions idle for the bound, or (checked)
@@ -348,7 +373,7 @@ async fn pump(
     let mut refused = None;
     let mut pending = checked
         .as_mut()
-        .map(|(_, p, _)| std::mem::take(*p))
+        .map(|c| std::mem::take(c.pending))
         .unwrap_or_default();
     let idled = loop {
         let n = if !pending.is_empty() {
@@ -366,9 +391,13 @@ async fn pump(
         };
         let out = match checked.as_mut() {
             None => std::borrow::Cow::Borrowed(&buf[..n]),
-            Some((g, _, req)) => match g.feed(&buf[..n], req) {
-                Ok(v) => std::borrow::Cow::Owned(v),
+            Some(c) => match c.requests.feed(&buf[..n], c.req) {
+                Ok(v) => {
+                    record_strips(c);
+                    std::borrow::Cow::Owned(v)
+                }
                 Err(r) => {
+                    record_strips(c);
                     shared.refused.store(true, Ordering::Relaxed);
                     refused = Some(r);
                     break false;

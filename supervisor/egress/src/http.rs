@@ -130,7 +130,7 @@ async fn plain<G: ConnectionGate>(
 ) {
     // The first request's body framed, every later request checked.
     let guard = match Requests::after(head, true, p.limits.max_head_bytes) {
-        Ok(g) => g,
+        Ok(g) => g.stripping(p.secrets.clone()),
         Err(r) => {
             p.gate.refused(req, &r);
             let _ = s.write_all(&forbidden(req, &r)).await;

@@ -4,12 +4,21 @@
 //! coding, is refused), and every later request on the same connection (a
 //! kept-alive or pipelined one) has its head checked like the first: its
 //! request line and `Host` must name the decided host and port, so one
-//! allowed name cannot carry another after the first request either.
+//! allowed name cannot carry another after the first request either. In a
+//! session with secrets every head, the first and each later one, has its
+//! placeholders stripped (plain HTTP never carries a secret,
+//! docs/THREAT_MODEL.md "Secrets"); the strips wait in [`Requests`] for
+//! the relay to record them.
+
+use std::sync::Arc;
 
 use tollgate_policy::network::{NetHost, split_port};
 
+use crate::SessionSecrets;
 use crate::connect::RULE_HOST;
 use crate::gate::{ConnRequest, Refusal};
+use crate::secrets::rewrite::{self, Dest, Wire};
+use crate::secrets::terminate::RULE_SECRET_REQUEST;
 
 /// The rule of a request whose framing cannot be followed.
 pub(crate) const RULE_FRAMING: &str = "network:bad-request";
@@ -196,6 +205,10 @@ pub(crate) struct Requests {
     /// they are.
     rewrite: bool,
     max_head: usize,
+    /// The session's secrets, whose placeholders each head is stripped of.
+    secrets: Option<Arc<SessionSecrets>>,
+    /// `(secret, why)` of the placeholders stripped and not yet recorded.
+    stripped: Vec<(String, String)>,
 }
 
 impl Requests {
@@ -207,6 +220,8 @@ impl Requests {
             head: Vec::new(),
             rewrite,
             max_head,
+            secrets: None,
+            stripped: Vec::new(),
         })
     }
 
@@ -217,7 +232,20 @@ impl Requests {
             head: Vec::new(),
             rewrite,
             max_head,
+            secrets: None,
+            stripped: Vec::new(),
         }
+    }
+
+    /// Every head from now on stripped of `secrets`' placeholders.
+    pub(crate) fn stripping(mut self, secrets: Option<Arc<SessionSecrets>>) -> Requests {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The placeholders stripped since the last call, for the record.
+    pub(crate) fn take_stripped(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.stripped)
     }
 
     /// Takes the client's next bytes; returns what goes upstream, or the
@@ -263,11 +291,23 @@ impl Requests {
         let line = request_line(&head, req)?;
         crate::http::check_host_header(&head, req)?;
         self.body = Body::of(&head).map_err(|why| refusal(RULE_FRAMING, why))?;
-        Ok(if self.rewrite {
-            crate::http::upstream_head(&head, &line).into_bytes()
+        let out = if self.rewrite {
+            crate::http::upstream_head(&head, &line)
         } else {
-            head.into_bytes()
-        })
+            head
+        };
+        let Some(secrets) = &self.secrets else {
+            return Ok(out.into_bytes());
+        };
+        let dest = Dest {
+            host: &req.host,
+            port: req.port,
+            wire: Wire::Plain,
+        };
+        let done = rewrite::request(secrets, &out, &dest)
+            .map_err(|why| refusal(RULE_SECRET_REQUEST, why))?;
+        self.stripped.extend(done.stripped);
+        Ok(done.head)
     }
 }
 
@@ -363,6 +403,57 @@ mod tests {
             .feed(b"GET http://evil.example/ HTTP/1.1\r\n\r\n", &r)
             .unwrap_err();
         assert!(e.reason.contains("evil.example"), "{}", e.reason);
+    }
+
+    fn forge() -> (Arc<SessionSecrets>, String) {
+        let binding = tollgate_policy::secrets::SecretBinding::parse(
+            "forge",
+            &["bound.example".to_string()],
+            None,
+            None,
+        )
+        .unwrap();
+        let held = crate::SessionSecret {
+            binding: Arc::new(binding),
+            value: "REAL-unit-value".into(),
+            env: Some("FORGE_TOKEN".into()),
+            counters: Arc::default(),
+        };
+        let s = SessionSecrets::new("s", vec![held], &[]).unwrap();
+        let ph = s.env()[0].1.clone();
+        (Arc::new(s), ph)
+    }
+
+    #[test]
+    fn a_later_head_loses_its_placeholders_and_says_so() {
+        let r = req();
+        let (secrets, ph) = forge();
+        let mut q = Requests::after("GET / HTTP/1.1\r\nHost: ok.example\r\n\r\n", true, 4096)
+            .unwrap()
+            .stripping(Some(secrets));
+        let later = format!(
+            "GET http://ok.example/b HTTP/1.1\r\nHost: ok.example\r\nAuthorization: Bearer {ph}\r\nX-Kept: 1\r\n\r\n"
+        );
+        let out = q.feed(later.as_bytes(), &r).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET /b HTTP/1.1\r\nHost: ok.example\r\nX-Kept: 1\r\nConnection: close\r\n\r\n"
+        );
+        assert_eq!(
+            q.take_stripped(),
+            [(
+                "forge".to_string(),
+                "the secret is not bound to ok.example:80".to_string()
+            )]
+        );
+        assert!(q.take_stripped().is_empty());
+        // A tunnel's first head, as it is (no proxy rewrite), likewise.
+        let (secrets, ph) = forge();
+        let mut q = Requests::fresh(false, 4096).stripping(Some(secrets));
+        let first = format!("GET / HTTP/1.1\r\nHost: ok.example\r\nX-Token: {ph}\r\n\r\n");
+        let out = q.feed(first.as_bytes(), &r).unwrap();
+        assert_eq!(out, b"GET / HTTP/1.1\r\nHost: ok.example\r\n\r\n");
+        assert_eq!(q.take_stripped().len(), 1);
     }
 
     #[test]

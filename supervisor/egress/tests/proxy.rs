@@ -1220,6 +1220,21 @@ impl CorpNet {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        // And the web server behind it (Python starts slowly on a loaded
+        // machine; the proxy would not answer a CONNECT to it before).
+        let probe = format!("exec 3<>/dev/tcp/{public}/8080");
+        while !std::process::Command::new("ip")
+            .args(["netns", "exec", &ns, "bash", "-c", &probe])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the corp web server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         net
     }
 

@@ -240,6 +240,35 @@ fn serve_plain(l: TcpListener) -> Seen {
     seen
 }
 
+/// Answers every request on a connection with `ok` and keeps it open,
+/// whatever the request asks: each head recorded after `#N ` (the
+/// connection's number), so two heads of one connection can be told.
+fn serve_kept_alive(l: TcpListener) -> Seen {
+    let seen = Seen::default();
+    let s2 = Arc::clone(&seen);
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Ok((mut c, _)) = l.accept().await {
+            n += 1;
+            let seen = Arc::clone(&s2);
+            tokio::spawn(async move {
+                loop {
+                    let head = read_head(&mut c).await;
+                    if !head.ends_with("\r\n\r\n") {
+                        return;
+                    }
+                    seen.lock().unwrap().push(format!("#{n} {head}"));
+                    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+                    if c.write_all(ok).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    seen
+}
+
 // ---- the gate ----
 
 struct TestGate {
@@ -378,6 +407,7 @@ async fn rig(trust_host_ca: bool) -> Rig {
             "bound.example".into(),
             "other.example".into(),
             "plain.example".into(),
+            "kept.example:8080".into(),
         ],
         allow_private: vec![format!("{}/29", net.addr(0))],
         ..NetworkConfig::default()
@@ -387,6 +417,7 @@ async fn rig(trust_host_ca: bool) -> Rig {
         ("bound.example".to_string(), net.addr(2)),
         ("other.example".to_string(), net.addr(3)),
         ("plain.example".to_string(), net.addr(3)),
+        ("kept.example".to_string(), net.addr(3)),
     ]);
     let gate = TestGate {
         policy,
@@ -611,6 +642,101 @@ async fn the_placeholder_to_an_unbound_host_over_plain_http_arrives_stripped_and
         )),
         "{log:?}"
     );
+}
+
+/// Reads from `s` until `n` answers of [`serve_kept_alive`] came.
+async fn answers(s: &mut TcpStream, n: usize) -> String {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    let read = async {
+        while String::from_utf8_lossy(&got)
+            .matches("\r\n\r\nok\n")
+            .count()
+            < n
+        {
+            match s.read(&mut b).await {
+                Ok(0) | Err(_) => break,
+                Ok(k) => got.extend_from_slice(&b[..k]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// The heads `seen` got on the connection whose first head asked for `first`.
+fn heads_with(seen: &Seen, first: &str) -> Vec<String> {
+    let all = seen.lock().unwrap().clone();
+    let conn = all
+        .iter()
+        .find(|h| h.contains(first))
+        .and_then(|h| h.split(' ').next())
+        .unwrap_or_else(|| panic!("no {first} in {all:?}"))
+        .to_string();
+    all.into_iter()
+        .filter(|h| h.split(' ').next() == Some(&conn))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_placeholder_on_a_later_request_of_a_kept_alive_connection_or_in_a_tunnel_is_stripped_and_recorded()
+ {
+    let r = rig(true).await;
+    let seen = serve_kept_alive(r._net.listen(r._net.addr(3), 8080));
+    let ph = r.placeholder("FORGE_TOKEN");
+    let url = "http://kept.example:8080";
+    // The HTTP proxy: the first request clean, the second on the same
+    // connection carrying the placeholder.
+    let mut s = TcpStream::connect(r.http).await.unwrap();
+    let two = format!(
+        "GET {url}/one HTTP/1.1\r\nHost: kept.example:8080\r\n\r\nGET {url}/two HTTP/1.1\r\nHost: kept.example:8080\r\nAuthorization: Bearer {ph}\r\nX-Kept: yes\r\n\r\n"
+    );
+    s.write_all(two.as_bytes()).await.unwrap();
+    let got = answers(&mut s, 2).await;
+    assert_eq!(got.matches("200 OK").count(), 2, "{got}");
+    drop(s);
+    let heads = heads_with(&seen, "GET /one ");
+    assert_eq!(heads.len(), 2, "one connection, two requests: {heads:?}");
+    assert!(heads[1].contains("GET /two "), "{heads:?}");
+    assert_eq!(header(&heads[1], "authorization"), None, "{}", heads[1]);
+    assert_eq!(header(&heads[1], "x-kept"), Some("yes"), "{}", heads[1]);
+    let stripped = "secret forge kept.example:8080 conn=Some(";
+    let why = ") stripped (the secret is not bound to kept.example:8080)";
+    let log = r.logged(stripped).await;
+    let line = log.iter().find(|l| l.starts_with(stripped)).unwrap();
+    assert!(line.ends_with(why), "{log:?}");
+    // A CONNECT tunnel carrying plain HTTP: its first and its later heads.
+    let mut s = TcpStream::connect(r.http).await.unwrap();
+    s.write_all(b"CONNECT kept.example:8080 HTTP/1.1\r\nHost: kept.example:8080\r\n\r\n")
+        .await
+        .unwrap();
+    let head = read_head(&mut s).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let two = format!(
+        "GET /three HTTP/1.1\r\nHost: kept.example:8080\r\nX-Token: {ph}\r\n\r\nGET /four HTTP/1.1\r\nHost: kept.example:8080\r\nAuthorization: Bearer {ph}\r\n\r\n"
+    );
+    s.write_all(two.as_bytes()).await.unwrap();
+    let got = answers(&mut s, 2).await;
+    assert_eq!(got.matches("200 OK").count(), 2, "{got}");
+    drop(s);
+    let heads = heads_with(&seen, "GET /three ");
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert_eq!(header(&heads[0], "x-token"), None, "{}", heads[0]);
+    assert_eq!(header(&heads[1], "authorization"), None, "{}", heads[1]);
+    for h in seen.lock().unwrap().iter() {
+        assert!(!h.contains(&ph) && !h.contains(FORGE), "{h}");
+    }
+    for _ in 0..200 {
+        if r.counters["forge"].stripped.load(Ordering::Relaxed) == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(r.counters["forge"].stripped.load(Ordering::Relaxed), 3);
+    let log = r.log();
+    let lines: Vec<&String> = log.iter().filter(|l| l.starts_with(stripped)).collect();
+    assert_eq!(lines.len(), 3, "{log:?}");
+    assert!(lines.iter().all(|l| l.ends_with(why)), "{log:?}");
 }
 
 #[tokio::test]

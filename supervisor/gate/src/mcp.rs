@@ -85,7 +85,16 @@ where
         }),
     )
     .map_err(|e| audit_unavailable(cx, MCP_RULE_TOOL, &e))?;
+    // Connections the server opens meanwhile are attributed to this call,
+    // and the hosts refused end its result, as a command's do
+    // (docs/INTERFACES.md "[network]").
+    let shown = format!("{MCP_RULE_TOOL}({}.{})", c.server, c.tool);
+    let running = cx.session.net.running(c.call_id, &shown);
+    let net = crate::exec::net_lines::mark(cx);
     let outcome = forward_mcp(cx, c.server, cancel, forward).await;
+    drop(running);
+    let refused = crate::exec::net_lines::refused_since(cx, net);
+    let outcome = outcome.map(|a| with_refusals(a, &refused));
     let duration_ms = started.elapsed().as_millis() as u64;
     record_mcp_outcome(cx, c.call_id, &call, &outcome, duration_ms);
     outcome.map_err(|reason| {
@@ -97,6 +106,24 @@ where
             revoked(&cx.session)
         }
     })
+}
+
+/// The answer with the `network: refused` lines as one more text block
+/// of its result; unchanged when there are none.
+fn with_refusals(mut a: McpAnswer, refused: &str) -> McpAnswer {
+    let text = refused.trim_start_matches('\n');
+    if text.is_empty() {
+        return a;
+    }
+    if let Some(blocks) = a
+        .response
+        .pointer_mut("/result/content")
+        .and_then(Value::as_array_mut)
+    {
+        blocks.push(serde_json::json!({"type": "text", "text": text}));
+        a.bytes += text.len();
+    }
+    a
 }
 
 /// Forwards the call and waits for the server's answer, bounded by the

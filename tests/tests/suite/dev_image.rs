@@ -13,11 +13,11 @@ use serde_json::json;
 use tollgate_e2e::harness::{Supervisor, TEST_CONFIG, docker, docker_or_skip, root_or_skip};
 use tollgate_proto::v1 as pb;
 
-fn dev_image() -> String {
+pub(crate) fn dev_image() -> String {
     format!("tollgate-sandbox:{}-dev", env!("CARGO_PKG_VERSION"))
 }
 
-fn dev_image_or_skip(test: &str) -> bool {
+pub(crate) fn dev_image_or_skip(test: &str) -> bool {
     if !root_or_skip(test) || !docker_or_skip(test) {
         return false;
     }

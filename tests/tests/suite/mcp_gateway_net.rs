@@ -23,7 +23,13 @@
 //! - natively, another port of the forwarded address reaches nothing (the
 //!   sandbox's namespace is the wall), a bind on its loopback works, and
 //!   the posture (seccomp, no_new_privs, no capabilities) is unchanged;
-//! - revoke ends an open forwarded connection (recorded) with the session.
+//! - revoke ends an open forwarded connection (recorded) with the session;
+//! - under `[network]` (no --allow-net) the server is behind the network
+//!   wall like every sandboxed command (docs/THREAT_MODEL.md "Network"): its
+//!   fetch of an allowed host goes through the proxy variables, an unlisted
+//!   one gets the 403 whose body names host, port and why, a raw socket to
+//!   it is reset, and the tool result ends with the `network: refused` line;
+//!   each is a `net_connection` record.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -169,6 +175,18 @@ impl Gateway {
 
     /// `run_shell COMMAND`: (output, is_error).
     async fn shell(&self, command: &str) -> (String, bool) {
+        text_of(&self.shell_result(command).await)
+    }
+
+    /// `run_shell COMMAND`: every text block of the result, one per line.
+    async fn shell_all(&self, command: &str) -> String {
+        let r = self.shell_result(command).await;
+        let blocks = r["content"].as_array().cloned().unwrap_or_default();
+        let texts: Vec<&str> = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+        texts.join("\n")
+    }
+
+    async fn shell_result(&self, command: &str) -> Value {
         let mut p = CallToolRequestParams::new("run_shell".to_string());
         p.arguments = json!({ "command": command }).as_object().cloned();
         let client = self.client.as_ref().unwrap();
@@ -176,7 +194,7 @@ impl Gateway {
             .await
             .unwrap_or_else(|_| panic!("`{command}` hung; stderr:\n{}", self.stderr()))
             .unwrap_or_else(|e| panic!("`{command}`: {e}; stderr:\n{}", self.stderr()));
-        text_of(&serde_json::to_value(&r).unwrap())
+        serde_json::to_value(&r).unwrap()
     }
 
     fn stderr(&self) -> String {
@@ -607,4 +625,92 @@ async fn docker_revoke_ends_the_forwarded_connections() {
     };
     let extra = format!("[sandbox]\nimage = \"{image}\"\n");
     revoke_ends_the_forwarded_connections("docker", &extra, 5).await;
+}
+
+/// Under `[network]`: the gateway's server reaches the allowed host through
+/// the wall and is refused the unlisted one, with the reason.
+async fn behind_the_wall(backend: &str, extra: &str, test: u32) {
+    let a = addrs(test);
+    let root = docroot();
+    let _host = NetHost::start(&a, root.path());
+    let network = format!("[network]\nallow = [\"{}:80\"]\n", a.a);
+    let (sup, ws) = start_sup(backend, &format!("{extra}\n{network}"), &[]);
+    let gw = Gateway::start(&sup, &ws, &[]).await;
+    let (text, is_error) = gw.fetch(&format!("http://{}/page.txt", a.a)).await;
+    assert!(
+        !is_error && text.contains(&format!("GOT {PAGE}")),
+        "the allowed fetch: {text}\nstderr:\n{}",
+        gw.stderr()
+    );
+    let refused = format!(
+        "python3 -c 'import sys, urllib.request, urllib.error\ntry: urllib.request.urlopen(sys.argv[1], timeout=20)\nexcept urllib.error.HTTPError as e: print(\"REFUSED\", e.code, e.read().decode())' http://{}/page.txt",
+        a.b
+    );
+    let text = gw.shell_all(&refused).await;
+    let b = format!("{}:80", a.b);
+    assert!(
+        text.contains(&format!(
+            "REFUSED 403 network: refused {b} ({b} is not in [network] allow)"
+        )),
+        "the unlisted fetch: {text}"
+    );
+    let line = format!(
+        "network: refused {b} (not in [network] allow; an operator can run: supervisorctl net allow {}",
+        gw.session
+    );
+    assert!(text.contains(&line), "the result's line: {text}");
+    // A raw socket that ignores the proxy variables: reset, never connected.
+    let raw = format!(
+        "python3 -c 'import socket, sys\ntry:\n  s = socket.create_connection((sys.argv[1], 80), timeout=20); s.sendall(b\"GET /page.txt HTTP/1.0\\r\\n\\r\\n\"); print(\"GOT\", s.recv(4096))\nexcept OSError as e: print(\"RESET\", e)' {}",
+        a.b
+    );
+    let (text, _) = gw.shell(&raw).await;
+    assert!(!text.contains(PAGE), "the raw socket: {text}");
+    let session = gw.session.clone();
+    gw.finish().await;
+    let recs: Vec<Value> = sup
+        .session_records(&session)
+        .into_iter()
+        .filter(|r| r["event"] == "net_connection")
+        .collect();
+    assert!(
+        recs.iter().any(|r| r["phase"] == "open"
+            && r["host"] == a.a.as_str()
+            && r["address"] == format!("{}:80", a.a).as_str()),
+        "{recs:#?}"
+    );
+    let refusals: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["phase"] == "refused" && r["host"] == a.b.as_str())
+        .collect();
+    assert!(
+        refusals.iter().any(|r| r["via"] == "http")
+            && refusals.iter().any(|r| r["via"] == "transparent"),
+        "{recs:#?}"
+    );
+    // Attributed to the MCP call that ran when each opened.
+    assert!(
+        recs.iter()
+            .all(|r| r["command"] == "mcp(shell.run_shell)" && r["call_id"].is_string()),
+        "{recs:#?}"
+    );
+    assert!(egress_records(&sup, &session).is_empty(), "no forwards");
+    verify_audit(&sup);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_gateway_server_behind_the_network_wall() {
+    if !ready("mcp_gateway_net_native_wall") {
+        return;
+    }
+    behind_the_wall("native", "", 87).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_gateway_server_behind_the_network_wall() {
+    let Some(image) = full_image_or_skip("mcp_gateway_net_docker_wall") else {
+        return;
+    };
+    let extra = format!("[sandbox]\nimage = \"{image}\"\n");
+    behind_the_wall("docker", &extra, 88).await;
 }

@@ -13,8 +13,12 @@
 //! mirror on a private or documentation range) gets exactly those
 //! addresses in `allow_private`, as an operator would, said on stderr.
 //!
-//! Docker: the sandbox image has neither npm nor pip (python3 without its
-//! pip module), so these run natively only.
+//! Docker: the full sandbox image has neither npm nor pip (python3 without
+//! its pip module); the development image (sandbox-image/build.sh --dev)
+//! has both, and both install through the wall inside it. The host's CA
+//! files are not in the container: copies go into the workspace and the
+//! clients are pointed at them. A missing dev image skips, or fails under
+//! TOLLGATE_REQUIRE_DOCKER_DEV=1 (suite::dev_image).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -54,10 +58,21 @@ fn npm_config() -> (String, Option<String>) {
     (registry, set(output("npm", &["config", "get", "cafile"])))
 }
 
+/// The value of `key` in pip's configuration, whatever its scope (a file's
+/// `global.`, or `:env:.` from a `PIP_` variable): `pip config list`.
+fn pip_setting(key: &str) -> Option<String> {
+    let list = output("pip", &["config", "list"]);
+    let v = list.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.rsplit('.').next() == Some(key)).then(|| v.trim_matches(['\'', '"']).to_string())
+    });
+    v.and_then(set)
+}
+
 /// pip's index URL (configured, else pip's default), the host its default
 /// index serves files from, and its configured CA bundle.
 fn pip_config() -> (String, Vec<String>, Option<String>) {
-    let configured = output("pip", &["config", "get", "global.index-url"]);
+    let configured = pip_setting("index-url").unwrap_or_default();
     let script = "from pip._internal.models.index import PyPI; print(PyPI.simple_url); print(PyPI.file_storage_domain)";
     let defaults = output("python3", &["-c", script]);
     let mut lines = defaults.lines();
@@ -73,8 +88,7 @@ fn pip_config() -> (String, Vec<String>, Option<String>) {
     {
         hosts.push(files);
     }
-    let cert = set(output("pip", &["config", "get", "global.cert"]));
-    (index, hosts, cert)
+    (index, hosts, pip_setting("cert"))
 }
 
 /// The addresses `hosts` resolve to that the SSRF guard refuses.
@@ -100,14 +114,20 @@ fn toml_list(items: &[String]) -> String {
 }
 
 fn start(hosts: &[String]) -> Supervisor {
+    start_on(hosts, "native", "")
+}
+
+/// A supervisor on `backend` whose `[network]` allows `hosts`; `extra`
+/// goes before it (a `[sandbox]` section).
+fn start_on(hosts: &[String], backend: &str, extra: &str) -> Supervisor {
     let config = format!(
-        "[network]\nallow = {}\nallow_private = {}\n\n[llm]\nprovider = \"script\"\n",
+        "{extra}\n[network]\nallow = {}\nallow_private = {}\n\n[llm]\nprovider = \"script\"\n",
         toml_list(hosts),
         toml_list(&private_addresses(hosts))
     );
     Supervisor::builder()
         .config(&config)
-        .sandbox("native")
+        .sandbox(backend)
         .start()
 }
 
@@ -181,4 +201,67 @@ async fn pip_installs_a_real_package_inside_a_native_sandbox_from_its_index_and_
     for h in &hosts {
         assert!(!opened(&s, h).is_empty(), "no connection to {h} recorded");
     }
+}
+
+/// ` --FLAG ./NAME` for a copy of the host's CA file `file` put in the
+/// workspace `ws` (the container sees the workspace, not the host's /etc).
+/// Not `*.pem`: the shell floor takes that for a key file.
+fn ca_in(ws: &std::path::Path, file: Option<String>, flag: &str, name: &str) -> String {
+    let Some(file) = file else {
+        return String::new();
+    };
+    std::fs::copy(&file, ws.join(name)).unwrap_or_else(|e| panic!("copy {file}: {e}"));
+    format!(" --{flag} ./{name}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_and_pip_install_real_packages_inside_a_docker_sandbox_through_the_wall() {
+    let test = "npm_and_pip_install_real_packages_inside_a_docker_sandbox_through_the_wall";
+    if !super::dev_image::dev_image_or_skip(test) {
+        return;
+    }
+    let (registry, cafile) = npm_config();
+    let (index, pip_hosts, cert) = pip_config();
+    let npm_host = host_of(&registry);
+    let mut hosts = vec![npm_host.clone()];
+    hosts.extend(pip_hosts.iter().filter(|h| **h != npm_host).cloned());
+    let extra = format!(
+        "[sandbox]\nimage = \"{}\"\nmemory_mb = 1024\n",
+        super::dev_image::dev_image()
+    );
+    let sup = start_on(&hosts, "docker", &extra);
+    let ws = sup.dirs.workspace("docker-pkgs", 0);
+    let s = Sess::open(&sup, &ws, 0);
+    let ca = ca_in(&ws, cafile, "cafile", "npm-ca-bundle.crt");
+    let cmd = format!(
+        "npm install --registry {registry}{ca} --no-audit --no-fund --no-package-lock --fetch-retries 0 --update-notifier false --cache ./.npm-cache is-number@7.0.0 && grep '\"version\"' node_modules/is-number/package.json"
+    );
+    let (out, code) = s.bash_for(&cmd, 600);
+    assert_eq!(code, 0, "npm install in the Docker sandbox: {out}");
+    assert!(out.contains("\"version\": \"7.0.0\""), "{out}");
+    assert!(ws.join("node_modules/is-number/package.json").exists());
+    assert!(
+        !opened(&s, &npm_host).is_empty(),
+        "no connection to the registry recorded"
+    );
+    let cert = ca_in(&ws, cert, "cert", "pip-ca-bundle.crt");
+    let cmd = format!(
+        "pip --isolated install --no-deps --no-cache-dir --retries 0 --disable-pip-version-check --index-url {index}{cert} --target ./pylib six==1.16.0 && PYTHONPATH=./pylib python3 -c 'import six; print(\"six\", six.__version__)'"
+    );
+    let (out, code) = s.bash_for(&cmd, 600);
+    assert_eq!(code, 0, "pip install in the Docker sandbox: {out}");
+    assert!(out.contains("six 1.16.0"), "{out}");
+    for h in &pip_hosts {
+        assert!(!opened(&s, h).is_empty(), "no connection to {h} recorded");
+    }
+    // An index that is not allowed: refused, with the line.
+    let (out, code) = s.bash_for(
+        "pip --isolated install --no-deps --no-cache-dir --retries 0 --disable-pip-version-check --index-url https://unlisted-index.example/simple --target ./pylib2 six",
+        600,
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("network: refused unlisted-index.example:443 (not in [network] allow"),
+        "{out}"
+    );
 }

@@ -64,6 +64,9 @@ def git_ok(h):
     a = h.get("Authorization") or ""
     return a == "Basic " + base64.b64encode(("git:" + sys.argv[6]).encode()).decode()
 class H(http.server.BaseHTTPRequestHandler):
+    # Kept alive (every answer has its length): a later request on the
+    # same connection is seen, and its `conn=` (the peer's port) tells it.
+    protocol_version = "HTTP/1.1"
     def git(self, method):
         with open(seen, "a") as f:
             f.write(method + " " + self.path + "\n" + str(self.headers) + "\n----\n")
@@ -102,7 +105,7 @@ class H(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/git/"):
             return self.git("GET")
         with open(seen, "a") as f:
-            f.write(self.path + "\n" + str(self.headers) + "\n----\n")
+            f.write(self.path + "\nconn=%d\n" % self.client_address[1] + str(self.headers) + "\n----\n")
         ok = self.headers.get("Authorization") == "Bearer " + sys.argv[6]
         kind = "text/plain"
         if not ok:
@@ -120,7 +123,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *a):
         pass
-s = http.server.HTTPServer((addr, port), H)
+s = http.server.ThreadingHTTPServer((addr, port), H)
 if sys.argv[4] != "-":
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(sys.argv[4], sys.argv[5])
@@ -531,6 +534,7 @@ async fn the_sandbox_holds_a_placeholder_and_curl_npm_and_git_push_get_the_token
             .any(|r| r["action"] == "stripped" && r["host"] == OTHER),
         "{uses:?}"
     );
+    later_requests_lose_the_placeholder_too(&sup, &hosts, t, &open.session_id, &placeholder).await;
     for f in sup.audit_files("") {
         assert!(
             !std::fs::read_to_string(&f).unwrap().contains(REAL),
@@ -539,6 +543,60 @@ async fn the_sandbox_holds_a_placeholder_and_curl_npm_and_git_push_get_the_token
         );
     }
     assert!(!sup.stderr().contains(REAL));
+}
+
+/// The blocks of what the plain host saw for `path`.
+fn seen_for<'a>(seen: &'a str, path: &str) -> Vec<&'a str> {
+    seen.split("\n----\n")
+        .filter(|b| b.trim_start().starts_with(&format!("{path}\n")))
+        .collect()
+}
+
+fn conn_of(block: &str) -> &str {
+    block
+        .lines()
+        .find(|l| l.starts_with("conn="))
+        .unwrap_or_else(|| panic!("no conn= in {block}"))
+}
+
+/// A kept-alive plain-HTTP connection from a client that ignores the proxy
+/// variables (Python's http.client: the transparent path): its second
+/// request carries the placeholder and arrives without it, and the audit
+/// says it was stripped.
+async fn later_requests_lose_the_placeholder_too(
+    sup: &Supervisor,
+    hosts: &Hosts,
+    token: &str,
+    session: &str,
+    placeholder: &str,
+) {
+    let script = format!(
+        "import http.client, os\nc = http.client.HTTPConnection(\"{OTHER}\", 80, timeout=20)\nc.request(\"GET\", \"/kept-one\")\nr = c.getresponse(); r.read()\nc.request(\"GET\", \"/kept-two\", headers={{\"Authorization\": \"Bearer \" + os.environ[\"FORGE_TOKEN\"], \"X-Kept\": \"2\"}})\nr = c.getresponse(); print(\"second\", r.status, r.read().decode().strip())"
+    );
+    std::fs::write(sup.dirs.workspace("ws", 0).join("kept.py"), script).unwrap();
+    let out = bash(sup, token, "python3 kept.py").await;
+    assert!(out.contains("second 401 no token"), "{out}");
+    let seen = hosts.seen("other-seen");
+    let (one, two) = (seen_for(&seen, "/kept-one"), seen_for(&seen, "/kept-two"));
+    assert_eq!((one.len(), two.len()), (1, 1), "{seen}");
+    assert_eq!(conn_of(one[0]), conn_of(two[0]), "one connection: {seen}");
+    assert!(
+        two[0].contains("X-Kept: 2") && !two[0].contains("Authorization"),
+        "{}",
+        two[0]
+    );
+    assert!(!seen.contains(placeholder) && !seen.contains(REAL));
+    let stripped: Vec<serde_json::Value> = sup
+        .session_records(session)
+        .into_iter()
+        .filter(|r| r["event"] == "net_secret" && r["action"] == "stripped")
+        .collect();
+    assert!(
+        stripped
+            .iter()
+            .any(|r| r["host"] == OTHER && r["conn"].as_u64() > Some(0) && r["secret"] == "forge"),
+        "{stripped:?}"
+    );
 }
 
 #[test]
