@@ -22,6 +22,7 @@ mod activation;
 mod agent_service;
 mod auth;
 mod backends;
+mod caches;
 mod chat;
 mod check;
 mod conn;
