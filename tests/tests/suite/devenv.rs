@@ -616,10 +616,12 @@ async fn an_http_server_and_postgresql_on_the_sandboxs_own_loopback_natively() {
     std::fs::write(s.ws.join("loopback.sh"), LOOPBACK_SCRIPT).unwrap();
     let r = s.bash(&format!("HOST_PORT={host_port} bash loopback.sh 2>&1"));
     assert!(r["ok"] == true && r["exit_code"] == 0, "{r}");
-    assert_eq!(
-        r["output"].as_str().unwrap(),
-        "hello-loopback\n42\nhost-loopback-unreachable\n",
-        "{r}"
-    );
+    // What the walls refused on the way (python's ioctl on /dev/null) may
+    // follow, attributed: every further line is the sandbox's.
+    let out = r["output"].as_str().unwrap();
+    let rest = out
+        .strip_prefix("hello-loopback\n42\nhost-loopback-unreachable\n")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(rest.lines().all(|l| l.starts_with("sandbox: ")), "{r}");
     drop(host);
 }
