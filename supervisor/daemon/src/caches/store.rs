@@ -352,7 +352,7 @@ mod tests {
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),
         );
-        prepare(&d.path().to_path_buf(), &l, me, None).unwrap();
+        prepare(d.path(), &l, me, None).unwrap();
         write(&l.join("npm/old"), 64 << 10, 300);
         write(&l.join("pip/mid"), 64 << 10, 200);
         write(&l.join("npm/new"), 64 << 10, 100);
