@@ -8,7 +8,9 @@
 # (default)   debootstrap rootfs (Debian bookworm, minbase + bash coreutils git grep
 #             findutils python3 ca-certificates) from the apt mirror this host is
 #             configured with; minutes. Tag: tollgate-sandbox:<version>
-# --dev       the default rootfs plus a development environment from Debian packages:
+# --dev       the default rootfs plus a development environment from Debian packages
+#             (the rootfs is the engine's tollgate-sandbox:<version> when it has it, else
+#             debootstrapped):
 #             gcc, g++, make (build-essential), pkg-config, git, curl, python3 with
 #             pip and venv, node and npm, openssh-client and netcat-openbsd (git over
 #             ssh through the wall), jq, ripgrep; every setuid and
@@ -160,8 +162,30 @@ build_full() {
 dev_packages=(build-essential pkg-config git curl ca-certificates python3 python3-pip
     python3-venv nodejs npm openssh-client netcat-openbsd jq ripgrep make)
 
+# The full image's root filesystem back from the engine (docker export of a
+# container made from it, never started), when the engine has it: the dev
+# image is the full one plus packages, so it need not debootstrap again.
+# Returns 1 when the engine has no full image of this version.
+rootfs_from_full_image() {
+    local full="tollgate-sandbox:${version}" cid
+    [ "$(docker image inspect -f '{{index .Config.Labels "tollgate.sandbox-image"}}' "$full" 2>/dev/null)" = full ] \
+        || return 1
+    log "starting from the engine's $full (no debootstrap)"
+    cid="$(docker create --network none "$full")" || die "docker create $full failed"
+    if ! docker export "$cid" | tar -C "$rootfs" --numeric-owner -xpf -; then
+        docker rm -f "$cid" >/dev/null 2>&1 || true
+        die "exporting $full failed"
+    fi
+    docker rm -f "$cid" >/dev/null
+    # What the engine adds to every container's filesystem.
+    rm -f "$rootfs/.dockerenv"
+    : > "$rootfs/etc/hostname"
+    : > "$rootfs/etc/hosts"
+    install -d -m 1777 "$rootfs/tmp"
+}
+
 build_dev() {
-    build_full
+    rootfs_from_full_image || build_full
     cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
     mount -t proc proc "$rootfs/proc"
     log "installing the development packages (takes minutes)"

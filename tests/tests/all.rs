@@ -19,6 +19,7 @@ mod suite {
     mod agent_scripted;
     mod approvals;
     mod audit_secrets;
+    mod caches;
     mod client_hooks;
     mod clients;
     mod credentials;

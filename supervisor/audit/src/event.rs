@@ -99,6 +99,8 @@ pub enum Event {
     /// (`supervisorctl net allow|deny`).
     NetworkRule(NetworkRule),
     NetSecret(NetSecret),
+    /// An operator removed package caches (`supervisorctl cache clear`).
+    CacheCleared(CacheCleared),
     // Reported by the agent (`ReportEvent`): fields as the agent sent them.
     QuestionAsked(AgentReport),
     ContextTrim(AgentReport),
@@ -207,6 +209,7 @@ impl Event {
             Event::SandboxDenial(_) => "sandbox_denial",
             Event::NetworkRule(_) => "network_rule",
             Event::NetSecret(_) => "net_secret",
+            Event::CacheCleared(_) => "cache_cleared",
             Event::QuestionAsked(_) => "question_asked",
             Event::ContextTrim(_) => "context_trim",
             Event::IterationCapHit(_) => "iteration_cap_hit",
@@ -268,7 +271,7 @@ impl Event {
             | Event::McpEgress(_)
             | Event::NetConnection(_)
             | Event::NetworkRule(_) => None,
-            Event::NetSecret(_) => None,
+            Event::NetSecret(_) | Event::CacheCleared(_) => None,
             Event::SandboxDenial(e) => Some(&e.reason),
         }
     }
@@ -315,7 +318,7 @@ impl Event {
             | Event::NetConnection(_)
             | Event::NetworkRule(_)
             | Event::SandboxDenial(_) => None,
-            Event::NetSecret(_) => None,
+            Event::NetSecret(_) | Event::CacheCleared(_) => None,
         }
     }
 
@@ -1187,6 +1190,25 @@ pub struct NetworkRule {
     /// Who: `uid 0 via operator`.
     #[serde(default)]
     pub by: String,
+}
+
+/// `cache_cleared`: package caches an operator removed (`supervisorctl
+/// cache clear`), in the supervisor's log: whose, which directories, and
+/// what they held (docs/OPERATIONS.md "Package caches").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CacheCleared {
+    /// Who: `uid 0 via operator`.
+    #[serde(default)]
+    pub by: String,
+    /// The owner asked for; empty: every owner.
+    #[serde(default)]
+    pub user: String,
+    #[serde(default)]
+    pub caches: Vec<String>,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub files: u64,
 }
 
 /// `net_secret`: a `[[secrets]]` entry put into one request through the

@@ -123,6 +123,7 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::SandboxDenial(_)
         | Event::NetworkRule(_)
         | Event::NetSecret(_)
+        | Event::CacheCleared(_)
         | Event::QuestionAsked(_)
         | Event::ContextTrim(_)
         | Event::IterationCapHit(_)

@@ -316,6 +316,7 @@ impl Builder {
             | Event::McpEgress(_)
             | Event::NetworkRule(_)
             | Event::NetSecret(_)
+            | Event::CacheCleared(_)
             | Event::QuestionAsked(_)
             | Event::ContextTrim(_)
             | Event::IterationCapHit(_)

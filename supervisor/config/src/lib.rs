@@ -224,6 +224,37 @@ pub struct SandboxSection {
     /// changes it), `"on"` (also turn it on, and raise its backlog limit),
     /// `"off"`.
     pub attribute_refusals: AttributeRefusals,
+    /// Where the package caches live (docs/OPERATIONS.md "Package caches"):
+    /// `"owner"` (one per owner, shared by their sessions in every
+    /// workspace), `"workspace"` (one per owner and workspace), `"off"`
+    /// (the session's private home, emptied when it ends).
+    pub cache: CacheMode,
+    /// The most one cache may hold (MiB); over it, the oldest files are
+    /// removed when a session's sandbox is built. 0: no cap.
+    pub cache_max_mb: u64,
+    /// The directory the caches are kept in; empty: `caches` beneath the
+    /// state directory.
+    pub cache_dir: PathBuf,
+}
+
+/// `[sandbox] cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    #[default]
+    Owner,
+    Workspace,
+    Off,
+}
+
+impl CacheMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheMode::Owner => "owner",
+            CacheMode::Workspace => "workspace",
+            CacheMode::Off => "off",
+        }
+    }
 }
 
 /// `[sandbox] attribute_refusals`.
@@ -280,6 +311,9 @@ impl Default for SandboxSection {
                 .map(|s| s.to_string())
                 .collect(),
             attribute_refusals: AttributeRefusals::Auto,
+            cache: CacheMode::Owner,
+            cache_max_mb: 2048,
+            cache_dir: PathBuf::new(),
         }
     }
 }
@@ -589,6 +623,12 @@ impl Config {
                 "[sandbox] toolchain_dirs: {why}; list only the toolchains' own directories"
             )));
         }
+        if !sb.cache_dir.as_os_str().is_empty() && !sb.cache_dir.is_absolute() {
+            return Err(invalid(format!(
+                "[sandbox] cache_dir {} must be an absolute path",
+                sb.cache_dir.display()
+            )));
+        }
         if sb.cpus.is_nan()
             || sb.cpus <= 0.0
             || sb.memory_mb == 0
@@ -696,6 +736,45 @@ mod tests {
             .mode_permitted(Mode::DangerouslySkipPermissions)
             .unwrap_err();
         assert!(err.contains("forbids"), "{err}");
+    }
+
+    /// `[sandbox] cache`: per owner by default, with a cap; "workspace" and
+    /// "off" on request; any other value refused naming the key.
+    #[test]
+    fn caches_are_per_owner_unless_asked_otherwise() {
+        let p = Path::new("x.toml");
+        let c = Config::parse("", p).unwrap();
+        assert_eq!(
+            (c.sandbox.cache, c.sandbox.cache_max_mb, c.sandbox.cache_dir),
+            (CacheMode::Owner, 2048, PathBuf::new())
+        );
+        for (text, want) in [
+            ("owner", CacheMode::Owner),
+            ("workspace", CacheMode::Workspace),
+            ("off", CacheMode::Off),
+        ] {
+            let c = Config::parse(
+                &format!("[sandbox]\ncache = \"{text}\"\ncache_max_mb = 7\ncache_dir = \"/c\"\n"),
+                p,
+            )
+            .unwrap();
+            assert_eq!(
+                (c.sandbox.cache, c.sandbox.cache_max_mb, c.sandbox.cache_dir),
+                (want, 7, PathBuf::from("/c")),
+                "{text}"
+            );
+            assert_eq!(want.as_str(), text);
+        }
+        for bad in ["\"shared\"", "\"Owner\"", "true"] {
+            let err = Config::parse(&format!("[sandbox]\ncache = {bad}\n"), p).unwrap_err();
+            assert!(err.to_string().contains("cache"), "{bad}: {err}");
+        }
+        let err = Config::parse("[sandbox]\ncache_dir = \"rel\"\n", p).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cache_dir rel must be an absolute path"),
+            "{err}"
+        );
     }
 
     /// `[sandbox] git_dir`: read-only by default, "split" on request, and

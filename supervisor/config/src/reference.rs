@@ -176,6 +176,24 @@ pub const SECTIONS: &[Section] = &[
                 Some("\"auto\""),
                 "Attribute the native sandbox's refusals from the kernel's audit records: when audit is already on, also turn it on, or never.",
             ),
+            key(
+                "cache",
+                "\"owner\" | \"workspace\" | \"off\"",
+                Some("\"owner\""),
+                "Package caches (npm, pip, cargo, Go modules, bun, yarn) kept between sessions: one per owner, one per owner and workspace, or none (the session's private home, emptied when it ends).",
+            ),
+            key(
+                "cache_max_mb",
+                INT,
+                Some("2048"),
+                "The most one cache may hold; over it the oldest files are removed when a sandbox is built. 0: no cap.",
+            ),
+            key(
+                "cache_dir",
+                PATH,
+                Some("\"\""),
+                "Where the caches are kept, outside every workspace; empty: caches beneath the state directory.",
+            ),
         ],
     },
     Section {

@@ -13,6 +13,7 @@ mod out;
 mod approvals;
 mod audit;
 mod bench;
+mod cache;
 mod client;
 mod complete;
 mod doctor;
@@ -137,6 +138,9 @@ enum Cmd {
     /// [[secrets]]: names, bound hosts and use counts, never a value.
     #[command(subcommand)]
     Secrets(SecretsCmd),
+    /// The owners' package caches: list, clear (audited).
+    #[command(subcommand)]
+    Cache(cache::CacheCmd),
     /// Probe the sandbox directly.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
@@ -384,6 +388,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             .await
             .map(|()| 0),
         Cmd::Net(cmd) => net::run(connect().await?, cmd).await.map(|()| 0),
+        Cmd::Cache(cmd) => cache::run(connect().await?, cmd).await.map(|()| 0),
         Cmd::Secrets(SecretsCmd::List { json }) => {
             secrets::list(connect().await?, json).await.map(|()| 0)
         }

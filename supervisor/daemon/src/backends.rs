@@ -351,6 +351,10 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
     );
     let private_home = private_home(sup, &s);
     crate::sandbox_env::set_env(&mut env, private_home.as_ref(), s.login_path.as_deref());
+    if let Some(h) = private_home.as_ref().filter(|h| h.cache.is_some()) {
+        // The package caches' variables (docs/OPERATIONS.md "Package caches").
+        env.extend(crate::caches::env(&h.cache_path()));
+    }
     if wall {
         env.extend(tollgate_sandbox::wall::proxy_env());
     }
@@ -367,12 +371,21 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         gid: s.owner.gid,
         env,
         limits: limits(&sup.config),
-        hidden: hidden_paths(
-            &sup.paths.state_dir,
-            sup.audit.dir(),
-            sup.paths.config_file.as_deref(),
-            s.credentials,
-        ),
+        hidden: {
+            let mut h = hidden_paths(
+                &sup.paths.state_dir,
+                sup.audit.dir(),
+                sup.paths.config_file.as_deref(),
+                s.credentials,
+            );
+            // The caches' directory, where it is configured apart (each
+            // sandbox gets only its own leaf, at its own place).
+            let caches = crate::caches::root(sup);
+            if !caches.starts_with(&sup.paths.state_dir) {
+                h.push(caches);
+            }
+            h
+        },
         host_exec: tollgate_policy::host_exec::names(),
         git_dir: sup.config.sandbox.git_dir,
         home: s.owner.home.clone(),
@@ -401,6 +414,7 @@ fn private_home(sup: &Supervisor, s: &SpecFor<'_>) -> Option<tollgate_sandbox::P
             Some(home),
         ),
         gitconfig: crate::sandbox_env::gitconfig(identity.as_ref()),
+        cache: crate::caches::for_sandbox(sup, (s.owner.uid, s.owner.gid), s.workspace),
         path,
     })
 }

@@ -241,6 +241,17 @@ pub fn summarise(event: &Event) -> String {
         }
         Event::NetConnection(c) => net_line(c),
         Event::NetworkRule(r) => format!("net {} {} by {}", r.verb, r.entry, r.by),
+        Event::CacheCleared(r) => format!(
+            "cache cleared {} ({} files, {} bytes) by {}",
+            if r.user.is_empty() {
+                "for every owner"
+            } else {
+                &r.user
+            },
+            r.files,
+            r.bytes,
+            r.by
+        ),
         Event::SandboxDenial(d) => denial_line(d),
         Event::AuditOpened(_)
         | Event::AuditFileClosed(_)

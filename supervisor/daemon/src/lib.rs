@@ -23,6 +23,7 @@ mod activation;
 mod agent_service;
 mod auth;
 mod backends;
+mod caches;
 mod chat;
 mod check;
 mod conn;

@@ -205,6 +205,30 @@ impl OperatorService for OperatorSvc {
         crate::network::operator::list(&self.sup, &session).map(Response::new)
     }
 
+    async fn list_caches(
+        &self,
+        _req: Request<pb::ListCachesRequest>,
+    ) -> Result<Response<pb::ListCachesResponse>, Status> {
+        let sup = Arc::clone(&self.sup);
+        tokio::task::spawn_blocking(move || crate::caches::operator::list(&sup))
+            .await
+            .map_err(|e| Status::internal(format!("listing the caches: {e}")))?
+            .map(Response::new)
+    }
+
+    async fn clear_cache(
+        &self,
+        req: Request<pb::ClearCacheRequest>,
+    ) -> Result<Response<pb::ClearCacheResponse>, Status> {
+        let who = by(peer(&req)?);
+        let user = req.into_inner().user;
+        let sup = Arc::clone(&self.sup);
+        tokio::task::spawn_blocking(move || crate::caches::operator::clear(&sup, &user, &who))
+            .await
+            .map_err(|e| Status::internal(format!("clearing the caches: {e}")))?
+            .map(Response::new)
+    }
+
     async fn list_secrets(
         &self,
         _req: Request<pb::ListSecretsRequest>,

@@ -29,6 +29,7 @@ mod container;
 pub mod discover;
 mod errors;
 mod exec;
+mod git_identity;
 mod mounts;
 mod pidfd;
 mod probe;
@@ -350,10 +351,19 @@ impl DockerBackend {
         let plan = self.plan_sandbox(spec)?;
         let mut socket =
             agent::AgentSocket::bind(&self.cfg.state_dir, &spec.session_id, spec.uid, spec.gid)?;
+        let identity = git_identity::GitIdentityFile::write(
+            &self.cfg.state_dir,
+            &spec.session_id,
+            spec.private_home
+                .as_ref()
+                .map(|h| h.gitconfig.as_str())
+                .unwrap_or_default(),
+        )?;
         let files = AgentFiles {
             binary: plan.agent.path.clone(),
             socket: socket.path().to_path_buf(),
             no_links_beneath: plan.no_links_beneath.clone(),
+            gitconfig: identity.as_ref().map(|f| f.path().to_path_buf()),
         };
         let image = self.image_for(spec).await;
         let mut body = create_body(
@@ -383,6 +393,8 @@ impl DockerBackend {
         let (id, link, posture) = self.start_container(&name, body, &mut socket, spec).await?;
         drop(socket);
         drop(bundle);
+        // Its mount keeps the identity file now.
+        drop(identity);
         let mut sandbox = DockerSandbox {
             docker: self.docker.clone(),
             id: id.clone(),
@@ -814,7 +826,8 @@ struct SandboxPlan {
     no_links_beneath: Vec<PathBuf>,
 }
 
-/// The private home's toolchains, read-only at their own paths. The engine
+/// The private home's package cache, then its toolchains, read-only at
+/// their own paths. The engine
 /// follows symlinks in a bind's source itself, so one with a symlink on its
 /// path is left out, as is one holding a hidden path (Docker cannot mask
 /// inside a bind as the native sandbox does): the sandbox never shows a
@@ -824,6 +837,11 @@ fn toolchain_mounts(spec: &SandboxSpec) -> Result<Vec<PlannedMount>, SandboxErro
         return Ok(Vec::new());
     };
     let mut v = Vec::new();
+    // The package cache: the owner's own directory outside every
+    // workspace, writable (docs/THREAT_MODEL.md "Package caches").
+    if let Some(cache) = &home.cache {
+        v.push(PlannedMount::identify_at(cache, &home.cache_path(), false)?);
+    }
     for t in &home.toolchains {
         let no_links = t
             .ancestors()

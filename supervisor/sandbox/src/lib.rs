@@ -143,7 +143,8 @@ pub struct SandboxSpec {
 /// The sandbox's private home: an empty tmpfs at the owner's home path
 /// (sized like /tmp), owned by the session's uid, holding the owner's
 /// toolchain directories read-only at their own paths (every credential
-/// path in them still masked) and `.gitconfig` with the git identity.
+/// path in them still masked), `.gitconfig` with the git identity, and the
+/// owner's package cache writable at [`CACHE_AT`] when one is kept.
 /// Decided by the daemon from tollgate-policy's `sandbox_env`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PrivateHome {
@@ -154,6 +155,25 @@ pub struct PrivateHome {
     pub toolchains: Vec<PathBuf>,
     /// What `~/.gitconfig` holds inside (the git identity); empty: no file.
     pub gitconfig: String,
+    /// The host directory holding the package caches of this owner (or of
+    /// this owner and workspace), kept between sessions outside every
+    /// workspace (docs/THREAT_MODEL.md "Package caches"): attached
+    /// writable, nosuid, nodev at [`PrivateHome::cache_path`]. It must be
+    /// the owner's own directory (the daemon makes it, mode 0700); `None`:
+    /// the caches live in the private home and end with the sandbox.
+    #[serde(default)]
+    pub cache: Option<PathBuf>,
+}
+
+/// Where the package cache is attached, relative to the private home: a
+/// directory of its own, so nothing else of the home persists.
+pub const CACHE_AT: &str = ".tollgate-cache";
+
+impl PrivateHome {
+    /// The package cache's path inside the sandbox.
+    pub fn cache_path(&self) -> PathBuf {
+        self.path.join(CACHE_AT)
+    }
 }
 
 /// A directory's identity: device and inode.

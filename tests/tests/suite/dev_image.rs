@@ -4,8 +4,9 @@
 //! jq, ripgrep and pkg-config work in the workspace (curl and ssh are
 //! there, refused by the shell floor without `[network]`); it has no setuid
 //! or setgid file and no su, sudo or pkexec; the walls hold (no network).
-//! A missing image skips, or fails under TOLLGATE_REQUIRE_DOCKER_DEV=1 (CI
-//! does not build the dev image: sandbox-image/README.md says why).
+//! A missing image fails under TOLLGATE_REQUIRE_DOCKER_DEV=1, which CI
+//! sets: CI builds the dev image (`.ci/run`, from the full image's rootfs);
+//! elsewhere it skips, saying so.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

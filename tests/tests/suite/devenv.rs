@@ -200,18 +200,18 @@ async fn docker_timeouts_are_honest_too() {
 /// toolchain (hard links of this machine's: no disk spent), a git
 /// identity, a credential file inside a shown toolchain directory and a
 /// file of the home that is not a toolchain's. Removed when dropped.
-struct Owner {
-    name: String,
-    uid: u32,
-    gid: u32,
-    home: std::path::PathBuf,
+pub(super) struct Owner {
+    pub(super) name: String,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    pub(super) home: std::path::PathBuf,
 }
 
 /// What the credential file inside `~/.config` holds: never seen inside.
 const SECRET: &str = "tollgate-devenv-secret-token";
 
 impl Owner {
-    fn create(tag: &str) -> Owner {
+    pub(super) fn create(tag: &str) -> Owner {
         use std::process::Command;
         let pid = std::process::id();
         let name = format!("tgdev{tag}{pid}");
@@ -327,7 +327,13 @@ impl Drop for Owner {
 }
 
 /// `e2e-client` as `uid`: its one line, `OK …` or `ERR …`.
-fn client_as(sup: &Supervisor, uid: u32, gid: u32, token: &str, args: &[&str]) -> String {
+pub(super) fn client_as(
+    sup: &Supervisor,
+    uid: u32,
+    gid: u32,
+    token: &str,
+    args: &[&str],
+) -> String {
     use std::os::unix::process::CommandExt;
     let out = std::process::Command::new(sup.dirs.staged_bin("e2e-client"))
         .arg(&sup.agent_socket)
@@ -489,7 +495,7 @@ async fn a_non_root_owners_toolchain_identity_and_home_natively() {
 /// HOME is the owner's path, private and writable; their rustup toolchain
 /// is there read-only and runs; a toolchain directory holding a credential
 /// path is left out (Docker cannot mask inside a bind); the rest of their
-/// home is absent.
+/// home is absent; git has their identity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_root_owners_toolchain_and_home_on_docker() {
     let test = "a_non_root_owners_toolchain_and_home_on_docker";
@@ -530,6 +536,18 @@ async fn a_non_root_owners_toolchain_and_home_on_docker() {
         "mine\ntoolchain-read-only\ncredential-absent\nnotes-absent\n"
     );
     assert!(!owner.home.join(".scratch").exists());
+    // git commits with the owner's identity, nothing else of their config
+    // (their core.hooksPath is not there), as natively.
+    let out = s.ok(
+        "cd $TMPDIR && git init -q r && cd r && echo a > f && git add f && git commit -qm first && git log --format='%an <%ae>' && git config --get core.hooksPath || echo no-hooks-path",
+    );
+    assert_eq!(
+        out,
+        format!(
+            "Dev Owner {} <{}@example.invalid>\nno-hooks-path\n",
+            owner.name, owner.name
+        )
+    );
 }
 
 /// A root owner: their own toolchain (this machine's /root/.rustup) builds
@@ -556,4 +574,54 @@ async fn a_root_owners_toolchain_builds_a_crate_natively() {
         r.output.starts_with("home=/root\n") && r.output.ends_with("Hello, world!\n"),
         "{r:?}"
     );
+}
+
+/// What `loopback.sh` does inside the sandbox: an HTTP server and a
+/// PostgreSQL started there, each queried over the sandbox's own loopback;
+/// the host's loopback listener (its port in `HOST_PORT`) is not reachable.
+const LOOPBACK_SCRIPT: &str = r#"set -e
+cd "$TMPDIR"
+mkdir www && echo hello-loopback > www/index.html
+python3 -m http.server --bind 127.0.0.1 18080 --directory www >/dev/null 2>&1 &
+srv=$!
+get='import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:18080/index.html").read().decode().strip())'
+for i in $(seq 100); do python3 -c "$get" 2>/dev/null && break; sleep 0.1; done
+kill "$srv"
+PG="$(ls -d /usr/lib/postgresql/*/bin | tail -n 1)"
+"$PG/initdb" -D "$TMPDIR/pg" -A trust -U tg >/dev/null
+"$PG/pg_ctl" -D "$TMPDIR/pg" -o "-c listen_addresses=127.0.0.1 -p 15432 -k $TMPDIR" -l "$TMPDIR/pg.log" -w start >/dev/null
+psql -h 127.0.0.1 -p 15432 -U tg -d postgres -Atc 'select 40 + 2'
+"$PG/pg_ctl" -D "$TMPDIR/pg" -m fast -w stop >/dev/null
+python3 -c "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 2)" "$HOST_PORT" 2>/dev/null && echo host-loopback-reached || echo host-loopback-unreachable
+"#;
+
+/// Natively, a non-root owner (PostgreSQL refuses root): a local HTTP
+/// server and a PostgreSQL server started inside the sandbox bind and
+/// answer on its own loopback; the host's loopback stays out of reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_and_postgresql_on_the_sandboxs_own_loopback_natively() {
+    if !root_or_skip("an_http_server_and_postgresql_on_the_sandboxs_own_loopback_natively") {
+        return;
+    }
+    let pg = std::fs::read_dir("/usr/lib/postgresql").map(|rd| rd.count());
+    assert!(
+        pg.is_ok_and(|n| n > 0),
+        "this test needs PostgreSQL's server (apt-get install postgresql; .ci/run installs it)"
+    );
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    let owner = Owner::create("l");
+    let sup = Supervisor::builder().config(OWNER_CONFIG).start();
+    let s = UserSession::open(&sup, owner.uid, owner.gid, "ws-loopback");
+    std::fs::write(s.ws.join("loopback.sh"), LOOPBACK_SCRIPT).unwrap();
+    let r = s.bash(&format!("HOST_PORT={host_port} bash loopback.sh 2>&1"));
+    assert!(r["ok"] == true && r["exit_code"] == 0, "{r}");
+    // What the walls refused on the way (python's ioctl on /dev/null) may
+    // follow, attributed: every further line is the sandbox's.
+    let out = r["output"].as_str().unwrap();
+    let rest = out
+        .strip_prefix("hello-loopback\n42\nhost-loopback-unreachable\n")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(rest.lines().all(|l| l.starts_with("sandbox: ")), "{r}");
+    drop(host);
 }

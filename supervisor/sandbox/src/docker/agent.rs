@@ -293,8 +293,8 @@ fn bind_long(dir: &Path, name: &str) -> std::io::Result<std::os::unix::net::Unix
     std::os::unix::net::UnixListener::bind(format!("/proc/self/fd/{}/{name}", d.as_raw_fd()))
 }
 
-/// Sockets a crashed supervisor left (a socket lives only while its
-/// container starts, so one older than `age` is nobody's).
+/// Sockets and git identity files a crashed supervisor left (each lives
+/// only while its container starts, so one older than `age` is nobody's).
 pub(super) fn remove_stale_sockets(state_dir: &Path, age: Duration) {
     let Ok(rd) = std::fs::read_dir(state_dir.join("exec-agent")) else {
         return;
@@ -306,7 +306,9 @@ pub(super) fn remove_stale_sockets(state_dir: &Path, age: Duration) {
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|d| d > age);
-        if old && e.file_name().to_string_lossy().ends_with(".sock") {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if old && (name.ends_with(".sock") || name.ends_with(super::git_identity::SUFFIX)) {
             let _ = std::fs::remove_file(e.path());
         }
     }

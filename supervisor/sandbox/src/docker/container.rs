@@ -36,6 +36,9 @@ pub struct AgentFiles {
     pub binary: std::path::PathBuf,
     pub socket: std::path::PathBuf,
     pub no_links_beneath: Vec<std::path::PathBuf>,
+    /// The git identity file, bind-mounted read-only at `~/.gitconfig` of
+    /// the private home (`git_identity`); `None`: no identity.
+    pub gitconfig: Option<std::path::PathBuf>,
 }
 
 /// pid 1 of every container: the resident exec agent, told where its socket
@@ -123,7 +126,10 @@ pub fn create_body(
             .ok_or_else(|| SandboxError::Refused("no workspace to mount".to_string()))?
             .path,
     )?;
-    let binds = bind_mounts(mounts, agent)?;
+    let mut binds = bind_mounts(mounts, agent)?;
+    if let (Some(file), Some(home)) = (&agent.gitconfig, &spec.private_home) {
+        binds.push(file_bind(file, utf8(&home.path.join(".gitconfig"))?)?);
+    }
     let owner = owner.to_string_lossy().into_owned();
     let env = container_env(spec)?;
     let host_config = host_config(spec, binds, seccomp)?;
@@ -157,10 +163,9 @@ pub fn create_body(
 fn bind_mounts(mounts: &[PlannedMount], agent: &AgentFiles) -> Result<Vec<Mount>, SandboxError> {
     let mut binds = Vec::with_capacity(mounts.len());
     for m in mounts {
-        let p = utf8(&m.path)?;
         binds.push(Mount {
-            target: Some(p.to_string()),
-            source: Some(p.to_string()),
+            target: Some(utf8(&m.path)?.to_string()),
+            source: Some(utf8(&m.source)?.to_string()),
             typ: Some(MountType::BIND),
             read_only: Some(m.read_only),
             bind_options: Some(MountBindOptions {
@@ -301,12 +306,14 @@ mod tests {
         vec![
             PlannedMount {
                 path: PathBuf::from("/srv/w"),
+                source: PathBuf::from("/srv/w"),
                 read_only: false,
                 dev: 1,
                 ino: 2,
             },
             PlannedMount {
                 path: PathBuf::from("/srv/w/.git/hooks"),
+                source: PathBuf::from("/srv/w/.git/hooks"),
                 read_only: true,
                 dev: 1,
                 ino: 3,
@@ -319,6 +326,7 @@ mod tests {
             binary: PathBuf::from("/opt/tollgate/tollgate-exec-agent"),
             socket: PathBuf::from("/st/exec-agent/abc.sock"),
             no_links_beneath: Vec::new(),
+            gitconfig: None,
         }
     }
 

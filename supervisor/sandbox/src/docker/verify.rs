@@ -18,11 +18,13 @@ use futures_util::StreamExt;
 
 use crate::SandboxError;
 
-/// One bind mount: host source = target path, and the identity the source had
-/// when it was checked.
+/// One bind mount: its target path inside, its host source (the same path
+/// but for the package cache), and the identity the source had when it was
+/// checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedMount {
     pub path: PathBuf,
+    pub source: PathBuf,
     pub read_only: bool,
     pub dev: u64,
     pub ino: u64,
@@ -31,17 +33,27 @@ pub struct PlannedMount {
 impl PlannedMount {
     /// Identifies `path` without following a final symlink (it must not be one).
     pub fn identify(path: &Path, read_only: bool) -> Result<PlannedMount, SandboxError> {
-        let m = std::fs::symlink_metadata(path).map_err(|e| {
-            SandboxError::Refused(format!("cannot inspect {}: {e}", path.display()))
+        PlannedMount::identify_at(path, path, read_only)
+    }
+
+    /// Identifies the host's `source`, to be mounted at `target` inside.
+    pub fn identify_at(
+        source: &Path,
+        target: &Path,
+        read_only: bool,
+    ) -> Result<PlannedMount, SandboxError> {
+        let m = std::fs::symlink_metadata(source).map_err(|e| {
+            SandboxError::Refused(format!("cannot inspect {}: {e}", source.display()))
         })?;
         if m.file_type().is_symlink() {
             return Err(SandboxError::Refused(format!(
                 "{} is a symlink; refusing to mount it",
-                path.display()
+                source.display()
             )));
         }
         Ok(PlannedMount {
-            path: path.to_path_buf(),
+            path: target.to_path_buf(),
+            source: source.to_path_buf(),
             read_only,
             dev: m.dev(),
             ino: m.ino(),

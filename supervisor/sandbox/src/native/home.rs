@@ -6,10 +6,13 @@
 //! descriptor without following a symlink anywhere on its path, and
 //! attached read-only, nosuid, nodev at its own path. The credential paths
 //! in them are masked afterwards with every other hidden path (mounts.rs).
+//! The owner's package cache, when one is kept, is attached writable,
+//! nosuid, nodev at `~/.tollgate-cache` (docs/THREAT_MODEL.md "Package
+//! caches").
 
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use nix::mount::MsFlags;
@@ -20,12 +23,14 @@ use super::sys;
 use crate::PrivateHome;
 
 /// Builds the private home beneath the new root `new`, for `owner`
-/// (uid, gid), `size_mb` large.
+/// (uid, gid), `size_mb` large, with the package cache `cache` taken by
+/// [`take_cache`].
 pub(super) fn build(
     new: &Path,
     home: &PrivateHome,
     owner: (u32, u32),
     size_mb: u64,
+    cache: Option<OwnedFd>,
 ) -> Result<(), SetupError> {
     // From the host first, before anything covers the home's path.
     let trees = take_toolchains(home)?;
@@ -58,7 +63,51 @@ pub(super) fn build(
         sys::move_mount_fd(tree.as_fd(), target.as_fd())
             .map_err(|e| err("home", format!("attach {}", t.display()), e))?;
     }
+    if let Some(tree) = cache {
+        let target = owned_dirs(&dir, Path::new(crate::CACHE_AT), owner)?;
+        sys::move_mount_fd(tree.as_fd(), target.as_fd())
+            .map_err(|e| err("home", "attach the package cache", e))?;
+    }
     Ok(())
+}
+
+/// The package cache directory `dir` as a detached writable tree (nosuid,
+/// nodev), taken without following a symlink anywhere on its path; it must
+/// exist (the daemon made it) and belong to the session's `uid`, mode 0700.
+pub(super) fn take_cache(dir: &Path, uid: u32) -> Result<OwnedFd, SetupError> {
+    let host_root = sys::openat2_path(libc::AT_FDCWD, c"/", libc::O_DIRECTORY, 0)
+        .map_err(|e| err("home", "open /", e))?;
+    let fd = sys::openat2_path(
+        host_root.as_raw_fd(),
+        &cpath(rel_of(dir))?,
+        libc::O_NOFOLLOW | libc::O_DIRECTORY,
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+    )
+    .map_err(|e| err("home", format!("package cache {}", dir.display()), e))?;
+    let meta = fs::File::from(fd.try_clone().map_err(|e| err("home", dir.display(), e))?)
+        .metadata()
+        .map_err(|e| err("home", format!("stat {}", dir.display()), e))?;
+    if meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(err(
+            "home",
+            dir.display(),
+            format!(
+                "the package cache must be the session owner's (uid {uid}, mode 0700); it is uid {} mode {:o}",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    let tree = sys::open_tree_clone(fd.as_fd(), false)
+        .map_err(|e| err("home", format!("clone {}", dir.display()), e))?;
+    sys::mount_setattr_fd(
+        tree.as_fd(),
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        0,
+        false,
+    )
+    .map_err(|e| err("home", format!("{} nosuid", dir.display()), e))?;
+    Ok(tree)
 }
 
 /// Each toolchain directory as a detached read-only tree; `None` for one

@@ -259,6 +259,15 @@ pub(super) fn rel_of(p: &Path) -> &Path {
 pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     make_mounts_private()?;
     let taken = take_workspace(plan)?;
+    // The package cache, from the host before /tmp is covered (the state
+    // directory may live there).
+    let cache = match plan.home {
+        Some((h, (uid, _))) => match h.cache.as_deref() {
+            Some(dir) => Some(super::home::take_cache(dir, uid)?),
+            None => None,
+        },
+        None => None,
+    };
     let new = Path::new(NEW_ROOT);
     tmpfs(
         new,
@@ -291,7 +300,7 @@ pub(crate) fn build_root(plan: &MountPlan<'_>) -> Result<(), SetupError> {
     make_tmp_and_run(new, plan)?;
     if let Some((home, owner)) = plan.home {
         // Before the workspace, which may lie in it.
-        super::home::build(new, home, owner, plan.tmp_mb)?;
+        super::home::build(new, home, owner, plan.tmp_mb, cache)?;
     }
     let new_root_fd = attach_workspace(new, plan, taken.tree, taken.binds)?;
     mask_hidden_paths(new, &new_root_fd, plan)?;

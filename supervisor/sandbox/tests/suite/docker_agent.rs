@@ -126,6 +126,7 @@ impl RawAgent {
             binary: cfg.exec_agent.canonicalize().unwrap(),
             socket: sock.clone(),
             no_links_beneath: Vec::new(),
+            gitconfig: None,
         };
         let seccomp: serde_json::Value = serde_json::from_str(&cfg.seccomp_profile).unwrap();
         let body = create_body(

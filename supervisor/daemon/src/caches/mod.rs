@@ -1,0 +1,76 @@
+//! Package caches kept between sessions (docs/OPERATIONS.md "Package
+//! caches", docs/THREAT_MODEL.md "Package caches"): npm, pip, cargo's
+//! registry and git checkouts, Go modules, bun and yarn, in one directory
+//! per owner (or per owner and workspace, `[sandbox] cache`) outside every
+//! workspace, attached to the owner's sandboxes at `~/.tollgate-cache`
+//! with the tools' cache variables pointing into it. The size cap
+//! (`cache_max_mb`) is kept when a sandbox is built: the oldest files go
+//! first. `supervisorctl cache list|clear` are the operator's view.
+
+pub mod operator;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+
+use tollgate_config::CacheMode;
+
+use crate::supervisor::Supervisor;
+
+/// The directory all caches are kept in.
+pub fn root(sup: &Supervisor) -> PathBuf {
+    let configured = &sup.config.sandbox.cache_dir;
+    if configured.as_os_str().is_empty() {
+        sup.paths.state_dir.join("caches")
+    } else {
+        configured.clone()
+    }
+}
+
+/// Each tool's cache variable and the directory it names beneath the
+/// cache's path inside (`at`). Cargo has no variable for its registry and
+/// git checkouts alone: CARGO_HOME moves, and PATH keeps the owner's
+/// `~/.cargo/bin` (a toolchain directory, read-only).
+pub fn env(at: &Path) -> Vec<(String, String)> {
+    [
+        ("npm_config_cache", "npm"),
+        ("PIP_CACHE_DIR", "pip"),
+        ("CARGO_HOME", "cargo"),
+        ("GOMODCACHE", "go-mod"),
+        ("BUN_INSTALL_CACHE_DIR", "bun"),
+        ("YARN_CACHE_FOLDER", "yarn"),
+    ]
+    .into_iter()
+    .map(|(k, sub)| (k.to_string(), at.join(sub).to_string_lossy().into_owned()))
+    .collect()
+}
+
+/// The cache one sandbox of `owner` (uid, gid) in `workspace` gets: made
+/// when missing, trimmed to the cap. `None` when caches are off, or when
+/// it cannot be made (the sandbox then keeps its caches in its private
+/// home, and the log says why).
+pub fn for_sandbox(sup: &Supervisor, owner: (u32, u32), workspace: &Path) -> Option<PathBuf> {
+    let mode = sup.config.sandbox.cache;
+    let root = root(sup);
+    let leaf = store::leaf(&root, mode, owner.0, workspace)?;
+    let ws = (mode == CacheMode::Workspace).then_some(workspace);
+    if let Err(e) = store::prepare(&root, &leaf, owner, ws) {
+        tracing::warn!(cache = %leaf.display(), error = %e, "package cache unavailable; this sandbox keeps its caches in its private home");
+        return None;
+    }
+    let cap = sup.config.sandbox.cache_max_mb;
+    if cap > 0 {
+        match store::trim(&leaf, cap.saturating_mul(1 << 20)) {
+            Ok(t) if t.removed_files > 0 => tracing::info!(
+                cache = %leaf.display(),
+                removed_files = t.removed_files,
+                removed_bytes = t.removed_bytes,
+                "package cache over cache_max_mb: oldest files removed"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(cache = %leaf.display(), error = %e, "package cache not trimmed")
+            }
+        }
+    }
+    Some(leaf)
+}
