@@ -18,6 +18,9 @@ pub struct Addrs {
     pub tag: u32,
     /// The public-looking addresses the host answers on.
     pub public: Vec<String>,
+    /// Its public-looking IPv6 addresses (none unless [`Addrs::with_v6`]):
+    /// outside every range the SSRF guard refuses (2001:db8::/32 is one).
+    pub public6: Vec<String>,
     /// The veth pair's /30: the host's side (.1) and the namespace's (.2).
     pub host_side: String,
     pub peer_side: String,
@@ -33,8 +36,36 @@ pub fn addrs(test: u32, net: u8, publics: u32) -> Addrs {
         public: (0..publics)
             .map(|i| format!("93.184.{x}.{}", z + i))
             .collect(),
+        public6: Vec::new(),
         host_side: format!("10.{net}.{c}.{}", d + 1),
         peer_side: format!("10.{net}.{c}.{}", d + 2),
+    }
+}
+
+impl Addrs {
+    /// Adds `n` public-looking IPv6 addresses, unique like the IPv4 ones.
+    pub fn with_v6(mut self, n: u32) -> Addrs {
+        let k = self.tag;
+        self.public6 = (1..=n)
+            .map(|i| {
+                format!(
+                    "2606:2800:{:x}:{:x}::{i:x}",
+                    0x1000 + k / 0xf000 % 0xf000,
+                    0x1000 + k % 0xf000
+                )
+            })
+            .collect();
+        self
+    }
+
+    /// The veth pair's IPv6 /64 (unique local, never a test host's address):
+    /// the host's side (::1) and the namespace's (::2).
+    fn sides6(&self) -> (String, String) {
+        let (c, d) = (self.tag / 0x10000 % 0x10000, self.tag % 0x10000);
+        (
+            format!("fd54:{c:x}:{d:x}::1"),
+            format!("fd54:{c:x}:{d:x}::2"),
+        )
     }
 }
 
@@ -103,6 +134,9 @@ impl TestHost {
             ip(&["route", "add", &r, "via", &a.peer_side]);
             host.routes.push(r);
         }
+        if !a.public6.is_empty() {
+            host.add_v6(&peer_if);
+        }
         host.server = Some(
             Command::new("ip")
                 .args(["netns", "exec", &ns, "python3", "-c", script])
@@ -115,6 +149,27 @@ impl TestHost {
         );
         host.wait_ready(ready_port);
         host
+    }
+
+    /// The IPv6 side: the veth's /64 (no duplicate address detection, so
+    /// the addresses are usable at once), the public addresses in the
+    /// namespace, routes both ways.
+    fn add_v6(&mut self, peer_if: &str) {
+        let (ns, a) = (self.ns.clone(), self.addrs.clone());
+        let (host6, peer6) = a.sides6();
+        let (h, p) = (format!("{host6}/64"), format!("{peer6}/64"));
+        ip(&["-6", "addr", "add", &h, "dev", &self.host_if, "nodad"]);
+        ip(&["-n", &ns, "-6", "addr", "add", &p, "dev", peer_if, "nodad"]);
+        for public in &a.public6 {
+            let r = format!("{public}/128");
+            ip(&["-n", &ns, "-6", "addr", "add", &r, "dev", peer_if, "nodad"]);
+        }
+        ip(&["-n", &ns, "-6", "route", "add", "default", "via", &host6]);
+        for public in &a.public6 {
+            let r = format!("{public}/128");
+            ip(&["-6", "route", "add", &r, "via", &peer6]);
+            self.routes.push(r);
+        }
     }
 
     /// Generous: Python starts slowly on a loaded 2-core machine.

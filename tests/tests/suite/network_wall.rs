@@ -25,6 +25,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod ask;
+mod v6;
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,8 +38,9 @@ use tollgate_e2e::harness::{Supervisor, root_or_skip};
 use tollgate_e2e::net_host::{self, TestHost};
 
 /// The test host: HTTP (80, 8080), banner + echo (7000), UDP sink (9999,
-/// into udp.log), the test resolver (53: names.txt's answers, every name
-/// asked into dns.log).
+/// into udp.log), the test resolver (53: names.txt's answers, A and AAAA,
+/// every name asked into dns.log), HTTP on 80 of each IPv6 address given
+/// after the first argument.
 const SERVERS: &str = r#"
 import http.server, socket, socketserver, struct, sys, threading
 class H(http.server.BaseHTTPRequestHandler):
@@ -66,16 +70,26 @@ def dns():
             labels.append(q[i+1:i+1+q[i]].decode()); i += 1 + q[i]
         name = ".".join(labels).lower(); qtype = struct.unpack("!H", q[i+1:i+3])[0]
         open("dns.log", "a").write(name + "\n")
-        names = dict(l.split() for l in open("names.txt") if l.strip())
+        names = {}
+        for l in open("names.txt"):
+            if l.strip():
+                n, addr = l.split(); names.setdefault(n, []).append(addr)
         head = q[:2] + b"\x81\x80" + q[4:6]
         question = q[12:i+5]
-        if name in names and qtype == 1:
-            ans = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04" + socket.inet_aton(names[name])
-            s.sendto(head + b"\x00\x01\x00\x00\x00\x00" + question + ans, peer)
-        elif name in names:
-            s.sendto(head + b"\x00\x00\x00\x00\x00\x00" + question, peer)
+        want = {1: (socket.AF_INET, b"\x00\x01", 4), 28: (socket.AF_INET6, b"\x00\x1c", 16)}.get(qtype)
+        if name in names:
+            found = [a for a in names[name] if want and (":" in a) == (qtype == 28)]
+            ans = b"".join(b"\xc0\x0c" + want[1] + b"\x00\x01\x00\x00\x00\x05" + struct.pack("!H", want[2]) + socket.inet_pton(want[0], a) for a in found)
+            s.sendto(head + struct.pack("!H", len(found)) + b"\x00\x00\x00\x00" + question + ans, peer)
         else:
             s.sendto(q[:2] + b"\x81\x83" + q[4:6] + b"\x00\x00\x00\x00\x00\x00" + question, peer)
+class H6(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+    def server_bind(self):
+        # Not HTTPServer's: its reverse lookup of the address waits on DNS.
+        socketserver.TCPServer.server_bind(self); self.server_name, self.server_port = "h6", 80
+for a6 in sys.argv[2:]:
+    threading.Thread(target=H6((a6, 80), H).serve_forever, daemon=True).start()
 for port in (8080,):
     threading.Thread(target=http.server.ThreadingHTTPServer(("0.0.0.0", port), H).serve_forever, daemon=True).start()
 threading.Thread(target=socketserver.ThreadingTCPServer(("0.0.0.0", 7000), E).serve_forever, daemon=True).start()
@@ -86,18 +100,37 @@ http.server.ThreadingHTTPServer(("0.0.0.0", 80), H).serve_forever()
 
 /// One test's world: the host, its names, a supervisor that resolves
 /// through the test resolver.
-struct World {
-    host: TestHost,
-    dir: tempfile::TempDir,
-    web: String,
-    echo: String,
-    evil: String,
-    sup: Supervisor,
+pub(crate) struct World {
+    pub(crate) host: TestHost,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) web: String,
+    pub(crate) echo: String,
+    pub(crate) evil: String,
+    /// An allowed name answered only with the host's IPv6 addresses.
+    pub(crate) web6: String,
+    pub(crate) sup: Supervisor,
+}
+
+/// What a test adds to the world: config before `[network]`, lines in it,
+/// IPv6 addresses for the host.
+#[derive(Default)]
+pub(crate) struct Extra<'a> {
+    pub(crate) config: &'a str,
+    pub(crate) network: &'a str,
+    pub(crate) v6: u32,
 }
 
 impl World {
     fn start(test: u32, backend: &str, extra: &str) -> World {
-        let a = net_host::addrs(test, 216, 1);
+        let e = Extra {
+            config: extra,
+            ..Extra::default()
+        };
+        World::start_with(test, backend, &e)
+    }
+
+    pub(crate) fn start_with(test: u32, backend: &str, e: &Extra<'_>) -> World {
+        let a = net_host::addrs(test, 216, 1).with_v6(e.v6);
         let dir = tempfile::tempdir().unwrap();
         let tag = a.tag;
         let (web, echo, evil) = (
@@ -106,12 +139,16 @@ impl World {
             format!("evil-{tag}.example.com"),
         );
         let public = a.public[0].clone();
-        let names: String = [&web, &echo, &evil]
+        let web6 = format!("web6-{tag}.example.com");
+        let mut names: String = [&web, &echo, &evil]
             .iter()
             .map(|n| format!("{n} {public}\n"))
             .collect();
+        names.extend(a.public6.iter().map(|p| format!("{web6} {p}\n")));
         std::fs::write(dir.path().join("names.txt"), names).unwrap();
-        let host = TestHost::start(a, SERVERS, &[&public], dir.path(), 80);
+        let mut args = vec![public.as_str()];
+        args.extend(a.public6.iter().map(String::as_str));
+        let host = TestHost::start(a.clone(), SERVERS, &args, dir.path(), 80);
         let resolv = dir.path().join("resolv.conf");
         std::fs::write(&resolv, format!("nameserver {public}\n")).unwrap();
         let script = format!(
@@ -129,7 +166,8 @@ impl World {
             "sh",
         ];
         let config = format!(
-            "{extra}\n[network]\nallow = [\"{web}\", \"{web}:8080\", \"{echo}:7000\"]\n\n[llm]\nprovider = \"script\"\n"
+            "{}\n[network]\nallow = [\"{web}\", \"{web}:8080\", \"{echo}:7000\", \"{web6}\"]\n{}\n\n[llm]\nprovider = \"script\"\n",
+            e.config, e.network
         );
         let sup = Supervisor::builder()
             .config(&config)
@@ -142,15 +180,26 @@ impl World {
             web,
             echo,
             evil,
+            web6,
             sup,
         }
     }
 
-    fn public(&self) -> &str {
+    /// Adds `name ADDR` to what the test resolver answers.
+    pub(crate) fn add_name(&self, name: &str, addr: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join("names.txt"))
+            .unwrap();
+        writeln!(f, "{name} {addr}").unwrap();
+    }
+
+    pub(crate) fn public(&self) -> &str {
         &self.host.addrs.public[0]
     }
 
-    fn log(&self, file: &str) -> String {
+    pub(crate) fn log(&self, file: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(file)).unwrap_or_default()
     }
 }
@@ -182,12 +231,12 @@ pub(crate) fn client_as(sup: &Supervisor, uid: u32, token: &str, args: &[&str]) 
 
 impl<'a> Sess<'a> {
     pub(crate) fn open(sup: &'a Supervisor, ws: &Path, uid: u32) -> Sess<'a> {
-        let line = client_as(
-            sup,
-            uid,
-            "-",
-            &["open", ws.to_str().unwrap(), "dangerouslySkipPermissions"],
-        );
+        Sess::open_in(sup, ws, uid, "dangerouslySkipPermissions")
+    }
+
+    /// A session in `mode`.
+    pub(crate) fn open_in(sup: &'a Supervisor, ws: &Path, uid: u32, mode: &str) -> Sess<'a> {
+        let line = client_as(sup, uid, "-", &["open", ws.to_str().unwrap(), mode]);
         let mut parts = line.split_whitespace();
         assert_eq!(parts.next(), Some("OK"), "{line}");
         Sess {
@@ -230,7 +279,7 @@ impl<'a> Sess<'a> {
     }
 }
 
-fn workspace(sup: &Supervisor, name: &str, uid: u32) -> PathBuf {
+pub(crate) fn workspace(sup: &Supervisor, name: &str, uid: u32) -> PathBuf {
     sup.dirs.workspace(name, uid)
 }
 
