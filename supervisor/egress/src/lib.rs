@@ -19,6 +19,7 @@ mod plain;
 pub mod secrets;
 pub mod sni;
 pub mod socks;
+mod splice;
 pub mod synth;
 pub mod transparent;
 mod upstream;
