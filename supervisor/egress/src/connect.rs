@@ -297,16 +297,16 @@ pub(crate) async fn relay_flow<G: ConnectionGate>(
 }
 
 /// What the two directions of a relay share.
-pub(crate) struct Shared {
-    pub(crate) last: Activity,
-    pub(crate) idle: std::time::Duration,
+struct Shared {
+    last: Activity,
+    idle: std::time::Duration,
     /// The client's side was refused: the server's side leaves the client
     /// open for the refusal.
     refused: AtomicBool,
 }
 
 /// When a byte last moved either way.
-pub(crate) struct Activity {
+struct Activity {
     start: Instant,
     last_ms: AtomicU64,
 }
@@ -318,11 +318,11 @@ impl Activity {
             last_ms: AtomicU64::new(0),
         }
     }
-    pub(crate) fn touch(&self) {
+    fn touch(&self) {
         let now = self.start.elapsed().as_millis() as u64;
         self.last_ms.store(now, Ordering::Relaxed);
     }
-    pub(crate) fn idle_for(&self) -> std::time::Duration {
+    fn idle_for(&self) -> std::time::Duration {
         let last = self.last_ms.load(Ordering::Relaxed);
         self.start
             .elapsed()
@@ -337,39 +337,9 @@ type Checked<'a> = (&'a mut Requests, &'a mut Vec<u8>, &'a ConnRequest);
 /// One direction, counted as it goes, until EOF (then half-closed), an
 /// error on either side, both directions idle for the bound, or (checked)
 /// a refused request. Returns whether idleness ended it, and the refusal.
-/// An unchecked direction is spliced ([`crate::splice`]); a checked one,
-/// or one that gets no pipe, is copied through a buffer.
 async fn pump(
-    from: tokio::net::tcp::ReadHalf<'_>,
-    mut to: tokio::net::tcp::WriteHalf<'_>,
-    count: &AtomicU64,
-    shared: &Shared,
-    checked: Option<Checked<'_>>,
-) -> (bool, Option<Refusal>) {
-    let is_checked = checked.is_some();
-    let pipe = if is_checked {
-        None
-    } else {
-        crate::splice::Pipe::new()
-    };
-    let (idled, refused) = match pipe {
-        Some(p) => {
-            let idled = crate::splice::pump(from.as_ref(), to.as_ref(), p, count, shared).await;
-            (idled, None)
-        }
-        None => copy(from, &mut to, count, shared, checked).await,
-    };
-    if is_checked || !shared.refused.load(Ordering::Relaxed) {
-        let _ = to.shutdown().await;
-    }
-    (idled, refused)
-}
-
-/// [`pump`] through a 64 KiB buffer: the bytes pass through here, checked
-/// request by request when `checked`.
-async fn copy(
     mut from: tokio::net::tcp::ReadHalf<'_>,
-    to: &mut tokio::net::tcp::WriteHalf<'_>,
+    mut to: tokio::net::tcp::WriteHalf<'_>,
     count: &AtomicU64,
     shared: &Shared,
     mut checked: Option<Checked<'_>>,
@@ -411,5 +381,8 @@ async fn copy(
         count.fetch_add(out.len() as u64, Ordering::Relaxed);
         shared.last.touch();
     };
+    if checked.is_some() || !shared.refused.load(Ordering::Relaxed) {
+        let _ = to.shutdown().await;
+    }
     (idled, refused)
 }

@@ -19,7 +19,6 @@ mod plain;
 pub mod secrets;
 pub mod sni;
 pub mod socks;
-mod splice;
 pub mod synth;
 pub mod transparent;
 mod upstream;
