@@ -770,6 +770,7 @@ mod tests {
             no_docker: true,
             audit_sync: tollgate_audit::SyncMode::Always,
             keep: false,
+            only: None,
         });
         assert_eq!((a.samples, a.container_samples), (30, 3));
     }
