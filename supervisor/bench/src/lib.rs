@@ -40,6 +40,7 @@ mod native;
 mod net;
 mod nethost;
 mod refusals;
+mod relay;
 mod stats;
 mod telemetry;
 mod variants;
@@ -111,6 +112,17 @@ pub struct Args {
     /// Keep the temporary directory (its audit logs time every record).
     #[arg(long)]
     pub keep: bool,
+    /// Measure one group only (with the main supervisor it needs): a run
+    /// for working on that group; the page's table is every group's.
+    #[arg(long, value_enum)]
+    pub only: Option<Only>,
+}
+
+/// The groups `--only` can pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Only {
+    /// The network rows (a test host behind the wall, secrets, beside direct).
+    Network,
 }
 
 fn parse_sync(s: &str) -> Result<tollgate_audit::SyncMode, String> {
@@ -298,23 +310,29 @@ async fn measure(
 ) -> anyhow::Result<Vec<Row>> {
     let n = args.samples;
     let mut rows = Vec::new();
+    let all = args.only.is_none();
 
-    progress.step("policy decisions and audit appends (in process)");
-    let dir = root.subdir("inproc")?;
-    let d2 = dir.clone();
-    rows.extend(blocking(move || Ok(inproc::policy(&d2, n))).await?);
-    rows.extend(blocking(move || Ok(inproc::audit(&dir, n))).await?);
-    rows.extend(blocking(move || Ok(inproc::redaction(n))).await?);
-    rows.extend(blocking(move || Ok(inproc::host_addresses(n))).await?);
-
-    progress.step("process baselines: fork/exec, unshare, bwrap");
-    rows.extend(blocking(move || Ok(baselines::run(n))).await?);
+    if all {
+        progress.step("policy decisions and audit appends (in process)");
+        let dir = root.subdir("inproc")?;
+        let d2 = dir.clone();
+        rows.extend(blocking(move || Ok(inproc::policy(&d2, n))).await?);
+        rows.extend(blocking(move || Ok(inproc::audit(&dir, n))).await?);
+        rows.extend(blocking(move || Ok(inproc::redaction(n))).await?);
+        rows.extend(blocking(move || Ok(inproc::host_addresses(n))).await?);
+        progress.step("process baselines: fork/exec, unshare, bwrap");
+        rows.extend(blocking(move || Ok(baselines::run(n))).await?);
+    }
 
     progress.step("native supervisor over gRPC");
     let script = root.path().join("script.json");
     std::fs::write(&script, agent::script(agent::turns_for(n)))
         .with_context(|| format!("cannot write {}", script.display()))?;
     rows.extend(measure_native(args, root, supervisor_exe, bin_dir, &script, progress).await?);
+    if !all {
+        progress.finish();
+        return Ok(rows);
+    }
 
     progress.step("telemetry: read_file with a collector that never answers");
     rows.push(
@@ -343,7 +361,6 @@ async fn measure_native(
     progress: &mut Progress,
 ) -> anyhow::Result<Vec<Row>> {
     let n = args.samples;
-    let mut rows = Vec::new();
     let native_dir = root.subdir("sup-native")?;
     let config = config_toml(script, None, args.audit_sync);
     let exe = supervisor_exe.to_path_buf();
@@ -352,22 +369,6 @@ async fn measure_native(
         Ok(sup) => sup,
         Err(e) => return Ok(native_failed(&format!("{e:#}"))),
     };
-    let plan = native::Plan {
-        samples: n,
-        throughput_for: if args.quick {
-            Duration::from_millis(500)
-        } else {
-            Duration::from_secs(2)
-        },
-        kill_samples: if args.quick { 10 } else { 30 },
-    };
-    let native_rows = native::run(&sup, root, &plan).await;
-    let failed = native_rows
-        .iter()
-        .any(|r| matches!(r.status, Status::Failed(_)));
-    rows.extend(native_rows);
-    progress.step("git inside the native sandbox beside the host");
-    rows.extend(git::run(&sup, root, n).await);
     let ctx = variants::Ctx {
         root,
         exe: supervisor_exe,
@@ -376,23 +377,12 @@ async fn measure_native(
         samples: n,
         quick: args.quick,
     };
-    progress.step("development environment: toolchain mounts, bash beside sh");
-    rows.extend(devenv::run(&ctx, &sup).await);
-    progress.step("network: a test host behind the wall, secrets, beside direct");
-    rows.extend(net::run(&ctx, &sup).await);
-    progress.step("agent per-turn overhead and memory");
-    let ws = root.subdir("ws-agent")?;
-    rows.extend(agent::run(Some(bin_dir.join("agent")), &sup, &ws, n).await);
-    progress.step("clients: agent hook, the routed shell, a Claude Code scenario");
-    let scenarios = if args.quick { 3 } else { 10 };
-    rows.extend(clients::run(Some(bin_dir.join("agent")), &sup, root, n, scenarios).await);
-    progress.step("agent mcp over stdio, beside gRPC");
-    rows.extend(mcp::run(&bin_dir.join("agent"), &sup, root, n).await);
-    progress.step("agent mcp-gateway beside the server's own stdio");
-    rows.extend(mcp_gateway::run(&bin_dir.join("agent"), &sup, root, n).await);
-    // Last: attribute_refusals = "on" turns the kernel's audit on.
-    progress.step("refusals: 10,000 refused writes, attribution on and off");
-    rows.extend(refusals::run(&ctx).await);
+    let (rows, failed) = if args.only == Some(Only::Network) {
+        progress.step("network: a test host behind the wall, secrets, beside direct");
+        (net::run(&ctx, &sup).await, false)
+    } else {
+        measure_on_native(args, &ctx, &sup, bin_dir, progress).await?
+    };
     if failed {
         eprintln!(
             "supervisorctl: bench: the native supervisor's stderr:\n{}",
@@ -406,6 +396,53 @@ async fn measure_native(
     })
     .await?;
     Ok(rows)
+}
+
+/// Every group on the native supervisor; returns whether its own rows
+/// failed (its stderr is then shown).
+async fn measure_on_native(
+    args: &Args,
+    ctx: &variants::Ctx<'_>,
+    sup: &SupervisorProc,
+    bin_dir: &Path,
+    progress: &mut Progress,
+) -> anyhow::Result<(Vec<Row>, bool)> {
+    let (n, root) = (ctx.samples, ctx.root);
+    let plan = native::Plan {
+        samples: n,
+        throughput_for: if args.quick {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(2)
+        },
+        kill_samples: if args.quick { 10 } else { 30 },
+    };
+    let mut rows = Vec::new();
+    let native_rows = native::run(sup, root, &plan).await;
+    let failed = native_rows
+        .iter()
+        .any(|r| matches!(r.status, Status::Failed(_)));
+    rows.extend(native_rows);
+    progress.step("git inside the native sandbox beside the host");
+    rows.extend(git::run(sup, root, n).await);
+    progress.step("development environment: toolchain mounts, bash beside sh");
+    rows.extend(devenv::run(ctx, sup).await);
+    progress.step("network: a test host behind the wall, secrets, beside direct");
+    rows.extend(net::run(ctx, sup).await);
+    progress.step("agent per-turn overhead and memory");
+    let ws = root.subdir("ws-agent")?;
+    rows.extend(agent::run(Some(bin_dir.join("agent")), sup, &ws, n).await);
+    progress.step("clients: agent hook, the routed shell, a Claude Code scenario");
+    let scenarios = if args.quick { 3 } else { 10 };
+    rows.extend(clients::run(Some(bin_dir.join("agent")), sup, root, n, scenarios).await);
+    progress.step("agent mcp over stdio, beside gRPC");
+    rows.extend(mcp::run(&bin_dir.join("agent"), sup, root, n).await);
+    progress.step("agent mcp-gateway beside the server's own stdio");
+    rows.extend(mcp_gateway::run(&bin_dir.join("agent"), sup, root, n).await);
+    // Last: attribute_refusals = "on" turns the kernel's audit on.
+    progress.step("refusals: 10,000 refused writes, attribution on and off");
+    rows.extend(refusals::run(ctx).await);
+    Ok((rows, failed))
 }
 
 /// The rows the native supervisor would have given, failed for `why`.
@@ -733,6 +770,7 @@ mod tests {
             no_docker: true,
             audit_sync: tollgate_audit::SyncMode::Always,
             keep: false,
+            only: None,
         });
         assert_eq!((a.samples, a.container_samples), (30, 3));
     }

@@ -3,7 +3,9 @@
 //! HTTP, HTTPS (a CA the bench makes with `openssl`) and a one-byte banner;
 //! a supervisor with `[network]` allowing it and one with a `[[secrets]]`
 //! entry bound to its HTTPS port besides. Each figure inside a sandbox is
-//! beside the same client on the host, direct, in the same run.
+//! beside the same client on the host, direct, in the same run; the plain
+//! download also beside curl on the host through two bare relays (relay.rs),
+//! the floor one relay hop sets.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +16,7 @@ use anyhow::{Context as _, bail};
 use super::git::{own_time, self_timed};
 use super::harness::{AgentSession, SupervisorProc, TRUE_ARGS, blocking, run_checked, warmup_for};
 use super::nethost::{self, TestHost};
+use super::relay;
 use super::stats::{Row, Target, Unit, percentile};
 use super::variants::{Ctx, alternate, fd_count};
 
@@ -133,6 +136,7 @@ struct World {
     s_net: AgentSession,
     s_secret: AgentSession,
     _secrets: SupervisorProc,
+    relays: Vec<relay::Relay>,
 }
 
 pub async fn run(ctx: &Ctx<'_>, main: &SupervisorProc) -> Vec<Row> {
@@ -284,11 +288,29 @@ impl World {
             s_net,
             s_secret,
             _secrets: sec,
+            relays: Vec::new(),
         })
     }
 
     fn addr(&self) -> &str {
         &self.host.public
+    }
+
+    /// The floor relays (started on first use) and curl's command through
+    /// each, in [`FLOOR_ROWS`]' order.
+    fn floor_cmds(&mut self) -> anyhow::Result<Vec<String>> {
+        if self.relays.is_empty() {
+            let to: std::net::SocketAddr = format!("{}:8080", self.addr()).parse()?;
+            for how in [relay::How::Buffer, relay::How::Splice] {
+                self.relays.push(relay::Relay::start(to, how)?);
+            }
+        }
+        let curl = "curl -sS --fail -o /dev/null --noproxy '*'";
+        Ok(self
+            .relays
+            .iter()
+            .map(|r| self_timed(&format!("{curl} http://{}/256m", r.addr)))
+            .collect())
     }
 
     /// `script` on the host (`sh -c` in the group's directory).
@@ -392,16 +414,29 @@ async fn download(ctx: &Ctx<'_>, w: &mut World, secret: bool) -> anyhow::Result<
     let host_cmd = self_timed(&format!("{curl} --noproxy '*' {direct_extra} {url}"));
     let inside_cmd = self_timed(&format!("{curl} {url}"));
     let n = if ctx.quick { 2 } else { 5 };
+    let floors = if secret { Vec::new() } else { w.floor_cmds()? };
     let (mut host, mut inside) = (Vec::new(), Vec::new());
+    let mut floor = vec![Vec::new(); floors.len()];
     for i in 0..n + 1 {
         let h = own_time(&w.on_host(host_cmd.clone()).await?)?;
+        let mut f = Vec::new();
+        for cmd in &floors {
+            f.push(own_time(&w.on_host(cmd.clone()).await?)?);
+        }
         let s = own_time(&w.inside(secret, &inside_cmd).await?)?;
         if i > 0 {
             host.push(h);
             inside.push(s);
+            floor.iter_mut().zip(f).for_each(|(v, x)| v.push(x));
         }
     }
     let (hm, sm) = (mib_per_s(&host), mib_per_s(&inside));
+    let floor_rows = floor.iter().zip(FLOOR_ROWS).map(|(d, (id, name, note))| {
+        let v = mib_per_s(d);
+        Row::value(id, name, Unit::MibPerSecond, median(&v), v.len())
+            .with_baseline("base.net_download_direct")
+            .with_note(note)
+    });
     let (base, id, what) = if secret {
         (
             "base.net_secret_download_direct",
@@ -460,8 +495,26 @@ async fn download(ctx: &Ctx<'_>, w: &mut World, secret: bool) -> anyhow::Result<
         .with_note(format!(
             "{via}; rounds alternating with the host's; timed by the shell around curl"
         )),
-    ])
+    ]
+    .into_iter()
+    .chain(floor_rows)
+    .collect())
 }
+
+/// The floor rows of the plain download: curl on the host through a bare
+/// relay on its loopback (relay.rs), in the same rounds.
+const FLOOR_ROWS: [(&str, &str, &str); 2] = [
+    (
+        "base.net_download_relay_buffer",
+        "256 MiB over HTTP from the test host, curl on the host through a bare relay, read/write 64 KiB (floor)",
+        "one relay hop, nothing decided or recorded: two threads, read(2) and write(2) of 64 KiB",
+    ),
+    (
+        "base.net_download_relay_splice",
+        "256 MiB over HTTP from the test host, curl on the host through a bare splice(2) relay (floor)",
+        "one relay hop, nothing decided or recorded: two threads, splice(2) through a 1 MiB pipe",
+    ),
+];
 
 /// Connect + first byte: a Python loop on the host (direct) and inside
 /// (transparent and CONNECT), or the same with TLS (`secret`).

@@ -106,7 +106,7 @@ async fn echo_server() -> (u16, Arc<Mutex<Vec<Vec<u8>>>>) {
                     if c.write_all(&buf[..n]).await.is_err() {
                         break;
                     }
-                    if got.windows(4).any(|w| w == b"\r\n\r\n") && got.starts_with(b"GET") {
+                    if got.starts_with(b"GET") && got.windows(4).any(|w| w == b"\r\n\r\n") {
                         break;
                     }
                 }
@@ -1386,4 +1386,40 @@ async fn an_upstream_proxy_is_the_way_out_and_every_check_still_applies() {
         !resolved.iter().any(|n| n == "second.example"),
         "{resolved:?}"
     );
+}
+
+/// A tunnel's bytes go by splice(2) once decided: many MiB each way,
+/// byte for byte, half-closes passed on, and the close record counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_tunnel_is_carried_byte_for_byte_both_ways_and_counted() {
+    const N: usize = 8 << 20;
+    let r = rig(Limits::default()).await;
+    let (s, head) = connect_via_http(&r, &format!("ok.example:{}", r.port)).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Neither TLS nor HTTP: relayed as is (the echo server sends it back).
+    let sent: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+    let (mut rd, mut wr) = s.into_split();
+    let out = sent.clone();
+    let writer = tokio::spawn(async move {
+        wr.write_all(&out).await.unwrap();
+        wr.shutdown().await.unwrap();
+    });
+    let mut got = Vec::with_capacity(N);
+    tokio::time::timeout(Duration::from_secs(60), rd.read_to_end(&mut got))
+        .await
+        .expect("the echo did not end")
+        .unwrap();
+    writer.await.unwrap();
+    assert_eq!(got.len(), N);
+    assert!(got == sent, "the bytes came back changed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while r.proxy.open_connections() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let l = log(&r);
+    assert_eq!(l[1], format!("close 1 up={N} down={N}"), "{l:?}");
 }
