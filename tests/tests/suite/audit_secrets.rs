@@ -286,6 +286,14 @@ async fn secrets_are_redacted_and_the_sandbox_env_is_the_allowlist() {
         "TMPDIR",
         "USER",
         "_",
+        // The per-owner package caches' variables (docs/OPERATIONS.md
+        // "Package caches"): paths inside the sandbox, no secret.
+        "npm_config_cache",
+        "PIP_CACHE_DIR",
+        "CARGO_HOME",
+        "GOMODCACHE",
+        "BUN_INSTALL_CACHE_DIR",
+        "YARN_CACHE_FOLDER",
     ];
     for n in &names {
         assert!(
