@@ -13,10 +13,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use bollard::models::{
-    ContainerCreateBody, Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType,
-};
+use bollard::models::ContainerCreateBody;
 
+use super::container::file_bind;
 use crate::SandboxError;
 
 /// The root's bundle, in the container and on the host (Debian's path).
@@ -85,24 +84,7 @@ impl SessionBundle {
 
     /// Adds the read-only bind of the bundle over the image's to `body`.
     pub fn attach(&self, body: &mut ContainerCreateBody) -> Result<(), SandboxError> {
-        let source = self.path.to_str().ok_or_else(|| {
-            SandboxError::Refused(format!(
-                "{} is not valid UTF-8 (docker cannot mount it)",
-                self.path.display()
-            ))
-        })?;
-        let mount = Mount {
-            target: Some(BUNDLE.to_string()),
-            source: Some(source.to_string()),
-            typ: Some(MountType::BIND),
-            read_only: Some(true),
-            bind_options: Some(MountBindOptions {
-                propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE),
-                non_recursive: Some(true),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let mount = file_bind(&self.path, BUNDLE)?;
         body.host_config
             .get_or_insert_with(Default::default)
             .mounts
@@ -121,6 +103,7 @@ impl Drop for SessionBundle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bollard::models::MountType;
 
     const PEM: &str = "-----BEGIN CERTIFICATE-----\nSESSION\n-----END CERTIFICATE-----\n";
 

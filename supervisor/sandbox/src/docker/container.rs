@@ -93,7 +93,7 @@ fn utf8(p: &Path) -> Result<&str, SandboxError> {
 }
 
 /// A read-only bind of a single host file at `target`.
-fn file_bind(source: &Path, target: &str) -> Result<Mount, SandboxError> {
+pub(super) fn file_bind(source: &Path, target: &str) -> Result<Mount, SandboxError> {
     Ok(Mount {
         target: Some(target.to_string()),
         source: Some(utf8(source)?.to_string()),
