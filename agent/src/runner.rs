@@ -923,7 +923,8 @@ impl Agent {
     }
 
     fn runs_here(spec: &ToolSpec) -> bool {
-        matches!(spec.class.as_str(), "planning" | "interaction")
+        use tollgate_proto::ToolClass as C;
+        matches!(spec.tool_class(), C::Planning | C::Interaction)
     }
 
     async fn execute(&mut self, tc: &ChatToolCall) -> Result<Executed, Interrupt> {

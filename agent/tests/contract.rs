@@ -130,23 +130,25 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-fn spec(name: &str, class: &str) -> ToolSpec {
+fn spec(name: &str, class: ToolClass) -> ToolSpec {
     ToolSpec {
         name: name.into(),
         description: format!("{name} tool"),
-        class: class.into(),
+        tool_class: class as i32,
         parameters_json: r#"{"type":"object"}"#.into(),
+
+        ..Default::default()
     }
 }
 
 fn default_tools() -> Vec<ToolSpec> {
     vec![
-        spec("read_file", "read"),
-        spec("write_file", "write"),
-        spec("run_bash", "action"),
-        spec("todo_append", "planning"),
-        spec("todo_list", "planning"),
-        spec("ask_question", "interaction"),
+        spec("read_file", ToolClass::Read),
+        spec("write_file", ToolClass::Write),
+        spec("run_bash", ToolClass::Action),
+        spec("todo_append", ToolClass::Planning),
+        spec("todo_list", ToolClass::Planning),
+        spec("ask_question", ToolClass::Interaction),
     ]
 }
 
@@ -266,7 +268,7 @@ impl AgentService for Fake {
                     CallToolResponse {
                         ok: true,
                         output: ok_output,
-                        allowed_by: "approved".into(),
+                        allowance: AllowedBy::Approval as i32,
                         ..Default::default()
                     }
                 } else {

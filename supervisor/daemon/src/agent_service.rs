@@ -52,12 +52,7 @@ pub fn tool_specs(
     ALL.get_or_init(|| {
         tollgate_policy::registry()
             .iter()
-            .map(|t| pb::ToolSpec {
-                name: t.name.to_string(),
-                description: t.description.to_string(),
-                class: t.class.as_str().to_string(),
-                parameters_json: t.parameters.to_string(),
-            })
+            .map(crate::wire::tool_spec)
             .collect()
     })
     .iter()

@@ -53,11 +53,59 @@ pub fn tool_answer(a: ToolAnswer) -> pb::CallToolResponse {
         duration_ms: a.duration_ms,
         denied: a.denied.map(denial),
         error: a.error,
+        allowance: allowance(&a.allowed_by) as i32,
         allowed_by: a.allowed_by,
         code: a
             .failure
             .map(|f| f.as_str().to_string())
             .unwrap_or_default(),
+    }
+}
+
+/// The enum beside `allowed_by`'s text (docs/INTERFACES.md "Wire enums").
+fn allowance(allowed_by: &str) -> pb::AllowedBy {
+    match allowed_by {
+        "allowed" => pb::AllowedBy::Rule,
+        tollgate_audit::event::SESSION_SCOPE => pb::AllowedBy::SessionScope,
+        "approved" => pb::AllowedBy::Approval,
+        tollgate_audit::event::AUTO_ALLOWED => pb::AllowedBy::Config,
+        "routed" => pb::AllowedBy::Routed,
+        _ => pb::AllowedBy::Unspecified,
+    }
+}
+
+/// A tool of the registry as `ListTools` sends it.
+pub fn tool_spec(t: &tollgate_policy::ToolSpec) -> pb::ToolSpec {
+    use tollgate_policy::ToolClass as C;
+    let class = match t.class {
+        C::Read => pb::ToolClass::Read,
+        C::Write => pb::ToolClass::Write,
+        C::Action => pb::ToolClass::Action,
+        C::Planning => pb::ToolClass::Planning,
+        C::Interaction => pb::ToolClass::Interaction,
+    };
+    pb::ToolSpec {
+        name: t.name.to_string(),
+        description: t.description.to_string(),
+        class: t.class.as_str().to_string(),
+        parameters_json: t.parameters.to_string(),
+        tool_class: class as i32,
+    }
+}
+
+/// A PreToolUse's answer with its decision in both fields (the text is
+/// deprecated, docs/INTERFACES.md "Wire enums"); the rest is filled by the caller.
+pub fn hook_decided(d: pb::HookDecision) -> pb::HookEventResponse {
+    let text = match d {
+        pb::HookDecision::Unspecified => "",
+        pb::HookDecision::Allow => "allow",
+        pb::HookDecision::Deny => "deny",
+        pb::HookDecision::Ask => "ask",
+    };
+    pb::HookEventResponse {
+        decision: text.to_string(),
+        hook_decision: d as i32,
+        ..Default::default()
     }
 }
 
