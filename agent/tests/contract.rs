@@ -106,10 +106,9 @@ impl Drop for WithdrawGuard {
                 .control
                 .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
                     approval_id: self.id.clone(),
-                    outcome: "withdrawn".into(),
+                    approval_outcome: ApprovalStatus::Withdrawn as i32,
                     decided_by: "agent disconnected".into(),
-                    scope: String::new(),
-                    reason: String::new(),
+                    ..Default::default()
                 })));
         }
     }
@@ -258,10 +257,15 @@ impl AgentService for Fake {
                     self.control
                         .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
                             approval_id: approval.id.clone(),
-                            outcome: if d.approve { "approved" } else { "denied" }.into(),
+                            approval_outcome: if d.approve {
+                                ApprovalStatus::Approved
+                            } else {
+                                ApprovalStatus::Denied
+                            } as i32,
                             decided_by: "uid 0 via session".into(),
-                            scope: d.scope.clone(),
+                            approval_scope: d.approval_scope,
                             reason: d.reason.clone(),
+                            ..Default::default()
                         })));
                 let confirmed = !approval.destructive || d.confirm == approval.target;
                 if d.approve && confirmed {
@@ -296,10 +300,10 @@ impl AgentService for Fake {
                     self.control
                         .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
                             approval_id: approval.id.clone(),
-                            outcome: "approved".into(),
+                            approval_outcome: ApprovalStatus::Approved as i32,
                             decided_by: "uid 0 via operator".into(),
-                            scope: "once".into(),
-                            reason: String::new(),
+                            approval_scope: ApprovalScope::Once as i32,
+                            ..Default::default()
                         })));
                 CallToolResponse {
                     ok: true,
@@ -501,8 +505,8 @@ fn approval(id: &str, tool: &str, consequence: &str, target: &str, destructive: 
         rule: "mode: default".into(),
         reason: String::new(),
         arguments_json: String::new(),
-        status: "pending".into(),
-        uid: 0,
+        approval_status: ApprovalStatus::Pending as i32,
+        ..Default::default()
     }
 }
 
@@ -908,7 +912,7 @@ async fn yes_once_and_session_scope() {
     let d: Vec<(bool, String)> = st
         .decisions
         .iter()
-        .map(|d| (d.approve, d.scope.clone()))
+        .map(|d| (d.approve, d.approval_scope().text().to_string()))
         .collect();
     assert_eq!(
         d,

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tollgate_gate::approvals::{Answer, Approval, DecideError, Notice, Resolved, Scope};
+use tollgate_gate::approvals::{Answer, Approval, DecideError, Notice, Resolved, Scope, Status};
 use tollgate_gate::session::{Session, unix_ms};
 use tollgate_gate::{CallTool, Denial, ExitStatus, ShellOut, ToolAnswer};
 use tollgate_policy::Code;
@@ -125,12 +125,36 @@ pub fn approval(a: Approval) -> pb::Approval {
         arguments_json: a.arguments_json,
         status: a.status.as_str().to_string(),
         uid: a.uid,
+        approval_status: approval_status(a.status) as i32,
     }
 }
 
-/// A person's decision as the gate's approvals table takes it.
+/// An approval's status on the wire.
+pub fn approval_status(s: Status) -> pb::ApprovalStatus {
+    match s {
+        Status::Pending => pb::ApprovalStatus::Pending,
+        Status::Approved => pb::ApprovalStatus::Approved,
+        Status::Denied => pb::ApprovalStatus::Denied,
+        Status::Timeout => pb::ApprovalStatus::Timeout,
+        Status::Withdrawn => pb::ApprovalStatus::Withdrawn,
+    }
+}
+
+fn approval_scope(s: Scope) -> pb::ApprovalScope {
+    match s {
+        Scope::Once => pb::ApprovalScope::Once,
+        Scope::Session => pb::ApprovalScope::Session,
+    }
+}
+
+/// A person's decision as the gate's approvals table takes it: its
+/// `approval_scope`, or the deprecated `scope` text when that is unspecified.
 pub fn answer(d: pb::ApprovalDecision) -> Result<Answer, DecideError> {
-    let scope = Scope::parse(&d.scope).map_err(DecideError::BadScope)?;
+    let scope = match d.approval_scope() {
+        pb::ApprovalScope::Once => Scope::Once,
+        pb::ApprovalScope::Session => Scope::Session,
+        pb::ApprovalScope::Unspecified => Scope::parse(&d.scope).map_err(DecideError::BadScope)?,
+    };
     Ok(Answer {
         approval_id: d.approval_id,
         approve: d.approve,
@@ -144,8 +168,12 @@ fn resolved(r: Resolved) -> pb::ApprovalResolved {
     pb::ApprovalResolved {
         approval_id: r.approval_id,
         outcome: r.outcome.as_str().to_string(),
+        approval_outcome: approval_status(r.outcome) as i32,
         decided_by: r.decided_by,
         scope: r.scope.map(|s| s.as_str().to_string()).unwrap_or_default(),
+        approval_scope: r
+            .scope
+            .map_or(pb::ApprovalScope::Unspecified, approval_scope) as i32,
         reason: r.reason,
     }
 }
