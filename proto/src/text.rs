@@ -2,7 +2,7 @@
 //! (docs/INTERFACES.md "Additions: wire enums"): one copy for the supervisor
 //! that still fills them and for the clients that print them.
 
-use crate::v1::{ApprovalScope, ApprovalStatus};
+use crate::v1::{ApprovalScope, ApprovalStatus, SessionState};
 
 impl ApprovalStatus {
     /// pending | approved | denied | timeout | withdrawn; empty when unspecified.
@@ -25,6 +25,20 @@ impl ApprovalScope {
             ApprovalScope::Unspecified => "",
             ApprovalScope::Once => "once",
             ApprovalScope::Session => "session",
+        }
+    }
+}
+
+impl SessionState {
+    /// active | revoked | killed | closed | expired; empty when unspecified.
+    pub fn text(self) -> &'static str {
+        match self {
+            SessionState::Unspecified => "",
+            SessionState::Active => "active",
+            SessionState::Revoked => "revoked",
+            SessionState::Killed => "killed",
+            SessionState::Closed => "closed",
+            SessionState::Expired => "expired",
         }
     }
 }

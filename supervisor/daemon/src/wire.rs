@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use tollgate_gate::approvals::{Answer, Approval, DecideError, Notice, Resolved, Scope, Status};
-use tollgate_gate::session::{Session, unix_ms};
+use tollgate_gate::session::{Session, State, unix_ms};
 use tollgate_gate::{CallTool, Denial, ExitStatus, ShellOut, ToolAnswer};
 use tollgate_policy::Code;
 use tollgate_proto::v1 as pb;
@@ -226,6 +226,7 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         workspace: s.workspace.display().to_string(),
         mode: s.mode.as_str().to_string(),
         state: s.state().as_str().to_string(),
+        session_state: session_state(s.state()) as i32,
         created_unix_ms: unix_ms(s.created),
         tools: s
             .tools
@@ -247,6 +248,16 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         token_expires_unix_ms: unix_ms(s.token_expires()),
         client_session_id: s.client_session_id.clone(),
         jobs: s.jobs.list().into_iter().map(job_info).collect(),
+    }
+}
+
+fn session_state(s: State) -> pb::SessionState {
+    match s {
+        State::Active => pb::SessionState::Active,
+        State::Revoked => pb::SessionState::Revoked,
+        State::Killed => pb::SessionState::Killed,
+        State::Closed => pb::SessionState::Closed,
+        State::Expired => pb::SessionState::Expired,
     }
 }
 
