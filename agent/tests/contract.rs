@@ -176,16 +176,19 @@ impl AgentService for Fake {
             session_id: "fake123".into(),
             token: "tok-1".into(),
             token_expires_unix_ms: now_ms() + st.token_ttl_ms,
-            mode: if r.mode.is_empty() {
-                "default".into()
-            } else {
-                r.mode
-            },
+            permission_mode: match r.mode.as_str() {
+                "acceptEdits" => PermissionMode::AcceptEdits,
+                "plan" => PermissionMode::Plan,
+                "dontAsk" => PermissionMode::DontAsk,
+                "dangerouslySkipPermissions" => PermissionMode::DangerouslySkipPermissions,
+                _ => PermissionMode::Default,
+            } as i32,
             tools: st.tools.iter().map(|t| t.name.clone()).collect(),
             session_can_approve: st.can_approve,
             sandbox: "native".into(),
             max_tool_calls: 200,
             max_cost_usd: 5.0,
+            ..Default::default()
         }))
     }
 

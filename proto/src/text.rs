@@ -2,7 +2,7 @@
 //! (docs/INTERFACES.md "Additions: wire enums"): one copy for the supervisor
 //! that still fills them and for the clients that print them.
 
-use crate::v1::{ApprovalScope, ApprovalStatus, SessionState};
+use crate::v1::{ApprovalScope, ApprovalStatus, PermissionMode, SessionState};
 
 impl ApprovalStatus {
     /// pending | approved | denied | timeout | withdrawn; empty when unspecified.
@@ -39,6 +39,21 @@ impl SessionState {
             SessionState::Killed => "killed",
             SessionState::Closed => "closed",
             SessionState::Expired => "expired",
+        }
+    }
+}
+
+impl PermissionMode {
+    /// default | acceptEdits | plan | dontAsk | dangerouslySkipPermissions;
+    /// empty when unspecified.
+    pub fn text(self) -> &'static str {
+        match self {
+            PermissionMode::Unspecified => "",
+            PermissionMode::Default => "default",
+            PermissionMode::AcceptEdits => "acceptEdits",
+            PermissionMode::Plan => "plan",
+            PermissionMode::DontAsk => "dontAsk",
+            PermissionMode::DangerouslySkipPermissions => "dangerouslySkipPermissions",
         }
     }
 }

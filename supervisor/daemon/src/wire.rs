@@ -225,6 +225,7 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         gid: s.gid,
         workspace: s.workspace.display().to_string(),
         mode: s.mode.as_str().to_string(),
+        permission_mode: permission_mode(s.mode) as i32,
         state: s.state().as_str().to_string(),
         session_state: session_state(s.state()) as i32,
         created_unix_ms: unix_ms(s.created),
@@ -248,6 +249,18 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         token_expires_unix_ms: unix_ms(s.token_expires()),
         client_session_id: s.client_session_id.clone(),
         jobs: s.jobs.list().into_iter().map(job_info).collect(),
+    }
+}
+
+/// A session's mode on the wire.
+pub fn permission_mode(m: tollgate_policy::Mode) -> pb::PermissionMode {
+    use tollgate_policy::Mode as M;
+    match m {
+        M::Default => pb::PermissionMode::Default,
+        M::AcceptEdits => pb::PermissionMode::AcceptEdits,
+        M::Plan => pb::PermissionMode::Plan,
+        M::DontAsk => pb::PermissionMode::DontAsk,
+        M::DangerouslySkipPermissions => pb::PermissionMode::DangerouslySkipPermissions,
     }
 }
 
