@@ -1,17 +1,12 @@
-//! Generates the wire types. protoc comes from `protoc-bin-vendored`, never from
-//! the host, so a fresh machine needs nothing from apt.
+//! Generates the wire types. The .proto is compiled by `protox`, in Rust, so
+//! neither the host nor a vendored binary supplies protoc.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protoc = protoc_bin_vendored::protoc_bin_path()?;
-    // SAFETY: a build script is single-threaded here; prost-build reads PROTOC
-    // from our own environment after this point.
-    unsafe {
-        std::env::set_var("PROTOC", protoc);
-    }
+    use prost::Message as _;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
-    tonic_prost_build::configure()
-        .file_descriptor_set_path(out.join("tollgate_descriptor.bin"))
-        .compile_protos(&["tollgate.proto"], &["."])?;
+    let fds = protox::compile(["tollgate.proto"], ["."])?;
+    std::fs::write(out.join("tollgate_descriptor.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure().compile_fds(fds)?;
     println!("cargo:rerun-if-changed=tollgate.proto");
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! the consequence first, then the diff, then `[y]es / [n]o / [s]ession`. A
 //! destructive call needs a second, typed confirmation of its target.
 
-use tollgate_proto::{Approval, ApprovalResolved};
+use tollgate_proto::{Approval, ApprovalDecision, ApprovalResolved, ApprovalScope, ApprovalStatus};
 use tollgate_toolcall::ToolName;
 
 use crate::text::escape_display;
@@ -122,6 +122,18 @@ fn writes_a_file(tool: &str) -> bool {
     }
 }
 
+/// A decision on `a` with its scope in both fields (the text is deprecated,
+/// docs/INTERFACES.md "Additions: wire enums"), no confirmation and no reason.
+pub fn decision(a: &Approval, approve: bool, scope: ApprovalScope) -> ApprovalDecision {
+    ApprovalDecision {
+        approval_id: a.id.clone(),
+        approve,
+        scope: scope.text().to_string(),
+        approval_scope: scope as i32,
+        ..Default::default()
+    }
+}
+
 /// One line saying how an approval ended, and who decided.
 pub fn resolved_line(r: &ApprovalResolved) -> String {
     let who = if r.decided_by.is_empty() {
@@ -129,21 +141,20 @@ pub fn resolved_line(r: &ApprovalResolved) -> String {
     } else {
         escape_display(&r.decided_by, false)
     };
-    let mut s = match r.outcome.as_str() {
-        "approved" => format!("approval {} approved by {who}", r.approval_id),
-        "denied" => format!("approval {} denied by {who}", r.approval_id),
-        "timeout" => format!(
+    let outcome = r.approval_outcome();
+    let mut s = match outcome {
+        ApprovalStatus::Approved => format!("approval {} approved by {who}", r.approval_id),
+        ApprovalStatus::Denied => format!("approval {} denied by {who}", r.approval_id),
+        ApprovalStatus::Timeout => format!(
             "approval {} timed out: no one decided in time",
             r.approval_id
         ),
-        "withdrawn" => format!("approval {} withdrawn", r.approval_id),
-        other => format!(
-            "approval {} {} by {who}",
-            r.approval_id,
-            escape_display(other, false)
-        ),
+        ApprovalStatus::Withdrawn => format!("approval {} withdrawn", r.approval_id),
+        other @ (ApprovalStatus::Pending | ApprovalStatus::Unspecified) => {
+            format!("approval {} {} by {who}", r.approval_id, other.text())
+        }
     };
-    if r.scope == "session" && r.outcome == "approved" {
+    if r.approval_scope() == ApprovalScope::Session && outcome == ApprovalStatus::Approved {
         s.push_str(" (for the rest of the session)");
     }
     if !r.reason.is_empty() {
@@ -177,8 +188,8 @@ mod tests {
             rule: "mode: default asks for writes".into(),
             reason: String::new(),
             arguments_json: String::new(),
-            status: "pending".into(),
-            uid: 0,
+            approval_status: ApprovalStatus::Pending as i32,
+            ..Default::default()
         }
     }
 
@@ -236,17 +247,17 @@ mod tests {
     fn resolutions_name_who_decided() {
         let r = ApprovalResolved {
             approval_id: "ap1".into(),
-            outcome: "approved".into(),
+            approval_outcome: ApprovalStatus::Approved as i32,
             decided_by: "uid 0 via operator".into(),
-            scope: "session".into(),
-            reason: String::new(),
+            approval_scope: ApprovalScope::Session as i32,
+            ..Default::default()
         };
         assert_eq!(
             resolved_line(&r),
             "approval ap1 approved by uid 0 via operator (for the rest of the session)"
         );
         let r = ApprovalResolved {
-            outcome: "timeout".into(),
+            approval_outcome: ApprovalStatus::Timeout as i32,
             ..r
         };
         assert_eq!(

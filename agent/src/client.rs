@@ -180,14 +180,14 @@ impl Session {
             .map_err(|s| open_error(&s))?
             .into_inner();
         auth.set(&resp.token)?;
+        let mode = match resp.permission_mode() {
+            tollgate_proto::PermissionMode::Unspecified => req.mode,
+            m => m.text().to_string(),
+        };
         let mut session = Session {
             client,
             id: resp.session_id,
-            mode: if resp.mode.is_empty() {
-                req.mode
-            } else {
-                resp.mode
-            },
+            mode,
             tools: resp.tools,
             can_approve: resp.session_can_approve,
             sandbox: resp.sandbox,

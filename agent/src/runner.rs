@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tollgate_proto::{
-    Approval, ApprovalDecision, ApprovalResolved, CallToolRequest, CallToolResponse, ChatMessage,
-    ChatRequest, ChatResponse, ChatToolCall, DenialCode, ToolSpec,
+    Approval, ApprovalDecision, ApprovalResolved, ApprovalScope, ApprovalStatus, CallToolRequest,
+    CallToolResponse, ChatMessage, ChatRequest, ChatResponse, ChatToolCall, DenialCode, ToolSpec,
 };
 use tollgate_toolcall::ToolName;
 use tonic::Code;
@@ -609,8 +609,12 @@ impl Agent {
                 self.queued.retain(|q| q.id != r.approval_id);
                 let ours = match &self.awaiting {
                     Some((a, approved, _)) if a.id == r.approval_id => {
-                        let matches = (*approved && r.outcome == "approved")
-                            || (!*approved && r.outcome == "denied");
+                        let want = if *approved {
+                            ApprovalStatus::Approved
+                        } else {
+                            ApprovalStatus::Denied
+                        };
+                        let matches = r.approval_outcome() == want;
                         self.awaiting = None;
                         matches
                     }
@@ -679,17 +683,14 @@ impl Agent {
                     escape_display(&a.tool, false),
                     escape_display(&a.consequence, false)
                 ));
+                // No reason: the model gets exactly the contract's text.
                 let decision = ApprovalDecision {
-                    approval_id: a.id.clone(),
-                    approve,
-                    scope: "once".into(),
                     confirm: if approve && a.destructive {
                         a.target.clone()
                     } else {
                         String::new()
                     },
-                    // No reason: the model gets exactly the contract's text.
-                    reason: String::new(),
+                    ..approval::decision(&a, approve, ApprovalScope::Once)
                 };
                 self.control.decide(decision).await;
                 self.awaiting = Some((a, approve, 1));
@@ -704,11 +705,8 @@ impl Agent {
     /// exactly the contract's text.
     fn deny(a: &Approval, reason: &str) -> ApprovalDecision {
         ApprovalDecision {
-            approval_id: a.id.clone(),
-            approve: false,
-            scope: "once".into(),
-            confirm: String::new(),
             reason: reason.into(),
+            ..approval::decision(a, false, ApprovalScope::Once)
         }
     }
 
@@ -750,17 +748,17 @@ impl Agent {
                     Answer::No => break Self::deny(&a, ""),
                     answer @ (Answer::Yes | Answer::Session) => {
                         let mut scope = if answer == Answer::Session {
-                            "session"
+                            ApprovalScope::Session
                         } else {
-                            "once"
+                            ApprovalScope::Once
                         };
                         let mut confirm = String::new();
                         if a.destructive {
-                            if scope == "session" {
+                            if scope == ApprovalScope::Session {
                                 term::diag(
                                     "(a destructive call is approved once, never for the session)",
                                 );
-                                scope = "once";
+                                scope = ApprovalScope::Once;
                             }
                             term::prompt(&approval::confirm_prompt(&a));
                             let ev = match self.read_line(Some(&a.id)).await {
@@ -794,11 +792,8 @@ impl Agent {
                             }
                         }
                         break ApprovalDecision {
-                            approval_id: a.id.clone(),
-                            approve: true,
-                            scope: scope.into(),
                             confirm,
-                            reason: String::new(),
+                            ..approval::decision(&a, true, scope)
                         };
                     }
                 },
@@ -923,7 +918,8 @@ impl Agent {
     }
 
     fn runs_here(spec: &ToolSpec) -> bool {
-        matches!(spec.class.as_str(), "planning" | "interaction")
+        use tollgate_proto::ToolClass as C;
+        matches!(spec.tool_class(), C::Planning | C::Interaction)
     }
 
     async fn execute(&mut self, tc: &ChatToolCall) -> Result<Executed, Interrupt> {

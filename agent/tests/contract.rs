@@ -106,10 +106,9 @@ impl Drop for WithdrawGuard {
                 .control
                 .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
                     approval_id: self.id.clone(),
-                    outcome: "withdrawn".into(),
+                    approval_outcome: ApprovalStatus::Withdrawn as i32,
                     decided_by: "agent disconnected".into(),
-                    scope: String::new(),
-                    reason: String::new(),
+                    ..Default::default()
                 })));
         }
     }
@@ -130,23 +129,25 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-fn spec(name: &str, class: &str) -> ToolSpec {
+fn spec(name: &str, class: ToolClass) -> ToolSpec {
     ToolSpec {
         name: name.into(),
         description: format!("{name} tool"),
-        class: class.into(),
+        tool_class: class as i32,
         parameters_json: r#"{"type":"object"}"#.into(),
+
+        ..Default::default()
     }
 }
 
 fn default_tools() -> Vec<ToolSpec> {
     vec![
-        spec("read_file", "read"),
-        spec("write_file", "write"),
-        spec("run_bash", "action"),
-        spec("todo_append", "planning"),
-        spec("todo_list", "planning"),
-        spec("ask_question", "interaction"),
+        spec("read_file", ToolClass::Read),
+        spec("write_file", ToolClass::Write),
+        spec("run_bash", ToolClass::Action),
+        spec("todo_append", ToolClass::Planning),
+        spec("todo_list", ToolClass::Planning),
+        spec("ask_question", ToolClass::Interaction),
     ]
 }
 
@@ -175,16 +176,19 @@ impl AgentService for Fake {
             session_id: "fake123".into(),
             token: "tok-1".into(),
             token_expires_unix_ms: now_ms() + st.token_ttl_ms,
-            mode: if r.mode.is_empty() {
-                "default".into()
-            } else {
-                r.mode
-            },
+            permission_mode: match r.mode.as_str() {
+                "acceptEdits" => PermissionMode::AcceptEdits,
+                "plan" => PermissionMode::Plan,
+                "dontAsk" => PermissionMode::DontAsk,
+                "dangerouslySkipPermissions" => PermissionMode::DangerouslySkipPermissions,
+                _ => PermissionMode::Default,
+            } as i32,
             tools: st.tools.iter().map(|t| t.name.clone()).collect(),
             session_can_approve: st.can_approve,
             sandbox: "native".into(),
             max_tool_calls: 200,
             max_cost_usd: 5.0,
+            ..Default::default()
         }))
     }
 
@@ -256,17 +260,22 @@ impl AgentService for Fake {
                     self.control
                         .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
                             approval_id: approval.id.clone(),
-                            outcome: if d.approve { "approved" } else { "denied" }.into(),
+                            approval_outcome: if d.approve {
+                                ApprovalStatus::Approved
+                            } else {
+                                ApprovalStatus::Denied
+                            } as i32,
                             decided_by: "uid 0 via session".into(),
-                            scope: d.scope.clone(),
+                            approval_scope: d.approval_scope,
                             reason: d.reason.clone(),
+                            ..Default::default()
                         })));
                 let confirmed = !approval.destructive || d.confirm == approval.target;
                 if d.approve && confirmed {
                     CallToolResponse {
                         ok: true,
                         output: ok_output,
-                        allowed_by: "approved".into(),
+                        allowance: AllowedBy::Approval as i32,
                         ..Default::default()
                     }
                 } else {
@@ -294,10 +303,10 @@ impl AgentService for Fake {
                     self.control
                         .send(msg(approval_server_msg::Msg::Resolved(ApprovalResolved {
                             approval_id: approval.id.clone(),
-                            outcome: "approved".into(),
+                            approval_outcome: ApprovalStatus::Approved as i32,
                             decided_by: "uid 0 via operator".into(),
-                            scope: "once".into(),
-                            reason: String::new(),
+                            approval_scope: ApprovalScope::Once as i32,
+                            ..Default::default()
                         })));
                 CallToolResponse {
                     ok: true,
@@ -499,8 +508,8 @@ fn approval(id: &str, tool: &str, consequence: &str, target: &str, destructive: 
         rule: "mode: default".into(),
         reason: String::new(),
         arguments_json: String::new(),
-        status: "pending".into(),
-        uid: 0,
+        approval_status: ApprovalStatus::Pending as i32,
+        ..Default::default()
     }
 }
 
@@ -906,7 +915,7 @@ async fn yes_once_and_session_scope() {
     let d: Vec<(bool, String)> = st
         .decisions
         .iter()
-        .map(|d| (d.approve, d.scope.clone()))
+        .map(|d| (d.approve, d.approval_scope().text().to_string()))
         .collect();
     assert_eq!(
         d,

@@ -19,6 +19,7 @@ pub mod v1 {
 pub use v1::*;
 
 pub mod metrics;
+pub mod text;
 
 /// A refusal carried by a gRPC status (docs/INTERFACES.md, "Refusals in a
 /// status"): the message keeps its `CODE: reason` text, and the status's

@@ -211,20 +211,23 @@ fn render(
         out.insert("stopReason".into(), json!(a.stop_reason));
     }
     if pre {
-        let decision = match a.decision.as_str() {
-            "ask" if codex => {
+        use tollgate_proto::HookDecision as D;
+        let decision = match a.hook_decision() {
+            D::Ask if codex => {
                 return blocked(
                     name,
                     Blocked("the call needs a person's approval, and Codex cannot ask one; the call is blocked".to_string()),
                 );
             }
-            d @ ("allow" | "deny" | "ask") => d,
-            other => {
+            D::Allow => "allow",
+            D::Deny => "deny",
+            D::Ask => "ask",
+            D::Unspecified => {
                 return blocked(
                     name,
                     Blocked(format!(
-                        "the supervisor answered {:?}, not allow, deny or ask; the call is blocked",
-                        other.chars().take(32).collect::<String>()
+                        "the supervisor answered decision {}, not allow, deny or ask; the call is blocked",
+                        a.hook_decision
                     )),
                 );
             }
@@ -330,8 +333,14 @@ mod tests {
     use super::*;
 
     fn resp(decision: &str) -> HookEventResponse {
+        let d = match decision {
+            "allow" => tollgate_proto::HookDecision::Allow,
+            "deny" => tollgate_proto::HookDecision::Deny,
+            "ask" => tollgate_proto::HookDecision::Ask,
+            _ => tollgate_proto::HookDecision::Unspecified,
+        };
         HookEventResponse {
-            decision: decision.into(),
+            hook_decision: d as i32,
             reason: "read calls run without approval in default mode.".into(),
             session_id: "S1".into(),
             ..Default::default()

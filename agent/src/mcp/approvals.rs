@@ -24,7 +24,7 @@ use rmcp::model::{
 use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
-use tollgate_proto::{Approval, ApprovalDecision};
+use tollgate_proto::{Approval, ApprovalDecision, ApprovalScope};
 
 use crate::approval;
 use crate::client::{ControlStream, ServerEvent};
@@ -213,13 +213,7 @@ fn now_ms() -> i64 {
 /// destructive call) is a denial. The denial carries no reason: the model is
 /// told exactly the contract's sentence.
 pub fn decision(a: &Approval, answer: &ElicitResult) -> Option<ApprovalDecision> {
-    let deny = ApprovalDecision {
-        approval_id: a.id.clone(),
-        approve: false,
-        scope: "once".into(),
-        confirm: String::new(),
-        reason: String::new(),
-    };
+    let deny = approval::decision(a, false, ApprovalScope::Once);
     match answer.action {
         ElicitationAction::Accept => {}
         ElicitationAction::Decline => return Some(deny),
@@ -230,8 +224,8 @@ pub fn decision(a: &Approval, answer: &ElicitResult) -> Option<ApprovalDecision>
     let content = answer.content.as_ref();
     let field = |k: &str| content.and_then(|c| c.get(k)).and_then(Value::as_str);
     let scope = match field("decision") {
-        Some("once") => "once",
-        Some("session") if !a.destructive => "session",
+        Some("once") => ApprovalScope::Once,
+        Some("session") if !a.destructive => ApprovalScope::Session,
         _ => return Some(deny),
     };
     let mut confirm = String::new();
@@ -243,11 +237,8 @@ pub fn decision(a: &Approval, answer: &ElicitResult) -> Option<ApprovalDecision>
         confirm = typed.to_string();
     }
     Some(ApprovalDecision {
-        approval_id: a.id.clone(),
-        approve: true,
-        scope: scope.into(),
         confirm,
-        reason: String::new(),
+        ..approval::decision(a, true, scope)
     })
 }
 

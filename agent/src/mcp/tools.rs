@@ -8,11 +8,11 @@
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use tollgate_proto::ToolSpec;
+use tollgate_proto::{ToolClass, ToolSpec};
 use tollgate_toolcall::ToolName;
 
 /// What a tool may do to the world, for the MCP annotations. One row per
-/// class of the registry (`ToolSpec.class`), with the per-tool exceptions in
+/// class of the registry (`ToolSpec.tool_class`), with the per-tool exceptions in
 /// [`hints_for`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hints {
@@ -28,14 +28,14 @@ pub struct Hints {
 /// the supervisor adds later gets its class's hints, never "read-only" unless
 /// its class is `read`.
 pub fn hints_for(spec: &ToolSpec) -> Hints {
-    let by_class = match spec.class.as_str() {
-        "read" => Hints {
+    let by_class = match spec.tool_class() {
+        ToolClass::Read => Hints {
             read_only: true,
             destructive: false,
             idempotent: true,
             open_world: false,
         },
-        "write" => Hints {
+        ToolClass::Write => Hints {
             read_only: false,
             destructive: true,
             idempotent: false,
@@ -98,7 +98,10 @@ pub fn hints_for(spec: &ToolSpec) -> Hints {
 
 /// Whether the tool runs on the supervisor's side (and so is offered here).
 pub fn offered(spec: &ToolSpec) -> bool {
-    !matches!(spec.class.as_str(), "planning" | "interaction")
+    !matches!(
+        spec.tool_class(),
+        ToolClass::Planning | ToolClass::Interaction
+    )
 }
 
 /// One MCP tool definition from a `ListTools` entry. A schema the supervisor
@@ -140,8 +143,11 @@ mod tests {
         ToolSpec {
             name: name.into(),
             description: format!("{name} does things"),
-            class: class.into(),
+            tool_class: ToolClass::from_str_name(&format!("TOOL_CLASS_{}", class.to_uppercase()))
+                .unwrap_or_default() as i32,
             parameters_json: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}"#.into(),
+
+            ..Default::default()
         }
     }
 

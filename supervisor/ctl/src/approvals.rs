@@ -120,6 +120,12 @@ pub async fn decide(mut c: Client, d: Decide, json_out: bool) -> anyhow::Result<
             approval_id: d.id.clone(),
             approve: d.approve,
             scope: d.scope.clone(),
+            // clap takes only once or session.
+            approval_scope: if d.scope == "session" {
+                pb::ApprovalScope::Session
+            } else {
+                pb::ApprovalScope::Once
+            } as i32,
             confirm: d.confirm.unwrap_or_default(),
             reason: d.reason.unwrap_or_default(),
         })
@@ -130,12 +136,17 @@ pub async fn decide(mut c: Client, d: Decide, json_out: bool) -> anyhow::Result<
         outln!(
             "{}",
             json!({
-                "approval": d.id, "outcome": r.outcome, "decided_by": r.decided_by,
+                "approval": d.id, "outcome": r.approval_outcome().text(), "decided_by": r.decided_by,
                 "scope": d.approve.then_some(&d.scope),
             })
         );
     } else {
-        outln!("{} {} by {}", d.id, r.outcome, r.decided_by);
+        outln!(
+            "{} {} by {}",
+            d.id,
+            r.approval_outcome().text(),
+            r.decided_by
+        );
     }
     Ok(())
 }

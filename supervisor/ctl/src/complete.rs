@@ -33,7 +33,7 @@ pub fn sessions(which: Which) -> ArgValueCompleter {
         })
         .unwrap_or_default();
         let items = list.into_iter().map(|s| {
-            let help = format!("{} uid {} {}", s.state, s.uid, s.workspace);
+            let help = format!("{} uid {} {}", s.session_state().text(), s.uid, s.workspace);
             (s.id, help)
         });
         candidates(items, current)

@@ -9,7 +9,7 @@ use crate::table;
 pub fn session_json(s: &pb::SessionInfo) -> Value {
     json!({
         "id": s.id, "uid": s.uid, "gid": s.gid, "pid": s.pid, "workspace": s.workspace,
-        "mode": s.mode, "state": s.state, "created_unix_ms": s.created_unix_ms,
+        "mode": s.permission_mode().text(), "state": s.session_state().text(), "created_unix_ms": s.created_unix_ms,
         "tools": s.tools, "tool_calls": s.tool_calls, "max_tool_calls": s.max_tool_calls,
         "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "cost_usd": s.cost_usd,
         "max_cost_usd": s.max_cost_usd, "pending_approvals": s.pending_approvals,
@@ -316,9 +316,9 @@ pub async fn list(mut c: Client, json_out: bool, all: bool) -> anyhow::Result<()
         .map(|s| {
             vec![
                 s.id.clone(),
-                s.state.clone(),
+                s.session_state().text().to_string(),
                 s.uid.to_string(),
-                s.mode.clone(),
+                s.permission_mode().text().to_string(),
                 format!("{}/{}", s.tool_calls, s.max_tool_calls),
                 format!("${:.4}", s.cost_usd),
                 s.pending_approvals.to_string(),
@@ -380,16 +380,16 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
         (
             "state",
             if s.end_reason.is_empty() {
-                s.state.clone()
+                s.session_state().text().to_string()
             } else {
-                format!("{} ({})", s.state, s.end_reason)
+                format!("{} ({})", s.session_state().text(), s.end_reason)
             },
         ),
         ("uid", format!("{} (gid {}, pid {})", s.uid, s.gid, s.pid)),
         ("client", s.client.clone()),
         ("client session", s.client_session_id.clone()),
         ("workspace", s.workspace.clone()),
-        ("mode", s.mode.clone()),
+        ("mode", s.permission_mode().text().to_string()),
         ("tools", tools),
         ("sandbox", s.sandbox.clone()),
         (

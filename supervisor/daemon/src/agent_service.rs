@@ -52,12 +52,7 @@ pub fn tool_specs(
     ALL.get_or_init(|| {
         tollgate_policy::registry()
             .iter()
-            .map(|t| pb::ToolSpec {
-                name: t.name.to_string(),
-                description: t.description.to_string(),
-                class: t.class.as_str().to_string(),
-                parameters_json: t.parameters.to_string(),
-            })
+            .map(crate::wire::tool_spec)
             .collect()
     })
     .iter()
@@ -94,6 +89,7 @@ impl AgentService for AgentSvc {
             token: token.reveal().to_string(),
             token_expires_unix_ms: unix_ms(session.token_expires()),
             mode: session.mode.as_str().to_string(),
+            permission_mode: crate::wire::permission_mode(session.mode) as i32,
             tools: tool_specs(session.tools.as_ref(), None)
                 .into_iter()
                 .map(|t| t.name)

@@ -289,6 +289,7 @@ impl OperatorService for OperatorSvc {
             approval_id: r.approval_id,
             approve: r.approve,
             scope: r.scope,
+            approval_scope: r.approval_scope,
             confirm: r.confirm,
             reason: r.reason,
         };
@@ -296,6 +297,7 @@ impl OperatorService for OperatorSvc {
         match crate::wire::answer(d).and_then(|d| self.sup.approvals.decide(&d, &who, None)) {
             Ok(a) => Ok(Response::new(pb::DecideApprovalResponse {
                 outcome: a.status.as_str().to_string(),
+                approval_outcome: crate::wire::approval_status(a.status) as i32,
                 decided_by: who,
             })),
             Err(e) => Err(match &e {

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::Ordering;
 
-use tollgate_gate::approvals::{Answer, Approval, DecideError, Notice, Resolved, Scope};
-use tollgate_gate::session::{Session, unix_ms};
+use tollgate_gate::approvals::{Answer, Approval, DecideError, Notice, Resolved, Scope, Status};
+use tollgate_gate::session::{Session, State, unix_ms};
 use tollgate_gate::{CallTool, Denial, ExitStatus, ShellOut, ToolAnswer};
 use tollgate_policy::Code;
 use tollgate_proto::v1 as pb;
@@ -53,11 +53,59 @@ pub fn tool_answer(a: ToolAnswer) -> pb::CallToolResponse {
         duration_ms: a.duration_ms,
         denied: a.denied.map(denial),
         error: a.error,
+        allowance: allowance(&a.allowed_by) as i32,
         allowed_by: a.allowed_by,
         code: a
             .failure
             .map(|f| f.as_str().to_string())
             .unwrap_or_default(),
+    }
+}
+
+/// The enum beside `allowed_by`'s text (docs/INTERFACES.md "Wire enums").
+fn allowance(allowed_by: &str) -> pb::AllowedBy {
+    match allowed_by {
+        "allowed" => pb::AllowedBy::Rule,
+        tollgate_audit::event::SESSION_SCOPE => pb::AllowedBy::SessionScope,
+        "approved" => pb::AllowedBy::Approval,
+        tollgate_audit::event::AUTO_ALLOWED => pb::AllowedBy::Config,
+        "routed" => pb::AllowedBy::Routed,
+        _ => pb::AllowedBy::Unspecified,
+    }
+}
+
+/// A tool of the registry as `ListTools` sends it.
+pub fn tool_spec(t: &tollgate_policy::ToolSpec) -> pb::ToolSpec {
+    use tollgate_policy::ToolClass as C;
+    let class = match t.class {
+        C::Read => pb::ToolClass::Read,
+        C::Write => pb::ToolClass::Write,
+        C::Action => pb::ToolClass::Action,
+        C::Planning => pb::ToolClass::Planning,
+        C::Interaction => pb::ToolClass::Interaction,
+    };
+    pb::ToolSpec {
+        name: t.name.to_string(),
+        description: t.description.to_string(),
+        class: t.class.as_str().to_string(),
+        parameters_json: t.parameters.to_string(),
+        tool_class: class as i32,
+    }
+}
+
+/// A PreToolUse's answer with its decision in both fields (the text is
+/// deprecated, docs/INTERFACES.md "Wire enums"); the rest is filled by the caller.
+pub fn hook_decided(d: pb::HookDecision) -> pb::HookEventResponse {
+    let text = match d {
+        pb::HookDecision::Unspecified => "",
+        pb::HookDecision::Allow => "allow",
+        pb::HookDecision::Deny => "deny",
+        pb::HookDecision::Ask => "ask",
+    };
+    pb::HookEventResponse {
+        decision: text.to_string(),
+        hook_decision: d as i32,
+        ..Default::default()
     }
 }
 
@@ -77,12 +125,36 @@ pub fn approval(a: Approval) -> pb::Approval {
         arguments_json: a.arguments_json,
         status: a.status.as_str().to_string(),
         uid: a.uid,
+        approval_status: approval_status(a.status) as i32,
     }
 }
 
-/// A person's decision as the gate's approvals table takes it.
+/// An approval's status on the wire.
+pub fn approval_status(s: Status) -> pb::ApprovalStatus {
+    match s {
+        Status::Pending => pb::ApprovalStatus::Pending,
+        Status::Approved => pb::ApprovalStatus::Approved,
+        Status::Denied => pb::ApprovalStatus::Denied,
+        Status::Timeout => pb::ApprovalStatus::Timeout,
+        Status::Withdrawn => pb::ApprovalStatus::Withdrawn,
+    }
+}
+
+fn approval_scope(s: Scope) -> pb::ApprovalScope {
+    match s {
+        Scope::Once => pb::ApprovalScope::Once,
+        Scope::Session => pb::ApprovalScope::Session,
+    }
+}
+
+/// A person's decision as the gate's approvals table takes it: its
+/// `approval_scope`, or the deprecated `scope` text when that is unspecified.
 pub fn answer(d: pb::ApprovalDecision) -> Result<Answer, DecideError> {
-    let scope = Scope::parse(&d.scope).map_err(DecideError::BadScope)?;
+    let scope = match d.approval_scope() {
+        pb::ApprovalScope::Once => Scope::Once,
+        pb::ApprovalScope::Session => Scope::Session,
+        pb::ApprovalScope::Unspecified => Scope::parse(&d.scope).map_err(DecideError::BadScope)?,
+    };
     Ok(Answer {
         approval_id: d.approval_id,
         approve: d.approve,
@@ -96,8 +168,12 @@ fn resolved(r: Resolved) -> pb::ApprovalResolved {
     pb::ApprovalResolved {
         approval_id: r.approval_id,
         outcome: r.outcome.as_str().to_string(),
+        approval_outcome: approval_status(r.outcome) as i32,
         decided_by: r.decided_by,
         scope: r.scope.map(|s| s.as_str().to_string()).unwrap_or_default(),
+        approval_scope: r
+            .scope
+            .map_or(pb::ApprovalScope::Unspecified, approval_scope) as i32,
         reason: r.reason,
     }
 }
@@ -149,7 +225,9 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         gid: s.gid,
         workspace: s.workspace.display().to_string(),
         mode: s.mode.as_str().to_string(),
+        permission_mode: permission_mode(s.mode) as i32,
         state: s.state().as_str().to_string(),
+        session_state: session_state(s.state()) as i32,
         created_unix_ms: unix_ms(s.created),
         tools: s
             .tools
@@ -171,6 +249,28 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         token_expires_unix_ms: unix_ms(s.token_expires()),
         client_session_id: s.client_session_id.clone(),
         jobs: s.jobs.list().into_iter().map(job_info).collect(),
+    }
+}
+
+/// A session's mode on the wire.
+pub fn permission_mode(m: tollgate_policy::Mode) -> pb::PermissionMode {
+    use tollgate_policy::Mode as M;
+    match m {
+        M::Default => pb::PermissionMode::Default,
+        M::AcceptEdits => pb::PermissionMode::AcceptEdits,
+        M::Plan => pb::PermissionMode::Plan,
+        M::DontAsk => pb::PermissionMode::DontAsk,
+        M::DangerouslySkipPermissions => pb::PermissionMode::DangerouslySkipPermissions,
+    }
+}
+
+fn session_state(s: State) -> pb::SessionState {
+    match s {
+        State::Active => pb::SessionState::Active,
+        State::Revoked => pb::SessionState::Revoked,
+        State::Killed => pb::SessionState::Killed,
+        State::Closed => pb::SessionState::Closed,
+        State::Expired => pb::SessionState::Expired,
     }
 }
 

@@ -27,6 +27,7 @@ use crate::events::Log;
 use crate::pep::{self, Gate};
 use crate::sessions::{Session, State};
 use crate::supervisor::{Peer, Supervisor};
+use crate::wire;
 
 /// How much of a routed command its rewritten command shows after `#`
 /// (the rest is marked as cut).
@@ -270,9 +271,8 @@ fn within_workspace(cwd: &Path, session: &Session) -> Result<(), Status> {
 
 fn deny(reason: String) -> pb::HookEventResponse {
     pb::HookEventResponse {
-        decision: "deny".to_string(),
         reason,
-        ..Default::default()
+        ..wire::hook_decided(pb::HookDecision::Deny)
     }
 }
 
@@ -281,7 +281,6 @@ fn deny(reason: String) -> pb::HookEventResponse {
 fn stop(session: &Session, pre_tool_use: bool) -> pb::HookEventResponse {
     let why = session.end_reason();
     pb::HookEventResponse {
-        decision: if pre_tool_use { "deny" } else { "" }.to_string(),
         reason: pep::revoked(session).reason,
         stop: true,
         stop_reason: if why.is_empty() {
@@ -294,7 +293,11 @@ fn stop(session: &Session, pre_tool_use: bool) -> pb::HookEventResponse {
             why
         },
         session_id: session.id.clone(),
-        ..Default::default()
+        ..wire::hook_decided(if pre_tool_use {
+            pb::HookDecision::Deny
+        } else {
+            pb::HookDecision::Unspecified
+        })
     }
 }
 
@@ -341,9 +344,9 @@ async fn pre_tool_use(
         }
     };
     let decision = if cleared.delegated.is_some() {
-        "ask"
+        pb::HookDecision::Ask
     } else {
-        "allow"
+        pb::HookDecision::Allow
     };
     let mut reason = match (&cleared.delegated, &routed) {
         (Some(_), _) => format!("tollgate asks: {}", d.consequence),
@@ -370,13 +373,12 @@ async fn pre_tool_use(
     );
     let (route_id, route_comment) = routed.unwrap_or_default();
     pb::HookEventResponse {
-        decision: decision.to_string(),
         reason,
         route_id,
         updated_input_json,
         context,
         route_comment,
-        ..Default::default()
+        ..wire::hook_decided(decision)
     }
 }
 
@@ -422,9 +424,8 @@ fn harmless(sup: &Arc<Supervisor>, binding: &Binding, tool: &ToolEvent) -> pb::H
         Ok(reason) => {
             note_call(binding, tool, &tool.name, None, None, false);
             pb::HookEventResponse {
-                decision: "allow".to_string(),
                 reason,
-                ..Default::default()
+                ..wire::hook_decided(pb::HookDecision::Allow)
             }
         }
         Err(d) => deny(d.reason),

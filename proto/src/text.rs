@@ -1,0 +1,59 @@
+//! The words of the deprecated string fields beside the wire enums
+//! (docs/INTERFACES.md "Additions: wire enums"): one copy for the supervisor
+//! that still fills them and for the clients that print them.
+
+use crate::v1::{ApprovalScope, ApprovalStatus, PermissionMode, SessionState};
+
+impl ApprovalStatus {
+    /// pending | approved | denied | timeout | withdrawn; empty when unspecified.
+    pub fn text(self) -> &'static str {
+        match self {
+            ApprovalStatus::Unspecified => "",
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Denied => "denied",
+            ApprovalStatus::Timeout => "timeout",
+            ApprovalStatus::Withdrawn => "withdrawn",
+        }
+    }
+}
+
+impl ApprovalScope {
+    /// once | session; empty when unspecified.
+    pub fn text(self) -> &'static str {
+        match self {
+            ApprovalScope::Unspecified => "",
+            ApprovalScope::Once => "once",
+            ApprovalScope::Session => "session",
+        }
+    }
+}
+
+impl SessionState {
+    /// active | revoked | killed | closed | expired; empty when unspecified.
+    pub fn text(self) -> &'static str {
+        match self {
+            SessionState::Unspecified => "",
+            SessionState::Active => "active",
+            SessionState::Revoked => "revoked",
+            SessionState::Killed => "killed",
+            SessionState::Closed => "closed",
+            SessionState::Expired => "expired",
+        }
+    }
+}
+
+impl PermissionMode {
+    /// default | acceptEdits | plan | dontAsk | dangerouslySkipPermissions;
+    /// empty when unspecified.
+    pub fn text(self) -> &'static str {
+        match self {
+            PermissionMode::Unspecified => "",
+            PermissionMode::Default => "default",
+            PermissionMode::AcceptEdits => "acceptEdits",
+            PermissionMode::Plan => "plan",
+            PermissionMode::DontAsk => "dontAsk",
+            PermissionMode::DangerouslySkipPermissions => "dangerouslySkipPermissions",
+        }
+    }
+}
