@@ -2,7 +2,7 @@
 //! (docs/INTERFACES.md "Additions: wire enums"): one copy for the supervisor
 //! that still fills them and for the clients that print them.
 
-use crate::v1::{ApprovalScope, ApprovalStatus, PermissionMode, SessionState};
+use crate::v1::{ApprovalScope, ApprovalStatus, PermissionMode, SessionState, ToolClass};
 
 impl ApprovalStatus {
     /// pending | approved | denied | timeout | withdrawn; empty when unspecified.
@@ -54,6 +54,21 @@ impl PermissionMode {
             PermissionMode::Plan => "plan",
             PermissionMode::DontAsk => "dontAsk",
             PermissionMode::DangerouslySkipPermissions => "dangerouslySkipPermissions",
+        }
+    }
+}
+
+impl ToolClass {
+    /// The enum for a tool class's word (read | write | action | planning |
+    /// interaction, as the registry names them); unspecified for any other.
+    pub fn from_text(word: &str) -> ToolClass {
+        match word {
+            "read" => ToolClass::Read,
+            "write" => ToolClass::Write,
+            "action" => ToolClass::Action,
+            "planning" => ToolClass::Planning,
+            "interaction" => ToolClass::Interaction,
+            _ => ToolClass::Unspecified,
         }
     }
 }

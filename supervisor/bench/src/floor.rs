@@ -81,6 +81,7 @@ fn tool_specs() -> Vec<pb::ToolSpec> {
             description: t.description.to_string(),
             class: t.class.as_str().to_string(),
             parameters_json: t.parameters.to_string(),
+            tool_class: pb::ToolClass::from_text(t.class.as_str()) as i32,
         })
         .collect()
 }

@@ -76,20 +76,12 @@ fn allowance(allowed_by: &str) -> pb::AllowedBy {
 
 /// A tool of the registry as `ListTools` sends it.
 pub fn tool_spec(t: &tollgate_policy::ToolSpec) -> pb::ToolSpec {
-    use tollgate_policy::ToolClass as C;
-    let class = match t.class {
-        C::Read => pb::ToolClass::Read,
-        C::Write => pb::ToolClass::Write,
-        C::Action => pb::ToolClass::Action,
-        C::Planning => pb::ToolClass::Planning,
-        C::Interaction => pb::ToolClass::Interaction,
-    };
     pb::ToolSpec {
         name: t.name.to_string(),
         description: t.description.to_string(),
         class: t.class.as_str().to_string(),
         parameters_json: t.parameters.to_string(),
-        tool_class: class as i32,
+        tool_class: pb::ToolClass::from_text(t.class.as_str()) as i32,
     }
 }
 
