@@ -8,6 +8,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use tollgate_config::CacheMode;
 use tollgate_policy::sandbox_env::{self, SandboxView};
 
 use crate::sessions::Session;
@@ -35,10 +36,19 @@ pub fn view(sup: &Supervisor, session: &Session) -> Option<SandboxView> {
         return None;
     }
     let home = owner_home(session.home.as_deref());
-    Some(SandboxView::of(
+    let view = SandboxView::of(
         home,
         shown_toolchains(&sup.config.sandbox.toolchain_dirs, home),
-    ))
+    );
+    // The package cache is attached where the sandbox has a private home
+    // (backends' private_home) and `[sandbox] cache` is not "off". Should
+    // it fail to be made, its variables are unset and what a command
+    // writes through them lands beneath `/`, which the sandbox keeps
+    // read-only (docs/THREAT_MODEL.md "Package caches").
+    let cache = home
+        .filter(|h| view.home == *h && sup.config.sandbox.cache != CacheMode::Off)
+        .map(|h| h.join(tollgate_sandbox::CACHE_AT));
+    Some(view.with_cache(cache))
 }
 
 /// HOME, TMPDIR and PATH as the sandbox sets them: HOME the private home

@@ -196,6 +196,29 @@ fn is_system_dir(p: &Path) -> bool {
         .any(|d| p.starts_with(d))
 }
 
+/// Each package tool's cache variable and the directory it names beneath
+/// the package cache's path inside (docs/OPERATIONS.md "Package caches").
+/// Cargo has no variable for its registry and git checkouts alone:
+/// CARGO_HOME moves, and PATH keeps the owner's `~/.cargo/bin` (a
+/// toolchain directory, read-only).
+pub const CACHE_VARS: &[(&str, &str)] = &[
+    ("npm_config_cache", "npm"),
+    ("PIP_CACHE_DIR", "pip"),
+    ("CARGO_HOME", "cargo"),
+    ("GOMODCACHE", "go-mod"),
+    ("BUN_INSTALL_CACHE_DIR", "bun"),
+    ("YARN_CACHE_FOLDER", "yarn"),
+];
+
+/// The cache variables a sandbox whose package cache is at `at` (inside)
+/// gets: each of [`CACHE_VARS`] naming its directory beneath `at`.
+pub fn cache_env(at: &Path) -> Vec<(String, String)> {
+    CACHE_VARS
+        .iter()
+        .map(|(k, sub)| (k.to_string(), at.join(sub).to_string_lossy().into_owned()))
+        .collect()
+}
+
 /// What the policy knows of the sandbox a command runs in: HOME and TMPDIR
 /// as the sandbox sets them, and what in HOME is read-only.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,6 +227,10 @@ pub struct SandboxView {
     pub tmpdir: PathBuf,
     /// The shown toolchain directories (read-only inside).
     pub read_only: Vec<PathBuf>,
+    /// The package cache's path inside, when the sandbox has one (its
+    /// [`CACHE_VARS`] are set from it); `None`: caches are off and the
+    /// variables unset.
+    pub cache: Option<PathBuf>,
 }
 
 impl SandboxView {
@@ -214,15 +241,28 @@ impl SandboxView {
             home: home(owner_home),
             tmpdir: PathBuf::from(TMPDIR),
             read_only: shown,
+            cache: None,
         }
     }
 
+    /// This view with the package cache at `cache` inside (`None`: off).
+    pub fn with_cache(mut self, cache: Option<PathBuf>) -> SandboxView {
+        self.cache = cache;
+        self
+    }
+
+    /// The cache variables as this sandbox sets them (none when caches
+    /// are off).
+    pub fn cache_env(&self) -> Vec<(String, String)> {
+        self.cache.as_deref().map(cache_env).unwrap_or_default()
+    }
+
     /// A path a command may write inside this sandbox besides the
-    /// workspace: beneath TMPDIR or the private home, outside the
-    /// read-only toolchain directories.
+    /// workspace: beneath TMPDIR, the private home or the package cache,
+    /// outside the read-only toolchain directories.
     pub fn writable(&self, p: &Path) -> bool {
         let under = |base: &Path| p.starts_with(base) && p != base;
-        (under(&self.tmpdir) || under(&self.home))
+        (under(&self.tmpdir) || under(&self.home) || self.cache.as_deref().is_some_and(under))
             && !self.read_only.iter().any(|r| p.starts_with(r))
     }
 }
@@ -310,5 +350,25 @@ mod tests {
         assert!(!v.writable(Path::new("/home/al/.rustup/settings.toml")));
         assert!(!v.writable(Path::new("/home/al")));
         assert!(!v.writable(Path::new("/etc/passwd")));
+    }
+
+    #[test]
+    fn the_cache_variables_name_their_directories_beneath_the_cache() {
+        let at = Path::new("/home/al/.tollgate-cache");
+        let env = cache_env(at);
+        assert_eq!(env.len(), CACHE_VARS.len());
+        assert!(env.contains(&(
+            "npm_config_cache".to_string(),
+            "/home/al/.tollgate-cache/npm".to_string()
+        )));
+        assert!(env.contains(&(
+            "CARGO_HOME".to_string(),
+            "/home/al/.tollgate-cache/cargo".to_string()
+        )));
+        let v = SandboxView::of(Some(Path::new("/home/al")), Vec::new());
+        assert!(v.cache_env().is_empty());
+        let v = v.with_cache(Some(at.to_path_buf()));
+        assert_eq!(v.cache_env(), env);
+        assert!(v.writable(Path::new("/home/al/.tollgate-cache/pip/x")));
     }
 }

@@ -42,9 +42,9 @@ fn docker(extra: &str) -> String {
     ))
 }
 
-/// What every cache variable names, on one line each. (The commands below
-/// write through `~/.tollgate-cache/…`: the shell floor knows `~`, not the
-/// cache variables.)
+/// What every cache variable names, on one line each. The commands below
+/// write through the variables: the shell floor judges them with the
+/// values the sandbox sets.
 const SHOW_VARS: &str = "for v in npm_config_cache PIP_CACHE_DIR CARGO_HOME GOMODCACHE BUN_INSTALL_CACHE_DIR YARN_CACHE_FOLDER; do echo \"$v=${!v:-unset}\"; done";
 
 fn vars_at(at: &str) -> String {
@@ -203,7 +203,7 @@ async fn persists(sup: &Supervisor, what: &str) {
     let a = RootSession::open(sup, "ws-a").await;
     let out = a.ok(SHOW_VARS).await;
     assert_eq!(out, vars_at("/root/.tollgate-cache"), "{what}");
-    a.ok("mkdir -p ~/.tollgate-cache/npm ~/.tollgate-cache/cargo/registry && echo kept > ~/.tollgate-cache/npm/marker && echo crate > ~/.tollgate-cache/cargo/registry/c").await;
+    a.ok("mkdir -p \"$npm_config_cache\" \"$CARGO_HOME/registry\" && echo kept > \"$npm_config_cache/marker\" && echo crate > $CARGO_HOME/registry/c").await;
     a.close().await;
     let leaf = caches_root(sup).join("0/owner");
     assert_eq!(
@@ -214,7 +214,7 @@ async fn persists(sup: &Supervisor, what: &str) {
     assert_eq!(mode_of(&leaf), (0, 0o700), "{what}");
     let b = RootSession::open(sup, "ws-b").await;
     let out = b
-        .ok("cat ~/.tollgate-cache/npm/marker ~/.tollgate-cache/cargo/registry/c")
+        .ok("cat \"$npm_config_cache/marker\" $CARGO_HOME/registry/c")
         .await;
     assert_eq!(out, "kept\ncrate\n", "{what}");
     // Nothing else of the home persists.
@@ -238,7 +238,7 @@ async fn two_owners_caches_are_not_visible_to_each_other() {
     let owner = Owner::create("c");
     let sup = Supervisor::builder().config(CONFIG).start();
     let root = RootSession::open(&sup, "ws-root").await;
-    root.ok("mkdir -p ~/.tollgate-cache/npm && echo root-only > ~/.tollgate-cache/npm/root-marker")
+    root.ok("mkdir -p \"$npm_config_cache\" && echo root-only > \"$npm_config_cache/root-marker\"")
         .await;
     let user = UserSession::open(&sup, &owner, "ws-user");
     let home = owner.home.display().to_string();
@@ -249,15 +249,15 @@ async fn two_owners_caches_are_not_visible_to_each_other() {
     std::fs::write(
         sup.dirs.workspace("ws-user", owner.uid).join("probe.sh"),
         format!(
-            "mkdir -p ~/.tollgate-cache/npm && echo user-only > ~/.tollgate-cache/npm/user-marker\n\
-             ls -A ~/.tollgate-cache/npm\n\
+            "mkdir -p \"$npm_config_cache\" && echo user-only > \"$npm_config_cache/user-marker\"\n\
+             ls -A \"$npm_config_cache\"\n\
              ls {} 2>/dev/null || echo caches-dir-hidden\n",
             caches_root(&sup).display()
         ),
     )
     .unwrap();
     assert_eq!(user.ok("bash probe.sh"), "user-marker\ncaches-dir-hidden\n");
-    let out = root.ok("ls -A ~/.tollgate-cache/npm").await;
+    let out = root.ok("ls -A \"$npm_config_cache\"").await;
     assert_eq!(out, "root-marker\n");
     let leaf = caches_root(&sup).join(format!("{}/owner", owner.uid));
     assert_eq!(mode_of(&leaf), (owner.uid, 0o700));
@@ -282,17 +282,17 @@ async fn cache_workspace_keeps_one_cache_per_workspace() {
         .config(&config("cache = \"workspace\""))
         .start();
     let a = RootSession::open(&sup, "ws-a").await;
-    a.ok("mkdir -p ~/.tollgate-cache/pip && echo a > ~/.tollgate-cache/pip/marker")
+    a.ok("mkdir -p $PIP_CACHE_DIR && echo a > $PIP_CACHE_DIR/marker")
         .await;
     a.close().await;
     let b = RootSession::open(&sup, "ws-b").await;
     let out = b
-        .ok("cat ~/.tollgate-cache/pip/marker 2>/dev/null || echo not-here")
+        .ok("cat $PIP_CACHE_DIR/marker 2>/dev/null || echo not-here")
         .await;
     assert_eq!(out, "not-here\n");
     b.close().await;
     let a = RootSession::open(&sup, "ws-a").await;
-    assert_eq!(a.ok("cat ~/.tollgate-cache/pip/marker").await, "a\n");
+    assert_eq!(a.ok("cat $PIP_CACHE_DIR/marker").await, "a\n");
     a.close().await;
     let list = list_json(&sup);
     assert_eq!(list["mode"], "workspace");
@@ -356,11 +356,11 @@ async fn over_the_cap_the_oldest_files_go_when_the_next_sandbox_is_built() {
         .config(&config("cache_max_mb = 1"))
         .start();
     let a = RootSession::open(&sup, "ws").await;
-    a.ok("mkdir -p ~/.tollgate-cache/npm && cd ~/.tollgate-cache/npm && head -c 700000 /dev/urandom > old && touch -d '2 days ago' old && head -c 700000 /dev/urandom > new && ls")
+    a.ok("mkdir -p \"$npm_config_cache\" && cd \"$npm_config_cache\" && head -c 700000 /dev/urandom > old && touch -d '2 days ago' old && head -c 700000 /dev/urandom > new && ls")
         .await;
     a.close().await;
     let b = RootSession::open(&sup, "ws").await;
-    let out = b.ok("ls ~/.tollgate-cache/npm").await;
+    let out = b.ok("ls \"$npm_config_cache\"").await;
     assert_eq!(out, "new\n");
     b.close().await;
 }
@@ -381,10 +381,8 @@ async fn cache_list_and_clear_with_the_audit_record() {
     }
     let sup = Supervisor::builder().config(CONFIG).start();
     let a = RootSession::open(&sup, "ws").await;
-    a.ok(
-        "mkdir -p ~/.tollgate-cache/go-mod && head -c 8192 /dev/zero > ~/.tollgate-cache/go-mod/m",
-    )
-    .await;
+    a.ok("mkdir -p $GOMODCACHE && head -c 8192 /dev/zero > $GOMODCACHE/m")
+        .await;
     let leaf = caches_root(&sup).join("0/owner");
     let list = list_json(&sup);
     assert_eq!(

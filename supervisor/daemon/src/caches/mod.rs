@@ -27,21 +27,10 @@ pub fn root(sup: &Supervisor) -> PathBuf {
 }
 
 /// Each tool's cache variable and the directory it names beneath the
-/// cache's path inside (`at`). Cargo has no variable for its registry and
-/// git checkouts alone: CARGO_HOME moves, and PATH keeps the owner's
-/// `~/.cargo/bin` (a toolchain directory, read-only).
+/// cache's path inside (`at`): tollgate-policy's table, which the shell
+/// policy judges `$npm_config_cache` and the others with.
 pub fn env(at: &Path) -> Vec<(String, String)> {
-    [
-        ("npm_config_cache", "npm"),
-        ("PIP_CACHE_DIR", "pip"),
-        ("CARGO_HOME", "cargo"),
-        ("GOMODCACHE", "go-mod"),
-        ("BUN_INSTALL_CACHE_DIR", "bun"),
-        ("YARN_CACHE_FOLDER", "yarn"),
-    ]
-    .into_iter()
-    .map(|(k, sub)| (k.to_string(), at.join(sub).to_string_lossy().into_owned()))
-    .collect()
+    tollgate_policy::sandbox_env::cache_env(at)
 }
 
 /// The cache one sandbox of `owner` (uid, gid) in `workspace` gets: made

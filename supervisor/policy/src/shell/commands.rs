@@ -227,6 +227,11 @@ impl Walker<'_> {
                 );
             }
             "export" | "declare" | "typeset" | "readonly" | "local" => self.declare(words),
+            // An unset variable is no longer what the sandbox set it to.
+            "unset" => words[1..]
+                .iter()
+                .filter(|w| !w.text.starts_with('-'))
+                .for_each(|w| self.set_known_var(&w.text, None)),
             "cd" | "pushd" => self.cd(words),
             "popd" => self.set_cwd(None),
             "dd" => self.dd(words),

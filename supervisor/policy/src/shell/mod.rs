@@ -139,6 +139,10 @@ struct Walker<'a> {
     home_str: Option<String>,
     /// `$TMPDIR`, likewise (`None` on the host, where it is not known).
     tmp_str: Option<String>,
+    /// The package caches' variables as the sandbox sets them, or as the
+    /// command set them (`None`: to something not known here); a name not
+    /// here is not known (on the host, or caches off: unset inside).
+    cache_vars: Vec<(String, Option<String>)>,
     /// Functions whose bodies are being walked (fork-bomb detection).
     functions: Vec<String>,
     /// Inside a pipeline of several commands or a background job.
@@ -186,6 +190,13 @@ impl<'a> Walker<'a> {
                     .into_owned(),
             ),
             tmp_str: sc.sandbox.map(|v| v.tmpdir.to_string_lossy().into_owned()),
+            cache_vars: sc
+                .sandbox
+                .map(|v| v.cache_env())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, Some(v)))
+                .collect(),
             functions: Vec::new(),
             concurrent: 0,
             endless: 0,
@@ -571,14 +582,16 @@ impl<'a> Walker<'a> {
             home: self.home_str.as_deref(),
             tmpdir: self.tmp_str.as_deref(),
             pwd: self.cwd.is_some().then_some(self.cwd_str.as_str()),
+            vars: &self.cache_vars,
             cwd: &self.cwd_str,
             positional: self.positional.as_ref(),
         }
     }
 
-    /// The command sets `HOME` or `TMPDIR` for the rest of its line (a
-    /// plain assignment, `export`, `declare`): later expansions take the
-    /// value when it is literal, and are unknown otherwise.
+    /// The command sets `HOME`, `TMPDIR` or a package cache's variable for
+    /// the rest of its line (a plain assignment, `export`, `declare`):
+    /// later expansions take the value when it is literal, and are unknown
+    /// otherwise.
     pub(super) fn set_known_var(&mut self, name: &str, value: Option<&Word>) {
         let v = value
             .filter(|w| !w.dynamic && !w.glob)
@@ -586,7 +599,16 @@ impl<'a> Walker<'a> {
         match name {
             "HOME" => self.home_str = v,
             "TMPDIR" => self.tmp_str = v,
-            _ => {}
+            _ => {
+                if let Some(slot) = self.cache_vars.iter_mut().find(|(k, _)| k == name) {
+                    slot.1 = v;
+                } else if crate::sandbox_env::CACHE_VARS
+                    .iter()
+                    .any(|(k, _)| *k == name)
+                {
+                    self.cache_vars.push((name.to_string(), v));
+                }
+            }
         }
     }
 

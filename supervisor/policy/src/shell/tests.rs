@@ -69,10 +69,16 @@ fn run_patterns(
 /// As the sandbox of an owner whose home is /home/u, with `.rustup` shown
 /// read-only in it, runs the command.
 fn in_sandbox(cmd: &str) -> Report {
+    in_sandbox_cached(cmd, None)
+}
+
+/// [`in_sandbox`], with the package cache at `cache` inside (`None`: off).
+fn in_sandbox_cached(cmd: &str, cache: Option<&str>) -> Report {
     let view = crate::sandbox_env::SandboxView::of(
         Some(Path::new("/home/u")),
         vec![PathBuf::from("/home/u/.rustup")],
-    );
+    )
+    .with_cache(cache.map(PathBuf::from));
     run_where(
         cmd,
         &[],
@@ -863,5 +869,64 @@ fn the_sandbox_environment_is_judged_as_the_sandbox_sets_it() {
         "echo x > ~/.gitconfig",
     ] {
         assert!(run(bad).deny.is_some(), "{bad}");
+    }
+}
+
+/// The package caches' variables are judged with the values the sandbox
+/// sets: a path built from them resolves (and is judged where it lands);
+/// with caches off they are unset inside and stay unknown, as on the host.
+#[test]
+fn the_cache_variables_are_judged_as_the_sandbox_sets_them() {
+    let on = |cmd: &str| in_sandbox_cached(cmd, Some("/home/u/.tollgate-cache"));
+    for ok in [
+        "echo x > \"$npm_config_cache/x\"",
+        "ls $PIP_CACHE_DIR",
+        "mkdir -p \"${CARGO_HOME}/registry\" && echo y > $CARGO_HOME/registry/f",
+        "echo x > $GOMODCACHE/m && cat $BUN_INSTALL_CACHE_DIR/b $YARN_CACHE_FOLDER/y",
+        // Resolved: /home/u/etc/x, in the private home.
+        "echo x > $PIP_CACHE_DIR/../../etc/x",
+        "export npm_config_cache=/tmp/npm; echo x > $npm_config_cache/f",
+    ] {
+        let r = on(ok);
+        assert_eq!(r.deny, None, "{ok}");
+    }
+    for (bad, rule) in [
+        (
+            "echo x > $PIP_CACHE_DIR/../../../../etc/x",
+            "floor:dangerous-pattern",
+        ),
+        (
+            "echo x > \"$npm_config_cache/../../../../var/x\"",
+            "floor:path-scope",
+        ),
+        (
+            "echo x > $PIP_CACHE_DIR/../../.rustup/settings.toml",
+            "floor:path-scope",
+        ),
+        (
+            "export npm_config_cache=$(pwd)/x; echo x > $npm_config_cache/f",
+            "floor:path-scope",
+        ),
+        (
+            "unset PIP_CACHE_DIR; echo x > $PIP_CACHE_DIR/f",
+            "floor:path-scope",
+        ),
+    ] {
+        let r = on(bad);
+        assert_eq!(
+            r.deny.as_ref().map(|d| d.rule.as_str()),
+            Some(rule),
+            "{bad}: {r:?}"
+        );
+    }
+    // Caches off: unset inside, not known, as on the host.
+    for cmd in ["echo x > \"$npm_config_cache/x\"", "echo x > $CARGO_HOME/f"] {
+        let off = in_sandbox(cmd);
+        assert_eq!(
+            off.deny.as_ref().map(|d| d.rule.as_str()),
+            Some("floor:path-scope"),
+            "{cmd}: {off:?}"
+        );
+        assert!(run(cmd).deny.is_some(), "{cmd}");
     }
 }

@@ -95,6 +95,9 @@ pub(crate) struct Env<'a> {
     pub tmpdir: Option<&'a str>,
     /// `$PWD`: the working directory, when known.
     pub pwd: Option<&'a str>,
+    /// Other variables whose values are known: the package caches' as the
+    /// sandbox sets them (`None`: set to something not known here).
+    pub vars: &'a [(String, Option<String>)],
     pub cwd: &'a str,
     /// `$1`… when a `sh -c` script was given arguments.
     pub positional: Option<&'a Positional>,
@@ -424,8 +427,9 @@ fn push_positional(p: &Positional, arg: Arg, quoted: bool, w: &mut Word) {
     w.glob |= v.glob || (!quoted && has_pattern(&v.text));
 }
 
-/// `$HOME`, `$TMPDIR` or `$PWD` alone: `Some` with its value (`None`
-/// inside when not known here); `None` for any other expansion.
+/// `$HOME`, `$TMPDIR`, `$PWD` or one of [`Env::vars`] alone: `Some` with
+/// its value (`None` inside when not known here); `None` for any other
+/// expansion.
 fn known_var<'e>(expr: &ParameterExpr, env: &Env<'e>) -> Option<Option<&'e str>> {
     use brush_parser::word::Parameter;
     let ParameterExpr::Parameter {
@@ -439,7 +443,11 @@ fn known_var<'e>(expr: &ParameterExpr, env: &Env<'e>) -> Option<Option<&'e str>>
         "HOME" => Some(env.home),
         "TMPDIR" => Some(env.tmpdir),
         "PWD" => Some(env.pwd),
-        _ => None,
+        name => env
+            .vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_deref()),
     }
 }
 
@@ -630,6 +638,7 @@ mod tests {
             home: Some("/home/u"),
             tmpdir: Some("/tmp"),
             pwd: None,
+            vars: &[],
             cwd: "/w",
             positional: None,
         };
@@ -693,6 +702,7 @@ mod tests {
             home: Some("/home/u"),
             tmpdir: Some("/tmp"),
             pwd: None,
+            vars: &[],
             cwd: "/w",
             positional: Some(&p),
         };
@@ -733,6 +743,7 @@ mod tests {
             home: Some("/home/u"),
             tmpdir: Some("/tmp"),
             pwd: None,
+            vars: &[],
             cwd: "/w",
             positional: None,
         };
