@@ -75,10 +75,12 @@ def tcp():
         if b" 200" not in h.split(b"\r\n")[0]: raise SystemExit("the proxy said %r" % h)
         return s
     return socket.create_connection((host, port))
+CTX = []
 def tls(s):
-    c = ssl.create_default_context(cafile=ca)
-    c.set_alpn_protocols(["http/1.1"])
-    t = c.wrap_socket(s, server_hostname=host)
+    if not CTX:
+        CTX.append(ssl.create_default_context(cafile=ca))
+        CTX[0].set_alpn_protocols(["http/1.1"])
+    t = CTX[0].wrap_socket(s, server_hostname=host)
     t.sendall(b"GET /1 HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n" % (host.encode(), port))
     return t
 def once():

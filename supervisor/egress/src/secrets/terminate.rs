@@ -90,6 +90,11 @@ pub(crate) async fn run<G: ConnectionGate>(
     early: Vec<u8>,
     secrets: &Arc<SessionSecrets>,
 ) {
+    // The proxy writes this socket itself (its handshake flight, the
+    // answer), in pieces: with Nagle's algorithm each piece after the first
+    // waited for the client's delayed ACK, about 40 ms per connection
+    // (docs/PERFORMANCE.md, History).
+    let _ = client.set_nodelay(true);
     let mut tls = match accept(secrets, req, client, early).await {
         Ok(t) => t,
         Err(r) => return proxy.gate.refused(req, &r),
