@@ -56,6 +56,9 @@ impl RefusalNotes {
             } else {
                 target.clone()
             };
+            // "…change approach.; an operator…" reads badly: the hint
+            // continues the sentence.
+            reason.truncate(reason.trim_end_matches('.').len());
             reason.push_str(&format!(
                 "; {OPERATOR_HINT} supervisorctl net allow {} {entry}",
                 req.session
