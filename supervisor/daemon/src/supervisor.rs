@@ -138,7 +138,7 @@ impl Supervisor {
         client_session_id: &str,
     ) -> Result<(Arc<Session>, Token), Status> {
         self.check_caller(peer)?;
-        let mode = self.requested_mode(&req.mode)?;
+        let mode = self.requested_mode(&req)?;
         let tools = requested_tools(&req.tools)?;
         self.check_session_count(peer.uid)?;
         // Read once: the workspace check, the owner and the paths the
@@ -221,12 +221,10 @@ impl Supervisor {
     }
 
     /// The mode asked for (the default when none), if the config permits it.
-    fn requested_mode(&self, asked: &str) -> Result<Mode, Status> {
-        let mode = if asked.is_empty() {
-            self.config.session.default_mode
-        } else {
-            Mode::parse(asked).map_err(|e| Status::invalid_argument(e.to_string()))?
-        };
+    fn requested_mode(&self, req: &pb::OpenSessionRequest) -> Result<Mode, Status> {
+        let mode = crate::wire::asked_mode(req)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?
+            .unwrap_or(self.config.session.default_mode);
         self.config
             .mode_permitted(mode)
             .map_err(Status::permission_denied)?;
