@@ -144,7 +144,10 @@ impl Supervisor {
         // Read once: the workspace check, the owner and the paths the
         // session's sandbox hides all come from this one reading.
         let users = crate::identity::users_with(peer.uid);
-        let credentials = tollgate_policy::host::credential_paths(&users);
+        let credentials = self
+            .sessions
+            .credential_paths
+            .share(tollgate_policy::host::credential_paths(&users));
         let ws = self.check_workspace(&req.workspace, peer.uid, &users, &credentials)?;
         tollgate_audit::audit_system_prompt(&req.system_prompt, &self.secrets)
             .map_err(|e| Status::permission_denied(e.to_string()))?;

@@ -175,8 +175,8 @@ fn resolved(r: Resolved) -> pb::ApprovalResolved {
 pub fn notice(n: Notice) -> pb::ApprovalServerMsg {
     use pb::approval_server_msg::Msg;
     let msg = match n {
-        Notice::Requested(a) => Msg::Requested(approval(a)),
-        Notice::Resolved(r) => Msg::Resolved(resolved(r)),
+        Notice::Requested(a) => Msg::Requested(approval(*a)),
+        Notice::Resolved(r) => Msg::Resolved(resolved(*r)),
         Notice::Ended { code, reason } => Msg::Ended(pb::SessionEnded {
             code: code_of(code) as i32,
             reason,
