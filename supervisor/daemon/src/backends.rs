@@ -349,7 +349,10 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         std::env::var("LANG").ok().as_deref(),
         std::env::var("LC_ALL").ok().as_deref(),
     );
-    let private_home = private_home(sup, &s);
+    let (private_home, lease) = match private_home(sup, &s) {
+        Some((h, lease)) => (Some(h), lease),
+        None => (None, tollgate_sandbox::Lease::default()),
+    };
     crate::sandbox_env::set_env(&mut env, private_home.as_ref(), s.login_path.as_deref());
     if let Some(h) = private_home.as_ref().filter(|h| h.cache.is_some()) {
         // The package caches' variables (docs/OPERATIONS.md "Package caches").
@@ -394,29 +397,39 @@ pub fn sandbox_spec(sup: &Supervisor, s: SpecFor<'_>) -> SandboxSpec {
         wall,
         image: None,
         extra_ca,
+        lease,
     }
 }
 
 /// The session owner's private home in the sandbox: at their home's path
 /// when it is a directory here, with the configured toolchains that exist
 /// and their git identity (docs/THREAT_MODEL.md, "The sandbox's
-/// environment").
-fn private_home(sup: &Supervisor, s: &SpecFor<'_>) -> Option<tollgate_sandbox::PrivateHome> {
+/// environment"); with the lease on its package cache, when one is kept.
+fn private_home(
+    sup: &Supervisor,
+    s: &SpecFor<'_>,
+) -> Option<(tollgate_sandbox::PrivateHome, tollgate_sandbox::Lease)> {
     let home = crate::sandbox_env::owner_home(s.owner.home.as_deref())?;
     let path = tollgate_policy::sandbox_env::home(Some(home));
     if path != home {
         return None;
     }
     let identity = crate::sandbox_env::git_identity(home, s.owner.uid);
-    Some(tollgate_sandbox::PrivateHome {
+    let cache = crate::caches::for_sandbox(sup, (s.owner.uid, s.owner.gid), s.workspace);
+    let (cache, lease) = match cache {
+        Some((leaf, lease)) => (Some(leaf), lease),
+        None => (None, tollgate_sandbox::Lease::default()),
+    };
+    let h = tollgate_sandbox::PrivateHome {
         toolchains: crate::sandbox_env::shown_toolchains(
             &sup.config.sandbox.toolchain_dirs,
             Some(home),
         ),
         gitconfig: crate::sandbox_env::gitconfig(identity.as_ref()),
-        cache: crate::caches::for_sandbox(sup, (s.owner.uid, s.owner.gid), s.workspace),
+        cache,
         path,
-    })
+    };
+    Some((h, lease))
 }
 
 #[cfg(test)]
@@ -453,6 +466,7 @@ mod tests {
             home: None,
             egress: None,
             private_home: None,
+            lease: Default::default(),
             wall: false,
             image: None,
             extra_ca: None,

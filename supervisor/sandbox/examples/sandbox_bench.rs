@@ -111,6 +111,7 @@ async fn run(rounds: usize) -> Result<(), String> {
         home: None,
         egress: None,
         private_home: None,
+        lease: Default::default(),
         wall: false,
         image: None,
         extra_ca: None,

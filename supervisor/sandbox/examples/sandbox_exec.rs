@@ -199,6 +199,7 @@ async fn run(args: Args) -> Result<u8, String> {
         home: None,
         egress: None,
         private_home: None,
+        lease: Default::default(),
         wall: false,
         image: None,
         extra_ca: None,

@@ -468,7 +468,7 @@ impl DockerBackend {
             spec.home.as_deref(),
             spec.git_dir,
         )?;
-        let reservation = crate::host_exec::reserve::acquire(
+        let mut reservation = crate::host_exec::reserve::acquire(
             &workspace,
             spec.workspace_id,
             &protect.reserve,
@@ -479,6 +479,7 @@ impl DockerBackend {
                 backend: crate::BackendKind::Docker,
             },
         )?;
+        reservation.hold(spec.lease.clone());
         let mut mounts = verify::plan(&workspace, &protect.binds)?;
         mounts.extend(toolchain_mounts(spec)?);
         let no_links_beneath = protect

@@ -3,8 +3,9 @@
 //! every workspace, attached at `~/.tollgate-cache` with the tools' cache
 //! variables (both backends); two owners never see each other's; one per
 //! workspace with `cache = "workspace"`; none (the private home's tmpfs)
-//! with `cache = "off"`; over `cache_max_mb` the oldest files go when the
-//! next sandbox is built; `supervisorctl cache list|clear`, the clear
+//! with `cache = "off"`; over `cache_max_mb` the oldest files go once no
+//! sandbox of the owner has the cache (never under a live session);
+//! `supervisorctl cache list|clear`, the clear
 //! refused while the owner's session runs and recorded in the audit log.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -27,8 +28,15 @@ toolchain_dirs = []
 provider = "script"
 "#;
 
+/// [`CONFIG`] with `extra` in `[sandbox]` (its own `toolchain_dirs`, when
+/// it names them).
 fn config(extra: &str) -> String {
-    CONFIG.replace("[sandbox]\n", &format!("[sandbox]\n{extra}\n"))
+    let base = if extra.contains("toolchain_dirs") {
+        CONFIG.replace("toolchain_dirs = []\n", "")
+    } else {
+        CONFIG.to_string()
+    };
+    base.replace("[sandbox]\n", &format!("[sandbox]\n{extra}\n"))
 }
 
 fn full_image() -> String {
@@ -46,6 +54,10 @@ fn docker(extra: &str) -> String {
 /// write through the variables: the shell floor judges them with the
 /// values the sandbox sets.
 const SHOW_VARS: &str = "for v in npm_config_cache PIP_CACHE_DIR CARGO_HOME GOMODCACHE BUN_INSTALL_CACHE_DIR YARN_CACHE_FOLDER; do echo \"$v=${!v:-unset}\"; done";
+
+/// Two files in the npm cache, together over a cap of 1 MiB: `old` (two
+/// days old) goes first.
+const OVER_THE_CAP: &str = "mkdir -p \"$npm_config_cache\" && cd \"$npm_config_cache\" && head -c 700000 /dev/urandom > old && touch -d '2 days ago' old && head -c 700000 /dev/urandom > new && ls";
 
 fn vars_at(at: &str) -> String {
     [
@@ -188,14 +200,12 @@ async fn a_cache_written_in_one_session_is_there_in_the_next_natively() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_written_in_one_session_is_there_in_the_next_on_docker() {
-    let test = "a_cache_written_in_one_session_is_there_in_the_next_on_docker";
-    if !root_or_skip(test) || !docker_or_skip(test) {
+    let Some(sup) = docker_supervisor(
+        "a_cache_written_in_one_session_is_there_in_the_next_on_docker",
+        "",
+    ) else {
         return;
-    }
-    let sup = Supervisor::builder()
-        .config(&docker(""))
-        .sandbox("docker")
-        .start();
+    };
     persists(&sup, "docker").await;
 }
 
@@ -237,10 +247,40 @@ async fn two_owners_caches_are_not_visible_to_each_other() {
     }
     let owner = Owner::create("c");
     let sup = Supervisor::builder().config(CONFIG).start();
-    let root = RootSession::open(&sup, "ws-root").await;
+    two_owners(&sup, &owner).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_owners_caches_are_not_visible_to_each_other_on_docker() {
+    let Some(sup) = docker_supervisor(
+        "two_owners_caches_are_not_visible_to_each_other_on_docker",
+        "",
+    ) else {
+        return;
+    };
+    let owner = Owner::create("cd");
+    two_owners(&sup, &owner).await;
+}
+
+/// A supervisor on the Docker backend with the full image and `extra` in
+/// `[sandbox]`; `None` (the test skipped) without root or Docker.
+fn docker_supervisor(test: &str, extra: &str) -> Option<Supervisor> {
+    if !root_or_skip(test) || !docker_or_skip(test) {
+        return None;
+    }
+    Some(
+        Supervisor::builder()
+            .config(&docker(extra))
+            .sandbox("docker")
+            .start(),
+    )
+}
+
+async fn two_owners(sup: &Supervisor, owner: &Owner) {
+    let root = RootSession::open(sup, "ws-root").await;
     root.ok("mkdir -p \"$npm_config_cache\" && echo root-only > \"$npm_config_cache/root-marker\"")
         .await;
-    let user = UserSession::open(&sup, &owner, "ws-user");
+    let user = UserSession::open(sup, owner, "ws-user");
     let home = owner.home.display().to_string();
     let out = user.ok(SHOW_VARS);
     assert_eq!(out, vars_at(&format!("{home}/.tollgate-cache")));
@@ -252,17 +292,17 @@ async fn two_owners_caches_are_not_visible_to_each_other() {
             "mkdir -p \"$npm_config_cache\" && echo user-only > \"$npm_config_cache/user-marker\"\n\
              ls -A \"$npm_config_cache\"\n\
              ls {} 2>/dev/null || echo caches-dir-hidden\n",
-            caches_root(&sup).display()
+            caches_root(sup).display()
         ),
     )
     .unwrap();
     assert_eq!(user.ok("bash probe.sh"), "user-marker\ncaches-dir-hidden\n");
     let out = root.ok("ls -A \"$npm_config_cache\"").await;
     assert_eq!(out, "root-marker\n");
-    let leaf = caches_root(&sup).join(format!("{}/owner", owner.uid));
+    let leaf = caches_root(sup).join(format!("{}/owner", owner.uid));
     assert_eq!(mode_of(&leaf), (owner.uid, 0o700));
     assert_eq!(
-        mode_of(&caches_root(&sup).join(owner.uid.to_string())),
+        mode_of(&caches_root(sup).join(owner.uid.to_string())),
         (0, 0o700)
     );
     assert!(leaf.join("npm/user-marker").exists());
@@ -345,24 +385,111 @@ async fn cache_off_keeps_caches_in_the_private_home_only() {
     assert!(!caches_root(&sup).exists());
 }
 
-/// Over `cache_max_mb` the oldest files are removed when the next sandbox
-/// is built, until the cache fits; the newer ones stay.
+/// `cache = "off"` on Docker: the directories the engine makes above a
+/// toolchain's mount point (`~/.cargo` above `~/.cargo/bin`) are the
+/// session's, so cargo's registry and the like can be written beside the
+/// read-only toolchain by a non-root owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_the_cap_the_oldest_files_go_when_the_next_sandbox_is_built() {
-    if !root_or_skip("over_the_cap_the_oldest_files_go_when_the_next_sandbox_is_built") {
+async fn cache_off_on_docker_leaves_the_home_above_a_toolchain_writable() {
+    let Some(sup) = docker_supervisor(
+        "cache_off_on_docker_leaves_the_home_above_a_toolchain_writable",
+        "cache = \"off\"\ntoolchain_dirs = [\".cargo/bin\", \".rustup\"]",
+    ) else {
+        return;
+    };
+    let owner = Owner::create("co");
+    let user = UserSession::open(&sup, &owner, "ws");
+    // In a script: the shell floor refuses a write to the read-only
+    // toolchain before anything runs; what is checked here is the sandbox.
+    std::fs::write(
+        sup.dirs.workspace("ws", owner.uid).join("probe.sh"),
+        "mkdir -p ~/.cargo/registry && echo written > ~/.cargo/registry/x && cat ~/.cargo/registry/x\n\
+         stat -c %u ~/.cargo\n\
+         test -x ~/.cargo/bin/cargo && echo toolchain-shown\n\
+         touch ~/.cargo/bin/x 2>/dev/null && echo bin-writable || echo bin-read-only\n",
+    )
+    .unwrap();
+    let out = user.ok("bash probe.sh");
+    assert_eq!(
+        out,
+        format!("written\n{}\ntoolchain-shown\nbin-read-only\n", owner.uid)
+    );
+    user.close();
+}
+
+/// Over `cache_max_mb` the oldest files are removed once no sandbox has
+/// the cache (here: when the session ends, before the next one's sandbox
+/// is built), until the cache fits; the newer ones stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_cap_the_oldest_files_go_before_the_next_sandbox() {
+    if !root_or_skip("over_the_cap_the_oldest_files_go_before_the_next_sandbox") {
         return;
     }
     let sup = Supervisor::builder()
         .config(&config("cache_max_mb = 1"))
         .start();
-    let a = RootSession::open(&sup, "ws").await;
-    a.ok("mkdir -p \"$npm_config_cache\" && cd \"$npm_config_cache\" && head -c 700000 /dev/urandom > old && touch -d '2 days ago' old && head -c 700000 /dev/urandom > new && ls")
-        .await;
+    over_the_cap(&sup).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_cap_the_oldest_files_go_before_the_next_sandbox_on_docker() {
+    let Some(sup) = docker_supervisor(
+        "over_the_cap_the_oldest_files_go_before_the_next_sandbox_on_docker",
+        "cache_max_mb = 1",
+    ) else {
+        return;
+    };
+    over_the_cap(&sup).await;
+}
+
+async fn over_the_cap(sup: &Supervisor) {
+    let a = RootSession::open(sup, "ws").await;
+    a.ok(OVER_THE_CAP).await;
     a.close().await;
-    let b = RootSession::open(&sup, "ws").await;
+    let b = RootSession::open(sup, "ws").await;
     let out = b.ok("ls \"$npm_config_cache\"").await;
     assert_eq!(out, "new\n");
     b.close().await;
+}
+
+/// Two sessions of one owner share the cache: the second's sandbox start
+/// removes nothing the first may be using, nor does the first's end while
+/// the second runs; the trim happens once the last of them ends
+/// (docs/OPERATIONS.md "Package caches").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_in_use_is_trimmed_only_after_its_last_session_ends() {
+    if !root_or_skip("a_cache_in_use_is_trimmed_only_after_its_last_session_ends") {
+        return;
+    }
+    let sup = Supervisor::builder()
+        .config(&config("cache_max_mb = 1"))
+        .start();
+    let a = RootSession::open(&sup, "ws-a").await;
+    a.ok(OVER_THE_CAP).await;
+    let b = RootSession::open(&sup, "ws-b").await;
+    assert_eq!(b.ok("ls \"$npm_config_cache\"").await, "new\nold\n");
+    assert_eq!(a.ok("ls \"$npm_config_cache\"").await, "new\nold\n");
+    a.close().await;
+    assert_eq!(b.ok("ls \"$npm_config_cache\"").await, "new\nold\n");
+    let npm = caches_root(&sup).join("0/owner/npm");
+    assert!(npm.join("old").exists(), "trimmed while a session had it");
+    b.close().await;
+    assert!(
+        eventually(|| !npm.join("old").exists()),
+        "not trimmed after the last session ended"
+    );
+    assert!(npm.join("new").exists());
+}
+
+/// Waits up to 10 s for `done`.
+fn eventually(done: impl Fn() -> bool) -> bool {
+    for _ in 0..200 {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
 }
 
 fn list_json(sup: &Supervisor) -> serde_json::Value {

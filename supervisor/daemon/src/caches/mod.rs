@@ -4,9 +4,11 @@
 //! per owner (or per owner and workspace, `[sandbox] cache`) outside every
 //! workspace, attached to the owner's sandboxes at `~/.tollgate-cache`
 //! with the tools' cache variables pointing into it. The size cap
-//! (`cache_max_mb`) is kept when a sandbox is built: the oldest files go
-//! first. `supervisorctl cache list|clear` are the operator's view.
+//! (`cache_max_mb`) is kept while no sandbox has the cache attached
+//! ([`lease`]): the oldest files go first. `supervisorctl cache
+//! list|clear` are the operator's view.
 
+pub mod lease;
 pub mod operator;
 pub mod store;
 
@@ -33,33 +35,47 @@ pub fn env(at: &Path) -> Vec<(String, String)> {
     tollgate_policy::sandbox_env::cache_env(at)
 }
 
-/// The cache one sandbox of `owner` (uid, gid) in `workspace` gets: made
-/// when missing, trimmed to the cap. `None` when caches are off, or when
-/// it cannot be made (the sandbox then keeps its caches in its private
-/// home, and the log says why).
-pub fn for_sandbox(sup: &Supervisor, owner: (u32, u32), workspace: &Path) -> Option<PathBuf> {
+/// The cache one sandbox of `owner` (uid, gid) in `workspace` gets, and
+/// the lease the sandbox holds it by ([`lease`]): made when missing,
+/// trimmed to the cap only while no other sandbox has it attached (else
+/// when the last of them ends). `None` when caches are off, or when it
+/// cannot be made or leased (the sandbox then keeps its caches in its
+/// private home, and the log says why).
+pub fn for_sandbox(
+    sup: &Supervisor,
+    owner: (u32, u32),
+    workspace: &Path,
+) -> Option<(PathBuf, tollgate_sandbox::Lease)> {
     let mode = sup.config.sandbox.cache;
     let root = root(sup);
     let leaf = store::leaf(&root, mode, owner.0, workspace)?;
     let ws = (mode == CacheMode::Workspace).then_some(workspace);
-    if let Err(e) = store::prepare(&root, &leaf, owner, ws) {
-        tracing::warn!(cache = %leaf.display(), error = %e, "package cache unavailable; this sandbox keeps its caches in its private home");
-        return None;
-    }
     let cap = sup.config.sandbox.cache_max_mb;
-    if cap > 0 {
-        match store::trim(&leaf, cap.saturating_mul(1 << 20)) {
-            Ok(t) if t.removed_files > 0 => tracing::info!(
-                cache = %leaf.display(),
-                removed_files = t.removed_files,
-                removed_bytes = t.removed_bytes,
-                "package cache over cache_max_mb: oldest files removed"
-            ),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(cache = %leaf.display(), error = %e, "package cache not trimmed")
-            }
+    let cap = (cap > 0).then(|| cap.saturating_mul(1 << 20));
+    let held =
+        store::prepare(&root, &leaf, owner, ws).and_then(|()| lease::hold(&leaf, cap, trim_logged));
+    match held {
+        Ok(h) => Some((leaf, tollgate_sandbox::Lease::new(h))),
+        Err(e) => {
+            tracing::warn!(cache = %leaf.display(), error = %e, "package cache unavailable; this sandbox keeps its caches in its private home");
+            None
         }
     }
-    Some(leaf)
+}
+
+/// Trims `leaf` to `cap_bytes` (the oldest files first), saying in the
+/// log what went.
+pub(crate) fn trim_logged(leaf: &Path, cap_bytes: u64) {
+    match store::trim(leaf, cap_bytes) {
+        Ok(t) if t.removed_files > 0 => tracing::info!(
+            cache = %leaf.display(),
+            removed_files = t.removed_files,
+            removed_bytes = t.removed_bytes,
+            "package cache over cache_max_mb: oldest files removed"
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(cache = %leaf.display(), error = %e, "package cache not trimmed")
+        }
+    }
 }

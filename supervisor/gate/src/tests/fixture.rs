@@ -111,6 +111,7 @@ impl Host for TestHost {
             home: None,
             egress: None,
             private_home: None,
+            lease: Default::default(),
             wall: false,
             image: None,
             extra_ca: None,

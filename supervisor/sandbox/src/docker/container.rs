@@ -8,7 +8,7 @@
 //! [`CONTAINER_SOCKET`].
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bollard::models::{
     ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
@@ -197,6 +197,67 @@ fn container_env(spec: &SandboxSpec) -> Result<Vec<String>, SandboxError> {
     Ok(env)
 }
 
+/// /tmp, the private home, and the directories between the home and a
+/// bind beneath it: every tmpfs of the container, path to options.
+fn tmpfs_mounts(
+    spec: &SandboxSpec,
+    binds: &[Mount],
+) -> Result<HashMap<String, String>, SandboxError> {
+    let l = &spec.limits;
+    // /tmp: private, sized, counted against the memory limit. Not noexec: the
+    // workspace is writable and executable anyway, and build tools and test
+    // runners execute from /tmp.
+    let mut tmpfs = HashMap::from([(
+        "/tmp".to_string(),
+        format!("rw,nosuid,nodev,size={}m,mode=1777", l.tmp_mb),
+    )]);
+    // The private home (docs/THREAT_MODEL.md, "The sandbox's environment"):
+    // empty, the session's, sized like /tmp; its toolchains are read-only
+    // binds beneath it (docker.rs), which the engine mounts after it.
+    if let Some(h) = &spec.private_home {
+        tmpfs.insert(
+            utf8(&h.path)?.to_string(),
+            format!(
+                "rw,nosuid,nodev,size={}m,mode=0700,uid={},gid={}",
+                l.tmp_mb, spec.uid, spec.gid
+            ),
+        );
+        // The engine makes a missing mount point's parents as root: each
+        // directory between the home and a bind beneath it is a tmpfs of
+        // the session's instead (as natively: the home's own directories
+        // are the owner's), so `~/.cargo` stays writable around a
+        // read-only `~/.cargo/bin`.
+        for dir in parents_beneath(&h.path, binds) {
+            tmpfs.insert(
+                utf8(&dir)?.to_string(),
+                format!(
+                    "rw,nosuid,nodev,size={}m,mode=0755,uid={},gid={}",
+                    l.tmp_mb, spec.uid, spec.gid
+                ),
+            );
+        }
+    }
+    Ok(tmpfs)
+}
+
+/// The directories strictly between `home` and each bind's target beneath
+/// it (`~/.cargo` for `~/.cargo/bin`; none for `~/.rustup`).
+fn parents_beneath(home: &Path, binds: &[Mount]) -> std::collections::BTreeSet<PathBuf> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for target in binds.iter().filter_map(|m| m.target.as_deref()) {
+        let Ok(rel) = Path::new(target).strip_prefix(home) else {
+            continue;
+        };
+        let mut at = home.to_path_buf();
+        let parts: Vec<_> = rel.components().collect();
+        for c in parts.iter().take(parts.len().saturating_sub(1)) {
+            at.push(c);
+            dirs.insert(at.clone());
+        }
+    }
+    dirs
+}
+
 /// The walls: no network, read-only rootfs, a private /tmp, every
 /// capability dropped, no-new-privileges and the seccomp profile, the
 /// limits (all of which must be set), the mounts.
@@ -220,25 +281,7 @@ fn host_config(
         soft: Some(v),
         hard: Some(v),
     };
-    // /tmp: private, sized, counted against the memory limit. Not noexec: the
-    // workspace is writable and executable anyway, and build tools and test
-    // runners execute from /tmp.
-    let mut tmpfs = HashMap::from([(
-        "/tmp".to_string(),
-        format!("rw,nosuid,nodev,size={}m,mode=1777", l.tmp_mb),
-    )]);
-    // The private home (docs/THREAT_MODEL.md, "The sandbox's environment"):
-    // empty, the session's, sized like /tmp; its toolchains are read-only
-    // binds beneath it (docker.rs), which the engine mounts after it.
-    if let Some(h) = &spec.private_home {
-        tmpfs.insert(
-            utf8(&h.path)?.to_string(),
-            format!(
-                "rw,nosuid,nodev,size={}m,mode=0700,uid={},gid={}",
-                l.tmp_mb, spec.uid, spec.gid
-            ),
-        );
-    }
+    let tmpfs = tmpfs_mounts(spec, &binds)?;
     Ok(HostConfig {
         network_mode: Some("none".to_string()),
         // Forwarded egress: the allowed names point at the listeners the
@@ -355,6 +398,7 @@ mod tests {
             home: None,
             egress: None,
             private_home: None,
+            lease: Default::default(),
             wall: false,
             image: None,
             extra_ca: None,
@@ -493,5 +537,54 @@ mod tests {
         s.limits.pids = 0;
         let e = create_body(&s, &ws_mounts(), &agent(), "i", Path::new("/st"), "{}").unwrap_err();
         assert!(e.to_string().contains("pids 0"), "{e}");
+    }
+
+    /// The directories the engine would make above a mount point in the
+    /// private home are tmpfs of the session's own; the home's direct
+    /// children and mounts elsewhere get none.
+    #[test]
+    fn the_homes_directories_above_a_bind_are_the_sessions() {
+        let mut s = spec();
+        s.private_home = Some(crate::PrivateHome {
+            path: PathBuf::from("/home/u"),
+            ..Default::default()
+        });
+        let mut mounts = ws_mounts();
+        for (p, ro) in [
+            ("/home/u/.cargo/bin", true),
+            ("/home/u/.rustup", true),
+            ("/home/u/.local/bin", true),
+            ("/home/u/.local/lib", true),
+            ("/home/u/a/b/c", true),
+            ("/home/u/.tollgate-cache", false),
+            ("/home/userx/.cargo/bin", true),
+        ] {
+            mounts.push(PlannedMount {
+                path: PathBuf::from(p),
+                source: PathBuf::from(p),
+                read_only: ro,
+                dev: 1,
+                ino: 9,
+            });
+        }
+        let b = create_body(&s, &mounts, &agent(), "i", Path::new("/st"), "{}").unwrap();
+        let t = b.host_config.unwrap().tmpfs.unwrap();
+        let mut got: Vec<(&str, &str)> = t.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        got.sort();
+        let sub = "rw,nosuid,nodev,size=32m,mode=0755,uid=1000,gid=1001";
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "/home/u",
+                    "rw,nosuid,nodev,size=32m,mode=0700,uid=1000,gid=1001"
+                ),
+                ("/home/u/.cargo", sub),
+                ("/home/u/.local", sub),
+                ("/home/u/a", sub),
+                ("/home/u/a/b", sub),
+                ("/tmp", "rw,nosuid,nodev,size=32m,mode=1777"),
+            ]
+        );
     }
 }

@@ -146,6 +146,7 @@ async fn probe_in(
         home: None,
         egress: None,
         private_home: None,
+        lease: Default::default(),
         wall: false,
         image: None,
         extra_ca: None,

@@ -127,6 +127,9 @@ pub(crate) struct Reservation {
     workspace: PathBuf,
     held: Vec<(PathBuf, Ident)>,
     record: Option<PathBuf>,
+    /// The daemon's lease for this sandbox ([`crate::Lease`]): released
+    /// with the placeholders.
+    lease: crate::Lease,
 }
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> SandboxError {
@@ -213,6 +216,7 @@ pub(crate) fn acquire(
         workspace: ws.to_path_buf(),
         held: Vec::new(),
         record: None,
+        lease: crate::Lease::default(),
     };
     if rels.is_empty() {
         return Ok(r);
@@ -312,6 +316,11 @@ fn create(dir: &Parent<'_>, name: &CString, file: Option<&str>) -> nix::Result<(
 }
 
 impl Reservation {
+    /// Keeps `lease` until the placeholders are released.
+    pub(crate) fn hold(&mut self, lease: crate::Lease) {
+        self.lease = lease;
+    }
+
     fn release(&mut self) {
         let mut t = table();
         let ws_fd = open_workspace(&self.workspace, None).ok();

@@ -217,7 +217,7 @@ impl NativeBackend {
             spec.home.as_deref(),
             spec.git_dir,
         )?;
-        let reservation = crate::host_exec::reserve::acquire(
+        let mut reservation = crate::host_exec::reserve::acquire(
             &spec.workspace,
             spec.workspace_id,
             &plan.reserve,
@@ -228,6 +228,7 @@ impl NativeBackend {
                 backend: crate::BackendKind::Native,
             },
         )?;
+        reservation.hold(spec.lease.clone());
         let init_cfg = InitConfig {
             session_id: spec.session_id.clone(),
             workspace: spec.workspace.clone(),

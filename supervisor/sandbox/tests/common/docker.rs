@@ -139,6 +139,7 @@ pub fn spec(workspace: &Path) -> SandboxSpec {
         home: None,
         egress: None,
         private_home: None,
+        lease: Default::default(),
         wall: false,
         image: None,
         extra_ca: None,

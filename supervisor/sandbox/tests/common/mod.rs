@@ -182,6 +182,7 @@ pub fn spec(prefix: &str, ws: &Path, uid: u32, gid: u32) -> SandboxSpec {
         home: None,
         egress: None,
         private_home: None,
+        lease: Default::default(),
         wall: false,
         image: None,
         extra_ca: None,
