@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tollgate_audit::StreamRedactor;
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Durable, Priority};
+use tollgate_gate::ReadOnlyRoot;
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::operator_service_server::OperatorService;
 use tollgate_sandbox::{ExecRequest, Output, SandboxError};
@@ -506,36 +507,18 @@ async fn exec_streamed(
     redactor: Arc<tollgate_audit::Redactor>,
     tx: mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
 ) {
-    let (otx, mut orx) = mpsc::channel::<Output>(64);
+    let (otx, orx) = mpsc::channel::<Output>(64);
     let cancel = CancellationToken::new();
     let forward_tx = tx.clone();
     let forward_cancel = cancel.clone();
-    let forward = tokio::spawn(async move {
-        let mut streams = [
-            StreamRedactor::new(Arc::clone(&redactor)),
-            StreamRedactor::new(redactor),
-        ];
-        while let Some(o) = orx.recv().await {
-            let (which, bytes) = match &o {
-                Output::Stdout(b) => (0, b),
-                Output::Stderr(b) => (1, b),
-            };
-            let out = streams[which].push(bytes);
-            if !send_output(&forward_tx, which, out).await {
-                // The operator went away: stop the command.
-                forward_cancel.cancel();
-            }
-        }
-        for (which, s) in streams.iter_mut().enumerate() {
-            send_output(&forward_tx, which, s.finish()).await;
-        }
-    });
+    let forward = tokio::spawn(forward_exec(orx, redactor, forward_tx, forward_cancel));
     let result = sandbox.exec(req, otx, cancel).await;
-    let _ = forward.await;
+    let inferred = forward.await.unwrap_or_default();
     let _ = sandbox.destroy().await;
     if let Ok(o) = &result {
-        let block = tollgate_gate::WallNotes::from_refusals(&o.refusals).render();
-        send_output(&tx, 1, block.into_bytes()).await;
+        let mut notes = tollgate_gate::WallNotes::from_refusals(&o.refusals);
+        inferred.lines(&mut notes);
+        send_output(&tx, 1, notes.render().into_bytes()).await;
     }
     let msg = match result {
         Ok(o) => Ok(pb::SandboxExecOutput {
@@ -548,6 +531,44 @@ async fn exec_streamed(
         Err(e) => Err(sandbox_status(&e)),
     };
     let _ = tx.send(msg).await;
+}
+
+/// Forwards `sandbox exec`'s output to the operator redacted as it comes;
+/// returns the read-only root's refusals read from it (docs/THREAT_MODEL.md,
+/// "Refusals, attributed"). An operator that went away cancels `cancel`.
+async fn forward_exec(
+    mut orx: mpsc::Receiver<Output>,
+    redactor: Arc<tollgate_audit::Redactor>,
+    forward_tx: mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
+    forward_cancel: CancellationToken,
+) -> ReadOnlyRoot {
+    let mut streams = [
+        StreamRedactor::new(Arc::clone(&redactor)),
+        StreamRedactor::new(redactor),
+    ];
+    let mut erofs: [ReadOnlyRoot; 2] = Default::default();
+    while let Some(o) = orx.recv().await {
+        let (which, bytes) = match &o {
+            Output::Stdout(b) => (0, b),
+            Output::Stderr(b) => (1, b),
+        };
+        let out = streams[which].push(bytes);
+        erofs[which].feed(&out);
+        if !send_output(&forward_tx, which, out).await {
+            // The operator went away: stop the command.
+            forward_cancel.cancel();
+        }
+    }
+    for (which, s) in streams.iter_mut().enumerate() {
+        let out = s.finish();
+        erofs[which].feed(&out);
+        send_output(&forward_tx, which, out).await;
+    }
+    let [mut all, mut err] = erofs;
+    all.finish();
+    err.finish();
+    all.merge(&err);
+    all
 }
 
 /// Sends redacted output of stream `which` (0 stdout, 1 stderr); false
