@@ -438,6 +438,15 @@ impl OperatorService for OperatorSvc {
             .create(&spec)
             .await
             .map_err(|e| sandbox_status(&e))?;
+        // The network wall, as in a session's sandbox (docs/INTERFACES.md
+        // "[network]"): served before the command runs, or it does not run.
+        let exec = crate::network::ExecSink::new(Arc::clone(&sup), &id, &r.argv);
+        if let Err(e) = sup.walls.start_exec(&sup, exec, sandbox.as_ref()) {
+            let _ = sandbox.destroy().await;
+            return Err(Status::unavailable(format!(
+                "SANDBOX_UNAVAILABLE: the command was not run: {e}"
+            )));
+        }
         let (tx, out) = mpsc::channel::<Result<pb::SandboxExecOutput, Status>>(64);
         let req = ExecRequest {
             argv: r.argv.clone(),
@@ -445,8 +454,7 @@ impl OperatorService for OperatorSvc {
             timeout: Duration::from_secs(timeout_s),
             merge_stderr: false,
         };
-        let redactor = Arc::new(sup.redactor.clone());
-        tokio::spawn(exec_streamed(sandbox, req, redactor, tx));
+        tokio::spawn(exec_streamed(Ran { sup, id }, sandbox, req, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
     }
 }
@@ -497,16 +505,24 @@ fn exec_target(sup: &Supervisor, r: &pb::SandboxExecRequest) -> Result<ExecTarge
     })
 }
 
+/// Whose `sandbox exec` runs: the supervisor and the exec's id (its wall's).
+struct Ran {
+    sup: Arc<Supervisor>,
+    id: String,
+}
+
 /// Runs `req` in `sandbox`, streams its output to `tx` redacted as it
 /// comes (one [`StreamRedactor`] per stream; docs/THREAT_MODEL.md,
 /// "Redaction"; an operator that went away stops the command), destroys
-/// the sandbox and sends how the command ended.
+/// the sandbox and its wall, ends stderr with the `sandbox: ` block and the
+/// `network: refused` lines, and sends how the command ended.
 async fn exec_streamed(
+    ran: Ran,
     sandbox: Arc<dyn tollgate_sandbox::Sandbox>,
     req: ExecRequest,
-    redactor: Arc<tollgate_audit::Redactor>,
     tx: mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
 ) {
+    let redactor = Arc::new(ran.sup.redactor.clone());
     let (otx, orx) = mpsc::channel::<Output>(64);
     let cancel = CancellationToken::new();
     let forward_tx = tx.clone();
@@ -515,10 +531,17 @@ async fn exec_streamed(
     let result = sandbox.exec(req, otx, cancel).await;
     let inferred = forward.await.unwrap_or_default();
     let _ = sandbox.destroy().await;
+    let refused = ran.sup.walls.refused_since(&ran.id, 0);
+    ran.sup.walls.stop(&ran.id).await;
     if let Ok(o) = &result {
         let mut notes = tollgate_gate::WallNotes::from_refusals(&o.refusals);
         inferred.lines(&mut notes);
-        send_output(&tx, 1, notes.render().into_bytes()).await;
+        let mut block = notes.render();
+        for line in refused {
+            block.push_str(&line);
+            block.push('\n');
+        }
+        send_output(&tx, 1, block.into_bytes()).await;
     }
     let msg = match result {
         Ok(o) => Ok(pb::SandboxExecOutput {
