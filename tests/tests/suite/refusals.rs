@@ -439,7 +439,12 @@ async fn a_process_gone_before_its_refusal_is_read_is_still_its_calls() {
     }
     for (session, name, n, run) in runs {
         let r = run.await.unwrap();
-        let lines = sandbox_lines(&r.output);
+        // The kernel's drops are host-wide (another test may flood it at
+        // the same time): a `lost` line may lead; the count stays exact.
+        let lines: Vec<&str> = sandbox_lines(&r.output)
+            .into_iter()
+            .filter(|l| !l.contains("refusal records were lost"))
+            .collect();
         assert_eq!(
             lines,
             [format!(
@@ -448,7 +453,10 @@ async fn a_process_gone_before_its_refusal_is_read_is_still_its_calls() {
             "{name}: {}",
             r.output
         );
-        let recs = denials(&sup, &session, name);
+        let recs: Vec<Value> = denials(&sup, &session, name)
+            .into_iter()
+            .filter(|d| d["phase"] == "refused")
+            .collect();
         assert_eq!(recs.len(), 1, "{name}: {recs:?}");
         assert_eq!(recs[0]["count"], n, "{name}: {recs:?}");
     }
