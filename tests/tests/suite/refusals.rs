@@ -344,8 +344,12 @@ async fn a_hostile_4_kib_path_is_escaped_and_cut_in_the_line_and_the_record() {
 
 /// A million refusals from one command: the call returns, its block is
 /// capped at 10 lines and `… and N more`, its records are summarised, and
-/// the supervisor's memory stays bounded.
+/// the supervisor's memory stays bounded. Run alone (`.ci/run` does, after
+/// the workspace's tests): its records fill the kernel's audit queue, whose
+/// losses are host-wide, so every refusal-reading test beside it would be
+/// told of lost records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run alone: .ci/run runs it after the workspace's tests"]
 async fn a_million_refusals_are_capped_summarised_and_bounded() {
     let Some(sup) = supervisor("a_million_refusals_are_capped_summarised_and_bounded") else {
         return;
