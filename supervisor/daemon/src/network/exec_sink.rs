@@ -15,6 +15,7 @@ use tollgate_policy::HostAddrs;
 use tollgate_policy::network::NetOverlay;
 
 use super::NetSink;
+use super::sink::{host_addrs_now, write_connection_record};
 
 /// One running `sandbox exec`.
 pub(crate) struct ExecSink {
@@ -46,25 +47,11 @@ impl ExecSink {
 impl NetSink for ExecSink {
     /// Durable like the exec's own record, and essential.
     fn record(&self, event: Event) -> Result<(), String> {
-        self.sup
-            .recorder
-            .write(
-                crate::events::Log::Supervisor(&self.id),
-                event,
-                tollgate_audit::Durable::AsConfigured,
-                tollgate_audit::Priority::Essential,
-            )
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        write_connection_record(&self.sup, crate::events::Log::Supervisor(&self.id), event)
     }
 
     fn host_addrs(&self) -> Result<HostAddrs, String> {
-        use tollgate_policy::Resolver;
-        self.sup
-            .resolver()
-            .host_addrs()
-            .cloned()
-            .map_err(|e| e.to_string())
+        host_addrs_now(&self.sup)
     }
 
     fn overlay(&self) -> NetOverlay {
