@@ -95,6 +95,9 @@ pub enum Event {
     /// What a wall of the sandbox refused a command (one distinct refusal
     /// with its count), or a summary of those not recorded one by one.
     SandboxDenial(SandboxDenial),
+    /// What a sandboxed command left in the workspace that the host's git
+    /// will obey: a new submodule whose repository the session made.
+    GitExposed(GitExposed),
     /// An operator's change to one live session's network lists
     /// (`supervisorctl net allow|deny`).
     NetworkRule(NetworkRule),
@@ -207,6 +210,7 @@ impl Event {
             Event::McpEgress(_) => "mcp_egress",
             Event::NetConnection(_) => "net_connection",
             Event::SandboxDenial(_) => "sandbox_denial",
+            Event::GitExposed(_) => "git_exposed",
             Event::NetworkRule(_) => "network_rule",
             Event::NetSecret(_) => "net_secret",
             Event::CacheCleared(_) => "cache_cleared",
@@ -273,6 +277,7 @@ impl Event {
             | Event::NetworkRule(_) => None,
             Event::NetSecret(_) | Event::CacheCleared(_) => None,
             Event::SandboxDenial(e) => Some(&e.reason),
+            Event::GitExposed(e) => Some(&e.why),
         }
     }
 
@@ -318,7 +323,7 @@ impl Event {
             | Event::NetConnection(_)
             | Event::NetworkRule(_)
             | Event::SandboxDenial(_) => None,
-            Event::NetSecret(_) | Event::CacheCleared(_) => None,
+            Event::NetSecret(_) | Event::CacheCleared(_) | Event::GitExposed(_) => None,
         }
     }
 
@@ -1284,6 +1289,24 @@ pub struct SandboxDenial {
     /// `request`, `family`, `persona`); `reason` says what it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argument: Option<String>,
+}
+
+/// `git_exposed`: under `[sandbox] git_dir = "split"`, a submodule that a
+/// command added to an index, whose repository (made in the session, its
+/// config written from inside) the host's `git status` now enters; read on
+/// the host after each command, each path once per session
+/// (docs/THREAT_MODEL.md, "Open hole"). Or, with `path` empty, why the
+/// workspace's git layout could no longer be read.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitExposed {
+    #[serde(default)]
+    pub call_id: String,
+    /// The submodule's working tree, workspace-relative, escaped.
+    #[serde(default)]
+    pub path: String,
+    /// What the host's git will do, and what to do about it.
+    #[serde(default)]
+    pub why: String,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

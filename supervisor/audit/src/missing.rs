@@ -121,6 +121,7 @@ fn names_in_record(event: &Event, session: &str) -> Option<(String, Option<Strin
         | Event::McpEgress(_)
         | Event::NetConnection(_)
         | Event::SandboxDenial(_)
+        | Event::GitExposed(_)
         | Event::NetworkRule(_)
         | Event::NetSecret(_)
         | Event::CacheCleared(_)

@@ -285,7 +285,7 @@ impl Builder {
                     .entry((session, d.access, d.path, d.rule))
                     .or_default() += d.count;
             }
-            Event::SandboxDenial(_) => {}
+            Event::SandboxDenial(_) | Event::GitExposed(_) => {}
             Event::AuditOpened(_)
             | Event::AuditFileClosed(_)
             | Event::Config(_)

@@ -253,6 +253,7 @@ pub fn summarise(event: &Event) -> String {
             r.by
         ),
         Event::SandboxDenial(d) => denial_line(d),
+        Event::GitExposed(g) => format!("git exposed {}: {}", g.path, g.why),
         Event::AuditOpened(_)
         | Event::AuditFileClosed(_)
         | Event::Config(_)

@@ -138,6 +138,7 @@ pub async fn run_routed<O>(
         );
         let mut notes = WallNotes::from_refusals(&o.refusals);
         inferred.lines(&mut notes);
+        crate::exec::git_watch::after_command(cx, route.call_id, &mut notes);
         let block = notes.render();
         if !block.is_empty() {
             send(out, stderr_line(&block)).await;

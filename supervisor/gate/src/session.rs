@@ -120,6 +120,9 @@ pub struct Session {
     /// Why the disk floor stopped the session's sandbox, for the command
     /// that was running (taken by it).
     pub disk_stop: Mutex<Option<String>>,
+    /// The workspace's git layout as its sandbox started, for what a
+    /// command exposes to the host's git (`git_dir = "split"` only).
+    pub git_watch: Mutex<Option<crate::exec::git_watch::GitWatch>>,
     pub files: tollgate_tools::Workspace,
     pub tool_calls: AtomicU32,
     /// Server-to-agent control messages (approvals, session end).
@@ -281,6 +284,7 @@ impl Session {
             egress: std::sync::OnceLock::new(),
             devcontainer: std::sync::OnceLock::new(),
             disk_stop: Mutex::new(None),
+            git_watch: Mutex::new(None),
             files: n.files,
             tool_calls: AtomicU32::new(0),
             control,

@@ -11,6 +11,7 @@ use tollgate_tools::ToolOutput;
 use crate::host::Ctx;
 
 mod fetch;
+pub(crate) mod git_watch;
 pub mod inferred;
 pub(crate) mod job;
 pub(crate) mod net_lines;

@@ -48,6 +48,7 @@ pub(crate) async fn sandbox_of(cx: &Ctx) -> Result<Arc<dyn Sandbox>, ExecError> 
                 let _ = sb.destroy().await;
                 return Err(tollgate_sandbox::SandboxError::Refused(why));
             }
+            super::git_watch::start(cx);
             Ok(sb)
         })
         .await

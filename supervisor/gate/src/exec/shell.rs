@@ -144,6 +144,7 @@ pub(super) async fn run_bash(
     );
     let mut notes = super::notes::WallNotes::from_refusals(&outcome.refusals);
     inferred.lines(&mut notes);
+    super::git_watch::after_command(cx, cmd.call_id, &mut notes);
     notes.append_to(&mut done.output.text);
     done.output
         .text

@@ -43,6 +43,25 @@ pub struct GitPaths {
     pub configs: Vec<PathBuf>,
     /// Hooks directories named by `core.hooksPath` (existing or not).
     pub hooks: Vec<PathBuf>,
+    /// Working trees of the submodules a top-level `git status` enters: a
+    /// gitlink in an index whose `.git` exists (recursively).
+    pub submodules: Vec<PathBuf>,
+}
+
+impl GitPaths {
+    /// The submodules `self` names that `start` did not: each a gitlink a
+    /// command added to an index after `start` was read, whose repository
+    /// (and its config) the host's `git status` now enters
+    /// (docs/THREAT_MODEL.md, "Open hole").
+    pub fn new_submodules(&self, start: &GitPaths) -> Vec<PathBuf> {
+        self.submodules
+            .iter()
+            .filter(|p| {
+                !start.submodules.contains(p) && !start.missing_git.contains(&p.join(".git"))
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 /// Why the workspace's git layout cannot be made safe.
@@ -96,6 +115,7 @@ pub fn scan(workspace: &Path, home: Option<&Path>, depth: Depth) -> Result<GitPa
         &mut out.missing_git,
         &mut out.configs,
         &mut out.hooks,
+        &mut out.submodules,
     ] {
         v.sort();
         v.dedup();
@@ -170,6 +190,9 @@ impl Scan<'_> {
         };
         if depth > 0 {
             self.out.git.push(dotgit_rel);
+        }
+        if gitlink {
+            self.out.submodules.push(wt.to_path_buf());
         }
         // A `.git` directory is listed already (or, at the top, one of the
         // table's names); a gitfile's target is another place.
@@ -783,7 +806,10 @@ mod tests {
             &sub,
         );
         std::fs::write(top.join("a"), "x").unwrap();
-        run(&["add", "a", "deps/sub"], &top);
+        run(&["add", "a"], &top);
+        let before = scan(&top, None, Depth::WithSubmodules).unwrap();
+        assert!(before.submodules.is_empty(), "{before:?}");
+        run(&["add", "deps/sub"], &top);
         for v in ["2", "3", "4"] {
             run(&["update-index", "--index-version", v], &top);
             let b = std::fs::read(top.join(".git/index")).unwrap();
@@ -792,6 +818,13 @@ mod tests {
         }
         let found = scan(&top, None, Depth::WithSubmodules).unwrap();
         assert_eq!(found.git, vec![PathBuf::from("deps/sub/.git")]);
+        assert_eq!(found.submodules, vec![PathBuf::from("deps/sub")]);
+        // Added after `before` was read: new; against itself: not.
+        assert_eq!(
+            found.new_submodules(&before),
+            vec![PathBuf::from("deps/sub")]
+        );
+        assert!(found.new_submodules(&found).is_empty());
         assert_eq!(
             scan(&top, None, Depth::ConfigsOnly).unwrap(),
             GitPaths::default()
@@ -799,6 +832,10 @@ mod tests {
         std::fs::remove_dir_all(sub.join(".git")).unwrap();
         let found = scan(&top, None, Depth::WithSubmodules).unwrap();
         assert_eq!(found.missing_git, vec![PathBuf::from("deps/sub/.git")]);
+        // Reserved at start (its `.git` missing), so not a new one.
+        let mut later = found.clone();
+        later.submodules.push(PathBuf::from("deps/sub"));
+        assert!(later.new_submodules(&found).is_empty());
     }
 
     #[test]
