@@ -8,28 +8,15 @@
 //! each connection is recorded in the supervisor's log, attributed to the
 //! exec (its id as `call_id`, its command line).
 
-use std::process::Output;
-
 use serde_json::Value;
 use tollgate_e2e::harness::{Supervisor, root_or_skip};
+use tollgate_e2e::sandbox_exec::sandbox_exec;
 
 use super::{Extra, World, workspace};
 
 /// `sandbox exec` of `sh -c SCRIPT` in `ws` on `backend`: (stdout, stderr).
 fn exec(sup: &Supervisor, ws: &std::path::Path, backend: &str, script: &str) -> (String, String) {
-    let ws = ws.display().to_string();
-    let out: Output = sup.ctl(&[
-        "sandbox",
-        "exec",
-        "--workspace",
-        &ws,
-        "--backend",
-        backend,
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]);
+    let out = sandbox_exec(sup, ws, backend, &["sh", "-c", script]);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
