@@ -38,7 +38,9 @@ fn exec_records(sup: &Supervisor, needle: &str) -> Vec<Value> {
 }
 
 /// Proxy-aware and direct clients: curl natively; Python (urllib through
-/// the proxy, a raw socket past it) where the image has no curl.
+/// the proxy, a raw socket past it) where the image has no curl. The raw
+/// socket reads to the end: the server writes the head and the body
+/// apart, and a relay may pass them on in two reads.
 fn clients(has_curl: bool, url: &str, host: &str, port: u16) -> [String; 2] {
     if has_curl {
         [
@@ -51,7 +53,7 @@ fn clients(has_curl: bool, url: &str, host: &str, port: u16) -> [String; 2] {
                 "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\", timeout=20).read().decode())'"
             ),
             format!(
-                "python3 -c 'import socket; s = socket.create_connection((\"{host}\", {port}), timeout=20); s.sendall(b\"GET / HTTP/1.0\\r\\nHost: {host}\\r\\n\\r\\n\"); print(s.recv(4096).decode())'"
+                "python3 -c 'import socket; s = socket.create_connection((\"{host}\", {port}), timeout=20); s.sendall(b\"GET / HTTP/1.0\\r\\nHost: {host}\\r\\n\\r\\n\"); print(b\"\".join(iter(lambda: s.recv(4096), b\"\")).decode())'"
             ),
         ]
     }
