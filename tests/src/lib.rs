@@ -14,3 +14,4 @@ pub mod mock_openai;
 pub mod mock_responses;
 pub mod model_mock;
 pub mod net_host;
+pub mod sandbox_exec;

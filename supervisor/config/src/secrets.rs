@@ -8,23 +8,6 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use tollgate_policy::secrets::{MAX_SECRETS, SecretBinding, check_env_name};
 
-/// Variables the sandbox's own environment sets; no secret may take one.
-const RESERVED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LANG",
-    "LC_ALL",
-    "TERM",
-    "TMPDIR",
-    "PWD",
-    "SSL_CERT_FILE",
-    "NODE_EXTRA_CA_CERTS",
-    "REQUESTS_CA_BUNDLE",
-    "CARGO_HTTP_CAINFO",
-    "GIT_SSL_CAINFO",
-];
-
 /// One `[[secrets]]` entry as written.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -118,9 +101,9 @@ impl SecretConfig {
         }
         if let Some(e) = &self.env {
             check_env_name(e)?;
-            if RESERVED_ENV.contains(&e.as_str()) || e.starts_with("AGENT_") {
+            if let Some(who) = tollgate_policy::sandbox_env::set_by(e) {
                 return Err(format!(
-                    "env {e:?} is one the sandbox's environment sets itself"
+                    "env {e:?} is one the sandbox's environment sets itself ({who} sets it)"
                 ));
             }
         }
@@ -210,6 +193,27 @@ mod tests {
         ] {
             let e = one(&format!("[[secrets]]\n{bad}\n")).unwrap_err();
             assert!(e.contains(want), "{bad}: {e}");
+        }
+        for (var, who) in [
+            ("HTTPS_PROXY", "the network wall"),
+            ("https_proxy", "the network wall"),
+            ("GIT_SSH_COMMAND", "the network wall"),
+            ("ALL_PROXY", "the network wall"),
+            ("no_proxy", "the network wall"),
+            ("SSL_CERT_FILE", "the session's CA bundle"),
+            ("CARGO_HOME", "the package caches"),
+            ("AGENT_SESSION_ID", "the sandbox"),
+        ] {
+            let e = one(&format!(
+                "[[secrets]]\nname = \"a\"\nfrom_env = \"A\"\nhosts = [\"x.example\"]\nenv = \"{var}\"\n"
+            ))
+            .unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "[[secrets]] #1 \"a\": env \"{var}\" is one the sandbox's environment sets itself ({who} sets it)"
+                )
+            );
         }
         let two = "[[secrets]]\nname = \"a\"\nfrom_env = \"A\"\nhosts = [\"x.example\"]\n[[secrets]]\nname = \"a\"\nfrom_env = \"B\"\nhosts = [\"x.example\"]\n";
         assert!(one(two).unwrap_err().contains("#2 \"a\": a second secret"));

@@ -25,7 +25,8 @@ pub enum NetCmd {
         #[arg(long)]
         json: bool,
     },
-    /// What SESSION's sandbox may reach, in the order it is checked.
+    /// What SESSION's sandbox may reach, in the order it is checked (or
+    /// a running sandbox exec's, by its id: the supervisor's lists alone).
     List {
         session: String,
         #[arg(long)]

@@ -32,6 +32,7 @@ mod devcontainer;
 mod disk;
 mod doctor;
 mod events;
+mod execs;
 mod hooks;
 mod host_addrs;
 mod identity;

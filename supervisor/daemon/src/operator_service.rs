@@ -202,8 +202,12 @@ impl OperatorService for OperatorSvc {
         &self,
         req: Request<pb::NetListRequest>,
     ) -> Result<Response<pb::NetListResponse>, Status> {
-        let session = self.active(&req.into_inner().session_id)?;
-        crate::network::operator::list(&self.sup, &session).map(Response::new)
+        let id = req.into_inner().session_id;
+        match self.net_target(&id)? {
+            NetTarget::Session(s) => crate::network::operator::list(&self.sup, &s),
+            NetTarget::Exec => crate::network::operator::exec_list(&self.sup, &id),
+        }
+        .map(Response::new)
     }
 
     async fn list_caches(
@@ -413,27 +417,18 @@ impl OperatorService for OperatorSvc {
         } else {
             u64::from(r.timeout_s).min(sup.config.sandbox.max_run_timeout_s)
         };
-        // A refusal to record is a refusal to run (docs/THREAT_MODEL.md).
-        sup.recorder
-            .write(
-                Log::Supervisor(&id),
-                Event::SandboxExec(event::SandboxExec {
-                    by: by(peer),
-                    backend: choice.as_str().to_string(),
-                    workspace: target.ws.path.display().to_string(),
-                    uid: u64::from(target.uid),
-                    argv: r.argv.clone(),
-                    timeout_s,
-                }),
-                Durable::AsConfigured,
-                Priority::Ordinary,
-            )
-            .map_err(|e| {
-                sup.audit_refused(&id, "an operator's sandbox exec", &e);
-                Status::unavailable(format!(
-                    "AUDIT_UNAVAILABLE: the command was not run: its record cannot be written: {e}"
-                ))
-            })?;
+        // Known before its record names it: `net list ID` of an id read
+        // there finds it running (docs/INTERFACES.md "[network]").
+        let running = sup.execs.begin(&id);
+        let record = event::SandboxExec {
+            by: by(peer),
+            backend: choice.as_str().to_string(),
+            workspace: target.ws.path.display().to_string(),
+            uid: u64::from(target.uid),
+            argv: r.argv.clone(),
+            timeout_s,
+        };
+        record_exec(&sup, &id, record)?;
         let sandbox = backend
             .create(&spec)
             .await
@@ -454,9 +449,33 @@ impl OperatorService for OperatorSvc {
             timeout: Duration::from_secs(timeout_s),
             merge_stderr: false,
         };
-        tokio::spawn(exec_streamed(Ran { sup, id }, sandbox, req, tx));
+        let ran = Ran {
+            sup,
+            id,
+            _running: running,
+        };
+        tokio::spawn(exec_streamed(ran, sandbox, req, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
     }
+}
+
+/// Writes the exec's `sandbox_exec` record: a refusal to record is a
+/// refusal to run (docs/THREAT_MODEL.md).
+fn record_exec(sup: &Supervisor, id: &str, record: event::SandboxExec) -> Result<(), Status> {
+    sup.recorder
+        .write(
+            Log::Supervisor(id),
+            Event::SandboxExec(record),
+            Durable::AsConfigured,
+            Priority::Ordinary,
+        )
+        .map(|_| ())
+        .map_err(|e| {
+            sup.audit_refused(id, "an operator's sandbox exec", &e);
+            Status::unavailable(format!(
+                "AUDIT_UNAVAILABLE: the command was not run: its record cannot be written: {e}"
+            ))
+        })
 }
 
 /// Where and as whom `sandbox exec` runs: the workspace checked as at
@@ -505,10 +524,12 @@ fn exec_target(sup: &Supervisor, r: &pb::SandboxExecRequest) -> Result<ExecTarge
     })
 }
 
-/// Whose `sandbox exec` runs: the supervisor and the exec's id (its wall's).
+/// Whose `sandbox exec` runs: the supervisor and the exec's id (its wall's),
+/// known as running until this ends.
 struct Ran {
     sup: Arc<Supervisor>,
     id: String,
+    _running: crate::execs::ExecGuard,
 }
 
 /// Runs `req` in `sandbox`, streams its output to `tx` redacted as it
@@ -645,6 +666,13 @@ fn connection_status(sup: &Supervisor) -> pb::ConnectionStatus {
     }
 }
 
+/// Whose network lists `net list|allow|deny` names.
+enum NetTarget {
+    Session(Arc<crate::sessions::Session>),
+    /// A running `sandbox exec` (the id is the request's).
+    Exec,
+}
+
 /// A sandbox that could not be had, as a status that says so once.
 fn sandbox_status(e: &SandboxError) -> Status {
     let detail = e.beside_unavailable();
@@ -658,8 +686,28 @@ impl OperatorSvc {
     ) -> Result<Response<pb::NetListResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
-        let session = self.active(&r.session_id)?;
-        crate::network::operator::change(&self.sup, &session, &r, &by(peer)).map(Response::new)
+        match self.net_target(&r.session_id)? {
+            NetTarget::Session(s) => crate::network::operator::change(&self.sup, &s, &r, &by(peer)),
+            NetTarget::Exec => Err(crate::network::operator::exec_change(&self.sup, &r)),
+        }
+        .map(Response::new)
+    }
+
+    /// Whose lists `net` names: a live session's, else a running `sandbox
+    /// exec`'s (an ended one says so).
+    fn net_target(&self, id: &str) -> Result<NetTarget, Status> {
+        if self.sup.sessions.get(id).is_none() {
+            match self.sup.execs.state(id) {
+                Some(crate::execs::ExecState::Running) => return Ok(NetTarget::Exec),
+                Some(crate::execs::ExecState::Ended) => {
+                    return Err(Status::failed_precondition(format!(
+                        "sandbox exec {id} already ended; its connections are in the supervisor's log (session {id})"
+                    )));
+                }
+                None => {}
+            }
+        }
+        self.active(id).map(NetTarget::Session)
     }
 
     fn active(&self, id: &str) -> Result<Arc<crate::sessions::Session>, Status> {

@@ -8,16 +8,6 @@ use crate::supervisor::Supervisor;
 /// The sandbox root's CA bundle (Debian's path), which the bundle stands in for.
 pub(crate) const BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// The variables naming the bundle: OpenSSL (curl, git, pip, Python),
-/// Node (npm), requests, cargo, git.
-pub(crate) const BUNDLE_VARS: [&str; 5] = [
-    "SSL_CERT_FILE",
-    "NODE_EXTRA_CA_CERTS",
-    "REQUESTS_CA_BUNDLE",
-    "CARGO_HTTP_CAINFO",
-    "GIT_SSL_CAINFO",
-];
-
 /// Adds the session's placeholders and bundle variables to `env`; returns
 /// the session CA (the sandbox adds it to the root's bundle), or `None`
 /// when the session gets no secret. A session
@@ -45,7 +35,7 @@ pub(crate) fn session_secrets(
         }
     };
     env.extend(secrets.env());
-    for v in BUNDLE_VARS {
+    for v in tollgate_policy::sandbox_env::CA_BUNDLE_VARS {
         env.push((v.to_string(), BUNDLE.to_string()));
     }
     Some(secrets.ca_pem().to_string())

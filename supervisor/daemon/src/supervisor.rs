@@ -81,6 +81,8 @@ pub struct Supervisor {
     pub reloads: crate::reload::Reloads,
     /// The network wall of each session's sandbox (wall/mod.rs).
     pub walls: crate::wall::Walls,
+    /// The `sandbox exec` commands running now (execs.rs).
+    pub execs: crate::execs::Execs,
 }
 
 impl std::fmt::Debug for Supervisor {

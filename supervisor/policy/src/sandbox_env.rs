@@ -219,6 +219,69 @@ pub fn cache_env(at: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What one variable the network wall sets holds (the sandbox crate gives
+/// the values: `tollgate_sandbox::wall::proxy_env`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WallVar {
+    /// The HTTP proxy's URL.
+    HttpProxy,
+    /// The SOCKS5 proxy's URL.
+    SocksProxy,
+    /// The loopback names no proxy is used for.
+    NoProxy,
+    /// ssh through the SOCKS proxy, for git.
+    GitSsh,
+}
+
+/// The variables the network wall sets in every sandbox (docs/INTERFACES.md
+/// "[network]", "The wall in every sandbox"): the proxy variables, each in
+/// upper and lower case, and `GIT_SSH_COMMAND`.
+pub const WALL_ENV: [(&str, WallVar); 9] = [
+    ("HTTP_PROXY", WallVar::HttpProxy),
+    ("http_proxy", WallVar::HttpProxy),
+    ("HTTPS_PROXY", WallVar::HttpProxy),
+    ("https_proxy", WallVar::HttpProxy),
+    ("ALL_PROXY", WallVar::SocksProxy),
+    ("all_proxy", WallVar::SocksProxy),
+    ("NO_PROXY", WallVar::NoProxy),
+    ("no_proxy", WallVar::NoProxy),
+    ("GIT_SSH_COMMAND", WallVar::GitSsh),
+];
+
+/// The variables naming the CA bundle a session with `[[secrets]]` gets
+/// (docs/INTERFACES.md "[[secrets]]"): OpenSSL (curl, git, pip, Python),
+/// Node (npm), requests, cargo, git.
+pub const CA_BUNDLE_VARS: [&str; 5] = [
+    "SSL_CERT_FILE",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CARGO_HTTP_CAINFO",
+    "GIT_SSL_CAINFO",
+];
+
+/// The variables every sandbox's environment sets besides those.
+const OWN_VARS: [&str; 8] = [
+    "PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "PWD",
+];
+
+/// What sets `name` in the sandbox's environment itself, when something
+/// does (so no `[[secrets]]` `env` may take it): the sandbox (its own
+/// variables and `AGENT_*`), the network wall ([`WALL_ENV`]), the session's
+/// CA bundle ([`CA_BUNDLE_VARS`]) or the package caches ([`CACHE_VARS`]).
+pub fn set_by(name: &str) -> Option<&'static str> {
+    if OWN_VARS.contains(&name) || name.starts_with("AGENT_") {
+        Some("the sandbox")
+    } else if WALL_ENV.iter().any(|(k, _)| *k == name) {
+        Some("the network wall")
+    } else if CA_BUNDLE_VARS.contains(&name) {
+        Some("the session's CA bundle")
+    } else if CACHE_VARS.iter().any(|(k, _)| *k == name) {
+        Some("the package caches")
+    } else {
+        None
+    }
+}
+
 /// What the policy knows of the sandbox a command runs in: HOME and TMPDIR
 /// as the sandbox sets them, and what in HOME is read-only.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
 
+use tollgate_policy::sandbox_env::{WALL_ENV, WallVar};
+
 /// The HTTP proxy (`CONNECT` and absolute-URI requests).
 pub const HTTP_PROXY: SocketAddr = v4(3128);
 /// The SOCKS5 proxy.
@@ -73,25 +75,25 @@ pub fn git_ssh_command() -> String {
     )
 }
 
-/// The proxy variables, upper and lower case, so that curl, git, pip, npm,
-/// cargo and Node find the proxies with no configuration of their own, and
-/// `GIT_SSH_COMMAND` ([`git_ssh_command`]).
+/// The network wall's variables ([`WALL_ENV`]: the proxy variables, upper
+/// and lower case, so that curl, git, pip, npm, cargo and Node find the
+/// proxies with no configuration of their own, and `GIT_SSH_COMMAND`,
+/// [`git_ssh_command`]) with their values.
 pub fn proxy_env() -> Vec<(String, String)> {
     let http = format!("http://{HTTP_PROXY}");
     let socks = format!("socks5h://{SOCKS_PROXY}");
-    let no_proxy = "localhost,127.0.0.1,::1".to_string();
-    let mut env = Vec::new();
-    for (k, v) in [
-        ("HTTP_PROXY", &http),
-        ("HTTPS_PROXY", &http),
-        ("ALL_PROXY", &socks),
-        ("NO_PROXY", &no_proxy),
-    ] {
-        env.push((k.to_string(), v.clone()));
-        env.push((k.to_ascii_lowercase(), v.clone()));
-    }
-    env.push(("GIT_SSH_COMMAND".to_string(), git_ssh_command()));
-    env
+    WALL_ENV
+        .iter()
+        .map(|(k, var)| {
+            let v = match var {
+                WallVar::HttpProxy => http.clone(),
+                WallVar::SocksProxy => socks.clone(),
+                WallVar::NoProxy => "localhost,127.0.0.1,::1".to_string(),
+                WallVar::GitSsh => git_ssh_command(),
+            };
+            (k.to_string(), v)
+        })
+        .collect()
 }
 
 /// The rules loaded into the sandbox's namespace.

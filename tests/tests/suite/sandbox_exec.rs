@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use tollgate_e2e::harness::{Supervisor, root_or_skip};
+use tollgate_e2e::sandbox_exec::sandbox_exec;
 
 /// A Latin-1 `settings.ini` (bytes that are not UTF-8) holding an AWS key
 /// and a Stripe key in the rule table's shapes; the Stripe key is built
@@ -25,18 +26,7 @@ fn docker_required() -> bool {
 }
 
 fn exec_cat(sup: &Supervisor, ws: &Path, backend: &str) -> Option<Vec<u8>> {
-    let ws = ws.display().to_string();
-    let out = sup.ctl(&[
-        "sandbox",
-        "exec",
-        "--workspace",
-        &ws,
-        "--backend",
-        backend,
-        "--",
-        "cat",
-        "settings.ini",
-    ]);
+    let out = sandbox_exec(sup, ws, backend, &["cat", "settings.ini"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if backend == "docker" && !docker_required() && stderr.contains("SANDBOX_UNAVAILABLE") {
         eprintln!("skipped docker: {stderr}");

@@ -7,7 +7,7 @@ use tollgate_audit::event::{Event, NetworkRule};
 use tollgate_audit::{Durable, Priority};
 use tollgate_gate::network::NETWORK_TOOL;
 use tollgate_gate::session::Session;
-use tollgate_policy::network::{NetworkPolicy, OverlayVerb, Unlisted};
+use tollgate_policy::network::{NetOverlay, NetworkPolicy, OverlayVerb, Unlisted};
 use tollgate_proto::v1 as pb;
 use tonic::Status;
 
@@ -68,51 +68,98 @@ pub(crate) fn change(
         })?;
     *overlay = next;
     drop(overlay);
-    Ok(list_of(&policy, session))
+    Ok(session_lists(&policy, session))
 }
 
 /// What the session may reach, in the order it is checked.
 pub(crate) fn list(sup: &Supervisor, session: &Session) -> Result<pb::NetListResponse, Status> {
-    Ok(list_of(&policy(sup)?, session))
+    Ok(session_lists(&policy(sup)?, session))
 }
 
-fn list_of(policy: &NetworkPolicy, session: &Session) -> pb::NetListResponse {
+fn session_lists(policy: &NetworkPolicy, session: &Session) -> pb::NetListResponse {
+    let overlay = session.net.overlay.lock().clone();
+    let grants = session.grants_of(NETWORK_TOOL);
+    let of = Lists {
+        id: &session.id,
+        overlay: &overlay,
+        grants: &grants,
+        unlisted: None,
+    };
+    list_of(policy, &of)
+}
+
+/// What a running `sandbox exec` may reach: the supervisor's lists alone
+/// (ExecSink), and an unlisted host is refused even under `unlisted =
+/// "ask"`, since an exec asks no one (docs/INTERFACES.md "[network]").
+pub(crate) fn exec_list(sup: &Supervisor, id: &str) -> Result<pb::NetListResponse, Status> {
+    let of = Lists {
+        id,
+        overlay: &NetOverlay::default(),
+        grants: &[],
+        unlisted: Some(Unlisted::Deny),
+    };
+    Ok(list_of(&policy(sup)?, &of))
+}
+
+/// `net allow|deny` of a running `sandbox exec`: refused, saying why and
+/// what changes what it may reach. The entry is checked as for a session.
+pub(crate) fn exec_change(sup: &Supervisor, r: &pb::NetChangeRequest) -> Status {
+    let (policy, verb) = match policy(sup).and_then(|p| Ok((p, verb(&r.verb)?))) {
+        Ok(pv) => pv,
+        Err(s) => return s,
+    };
+    let rule = match NetOverlay::default().add(&policy, verb, &r.entry) {
+        Ok(rule) => rule,
+        Err(e) => return Status::invalid_argument(e),
+    };
+    let (list, how) = match verb {
+        OverlayVerb::Allow => ("allow", "reach"),
+        OverlayVerb::Deny => ("deny", "be refused"),
+    };
+    Status::failed_precondition(format!(
+        "{id} is a sandbox exec, not a session: an exec's connections are decided by supervisor.toml's [network] lists alone, which no operator's net allow or net deny changes; for a sandbox exec to {how} {e}, add {e} to [network] {list} in supervisor.toml and restart the supervisor (a reload keeps [network]); to change one session's lists, run the command in a session and use supervisorctl net {v} SESSION {e}",
+        id = r.session_id,
+        e = rule.text,
+        v = verb.as_str(),
+    ))
+}
+
+/// Whose lists one answer shows, beside the supervisor's.
+struct Lists<'a> {
+    id: &'a str,
+    overlay: &'a NetOverlay,
+    grants: &'a [String],
+    /// What an unlisted host gets, when not the policy's.
+    unlisted: Option<Unlisted>,
+}
+
+fn list_of(policy: &NetworkPolicy, of: &Lists<'_>) -> pb::NetListResponse {
     let entry = |e: &str, verdict: &str, source: &str| pb::NetEntry {
         entry: e.to_string(),
         verdict: verdict.to_string(),
         source: source.to_string(),
     };
-    let overlay = session.net.overlay.lock().clone();
     let mut entries: Vec<pb::NetEntry> = policy
         .deny_entries()
         .map(|e| entry(e, "deny", "supervisor"))
         .collect();
-    entries.extend(
-        overlay
-            .deny
+    let operator = |rules: &[tollgate_policy::network::NetRule], verdict: &str| {
+        rules
             .iter()
-            .map(|r| entry(&r.text, "deny", "operator")),
-    );
+            .map(|r| entry(&r.text, verdict, "operator"))
+            .collect::<Vec<_>>()
+    };
+    entries.extend(operator(&of.overlay.deny, "deny"));
     entries.extend(
         policy
             .allow_entries()
             .map(|e| entry(e, "allow", "supervisor")),
     );
-    entries.extend(
-        overlay
-            .allow
-            .iter()
-            .map(|r| entry(&r.text, "allow", "operator")),
-    );
-    entries.extend(
-        session
-            .grants_of(NETWORK_TOOL)
-            .iter()
-            .map(|t| entry(t, "allow", "approval")),
-    );
+    entries.extend(operator(&of.overlay.allow, "allow"));
+    entries.extend(of.grants.iter().map(|t| entry(t, "allow", "approval")));
     pb::NetListResponse {
-        session_id: session.id.clone(),
-        unlisted: match policy.unlisted() {
+        session_id: of.id.to_string(),
+        unlisted: match of.unlisted.unwrap_or(policy.unlisted()) {
             Unlisted::Deny => "deny",
             Unlisted::Ask => "ask",
         }

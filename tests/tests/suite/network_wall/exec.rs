@@ -6,30 +6,19 @@
 //! refused either way, stderr ending with its `network: refused` line
 //! (which names supervisor.toml: an exec has no session for `net allow`);
 //! each connection is recorded in the supervisor's log, attributed to the
-//! exec (its id as `call_id`, its command line).
-
-use std::process::Output;
+//! exec (its id as `call_id`, its command line). `net list` of a running
+//! exec's id shows the supervisor's lists alone; `net allow|deny` of it is
+//! refused, naming supervisor.toml.
 
 use serde_json::Value;
 use tollgate_e2e::harness::{Supervisor, root_or_skip};
+use tollgate_e2e::sandbox_exec::{sandbox_exec, sandbox_exec_cmd};
 
 use super::{Extra, World, workspace};
 
 /// `sandbox exec` of `sh -c SCRIPT` in `ws` on `backend`: (stdout, stderr).
 fn exec(sup: &Supervisor, ws: &std::path::Path, backend: &str, script: &str) -> (String, String) {
-    let ws = ws.display().to_string();
-    let out: Output = sup.ctl(&[
-        "sandbox",
-        "exec",
-        "--workspace",
-        &ws,
-        "--backend",
-        backend,
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]);
+    let out = sandbox_exec(sup, ws, backend, &["sh", "-c", script]);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -51,7 +40,9 @@ fn exec_records(sup: &Supervisor, needle: &str) -> Vec<Value> {
 }
 
 /// Proxy-aware and direct clients: curl natively; Python (urllib through
-/// the proxy, a raw socket past it) where the image has no curl.
+/// the proxy, a raw socket past it) where the image has no curl. The raw
+/// socket reads to the end: the server writes the head and the body
+/// apart, and a relay may pass them on in two reads.
 fn clients(has_curl: bool, url: &str, host: &str, port: u16) -> [String; 2] {
     if has_curl {
         [
@@ -64,7 +55,7 @@ fn clients(has_curl: bool, url: &str, host: &str, port: u16) -> [String; 2] {
                 "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\", timeout=20).read().decode())'"
             ),
             format!(
-                "python3 -c 'import socket; s = socket.create_connection((\"{host}\", {port}), timeout=20); s.sendall(b\"GET / HTTP/1.0\\r\\nHost: {host}\\r\\n\\r\\n\"); print(s.recv(4096).decode())'"
+                "python3 -c 'import socket; s = socket.create_connection((\"{host}\", {port}), timeout=20); s.sendall(b\"GET / HTTP/1.0\\r\\nHost: {host}\\r\\n\\r\\n\"); print(b\"\".join(iter(lambda: s.recv(4096), b\"\")).decode())'"
             ),
         ]
     }
@@ -174,6 +165,113 @@ fn recorded(w: &World, has_curl: bool) {
     assert!(!asked.contains(&w.evil), "the resolver saw: {asked}");
 }
 
+/// The id of the running exec whose argv holds `marker`, from its
+/// `sandbox_exec` record in the supervisor's log.
+fn exec_id(sup: &Supervisor, marker: &str) -> Option<String> {
+    sup.audit_files("supervisor-")
+        .iter()
+        .flat_map(|p| tollgate_e2e::harness::read_records(p))
+        .find(|r| {
+            r["event"] == "sandbox_exec"
+                && r["argv"].as_array().is_some_and(|a| {
+                    a.iter()
+                        .any(|x| x.as_str().is_some_and(|x| x.contains(marker)))
+                })
+        })
+        .and_then(|r| r["session"].as_str().map(str::to_string))
+}
+
+/// `net list` of a running exec's id: the supervisor's lists alone, and
+/// `unlisted` as the exec gets it; `net allow|deny` of it refused, saying
+/// why and what to change instead; nothing changed or recorded; once it
+/// ended, the id reads so.
+fn net_lists_of_a_running_exec(w: &World, backend: &str) {
+    let ws = workspace(&w.sup, "exec-net-list", 0);
+    let script = "while [ ! -e net-list-go ]; do sleep 0.05; done; echo NET-LIST-DONE";
+    let child = sandbox_exec_cmd(&w.sup, &ws, backend, &["sh", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let id = loop {
+        if let Some(id) = exec_id(&w.sup, "net-list-go") {
+            break id;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no sandbox_exec record"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = w.sup.ctl(&["net", "list", &id, "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "net list {id}: {err}");
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["session"], id.as_str(), "{list:#}");
+    assert_eq!(list["unlisted"], "deny", "{list:#}");
+    let web = &w.web;
+    let want: Vec<Value> = [
+        web.clone(),
+        format!("{web}:8080"),
+        format!("{}:7000", w.echo),
+        w.web6.clone(),
+    ]
+    .iter()
+    .map(|e| serde_json::json!({"entry": e, "verdict": "allow", "source": "supervisor"}))
+    .collect();
+    assert_eq!(list["entries"], Value::Array(want), "{list:#}");
+    let table = w.sup.ctl(&["net", "list", &id]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(web.as_str()) && table.contains("unlisted hosts: deny"),
+        "{table}"
+    );
+    let evil = &w.evil;
+    for (verb, entry, list_name) in [("allow", evil, "allow"), ("deny", web, "deny")] {
+        let out = w.sup.ctl(&["net", verb, &id, entry]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "net {verb} {id}: {err}");
+        for part in [
+            format!("{id} is a sandbox exec, not a session"),
+            format!("add {entry} to [network] {list_name} in supervisor.toml"),
+            format!("supervisorctl net {verb} SESSION {entry}"),
+        ] {
+            assert!(err.contains(&part), "net {verb}: {part:?} not in {err}");
+        }
+    }
+    let bad = w.sup.ctl(&["net", "allow", &id, "*.com"]);
+    let bad_err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && bad_err.contains("is refused"),
+        "{bad_err}"
+    );
+    std::fs::write(ws.join("net-list-go"), "").unwrap();
+    let done = child.wait_with_output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&done.stdout),
+        String::from_utf8_lossy(&done.stderr),
+    );
+    assert!(
+        done.status.success() && out.contains("NET-LIST-DONE"),
+        "{out}\n{err}"
+    );
+    let rules: Vec<Value> = w
+        .sup
+        .audit_files("supervisor-")
+        .iter()
+        .flat_map(|p| tollgate_e2e::harness::read_records(p))
+        .filter(|r| r["event"] == "network_rule")
+        .collect();
+    assert!(rules.is_empty(), "nothing is recorded: {rules:#?}");
+    let ended = w.sup.ctl(&["net", "list", &id]);
+    let ended_err = String::from_utf8_lossy(&ended.stderr);
+    assert!(
+        !ended.status.success() && ended_err.contains(&format!("sandbox exec {id} already ended")),
+        "{ended_err}"
+    );
+}
+
 #[test]
 fn native_sandbox_exec_is_behind_the_wall() {
     if !root_or_skip("native_sandbox_exec_is_behind_the_wall") {
@@ -184,6 +282,7 @@ fn native_sandbox_exec_is_behind_the_wall() {
         allowed_and_unlisted(&w, "native", uid, true);
     }
     recorded(&w, true);
+    net_lists_of_a_running_exec(&w, "native");
 }
 
 #[test]
