@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::harness::{Supervisor, bin};
+
 /// The pinned versions (docs/CLIENTS.md): read a newer one's behaviour before
 /// moving a pin.
 pub const CLAUDE_VERSION: &str = "2.1.328";
@@ -187,6 +189,27 @@ impl Which {
     }
 }
 
+/// What `agent hook print-config WHICH --managed` prints for `sup`. The
+/// clients run as another uid: the hook they start is the staged copy of
+/// the agent, which that uid can reach (the build's may sit where only root
+/// can).
+pub fn managed_config(sup: &Supervisor, which: Which) -> String {
+    let out = Command::new(bin("agent"))
+        .args(["hook", "print-config", which.name(), "--managed"])
+        .arg("--socket")
+        .arg(&sup.agent_socket)
+        .arg("--agent")
+        .arg(sup.dirs.staged_bin("agent"))
+        .output()
+        .expect("agent hook print-config");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("the managed configuration is UTF-8")
+}
+
 /// A temp dir outside /tmp that everyone can traverse: Codex's own sandbox
 /// cannot start with its home under /tmp.
 pub fn var_tmp_dir(prefix: &str) -> tempfile::TempDir {
@@ -221,6 +244,30 @@ pub struct Run {
 }
 
 impl Run {
+    /// Claude Code as `uid` in `workspace` behind `sup` (its managed
+    /// configuration), against the mock model at `base_url`, with `scratch`
+    /// for its home: three minutes, no extra arguments.
+    pub fn claude_routed(
+        sup: &Supervisor,
+        clients: &Clients,
+        (uid, workspace): (u32, &Path),
+        scratch: &Path,
+        base_url: String,
+    ) -> Run {
+        Run {
+            which: Which::Claude,
+            bin: clients.claude.clone(),
+            uid,
+            workspace: workspace.to_path_buf(),
+            scratch: scratch.to_path_buf(),
+            managed: managed_config(sup, Which::Claude),
+            base_url,
+            prompt: "do the task".to_string(),
+            timeout: Duration::from_secs(180),
+            extra_args: Vec::new(),
+        }
+    }
+
     /// Runs the client to its end (or the timeout) and returns its output.
     pub fn run(&self, ns: &NetNs) -> Output {
         self.command(ns).output().expect("run the client")

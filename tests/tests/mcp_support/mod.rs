@@ -120,7 +120,7 @@ pub struct McpAgent {
     pub child: Child,
     pub client: Option<RunningService<RoleClient, TestClient>>,
     pub session: String,
-    stderr: Arc<Mutex<String>>,
+    pub stderr: Arc<Mutex<String>>,
 }
 
 /// Starts `agent mcp ARGS` in `ws`, its stderr collected.
@@ -159,12 +159,13 @@ pub fn collect_stderr(child: &mut Child) -> Arc<Mutex<String>> {
     buf
 }
 
-/// The session id from `agent mcp: session <id> in …` on stderr.
+/// The session id from `agent mcp: session <id> in …` (or `agent
+/// mcp-gateway: …`) on stderr.
 pub async fn session_of(stderr: &Arc<Mutex<String>>) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = stderr.lock().unwrap().clone();
-        if let Some(rest) = text.split("agent mcp: session ").nth(1) {
+        if let Some(rest) = text.split(": session ").nth(1) {
             return rest.split_whitespace().next().unwrap().to_string();
         }
         assert!(
@@ -177,11 +178,22 @@ pub async fn session_of(stderr: &Arc<Mutex<String>>) -> String {
 
 impl McpAgent {
     pub async fn start(sup: &Supervisor, ws: &Path, args: &[&str], client: TestClient) -> McpAgent {
-        let (mut child, stderr) = spawn(sup, ws, args);
+        let (child, stderr) = spawn(sup, ws, args);
+        McpAgent::connect(child, stderr, client).await
+    }
+
+    /// Initialises `client` over the stdio of `child` (`agent mcp` or
+    /// `agent mcp-gateway`, its stderr collected into `stderr`) and reads
+    /// the session it printed.
+    pub async fn connect(
+        mut child: Child,
+        stderr: Arc<Mutex<String>>,
+        client: TestClient,
+    ) -> McpAgent {
         let stdout: ChildStdout = child.stdout.take().unwrap();
         let stdin: ChildStdin = child.stdin.take().unwrap();
         let Ok(running) = tokio::time::timeout(
-            Duration::from_secs(30),
+            Duration::from_secs(60),
             serve_client(client, (stdout, stdin)),
         )
         .await
@@ -210,6 +222,17 @@ impl McpAgent {
 
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// The names `tools/list` gives.
+    pub async fn tool_names(&self) -> Vec<String> {
+        self.client()
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect()
     }
 
     /// One `tools/call`, its result as on the wire.

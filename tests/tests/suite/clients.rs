@@ -29,8 +29,10 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tollgate_e2e::clients::{Clients, NetNs, Run, Which, clients_or_skip, var_tmp_dir};
-use tollgate_e2e::harness::{Supervisor, bin};
+use tollgate_e2e::clients::{
+    Clients, NetNs, Run, Which, clients_or_skip, managed_config, var_tmp_dir,
+};
+use tollgate_e2e::harness::Supervisor;
 use tollgate_e2e::model_mock::{ModelMock, Turn};
 
 /// An unprivileged uid for the sessions that must not be root's.
@@ -38,31 +40,6 @@ const USER: u32 = 64123;
 
 const SKIP_MODE: &str = "[session]\napproval_timeout_s = 30\n[clients]\nmode = \"dangerouslySkipPermissions\"\n[llm]\nprovider = \"script\"\n";
 const OPERATORS_ONLY: &str = "[session]\nsession_can_approve = false\napproval_timeout_s = 60\n[llm]\nprovider = \"script\"\n";
-
-/// What `agent hook print-config WHICH --managed` prints for this supervisor.
-fn managed(sup: &Supervisor, which: Which) -> String {
-    let out = std::process::Command::new(bin("agent"))
-        .args([
-            "hook",
-            "print-config",
-            which.name(),
-            "--managed",
-            "--socket",
-        ])
-        .arg(&sup.agent_socket)
-        // The clients run as another uid: the hook they start must be a
-        // copy that uid can reach (the build's may sit where only root can).
-        .arg("--agent")
-        .arg(sup.dirs.staged_bin("agent"))
-        .output()
-        .expect("agent hook print-config");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn mock(which: Which, ns: &NetNs, turns: &[Turn]) -> ModelMock {
     ModelMock::serve(which, ns.listen(), turns)
@@ -202,7 +179,7 @@ async fn sandbox_and_denials(which: Which, backend: &str) {
         which,
         uid: USER,
         workspace: ws.clone(),
-        managed: managed(&sup, which),
+        managed: managed_config(&sup, which),
         base_url: m.base_url(),
         scratch: scratch.path(),
         extra_args: Vec::new(),
@@ -366,7 +343,7 @@ async fn supervisor_stopped(which: Which) {
     };
     let mut sup = Supervisor::builder().config(SKIP_MODE).start();
     let ws = sup.dirs.workspace("ws", 0);
-    let config = managed(&sup, which);
+    let config = managed_config(&sup, which);
     sup.stop();
     let ns = NetNs::new();
     let turns = vec![
@@ -453,7 +430,7 @@ async fn approvals(which: Which) {
         which,
         uid: 0,
         workspace: ws.clone(),
-        managed: managed(&sup, which),
+        managed: managed_config(&sup, which),
         base_url: m.base_url(),
         scratch: scratch.path(),
         extra_args: Vec::new(),
@@ -557,7 +534,7 @@ async fn revoke(which: Which) {
         which,
         uid: 0,
         workspace: ws.clone(),
-        managed: managed(&sup, which),
+        managed: managed_config(&sup, which),
         base_url: m.base_url(),
         scratch: scratch.path(),
         extra_args: Vec::new(),
@@ -664,7 +641,7 @@ async fn reach(
         which,
         uid: USER,
         workspace: ws.clone(),
-        managed: managed(&sup, which),
+        managed: managed_config(&sup, which),
         base_url: m.base_url(),
         scratch: scratch.path(),
         // Claude Code's native build offers Grep and Glob only to a session
@@ -1071,7 +1048,7 @@ async fn claude_run_in_background_is_a_job_until_task_stop() {
         which: Which::Claude,
         uid: 0,
         workspace: ws.clone(),
-        managed: managed(&sup, Which::Claude),
+        managed: managed_config(&sup, Which::Claude),
         base_url: m.base_url(),
         scratch: scratch.path(),
         extra_args: Vec::new(),

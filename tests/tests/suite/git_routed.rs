@@ -13,10 +13,9 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use tollgate_e2e::clients::{NetNs, Run, Which, clients_or_skip, var_tmp_dir};
-use tollgate_e2e::harness::{Supervisor, bin};
+use tollgate_e2e::harness::Supervisor;
 use tollgate_e2e::model_mock::{ModelMock, Turn};
 
 /// An unprivileged uid for the session.
@@ -47,22 +46,6 @@ fn host_git(ws: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn managed(sup: &Supervisor) -> String {
-    let out = Command::new(bin("agent"))
-        .args(["hook", "print-config", "claude", "--managed", "--socket"])
-        .arg(&sup.agent_socket)
-        .arg("--agent")
-        .arg(sup.dirs.staged_bin("agent"))
-        .output()
-        .expect("agent hook print-config");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_commits_through_the_routed_shell() {
     let Some(clients) = clients_or_skip("claude_commits_through_the_routed_shell") else {
@@ -90,16 +73,8 @@ async fn claude_commits_through_the_routed_shell() {
     let m = ModelMock::serve(Which::Claude, ns.listen(), &turns);
     let scratch = var_tmp_dir("tollgate-e2e-git-");
     let run = Run {
-        which: Which::Claude,
-        bin: clients.claude.clone(),
-        uid: USER,
-        workspace: ws.clone(),
-        scratch: scratch.path().to_path_buf(),
-        managed: managed(&sup),
-        base_url: m.base_url(),
         prompt: "commit the change".to_string(),
-        timeout: Duration::from_secs(180),
-        extra_args: Vec::new(),
+        ..Run::claude_routed(&sup, &clients, (USER, &ws), scratch.path(), m.base_url())
     };
     let mut cmd = run.command(&ns);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())

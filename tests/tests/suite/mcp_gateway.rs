@@ -21,17 +21,16 @@ use crate::agent_support;
 use crate::mcp_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_support::{ctl, ready, verify_audit, wait_for_approval};
-use mcp_support::{TestClient, text_of, wait_exit};
+use mcp_support::{McpAgent, TestClient, text_of, wait_exit};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
-use rmcp::service::{RoleClient, RunningService, serve_client};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tollgate_e2e::harness::{Supervisor, bin};
 
 // The wrapped server: mcp_support/shell_server.py.
@@ -68,28 +67,24 @@ fn start_for(backend: &str, config: &str, uid: u32) -> (Supervisor, PathBuf) {
     (sup, ws)
 }
 
-/// A running `agent mcp-gateway` with an rmcp client on its stdio.
-struct Gateway {
-    child: Child,
-    client: Option<RunningService<RoleClient, TestClient>>,
-    stderr: Arc<Mutex<String>>,
-    session: String,
-}
+/// Starts `agent mcp-gateway` with an rmcp client on its stdio (a
+/// [`McpAgent`]).
+struct Gateway;
 
 impl Gateway {
-    async fn start(sup: &Supervisor, ws: &Path, name: &str, extra: &[&str]) -> Gateway {
+    async fn start(sup: &Supervisor, ws: &Path, name: &str, extra: &[&str]) -> McpAgent {
         let mut args: Vec<&str> = extra.to_vec();
         args.extend(["--", "python3", ".shell_server.py"]);
         Gateway::spawn(sup, ws, name, &args).await
     }
 
-    async fn start_command(sup: &Supervisor, ws: &Path, name: &str, command: &[&str]) -> Gateway {
+    async fn start_command(sup: &Supervisor, ws: &Path, name: &str, command: &[&str]) -> McpAgent {
         let mut args = vec!["--"];
         args.extend_from_slice(command);
         Gateway::spawn(sup, ws, name, &args).await
     }
 
-    async fn spawn(sup: &Supervisor, ws: &Path, name: &str, args: &[&str]) -> Gateway {
+    async fn spawn(sup: &Supervisor, ws: &Path, name: &str, args: &[&str]) -> McpAgent {
         let client = TestClient::new(ProtocolVersion::V_2025_06_18, None);
         Gateway::spawn_with(sup, ws, name, args, client).await
     }
@@ -100,7 +95,7 @@ impl Gateway {
         name: &str,
         args: &[&str],
         client: TestClient,
-    ) -> Gateway {
+    ) -> McpAgent {
         Gateway::spawn_as(sup, ws, name, args, client, None).await
     }
 
@@ -113,7 +108,7 @@ impl Gateway {
         args: &[&str],
         client: TestClient,
         uid: Option<u32>,
-    ) -> Gateway {
+    ) -> McpAgent {
         let mut cmd = match uid {
             Some(u) => {
                 let mut c = Command::new("setpriv");
@@ -141,71 +136,7 @@ impl Gateway {
             .spawn()
             .expect("spawn agent mcp-gateway");
         let stderr = mcp_support::collect_stderr(&mut child);
-        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let Ok(running) =
-            tokio::time::timeout(Duration::from_secs(60), serve_client(client, io)).await
-        else {
-            panic!("initialize timed out; stderr:\n{}", stderr.lock().unwrap());
-        };
-        let running = match running {
-            Ok(r) => r,
-            Err(e) => panic!(
-                "initialize failed: {e}; stderr:\n{}",
-                stderr.lock().unwrap()
-            ),
-        };
-        let session = {
-            let text = stderr.lock().unwrap().clone();
-            text.split(": session ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .unwrap_or_else(|| panic!("no session line:\n{text}"))
-                .to_string()
-        };
-        Gateway {
-            child,
-            client: Some(running),
-            stderr,
-            session,
-        }
-    }
-
-    fn client(&self) -> &RunningService<RoleClient, TestClient> {
-        self.client.as_ref().unwrap()
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    async fn tool_names(&self) -> Vec<String> {
-        self.client()
-            .list_all_tools()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect()
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> Value {
-        let mut p = CallToolRequestParams::new(tool.to_string());
-        p.arguments = args.as_object().cloned();
-        let r = tokio::time::timeout(Duration::from_secs(120), self.client().call_tool(p))
-            .await
-            .unwrap_or_else(|_| panic!("tools/call {tool} hung; stderr:\n{}", self.stderr()))
-            .unwrap_or_else(|e| {
-                panic!("tools/call {tool} failed: {e}; stderr:\n{}", self.stderr())
-            });
-        serde_json::to_value(&r).unwrap()
-    }
-
-    async fn finish(mut self) -> (ExitStatus, String) {
-        if let Some(c) = self.client.take() {
-            let _ = c.cancel().await;
-        }
-        let status = wait_exit(&mut self.child, &self.stderr).await;
-        (status, self.stderr())
+        McpAgent::connect(child, stderr, client).await
     }
 }
 

@@ -42,9 +42,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_support::{ready, verify_audit};
-use mcp_support::{SHELL_SERVER, TestClient, text_of, wait_exit};
+use mcp_support::{McpAgent, SHELL_SERVER, TestClient, text_of, wait_exit};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
-use rmcp::service::{RoleClient, RunningService, serve_client};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tollgate_e2e::harness::{Supervisor, bin, read_records};
@@ -107,11 +106,19 @@ http.server.ThreadingHTTPServer(('0.0.0.0', 80), H).serve_forever()
 const PAGE: &str = "EGRESS-PAGE-OK";
 
 /// A running `agent mcp-gateway --name shell ARGS -- python3 .shell_server.py`.
-struct Gateway {
-    child: Child,
-    client: Option<RunningService<RoleClient, TestClient>>,
-    stderr: Arc<Mutex<String>>,
-    session: String,
+struct Gateway(McpAgent);
+
+impl std::ops::Deref for Gateway {
+    type Target = McpAgent;
+    fn deref(&self) -> &McpAgent {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Gateway {
+    fn deref_mut(&mut self) -> &mut McpAgent {
+        &mut self.0
+    }
 }
 
 fn spawn_gateway(sup: &Supervisor, ws: &Path, extra: &[&str]) -> (Child, Arc<Mutex<String>>) {
@@ -134,35 +141,9 @@ fn spawn_gateway(sup: &Supervisor, ws: &Path, extra: &[&str]) -> (Child, Arc<Mut
 
 impl Gateway {
     async fn start(sup: &Supervisor, ws: &Path, extra: &[&str]) -> Gateway {
-        let (mut child, stderr) = spawn_gateway(sup, ws, extra);
-        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let (child, stderr) = spawn_gateway(sup, ws, extra);
         let client = TestClient::new(ProtocolVersion::V_2025_06_18, None);
-        let Ok(running) =
-            tokio::time::timeout(Duration::from_secs(60), serve_client(client, io)).await
-        else {
-            panic!("initialize timed out; stderr:\n{}", stderr.lock().unwrap());
-        };
-        let running = match running {
-            Ok(r) => r,
-            Err(e) => panic!(
-                "initialize failed: {e}; stderr:\n{}",
-                stderr.lock().unwrap()
-            ),
-        };
-        let session = {
-            let text = stderr.lock().unwrap().clone();
-            text.split(": session ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .unwrap_or_else(|| panic!("no session line:\n{text}"))
-                .to_string()
-        };
-        Gateway {
-            child,
-            client: Some(running),
-            stderr,
-            session,
-        }
+        Gateway(McpAgent::connect(child, stderr, client).await)
     }
 
     /// `run_shell` with a Python fetch of `url`: (output, is_error).
@@ -187,25 +168,11 @@ impl Gateway {
     }
 
     async fn shell_result(&self, command: &str) -> Value {
-        let mut p = CallToolRequestParams::new("run_shell".to_string());
-        p.arguments = json!({ "command": command }).as_object().cloned();
-        let client = self.client.as_ref().unwrap();
-        let r = tokio::time::timeout(Duration::from_secs(90), client.call_tool(p))
-            .await
-            .unwrap_or_else(|_| panic!("`{command}` hung; stderr:\n{}", self.stderr()))
-            .unwrap_or_else(|e| panic!("`{command}`: {e}; stderr:\n{}", self.stderr()));
-        serde_json::to_value(&r).unwrap()
+        self.call("run_shell", json!({ "command": command })).await
     }
 
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    async fn finish(mut self) {
-        if let Some(c) = self.client.take() {
-            let _ = c.cancel().await;
-        }
-        wait_exit(&mut self.child, &self.stderr).await;
+    async fn finish(self) {
+        self.0.finish().await;
     }
 }
 
@@ -601,7 +568,7 @@ async fn revoke_ends_the_forwarded_connections(backend: &str, extra: &str, test:
     let r = serde_json::to_value(call.await.unwrap().unwrap()).unwrap();
     assert!(text_of(&r).1, "{r}");
     let mut gw = gw;
-    let status = wait_exit(&mut gw.child, &gw.stderr).await;
+    let status = wait_exit(&mut gw.0.child, &gw.0.stderr).await;
     assert_eq!(status.code(), Some(3), "{}", gw.stderr());
     let records = wait_egress_records(&sup, &session, 1).await;
     assert_eq!(records.len(), 1, "{records:#?}");

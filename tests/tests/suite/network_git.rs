@@ -40,7 +40,9 @@ const REAL: &str = "REAL-e2e-gitforge-5d1e8a2c";
 
 /// The test host: HTTPS on 443 (both addresses) and sshd on 22. Arguments:
 /// the certificate, its key, the token, the sshd config.
-const SERVERS: &str = r#"
+const SERVERS: &str = concat!(
+    include_str!("../../src/git_http_backend.py"),
+    r#"
 import base64, ctypes, http.server, os, signal, ssl, subprocess, sys, urllib.parse
 cert, key, token, sshd = sys.argv[1:5]
 REPOS = os.path.abspath("repos")
@@ -56,28 +58,7 @@ class H(http.server.BaseHTTPRequestHandler):
         with open("seen.log", "a") as f:
             f.write(method + " " + self.path + "\n" + str(self.headers) + "\n----\n")
     def git(self, method, rest, user):
-        u = urllib.parse.urlsplit(rest)
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        env = dict(os.environ, GIT_PROJECT_ROOT=REPOS, GIT_HTTP_EXPORT_ALL="1", PATH_INFO=u.path,
-                   QUERY_STRING=u.query, REQUEST_METHOD=method, REMOTE_USER=user, REMOTE_ADDR="192.0.2.1",
-                   CONTENT_TYPE=self.headers.get("Content-Type") or "", CONTENT_LENGTH=str(len(body)),
-                   HTTP_CONTENT_ENCODING=self.headers.get("Content-Encoding") or "")
-        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
-        head, _, rest = out.partition(b"\r\n\r\n")
-        status, hs = 200, []
-        for line in head.split(b"\r\n"):
-            k, _, v = line.decode().partition(": ")
-            if k.lower() == "status":
-                status = int(v.split()[0])
-            elif k:
-                hs.append((k, v))
-        self.send_response(status)
-        for k, v in hs:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(rest)))
-        self.end_headers()
-        self.wfile.write(rest)
+        git_http_backend(self, method, rest, REPOS, user)
     def deny(self, code, extra):
         self.send_response(code)
         for k, v in extra:
@@ -112,7 +93,8 @@ ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(cert, key)
 s.socket = ctx.wrap_socket(s.socket, server_side=True)
 s.serve_forever()
-"#;
+"#
+);
 
 fn run(cmd: &str, args: &[&str], cwd: &Path) -> String {
     let out = Command::new(cmd)

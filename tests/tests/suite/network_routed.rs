@@ -12,10 +12,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use tollgate_e2e::clients::{NetNs, Run, Which, clients_or_skip, var_tmp_dir};
-use tollgate_e2e::harness::{Supervisor, bin};
+use tollgate_e2e::harness::Supervisor;
 use tollgate_e2e::model_mock::{ModelMock, Turn};
 use tollgate_e2e::net_host::{self, TestHost};
 
@@ -31,22 +29,6 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
 http.server.ThreadingHTTPServer(("0.0.0.0", 8080), H).serve_forever()
 "#;
-
-fn managed(sup: &Supervisor) -> String {
-    let out = std::process::Command::new(bin("agent"))
-        .args(["hook", "print-config", "claude", "--managed", "--socket"])
-        .arg(&sup.agent_socket)
-        .arg("--agent")
-        .arg(sup.dirs.staged_bin("agent"))
-        .output()
-        .expect("agent hook print-config");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_s_routed_shell_reaches_the_allowed_host_and_is_told_of_the_refused_one() {
@@ -75,16 +57,8 @@ async fn claude_code_s_routed_shell_reaches_the_allowed_host_and_is_told_of_the_
     let m = ModelMock::serve(Which::Claude, ns.listen(), &turns);
     let scratch = var_tmp_dir("tollgate-e2e-netrouted-");
     let run = Run {
-        which: Which::Claude,
-        bin: clients.claude.clone(),
-        uid: USER,
-        workspace: ws.clone(),
-        scratch: scratch.path().to_path_buf(),
-        managed: managed(&sup),
-        base_url: m.base_url(),
         prompt: "fetch the pages".to_string(),
-        timeout: Duration::from_secs(180),
-        extra_args: Vec::new(),
+        ..Run::claude_routed(&sup, &clients, (USER, &ws), scratch.path(), m.base_url())
     };
     let mut cmd = run.command(&ns);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())

@@ -39,7 +39,9 @@ fn run(cmd: &str, args: &[&str]) {
 
 /// The hosts' server: every request's headers appended to `seen`; `/`
 /// answers 200 `welcome` to `Authorization: Bearer REAL`, 401 otherwise.
-const SERVER: &str = r#"
+const SERVER: &str = concat!(
+    include_str!("../../src/git_http_backend.py"),
+    r#"
 import base64, hashlib, http.server, io, json, ssl, sys, tarfile
 addr, port, seen = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 base = "https://%s" % sys.argv[7]
@@ -58,7 +60,6 @@ INTEGRITY = "sha512-" + base64.b64encode(hashlib.sha512(TGZ).digest()).decode()
 PACKUMENT = json.dumps({"name": "tinypkg", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": {
     "name": "tinypkg", "version": "1.0.0",
     "dist": {"tarball": base + "/tinypkg/-/tinypkg-1.0.0.tgz", "integrity": INTEGRITY}}}}).encode()
-import os, subprocess, urllib.parse
 REPOS = os.path.join(os.path.dirname(seen), "repos")
 def git_ok(h):
     a = h.get("Authorization") or ""
@@ -76,29 +77,7 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        u = urllib.parse.urlsplit(self.path)
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        env = dict(os.environ, GIT_PROJECT_ROOT=REPOS, GIT_HTTP_EXPORT_ALL="1", PATH_INFO=u.path[4:],
-                   QUERY_STRING=u.query, REQUEST_METHOD=method, REMOTE_USER="git", REMOTE_ADDR="198.51.100.1",
-                   CONTENT_TYPE=self.headers.get("Content-Type") or "", CONTENT_LENGTH=str(len(body)),
-                   HTTP_CONTENT_ENCODING=self.headers.get("Content-Encoding") or "")
-        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
-        head, _, rest = out.partition(b"\r\n\r\n")
-        status = 200
-        hs = []
-        for line in head.split(b"\r\n"):
-            k, _, v = line.decode().partition(": ")
-            if k.lower() == "status":
-                status = int(v.split()[0])
-            elif k:
-                hs.append((k, v))
-        self.send_response(status)
-        for k, v in hs:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(rest)))
-        self.end_headers()
-        self.wfile.write(rest)
+        git_http_backend(self, method, self.path[4:], REPOS, "git")
     def do_POST(self):
         self.git("POST")
     def do_GET(self):
@@ -129,7 +108,8 @@ if sys.argv[4] != "-":
     ctx.load_cert_chain(sys.argv[4], sys.argv[5])
     s.socket = ctx.wrap_socket(s.socket, server_side=True)
 s.serve_forever()
-"#;
+"#
+);
 
 impl Hosts {
     fn new(dir: &Path) -> Hosts {
