@@ -131,6 +131,7 @@ pub async fn run(c: CallSettings) -> i32 {
     let req = OpenSessionRequest {
         workspace: workspace.to_string_lossy().into_owned(),
         mode: c.mode.clone().unwrap_or_default(),
+        permission_mode: crate::client::permission_mode(c.mode.as_deref().unwrap_or_default()),
         tools: Vec::new(),
         caps: None,
         system_prompt: String::new(),

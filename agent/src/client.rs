@@ -128,6 +128,14 @@ impl std::fmt::Debug for Session {
 }
 
 /// Maps a status from OpenSession to the error the user sees.
+/// The wire enum for a mode word the flags accepted (the request carries
+/// both it and the word, docs/INTERFACES.md "Additions: wire enums");
+/// unspecified for none.
+pub fn permission_mode(word: &str) -> i32 {
+    tollgate_proto::PermissionMode::from_text(word)
+        .unwrap_or(tollgate_proto::PermissionMode::Unspecified) as i32
+}
+
 pub fn open_error(status: &Status) -> AgentError {
     match status.code() {
         Code::PermissionDenied => AgentError::Refused(status.message().to_string()),

@@ -326,6 +326,7 @@ async fn tour(env: &mut DemoEnv, ctrlc: &mut CtrlC) -> Result<bool, AgentError> 
     let req = OpenSessionRequest {
         workspace: workspace.to_string_lossy().into_owned(),
         mode: "default".into(),
+        permission_mode: tollgate_proto::PermissionMode::Default as i32,
         tools: Vec::new(),
         caps: Some(SessionCaps {
             max_tool_calls: Some(50),

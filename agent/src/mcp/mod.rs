@@ -62,6 +62,7 @@ async fn run_inner(s: McpSettings) -> Result<i32, AgentError> {
     let req = OpenSessionRequest {
         workspace: workspace.to_string_lossy().into_owned(),
         mode: s.mode.clone().unwrap_or_default(),
+        permission_mode: crate::client::permission_mode(s.mode.as_deref().unwrap_or_default()),
         tools: s.tools.clone(),
         caps: Some(SessionCaps {
             max_tool_calls: s.max_tool_calls,

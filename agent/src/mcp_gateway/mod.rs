@@ -61,6 +61,7 @@ async fn run_inner(s: McpGatewaySettings) -> Result<i32, AgentError> {
     let req = OpenSessionRequest {
         workspace: workspace.to_string_lossy().into_owned(),
         mode: s.mode.clone().unwrap_or_default(),
+        permission_mode: crate::client::permission_mode(s.mode.as_deref().unwrap_or_default()),
         tools: Vec::new(),
         caps: None,
         system_prompt: String::new(),

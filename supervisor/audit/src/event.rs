@@ -1275,6 +1275,15 @@ pub struct SandboxDenial {
     /// `summary`: refusal records the kernel dropped while it ran.
     #[serde(default)]
     pub lost: u64,
+    /// `command_output`: read from the command's own error message (the
+    /// read-only root's `EROFS`, which no kernel record names), not from a
+    /// kernel record; absent for a kernel record's refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<String>,
+    /// A system call's argument that decided its refusal (`flags`, `mode`,
+    /// `request`, `family`, `persona`); `reason` says what it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<String>,
 }
 
 /// `mcp_egress`: one TCP connection an MCP server opened through its

@@ -8,7 +8,9 @@
 //! process on a multi-thread runtime with a worker per core, so the client,
 //! the socket and the wake-ups between the two processes are what the
 //! supervisor's ListTools pays; the difference between the two rows is
-//! tollgate's own share.
+//! tollgate's own share. Its Approvals holds the stream open and reads what
+//! the client sends, as an idle session's does, so the memory rows can hold
+//! 100 of them; every other method is UNIMPLEMENTED.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -90,7 +92,7 @@ type Reply<T> = Result<Response<T>, Status>;
 
 fn unimplemented<T>() -> Reply<T> {
     Err(Status::unimplemented(
-        "the bench's floor server answers ListTools only",
+        "the bench's floor server answers ListTools and Approvals only",
     ))
 }
 
@@ -123,9 +125,11 @@ impl AgentService for Floor {
         Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::ApprovalServerMsg, Status>> + Send>>;
     async fn approvals(
         &self,
-        _: Request<Streaming<pb::ApprovalClientMsg>>,
+        req: Request<Streaming<pb::ApprovalClientMsg>>,
     ) -> Reply<Self::ApprovalsStream> {
-        unimplemented()
+        let mut inbound = req.into_inner();
+        tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
+        Ok(Response::new(Box::pin(tokio_stream::pending())))
     }
     async fn report_event(
         &self,
@@ -199,6 +203,10 @@ impl FloorProc {
                 )
             }
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn kill(&mut self) {

@@ -294,6 +294,9 @@ impl AgentSession {
             .open_session(pb::OpenSessionRequest {
                 workspace: workspace.display().to_string(),
                 mode: mode.to_string(),
+                permission_mode: pb::PermissionMode::from_text(mode)
+                    .unwrap_or(pb::PermissionMode::Unspecified)
+                    as i32,
                 client: "supervisorctl bench".to_string(),
                 ..Default::default()
             })

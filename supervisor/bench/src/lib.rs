@@ -36,6 +36,7 @@ mod inproc;
 mod kill;
 mod mcp;
 mod mcp_gateway;
+mod memory;
 mod native;
 mod net;
 mod nethost;
@@ -123,6 +124,9 @@ pub struct Args {
 pub enum Only {
     /// The network rows (a test host behind the wall, secrets, beside direct).
     Network,
+    /// The memory rows: the supervisor's RSS with no session and 100 idle
+    /// ones, beside a bare tonic server's with 100 idle connections.
+    Memory,
 }
 
 fn parse_sync(s: &str) -> Result<tollgate_audit::SyncMode, String> {
@@ -380,6 +384,9 @@ async fn measure_native(
     let (rows, failed) = if args.only == Some(Only::Network) {
         progress.step("network: a test host behind the wall, secrets, beside direct");
         (net::run(&ctx, &sup).await, false)
+    } else if args.only == Some(Only::Memory) {
+        progress.step("memory: 100 idle sessions, beside a bare tonic server");
+        (memory::only(&sup, root).await, false)
     } else {
         measure_on_native(args, &ctx, &sup, bin_dir, progress).await?
     };

@@ -54,15 +54,7 @@ pub async fn run(sup: &SupervisorProc, root: &TempRoot, plan: &Plan) -> Vec<Row>
     let n = plan.samples;
 
     // Memory first, before the other measurements grow the heap.
-    match memory(sup, &ws).await {
-        Ok(mut r) => rows.append(&mut r),
-        Err(e) => rows.push(Row::failed(
-            "native.rss_100_sessions",
-            "supervisor RSS, 100 idle sessions",
-            Unit::Mib,
-            format!("{e:#}"),
-        )),
-    }
+    rows.extend(super::memory::run(sup, root, &ws).await);
     rows.push(or_failed(
         "native.session_open_close",
         "OpenSession + CloseSession (no sandbox)",
@@ -127,7 +119,7 @@ fn or_failed(id: &str, name: &str, unit: Unit, r: anyhow::Result<Row>) -> Row {
     r.unwrap_or_else(|e| Row::failed(id, name, unit, format!("{e:#}")))
 }
 
-fn prepare_workspace(root: &TempRoot) -> anyhow::Result<PathBuf> {
+pub(crate) fn prepare_workspace(root: &TempRoot) -> anyhow::Result<PathBuf> {
     let ws = root.subdir("ws-native")?;
     let mut data = String::with_capacity(4096);
     let mut i = 0;
@@ -143,58 +135,6 @@ fn prepare_workspace(root: &TempRoot) -> anyhow::Result<PathBuf> {
 
 fn content_4k() -> String {
     "0123456789abcdef".repeat(256)
-}
-
-async fn memory(sup: &SupervisorProc, ws: &Path) -> anyhow::Result<Vec<Row>> {
-    let idle = sup
-        .rss_mib()
-        .ok_or_else(|| anyhow!("cannot read the supervisor's /proc/<pid>/status"))?;
-    let mut held = Vec::new();
-    for _ in 0..100 {
-        let ch = sup.agent_channel().await?;
-        let s = AgentSession::open(ch, ws, "default").await?;
-        // An idle agent keeps its control stream open.
-        let mut c = s.client.clone();
-        let stream = c
-            .approvals(authed(
-                futures_util::stream::pending::<pb::ApprovalClientMsg>(),
-                &s.token,
-            )?)
-            .await
-            .map_err(|e| anyhow!("Approvals stream: {}", e.message()))?
-            .into_inner();
-        held.push((s, stream));
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let with = sup
-        .rss_mib()
-        .ok_or_else(|| anyhow!("cannot read the supervisor's /proc/<pid>/status"))?;
-    for (s, stream) in held {
-        drop(stream);
-        s.close().await?;
-    }
-    Ok(vec![
-        Row::value(
-            "native.rss_idle",
-            "supervisor RSS, no session (baseline)",
-            Unit::Mib,
-            idle,
-            1,
-        ),
-        Row::value(
-            "native.rss_100_sessions",
-            "supervisor RSS, 100 idle sessions",
-            Unit::Mib,
-            with,
-            1,
-        )
-        .with_baseline("native.rss_idle")
-        .with_target(Target::AtMostMib {
-            value: 30.0,
-            issue: 2,
-        })
-        .with_note("VmRSS; each session on its own connection with its Approvals stream open, no sandbox yet"),
-    ])
 }
 
 async fn open_close(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {

@@ -91,7 +91,7 @@ async fn list(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         outln!(
             "{}",
             json!({
-                "mode": r.mode, "max_mb": r.max_mb, "root": r.root,
+                "mode": r.cache_mode().text(), "max_mb": r.max_mb, "root": r.root,
                 "caches": r.caches.iter().map(cache_json).collect::<Vec<_>>(),
             })
         );
@@ -99,7 +99,7 @@ async fn list(mut c: Client, json_out: bool) -> anyhow::Result<()> {
     }
     outln!(
         "caches: {} (cache_max_mb {}) in {}",
-        r.mode,
+        r.cache_mode().text(),
         r.max_mb,
         r.root
     );

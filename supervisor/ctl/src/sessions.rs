@@ -23,7 +23,7 @@ pub fn session_json(s: &pb::SessionInfo) -> Value {
 /// One background job of a session.
 fn job_json(j: &pb::JobInfo) -> Value {
     json!({
-        "id": j.id, "command": j.command, "state": j.state,
+        "id": j.id, "command": j.command, "state": j.job_state().text(),
         "started_unix_ms": j.started_unix_ms, "exit_code": j.exit_code,
         "bytes": j.bytes, "routed": j.routed,
     })
@@ -31,7 +31,11 @@ fn job_json(j: &pb::JobInfo) -> Value {
 
 /// The JOBS column: how many run (`-` for none), and how many ended.
 fn jobs_label(s: &pb::SessionInfo) -> String {
-    let running = s.jobs.iter().filter(|j| j.state == "running").count();
+    let running = s
+        .jobs
+        .iter()
+        .filter(|j| j.job_state() == pb::JobState::Running)
+        .count();
     match (running, s.jobs.len() - running) {
         (0, 0) => "-".to_string(),
         (r, 0) => format!("{r} running"),
@@ -42,8 +46,8 @@ fn jobs_label(s: &pb::SessionInfo) -> String {
 /// `show`: one line per job.
 fn job_line(j: &pb::JobInfo) -> String {
     let state = match j.exit_code {
-        Some(c) => format!("{} {c}", j.state),
-        None => j.state.clone(),
+        Some(c) => format!("{} {c}", j.job_state().text()),
+        None => j.job_state().text().to_string(),
     };
     format!(
         "{} {state}, started {}, {} bytes{}: {}",

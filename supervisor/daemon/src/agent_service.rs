@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt as _};
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -177,14 +177,16 @@ impl AgentService for AgentSvc {
         let session = authed(&req)?;
         let mut inbound = req.into_inner();
         let mut control = session.control.subscribe();
-        let (tx, rx) = mpsc::channel::<Result<pb::ApprovalServerMsg, Status>>(64);
+        // Boxed: the channel's first block (32 slots) is allocated when it is
+        // made, for every idle session (docs/PERFORMANCE.md "supervisor RSS").
+        let (tx, rx) = mpsc::channel::<Box<pb::ApprovalServerMsg>>(64);
         let sup = Arc::clone(&self.sup);
         let can_approve = sup.config.session.session_can_approve;
         // Approvals raised before the stream opened.
         if can_approve {
             for a in sup.approvals.pending_for(&session.id) {
                 let _ = tx
-                    .send(Ok(pb::ApprovalServerMsg {
+                    .send(Box::new(pb::ApprovalServerMsg {
                         msg: Some(pb::approval_server_msg::Msg::Requested(
                             crate::wire::approval(a),
                         )),
@@ -194,7 +196,7 @@ impl AgentService for AgentSvc {
         }
         tokio::spawn(async move {
             if !session.is_active() {
-                let _ = tx.send(Ok(ended(&session))).await;
+                let _ = tx.send(Box::new(ended(&session))).await;
                 return;
             }
             loop {
@@ -206,7 +208,7 @@ impl AgentService for AgentSvc {
                             if is_request && !can_approve {
                                 continue;
                             }
-                            if tx.send(Ok(crate::wire::notice(m))).await.is_err() || is_end {
+                            if tx.send(Box::new(crate::wire::notice(m))).await.is_err() || is_end {
                                 break;
                             }
                         }
@@ -223,7 +225,7 @@ impl AgentService for AgentSvc {
                             };
                             if let Some(err) = answer {
                                 let msg = pb::ApprovalServerMsg { msg: Some(pb::approval_server_msg::Msg::Error(err)) };
-                                if tx.send(Ok(msg)).await.is_err() {
+                                if tx.send(Box::new(msg)).await.is_err() {
                                     break;
                                 }
                             }
@@ -232,7 +234,7 @@ impl AgentService for AgentSvc {
                             let msg = pb::ApprovalServerMsg {
                                 msg: Some(pb::approval_server_msg::Msg::Error("empty message".to_string())),
                             };
-                            if tx.send(Ok(msg)).await.is_err() {
+                            if tx.send(Box::new(msg)).await.is_err() {
                                 break;
                             }
                         }
@@ -243,7 +245,7 @@ impl AgentService for AgentSvc {
                                 match control.recv().await {
                                     Ok(m) => {
                                         let is_end = matches!(m, Notice::Ended { .. });
-                                        if tx.send(Ok(crate::wire::notice(m))).await.is_err() || is_end {
+                                        if tx.send(Box::new(crate::wire::notice(m))).await.is_err() || is_end {
                                             return;
                                         }
                                     }
@@ -254,13 +256,15 @@ impl AgentService for AgentSvc {
                         }
                     },
                     _ = session.cancel.cancelled() => {
-                        let _ = tx.send(Ok(ended(&session))).await;
+                        let _ = tx.send(Box::new(ended(&session))).await;
                         break;
                     }
                 }
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(rx).map(|m| Ok(*m)),
+        )))
     }
 
     type McpGatewayStream = McpGatewayStream;

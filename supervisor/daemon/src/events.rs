@@ -303,8 +303,14 @@ fn denial_line(d: &tollgate_audit::event::SandboxDenial) -> String {
         .as_deref()
         .map(|p| format!(" to {p}"))
         .unwrap_or_default();
+    // Read from the command's own error message, not a kernel record.
+    let inferred = if d.inferred.is_some() {
+        "; from the command's error message"
+    } else {
+        ""
+    };
     format!(
-        "sandbox denied {} {}{program} x{} ({})",
+        "sandbox denied {} {}{program} x{} ({}{inferred})",
         d.access, d.path, d.count, d.reason
     )
 }

@@ -52,6 +52,7 @@ mod secret_store;
 mod secrets;
 mod server;
 mod sessions;
+mod shared_paths;
 mod supervisor;
 mod telemetry;
 mod wall;

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tollgate_audit::StreamRedactor;
 use tollgate_audit::event::{self, Event};
 use tollgate_audit::{Durable, Priority};
+use tollgate_gate::ReadOnlyRoot;
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::operator_service_server::OperatorService;
 use tollgate_sandbox::{ExecRequest, Output, SandboxError};
@@ -437,6 +438,15 @@ impl OperatorService for OperatorSvc {
             .create(&spec)
             .await
             .map_err(|e| sandbox_status(&e))?;
+        // The network wall, as in a session's sandbox (docs/INTERFACES.md
+        // "[network]"): served before the command runs, or it does not run.
+        let exec = crate::network::ExecSink::new(Arc::clone(&sup), &id, &r.argv);
+        if let Err(e) = sup.walls.start_exec(&sup, exec, sandbox.as_ref()) {
+            let _ = sandbox.destroy().await;
+            return Err(Status::unavailable(format!(
+                "SANDBOX_UNAVAILABLE: the command was not run: {e}"
+            )));
+        }
         let (tx, out) = mpsc::channel::<Result<pb::SandboxExecOutput, Status>>(64);
         let req = ExecRequest {
             argv: r.argv.clone(),
@@ -444,8 +454,7 @@ impl OperatorService for OperatorSvc {
             timeout: Duration::from_secs(timeout_s),
             merge_stderr: false,
         };
-        let redactor = Arc::new(sup.redactor.clone());
-        tokio::spawn(exec_streamed(sandbox, req, redactor, tx));
+        tokio::spawn(exec_streamed(Ran { sup, id }, sandbox, req, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(out))))
     }
 }
@@ -496,45 +505,42 @@ fn exec_target(sup: &Supervisor, r: &pb::SandboxExecRequest) -> Result<ExecTarge
     })
 }
 
+/// Whose `sandbox exec` runs: the supervisor and the exec's id (its wall's).
+struct Ran {
+    sup: Arc<Supervisor>,
+    id: String,
+}
+
 /// Runs `req` in `sandbox`, streams its output to `tx` redacted as it
 /// comes (one [`StreamRedactor`] per stream; docs/THREAT_MODEL.md,
 /// "Redaction"; an operator that went away stops the command), destroys
-/// the sandbox and sends how the command ended.
+/// the sandbox and its wall, ends stderr with the `sandbox: ` block and the
+/// `network: refused` lines, and sends how the command ended.
 async fn exec_streamed(
+    ran: Ran,
     sandbox: Arc<dyn tollgate_sandbox::Sandbox>,
     req: ExecRequest,
-    redactor: Arc<tollgate_audit::Redactor>,
     tx: mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
 ) {
-    let (otx, mut orx) = mpsc::channel::<Output>(64);
+    let redactor = Arc::new(ran.sup.redactor.clone());
+    let (otx, orx) = mpsc::channel::<Output>(64);
     let cancel = CancellationToken::new();
     let forward_tx = tx.clone();
     let forward_cancel = cancel.clone();
-    let forward = tokio::spawn(async move {
-        let mut streams = [
-            StreamRedactor::new(Arc::clone(&redactor)),
-            StreamRedactor::new(redactor),
-        ];
-        while let Some(o) = orx.recv().await {
-            let (which, bytes) = match &o {
-                Output::Stdout(b) => (0, b),
-                Output::Stderr(b) => (1, b),
-            };
-            let out = streams[which].push(bytes);
-            if !send_output(&forward_tx, which, out).await {
-                // The operator went away: stop the command.
-                forward_cancel.cancel();
-            }
-        }
-        for (which, s) in streams.iter_mut().enumerate() {
-            send_output(&forward_tx, which, s.finish()).await;
-        }
-    });
+    let forward = tokio::spawn(forward_exec(orx, redactor, forward_tx, forward_cancel));
     let result = sandbox.exec(req, otx, cancel).await;
-    let _ = forward.await;
+    let inferred = forward.await.unwrap_or_default();
     let _ = sandbox.destroy().await;
+    let refused = ran.sup.walls.refused_since(&ran.id, 0);
+    ran.sup.walls.stop(&ran.id).await;
     if let Ok(o) = &result {
-        let block = tollgate_gate::WallNotes::from_refusals(&o.refusals).render();
+        let mut notes = tollgate_gate::WallNotes::from_refusals(&o.refusals);
+        inferred.lines(&mut notes);
+        let mut block = notes.render();
+        for line in refused {
+            block.push_str(&line);
+            block.push('\n');
+        }
         send_output(&tx, 1, block.into_bytes()).await;
     }
     let msg = match result {
@@ -548,6 +554,44 @@ async fn exec_streamed(
         Err(e) => Err(sandbox_status(&e)),
     };
     let _ = tx.send(msg).await;
+}
+
+/// Forwards `sandbox exec`'s output to the operator redacted as it comes;
+/// returns the read-only root's refusals read from it (docs/THREAT_MODEL.md,
+/// "Refusals, attributed"). An operator that went away cancels `cancel`.
+async fn forward_exec(
+    mut orx: mpsc::Receiver<Output>,
+    redactor: Arc<tollgate_audit::Redactor>,
+    forward_tx: mpsc::Sender<Result<pb::SandboxExecOutput, Status>>,
+    forward_cancel: CancellationToken,
+) -> ReadOnlyRoot {
+    let mut streams = [
+        StreamRedactor::new(Arc::clone(&redactor)),
+        StreamRedactor::new(redactor),
+    ];
+    let mut erofs: [ReadOnlyRoot; 2] = Default::default();
+    while let Some(o) = orx.recv().await {
+        let (which, bytes) = match &o {
+            Output::Stdout(b) => (0, b),
+            Output::Stderr(b) => (1, b),
+        };
+        let out = streams[which].push(bytes);
+        erofs[which].feed(&out);
+        if !send_output(&forward_tx, which, out).await {
+            // The operator went away: stop the command.
+            forward_cancel.cancel();
+        }
+    }
+    for (which, s) in streams.iter_mut().enumerate() {
+        let out = s.finish();
+        erofs[which].feed(&out);
+        send_output(&forward_tx, which, out).await;
+    }
+    let [mut all, mut err] = erofs;
+    all.finish();
+    err.finish();
+    all.merge(&err);
+    all
 }
 
 /// Sends redacted output of stream `which` (0 stdout, 1 stderr); false

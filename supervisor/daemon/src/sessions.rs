@@ -15,6 +15,8 @@ pub use tollgate_gate::session::{Caps, NewSession, Session, State, TokenCheck, u
 pub struct Sessions {
     active: Mutex<HashMap<String, Arc<Session>>>,
     ended: Mutex<VecDeque<pb::SessionInfo>>,
+    /// The credential paths the sessions hold, one copy while they agree.
+    pub credential_paths: crate::shared_paths::SharedPaths,
 }
 
 const ENDED_KEPT: usize = 256;

@@ -138,13 +138,16 @@ impl Supervisor {
         client_session_id: &str,
     ) -> Result<(Arc<Session>, Token), Status> {
         self.check_caller(peer)?;
-        let mode = self.requested_mode(&req.mode)?;
+        let mode = self.requested_mode(&req)?;
         let tools = requested_tools(&req.tools)?;
         self.check_session_count(peer.uid)?;
         // Read once: the workspace check, the owner and the paths the
         // session's sandbox hides all come from this one reading.
         let users = crate::identity::users_with(peer.uid);
-        let credentials = tollgate_policy::host::credential_paths(&users);
+        let credentials = self
+            .sessions
+            .credential_paths
+            .share(tollgate_policy::host::credential_paths(&users));
         let ws = self.check_workspace(&req.workspace, peer.uid, &users, &credentials)?;
         tollgate_audit::audit_system_prompt(&req.system_prompt, &self.secrets)
             .map_err(|e| Status::permission_denied(e.to_string()))?;
@@ -221,12 +224,10 @@ impl Supervisor {
     }
 
     /// The mode asked for (the default when none), if the config permits it.
-    fn requested_mode(&self, asked: &str) -> Result<Mode, Status> {
-        let mode = if asked.is_empty() {
-            self.config.session.default_mode
-        } else {
-            Mode::parse(asked).map_err(|e| Status::invalid_argument(e.to_string()))?
-        };
+    fn requested_mode(&self, req: &pb::OpenSessionRequest) -> Result<Mode, Status> {
+        let mode = crate::wire::asked_mode(req)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?
+            .unwrap_or(self.config.session.default_mode);
         self.config
             .mode_permitted(mode)
             .map_err(Status::permission_denied)?;

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
+use tollgate_audit::event::JobEnd;
 use tollgate_gate::approvals::{Answer, Approval, DecideError, Notice, Resolved, Scope, Status};
 use tollgate_gate::session::{Session, State, unix_ms};
 use tollgate_gate::{CallTool, Denial, ExitStatus, ShellOut, ToolAnswer};
@@ -174,8 +175,8 @@ fn resolved(r: Resolved) -> pb::ApprovalResolved {
 pub fn notice(n: Notice) -> pb::ApprovalServerMsg {
     use pb::approval_server_msg::Msg;
     let msg = match n {
-        Notice::Requested(a) => Msg::Requested(approval(a)),
-        Notice::Resolved(r) => Msg::Resolved(resolved(r)),
+        Notice::Requested(a) => Msg::Requested(approval(*a)),
+        Notice::Resolved(r) => Msg::Resolved(resolved(*r)),
         Notice::Ended { code, reason } => Msg::Ended(pb::SessionEnded {
             code: code_of(code) as i32,
             reason,
@@ -256,6 +257,35 @@ pub fn permission_mode(m: tollgate_policy::Mode) -> pb::PermissionMode {
     }
 }
 
+/// A wire mode as the session's mode; `None` for unspecified.
+pub fn mode_of(m: pb::PermissionMode) -> Option<tollgate_policy::Mode> {
+    use tollgate_policy::Mode as M;
+    match m {
+        pb::PermissionMode::Unspecified => None,
+        pb::PermissionMode::Default => Some(M::Default),
+        pb::PermissionMode::AcceptEdits => Some(M::AcceptEdits),
+        pb::PermissionMode::Plan => Some(M::Plan),
+        pb::PermissionMode::DontAsk => Some(M::DontAsk),
+        pb::PermissionMode::DangerouslySkipPermissions => Some(M::DangerouslySkipPermissions),
+    }
+}
+
+/// The mode an open request asks for: `permission_mode`, and the deprecated
+/// `mode` only when it is unspecified (docs/INTERFACES.md "Additions: wire
+/// enums"); `None` when it asks for none.
+pub fn asked_mode(
+    req: &pb::OpenSessionRequest,
+) -> Result<Option<tollgate_policy::Mode>, tollgate_policy::PolicyError> {
+    let wire = pb::PermissionMode::try_from(req.permission_mode).map_err(|_| {
+        tollgate_policy::PolicyError::UnknownMode(format!("enum value {}", req.permission_mode))
+    })?;
+    match mode_of(wire) {
+        Some(m) => Ok(Some(m)),
+        None if req.mode.is_empty() => Ok(None),
+        None => tollgate_policy::Mode::parse(&req.mode).map(Some),
+    }
+}
+
 fn session_state(s: State) -> pb::SessionState {
     match s {
         State::Active => pb::SessionState::Active,
@@ -271,11 +301,37 @@ fn job_info(j: tollgate_gate::jobs::JobView) -> pb::JobInfo {
     pb::JobInfo {
         id: j.id,
         command: j.command,
-        state: j.state.to_string(),
+        state: match j.state {
+            None => "running",
+            Some(how) => tollgate_gate::jobs::end_name(how),
+        }
+        .to_string(),
+        job_state: job_state(j.state) as i32,
         started_unix_ms: unix_ms(j.started),
         exit_code: j.exit_code,
         bytes: j.bytes,
         routed: j.routed,
+    }
+}
+
+/// A job's state on the wire: running (`None`), or how it ended.
+fn job_state(end: Option<JobEnd>) -> pb::JobState {
+    match end {
+        None => pb::JobState::Running,
+        Some(JobEnd::Exited) => pb::JobState::Exited,
+        Some(JobEnd::Killed) => pb::JobState::Killed,
+        Some(JobEnd::SessionEnded) => pb::JobState::SessionEnded,
+        Some(JobEnd::Failed) => pb::JobState::Failed,
+    }
+}
+
+/// The configured `[sandbox] cache` on the wire.
+pub fn cache_mode(m: tollgate_config::CacheMode) -> pb::CacheMode {
+    use tollgate_config::CacheMode as C;
+    match m {
+        C::Owner => pb::CacheMode::Owner,
+        C::Workspace => pb::CacheMode::Workspace,
+        C::Off => pb::CacheMode::Off,
     }
 }
 
@@ -292,5 +348,77 @@ pub fn doctor_check(c: tollgate_sandbox::DoctorCheck) -> pb::DoctorCheck {
         status: status as i32,
         detail: c.detail,
         hint: c.hint,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tollgate_policy::Mode;
+
+    use super::*;
+
+    #[test]
+    fn every_mode_goes_to_the_wire_and_back() {
+        for m in Mode::ALL {
+            assert_eq!(mode_of(permission_mode(m)), Some(m));
+            assert_eq!(permission_mode(m).text(), m.as_str());
+        }
+        assert_eq!(mode_of(pb::PermissionMode::Unspecified), None);
+    }
+
+    fn open(permission_mode: i32, mode: &str) -> pb::OpenSessionRequest {
+        pb::OpenSessionRequest {
+            permission_mode,
+            mode: mode.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_open_request_is_read_enum_first_then_the_deprecated_string() {
+        let plan = pb::PermissionMode::Plan as i32;
+        assert_eq!(asked_mode(&open(plan, "")).unwrap(), Some(Mode::Plan));
+        // The enum wins over a string that disagrees.
+        assert_eq!(
+            asked_mode(&open(plan, "dontAsk")).unwrap(),
+            Some(Mode::Plan)
+        );
+        assert_eq!(
+            asked_mode(&open(0, "acceptEdits")).unwrap(),
+            Some(Mode::AcceptEdits)
+        );
+        assert_eq!(asked_mode(&open(0, "")).unwrap(), None);
+        assert!(asked_mode(&open(0, "sudo")).is_err());
+        assert!(asked_mode(&open(99, "")).is_err());
+        let dont_ask = permission_mode(Mode::DontAsk) as i32;
+        assert_eq!(
+            asked_mode(&open(dont_ask, "dontAsk")).unwrap(),
+            Some(Mode::DontAsk)
+        );
+    }
+
+    #[test]
+    fn a_job_state_and_its_deprecated_word_agree() {
+        let ends = [
+            JobEnd::Exited,
+            JobEnd::Killed,
+            JobEnd::SessionEnded,
+            JobEnd::Failed,
+        ];
+        assert_eq!(job_state(None).text(), "running");
+        for how in ends {
+            assert_eq!(
+                job_state(Some(how)).text(),
+                tollgate_gate::jobs::end_name(how)
+            );
+        }
+    }
+
+    #[test]
+    fn a_cache_mode_and_its_deprecated_word_agree() {
+        use tollgate_config::CacheMode as C;
+        for m in [C::Owner, C::Workspace, C::Off] {
+            assert_eq!(cache_mode(m).text(), m.as_str());
+        }
     }
 }

@@ -113,11 +113,13 @@ pub struct Answer {
     pub reason: String,
 }
 
-/// What the session's control stream is told.
+/// What the session's control stream is told. The payloads are boxed: the
+/// stream's ring holds 64 of these for every session, idle or not
+/// (docs/PERFORMANCE.md "supervisor RSS").
 #[derive(Debug, Clone, PartialEq)]
 pub enum Notice {
-    Requested(Approval),
-    Resolved(Resolved),
+    Requested(Box<Approval>),
+    Resolved(Box<Resolved>),
     /// The session ended: the code and why.
     Ended {
         code: Code,

@@ -126,7 +126,10 @@ async fn open_approval(
         return Err(audit_unavailable(cx, tool, &e));
     }
     if cx.host.config().session.session_can_approve {
-        let _ = cx.session.control.send(Notice::Requested(approval.clone()));
+        let _ = cx
+            .session
+            .control
+            .send(Notice::Requested(Box::new(approval.clone())));
     }
     Ok((id, rx))
 }
@@ -292,7 +295,7 @@ fn timed_out(cx: &Ctx, a: &Ask<'_>, id: &str) -> Denial {
 
 /// Tells the session's control stream how an approval ended.
 fn notify_resolved(session: &Session, r: Resolved) {
-    let _ = session.control.send(Notice::Resolved(r));
+    let _ = session.control.send(Notice::Resolved(Box::new(r)));
 }
 
 /// The diff preview for writes and edits.

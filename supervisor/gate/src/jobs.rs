@@ -98,8 +98,8 @@ pub struct JobView {
     pub command: String,
     pub routed: bool,
     pub started: SystemTime,
-    /// `running`, `exited`, `killed`, `session_ended` or `failed`.
-    pub state: &'static str,
+    /// How it ended; `None` while it runs.
+    pub state: Option<JobEnd>,
     pub exit_code: Option<i32>,
     pub bytes: u64,
 }
@@ -221,8 +221,8 @@ impl Job {
     pub fn view(&self) -> JobView {
         let s = self.state.lock();
         let (state, exit_code) = match &s.end {
-            None => ("running", None),
-            Some(e) => (end_name(e.how), e.exit_code),
+            None => (None, None),
+            Some(e) => (Some(e.how), e.exit_code),
         };
         JobView {
             id: self.id.clone(),
@@ -288,7 +288,7 @@ mod tests {
         first.finish(end(JobEnd::Killed));
         first.finish(end(JobEnd::Exited));
         assert_eq!(first.end().map(|e| e.how), Some(JobEnd::Killed));
-        assert_eq!(first.view().state, "killed");
+        assert_eq!(first.view().state, Some(JobEnd::Killed));
         for _ in 0..ENDED_KEPT + 1 {
             jobs.add(new("b"), &parent).finish(end(JobEnd::Exited));
         }

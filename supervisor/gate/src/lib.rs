@@ -46,6 +46,7 @@ pub use authorize::{authorize, record_harmless};
 pub use call::{CallTool, Cleared, Failure, Gate, Proposed, ToolAnswer};
 pub use call_tool::call_tool;
 pub use denial::{Denial, denial_of, revoked};
+pub use exec::inferred::ReadOnlyRoot;
 pub use exec::notes::WallNotes;
 pub use exec::sandbox::{session_sandbox, warm_sandbox};
 pub use host::{Ctx, Host};

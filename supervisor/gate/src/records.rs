@@ -97,11 +97,35 @@ pub(crate) fn approval_id() -> Result<String, crate::credentials::CredentialErro
 /// rest in one summary record.
 const DENIALS_ONE_BY_ONE: usize = 16;
 
+/// Where a command's refusals were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DenialSource {
+    /// The kernel's audit records (Landlock, seccomp).
+    Kernel,
+    /// The command's own error messages (`exec/inferred.rs`).
+    CommandOutput,
+}
+
+impl DenialSource {
+    /// `sandbox_denial.inferred`.
+    fn inferred(self) -> Option<String> {
+        match self {
+            DenialSource::Kernel => None,
+            DenialSource::CommandOutput => Some("command_output".to_string()),
+        }
+    }
+}
+
 /// A command's refusals by the sandbox's walls: one `sandbox_denial` per
 /// distinct refusal (with its count, at most [`DENIALS_ONE_BY_ONE`]), then
 /// one `summary` for the rest and for what the kernel dropped. They ride
 /// on the next fsync (the command has already run).
-pub(crate) fn record_denials(cx: &Ctx, call_id: &str, r: &tollgate_sandbox::refusal::Refusals) {
+pub(crate) fn record_denials(
+    cx: &Ctx,
+    call_id: &str,
+    r: &tollgate_sandbox::refusal::Refusals,
+    source: DenialSource,
+) {
     let write = |d: audit::SandboxDenial| {
         let _ = cx.write(Event::SandboxDenial(d), Durable::Later, Priority::Ordinary);
     };
@@ -124,6 +148,8 @@ pub(crate) fn record_denials(cx: &Ctx, call_id: &str, r: &tollgate_sandbox::refu
                 .map(crate::exec::notes::shown_bytes),
             pid: refusal.pid,
             count: *n,
+            inferred: source.inferred(),
+            argument: refusal.rule.argument().map(str::to_string),
             ..Default::default()
         });
     }
@@ -133,6 +159,7 @@ pub(crate) fn record_denials(cx: &Ctx, call_id: &str, r: &tollgate_sandbox::refu
             phase: "summary".to_string(),
             suppressed,
             lost: r.lost,
+            inferred: source.inferred(),
             ..Default::default()
         });
     }

@@ -17,12 +17,13 @@ use tollgate_sandbox::{Output, SandboxError};
 
 use crate::denial::{audit_unavailable, revoked};
 use crate::exec::ExecError;
+use crate::exec::inferred::ReadOnlyRoot;
 use crate::exec::job;
 use crate::exec::notes::WallNotes;
 use crate::exec::shell::{self, Command, Ran};
 use crate::host::Ctx;
 use crate::jobs::Job;
-use crate::records::{self, AUDIT_EXCERPT, excerpt_of, record};
+use crate::records::{self, AUDIT_EXCERPT, DenialSource, excerpt_of, record};
 use crate::session::Session;
 
 /// A command a client's hook cleared, as its rewritten command claims it.
@@ -106,7 +107,7 @@ pub async fn run_routed<O>(
     let net = crate::exec::net_lines::mark(cx);
     let ran = shell::run(cx, sb.as_ref(), cmd, tx, &cancel).await;
     drop(running);
-    let streamed = forward.await.unwrap_or_default();
+    let mut streamed = forward.await.unwrap_or_default();
     let refused = crate::exec::net_lines::refused_since(cx, net);
     if !refused.is_empty() {
         send(
@@ -128,7 +129,16 @@ pub async fn run_routed<O>(
     }
     let (status, exit, note) = routed_end(&cx.session, &ran);
     if let Ok(o) = &ran.outcome {
-        let block = WallNotes::from_refusals(&o.refusals).render();
+        let inferred = streamed.read_only_root();
+        records::record_denials(
+            cx,
+            route.call_id,
+            inferred.refusals(),
+            DenialSource::CommandOutput,
+        );
+        let mut notes = WallNotes::from_refusals(&o.refusals);
+        inferred.lines(&mut notes);
+        let block = notes.render();
         if !block.is_empty() {
             send(out, stderr_line(&block)).await;
         }
@@ -282,6 +292,20 @@ struct Streamed {
     truncated: bool,
     /// The first bytes (redacted), for the audit excerpt.
     head: String,
+    /// The read-only root's refusals read from what was sent, per stream
+    /// (`exec/inferred.rs`).
+    erofs: [ReadOnlyRoot; 2],
+}
+
+impl Streamed {
+    /// Both streams' read-only-root refusals.
+    fn read_only_root(&mut self) -> ReadOnlyRoot {
+        let [mut out, mut err] = std::mem::take(&mut self.erofs);
+        out.finish();
+        err.finish();
+        out.merge(&err);
+        out
+    }
 }
 
 /// Forwards a routed command's output: per stream, redacted on bytes by a
@@ -392,6 +416,7 @@ impl Forwarder {
         let room = cap.saturating_sub(self.sent);
         let part = &text[..text.len().min(room)];
         self.sent += part.len();
+        self.st.erofs[which].feed(part);
         let mut msgs = Vec::new();
         if !part.is_empty() {
             msgs.push(if which == 0 {

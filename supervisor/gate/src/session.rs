@@ -89,7 +89,7 @@ pub struct Session {
     pub user: String,
     /// Every credential path on the host (tollgate-policy's table resolved
     /// against /etc/passwd at OpenSession): hidden from the sandbox.
-    pub credentials: Vec<PathBuf>,
+    pub credentials: Arc<[PathBuf]>,
     /// What the workspace's git configuration makes host-executed (read at
     /// OpenSession), for the policy's write checks.
     pub repo: Vec<tollgate_policy::host_exec::RepoPath>,
@@ -231,7 +231,7 @@ pub struct NewSession {
     pub workspace: PathBuf,
     pub home: Option<PathBuf>,
     pub user: String,
-    pub credentials: Vec<PathBuf>,
+    pub credentials: Arc<[PathBuf]>,
     pub repo: Vec<tollgate_policy::host_exec::RepoPath>,
     pub mode: Mode,
     pub tools: Option<BTreeSet<String>>,

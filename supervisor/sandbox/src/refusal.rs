@@ -110,6 +110,15 @@ impl Rule {
         fixed.into()
     }
 
+    /// The argument of a system call that decided its refusal (`flags`,
+    /// `mode`, ...), when one did (`sandbox_denial.argument`).
+    pub fn argument(self) -> Option<&'static str> {
+        match self {
+            Rule::Syscall(nr) => crate::native::syscall_argument(nr),
+            _ => None,
+        }
+    }
+
     /// A short stable name for audit records (`sandbox_denial.rule`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -159,18 +168,33 @@ impl Refusals {
     /// Adds one; a refusal equal to a kept one (ignoring pid and program)
     /// only counts.
     pub fn add(&mut self, r: Refusal) {
-        self.total += 1;
+        self.add_times(r, 1);
+    }
+
+    /// Adds one that happened `times` times.
+    pub fn add_times(&mut self, r: Refusal, times: u64) {
+        self.total += times;
         if let Some((_, n)) = self
             .distinct
             .iter_mut()
             .find(|(k, _)| k.access == r.access && k.path == r.path && k.rule == r.rule)
         {
-            *n += 1;
+            *n += times;
         } else if self.distinct.len() < MAX_DISTINCT {
             let mut r = r;
             r.path.truncate(MAX_PATH);
-            self.distinct.push((r, 1));
+            self.distinct.push((r, times));
         }
+    }
+
+    /// Adds all of `other`'s (another stream's of the same command).
+    pub fn merge(&mut self, other: &Refusals) {
+        for (r, n) in &other.distinct {
+            self.add_times(r.clone(), *n);
+        }
+        self.total += other.not_kept();
+        self.lost += other.lost;
+        self.attributed |= other.attributed;
     }
 
     /// Refusals counted but not kept one by one.
@@ -231,6 +255,31 @@ mod tests {
         assert_eq!(rs.distinct.len(), MAX_DISTINCT);
         assert_eq!(rs.distinct[0].1, 3);
         assert_eq!(rs.not_kept(), 1003 - 3 - (MAX_DISTINCT as u64 - 1));
+    }
+
+    #[test]
+    fn merged_lists_keep_their_counts() {
+        let mut a = Refusals::default();
+        a.add(r(Access::Write, "/usr/a"));
+        let mut b = Refusals::default();
+        for i in 0..100 {
+            b.add(r(
+                Access::Write,
+                &format!("/usr/{}", if i < 3 { "a" } else { "b" }),
+            ));
+        }
+        for i in 0..MAX_DISTINCT + 5 {
+            b.add(r(Access::Read, &format!("/r{i}")));
+        }
+        a.merge(&b);
+        assert_eq!(a.total, 1 + 100 + MAX_DISTINCT as u64 + 5);
+        assert_eq!(a.distinct[0].1, 4);
+        assert_eq!(a.distinct[1].1, 97);
+        assert_eq!(a.distinct.len(), MAX_DISTINCT);
+        assert_eq!(
+            a.not_kept(),
+            a.total - a.distinct.iter().map(|(_, n)| n).sum::<u64>()
+        );
     }
 
     #[test]

@@ -43,6 +43,11 @@ async fn main() {
             .open_session(pb::OpenSessionRequest {
                 workspace: arg,
                 mode: args.get(5).cloned().unwrap_or_default(),
+                permission_mode: args
+                    .get(5)
+                    .and_then(|m| pb::PermissionMode::from_text(m))
+                    .unwrap_or(pb::PermissionMode::Unspecified)
+                    as i32,
                 client: "e2e-client".to_string(),
                 ..Default::default()
             })

@@ -26,6 +26,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod ask;
+mod exec;
 mod v6;
 
 use std::os::unix::process::CommandExt;

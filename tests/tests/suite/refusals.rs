@@ -135,6 +135,31 @@ async fn each_wall_says_what_it_refused_in_the_result_and_the_audit_log() {
             .any(|d| d["access"] == access && d["path"] == path && d["count"] == 1)
     };
     assert!(rec("system call", "unshare"), "{recs:?}");
+    // The read-only root's refusals, read from the command's messages, are
+    // records too, marked so, their paths escaped as the others'.
+    let erofs: Vec<&Value> = recs
+        .iter()
+        .filter(|d| d["inferred"] == "command_output")
+        .collect();
+    assert_eq!(erofs.len(), 2, "{recs:?}");
+    for d in &erofs {
+        assert_eq!(
+            (&d["phase"], &d["access"], &d["rule"], &d["count"]),
+            (
+                &json!("refused"),
+                &json!("write"),
+                &json!("read_only_root"),
+                &json!(1)
+            ),
+            "{d}"
+        );
+    }
+    assert_eq!(erofs[0]["path"], "/usr/tg-walls");
+    assert_eq!(erofs[1]["path"], "/usr/a\\u{1b}[31m\\xff");
+    assert!(
+        recs.iter()
+            .all(|d| d.get("inferred").is_none() || d["inferred"] == "command_output")
+    );
     assert!(
         recs.iter()
             .any(|d| d["rule"] == "syscall" && d["program"] == "unshare")
@@ -195,15 +220,14 @@ async fn every_refusal_is_its_own_calls_under_a_hundred_concurrent_calls_in_ten_
         } else {
             format!("sandbox: denied system call ptrace to perl, {n} times (")
         };
+        // Exactly two lines: the seccomp refusal, then the read-only
+        // root's, read from the command's own message.
+        assert_eq!(lines.len(), 2, "call {n}: {output}");
         assert!(lines[0].starts_with(&ptrace), "call {n}: {output}");
-        // The read-only root's line, read from the command's own message,
-        // is its own path when the message is there.
-        let erofs = format!("sandbox: denied write /usr/tg-{n} (");
-        assert!(
-            lines[1..].iter().all(|l| l.starts_with(&erofs)),
-            "call {n}: {output}"
+        let erofs = format!(
+            "sandbox: denied write /usr/tg-{n} (the sandbox root is read-only; write inside the workspace; from the command's error message)"
         );
-        assert!(lines.len() <= 2, "call {n}: {output}");
+        assert_eq!(lines[1], erofs, "call {n}: {output}");
     }
     for (s, (sess, _)) in sessions.iter().enumerate() {
         for i in 0..10 {
@@ -214,6 +238,12 @@ async fn every_refusal_is_its_own_calls_under_a_hundred_concurrent_calls_in_ten_
                     .any(|d| d["path"] == "ptrace" && d["count"] == n),
                 "call {n}: {recs:?}"
             );
+            let inferred: Vec<&Value> = recs
+                .iter()
+                .filter(|d| d["inferred"] == "command_output")
+                .collect();
+            assert_eq!(inferred.len(), 1, "call {n}: {recs:?}");
+            assert_eq!(inferred[0]["path"], format!("/usr/tg-{n}"), "call {n}");
         }
     }
 }
@@ -261,4 +291,216 @@ async fn a_background_jobs_refusals_are_the_call_that_started_it() {
     for j in 1..=k {
         assert!(denials(&sup, &s.session_id, &format!("bg-other-{j}")).is_empty());
     }
+}
+
+/// A path of 4 KiB with invalid UTF-8 and terminal escapes, in a
+/// program's `Read-only file system` message: the line and the record
+/// show it escaped (no raw ESC, BEL or invalid byte) and cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_4_kib_path_is_escaped_and_cut_in_the_line_and_the_record() {
+    let Some(sup) =
+        supervisor("a_hostile_4_kib_path_is_escaped_and_cut_in_the_line_and_the_record")
+    else {
+        return;
+    };
+    let s = open(&sup, "hostile").await;
+    // 4 KiB of components, each with ESC sequences, BEL and invalid UTF-8.
+    script(
+        &sup,
+        "hostile",
+        "hostile.pl",
+        "my $c = \"\\e]0;owned\\a\\e[2J\\xff\\xfe\" . ('x' x 40);\n\
+         my $p = '/usr' . ('/' . $c) x 80;\n\
+         print STDERR \"touch: cannot touch '$p': Read-only file system\\n\";\n",
+    );
+    let r = run_bash(
+        &sup,
+        &s.token,
+        "hostile-1",
+        json!({"command": "perl ./hostile.pl"}),
+    )
+    .await;
+    let lines = sandbox_lines(&r.output);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = lines[0];
+    assert!(!line.contains(['\u{1b}', '\u{7}', '\u{fffd}']), "{line:?}");
+    assert!(
+        line.starts_with("sandbox: denied write /usr/\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\xff\\xfe"),
+        "{line}"
+    );
+    assert!(line.chars().count() < 400, "{}", line.chars().count());
+    assert!(
+        line.ends_with("; from the command's error message)"),
+        "{line}"
+    );
+    let recs = denials(&sup, &s.session_id, "hostile-1");
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let path = recs[0]["path"].as_str().unwrap();
+    assert!(path.starts_with("/usr/\\u{1b}]0;owned\\u{7}"), "{path}");
+    assert!(!path.contains(['\u{1b}', '\u{7}']), "{path:?}");
+    assert!(path.chars().count() <= 161, "{}", path.chars().count());
+    assert_eq!(recs[0]["inferred"], "command_output");
+}
+
+/// A million refusals from one command: the call returns, its block is
+/// capped at 10 lines and `… and N more`, its records are summarised, and
+/// the supervisor's memory stays bounded. Run alone (`.ci/run` does, after
+/// the workspace's tests): its records fill the kernel's audit queue, whose
+/// losses are host-wide, so every refusal-reading test beside it would be
+/// told of lost records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run alone: .ci/run runs it after the workspace's tests"]
+async fn a_million_refusals_are_capped_summarised_and_bounded() {
+    let Some(sup) = supervisor("a_million_refusals_are_capped_summarised_and_bounded") else {
+        return;
+    };
+    let s = open(&sup, "million").await;
+    // Landlock refuses each write to /proc/self/comm (a kernel record
+    // each); 40 distinct read-only-root messages besides.
+    script(
+        &sup,
+        "million",
+        "million.py",
+        "import sys\n\
+         for i in range(40):\n    print(\"bash: /usr/m%d: Read-only file system\" % i, file=sys.stderr)\n\
+         for i in range(1000000):\n    try:\n        open(\"/proc/self/comm\", \"w\").write(\"x\")\n    except OSError:\n        pass\n",
+    );
+    let before = tollgate_e2e::harness::rss_kib(sup.pid());
+    let started = std::time::Instant::now();
+    let r = run_bash(
+        &sup,
+        &s.token,
+        "million-1",
+        json!({"command": "/usr/bin/python3 ./million.py", "timeout_s": 300}),
+    )
+    .await;
+    let took = started.elapsed();
+    let lines = sandbox_lines(&r.output);
+    assert_eq!(lines.len(), 11, "{}", r.output);
+    let last = lines[10];
+    let more: u64 = last
+        .strip_prefix("sandbox: … and ")
+        .and_then(|t| t.strip_suffix(" more"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{last}"));
+    assert!(more >= 30, "{last}");
+    let recs = denials(&sup, &s.session_id, "million-1");
+    assert!(recs.len() <= 2 * 17, "{}", recs.len());
+    let counted: u64 = recs
+        .iter()
+        .map(|d| {
+            d["count"].as_u64().unwrap_or(0)
+                + d["suppressed"].as_u64().unwrap_or(0)
+                + d["lost"].as_u64().unwrap_or(0)
+        })
+        .sum();
+    let lost: u64 = recs.iter().map(|d| d["lost"].as_u64().unwrap_or(0)).sum();
+    if lost == 0 {
+        // Every refusal is counted once: recorded one by one or summarised.
+        assert_eq!(counted, 1_000_040, "{recs:?}");
+    } else {
+        assert!(lines[0].contains("refusal records were lost"), "{lines:?}");
+    }
+    assert!(recs.iter().any(|d| d["phase"] == "summary"), "{recs:?}");
+    let after = tollgate_e2e::harness::rss_kib(sup.pid());
+    assert!(
+        after < before + 64 * 1024,
+        "supervisor RSS {before} KiB -> {after} KiB"
+    );
+    eprintln!("a million refusals: {took:?}, RSS {before} -> {after} KiB, {last}");
+}
+
+/// Short-lived processes that refuse and exit at once, before the
+/// supervisor reads their records, in two sessions at the same time: each
+/// call is told its own count, never the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_gone_before_its_refusal_is_read_is_still_its_calls() {
+    let Some(sup) = supervisor("a_process_gone_before_its_refusal_is_read_is_still_its_calls")
+    else {
+        return;
+    };
+    let mut runs = Vec::new();
+    for (name, n) in [("gone-a", 40), ("gone-b", 25)] {
+        let s = open(&sup, name).await;
+        script(
+            &sup,
+            name,
+            "gone.sh",
+            &format!(
+                "for i in $(seq {n}); do perl -e 'syscall(101, 0, 0, 0, 0); exit 0' & done; wait\n"
+            ),
+        );
+        let client = sup.agent_client().await;
+        let token = s.token.clone();
+        runs.push((
+            s.session_id.clone(),
+            name,
+            n,
+            tokio::spawn(async move {
+                run_bash_on(client, &token, name, json!({"command": "bash ./gone.sh"})).await
+            }),
+        ));
+    }
+    for (session, name, n, run) in runs {
+        let r = run.await.unwrap();
+        // The kernel's drops are host-wide (another test may flood it at
+        // the same time): a `lost` line may lead; the count stays exact.
+        let lines: Vec<&str> = sandbox_lines(&r.output)
+            .into_iter()
+            .filter(|l| !l.contains("refusal records were lost"))
+            .collect();
+        assert_eq!(
+            lines,
+            [format!(
+                "sandbox: denied system call ptrace to perl, {n} times (debugging other processes; the sandbox's system-call filter refuses it)"
+            )],
+            "{name}: {}",
+            r.output
+        );
+        let recs: Vec<Value> = denials(&sup, &session, name)
+            .into_iter()
+            .filter(|d| d["phase"] == "refused")
+            .collect();
+        assert_eq!(recs.len(), 1, "{name}: {recs:?}");
+        assert_eq!(recs[0]["count"], n, "{name}: {recs:?}");
+    }
+}
+
+/// A system call refused for one of its arguments says which and what it
+/// was: a set-user-ID mode for chmod, in the line and the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_for_its_argument_names_the_argument() {
+    let Some(sup) = supervisor("a_call_refused_for_its_argument_names_the_argument") else {
+        return;
+    };
+    let s = open(&sup, "setid").await;
+    script(
+        &sup,
+        "setid",
+        "setid.pl",
+        "chmod(04755, 'setid.pl') or exit 3;\n",
+    );
+    let r = run_bash(
+        &sup,
+        &s.token,
+        "setid-1",
+        json!({"command": "perl ./setid.pl; echo status $?"}),
+    )
+    .await;
+    assert!(r.output.contains("status 3"), "{}", r.output);
+    let lines = sandbox_lines(&r.output);
+    assert_eq!(lines.len(), 1, "{}", r.output);
+    assert!(
+        lines[0].starts_with("sandbox: denied system call ")
+            && lines[0].contains(" to perl (its mode had a set-user/group-ID bit (S_ISUID/S_ISGID); allowed only when mode without S_ISUID/S_ISGID; "),
+        "{}",
+        lines[0]
+    );
+    let recs = denials(&sup, &s.session_id, "setid-1");
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["argument"], "mode", "{recs:?}");
+    assert!(
+        ["chmod", "fchmodat", "fchmodat2"].contains(&recs[0]["path"].as_str().unwrap()),
+        "{recs:?}"
+    );
 }

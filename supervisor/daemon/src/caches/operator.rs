@@ -45,6 +45,7 @@ pub fn list(sup: &Supervisor) -> Result<pb::ListCachesResponse, Status> {
     Ok(pb::ListCachesResponse {
         caches,
         mode: sup.config.sandbox.cache.as_str().to_string(),
+        cache_mode: crate::wire::cache_mode(sup.config.sandbox.cache) as i32,
         max_mb: sup.config.sandbox.cache_max_mb,
         root: super::root(sup).display().to_string(),
     })

@@ -240,6 +240,7 @@ async fn open(
     let req = pb::OpenSessionRequest {
         workspace: ev.cwd.to_string_lossy().into_owned(),
         mode: mode.as_str().to_string(),
+        permission_mode: crate::wire::permission_mode(mode) as i32,
         tools: Vec::new(),
         caps: None,
         system_prompt: String::new(),

@@ -10,10 +10,12 @@
 //! the session's gate ends, so a sandbox hammering refused hosts cannot grow
 //! the log without limit.
 
+mod exec_sink;
 pub(crate) mod operator;
 mod sink;
 #[cfg(test)]
 mod tests;
+mod wall_sink;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -27,7 +29,9 @@ use tollgate_gate::approvals::Scope;
 use tollgate_gate::network::{Attribution, NetAsk};
 use tollgate_policy::network::{NetDecision, NetVerdict, NetworkPolicy};
 
+pub(crate) use exec_sink::ExecSink;
 pub(crate) use sink::{NetSink, SessionSink};
+pub(crate) use wall_sink::WallSink;
 
 /// Refusals one session records one by one; later ones are counted.
 pub(crate) const MAX_REFUSED_RECORDS: u64 = 64;

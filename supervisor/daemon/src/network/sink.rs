@@ -30,6 +30,34 @@ pub(crate) trait NetSink: Send + Sync + 'static {
     fn ask<'a>(&'a self, a: NetAsk<'a>) -> impl Future<Output = Result<Scope, String>> + Send + 'a;
 }
 
+/// Writes one connection record to `log`: durable like a decision (the
+/// configured sync), and essential (a full disk draws on the audit
+/// reserve). The error is why it could not be.
+pub(crate) fn write_connection_record(
+    sup: &crate::supervisor::Supervisor,
+    log: crate::events::Log<'_>,
+    event: Event,
+) -> Result<(), String> {
+    sup.recorder
+        .write(
+            log,
+            event,
+            tollgate_audit::Durable::AsConfigured,
+            tollgate_audit::Priority::Essential,
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The host's own addresses as the supervisor's resolver knows them now.
+pub(crate) fn host_addrs_now(sup: &crate::supervisor::Supervisor) -> Result<HostAddrs, String> {
+    use tollgate_policy::Resolver;
+    sup.resolver()
+        .host_addrs()
+        .cloned()
+        .map_err(|e| e.to_string())
+}
+
 /// A live session of the supervisor.
 pub(crate) struct SessionSink {
     sup: Arc<crate::supervisor::Supervisor>,
@@ -46,25 +74,12 @@ impl NetSink for SessionSink {
     /// Durable like a decision (the configured sync), and essential: a
     /// full disk draws on the audit reserve.
     fn record(&self, event: Event) -> Result<(), String> {
-        self.sup
-            .recorder
-            .write(
-                crate::events::Log::Session(&self.session.audit, &self.session.id),
-                event,
-                tollgate_audit::Durable::AsConfigured,
-                tollgate_audit::Priority::Essential,
-            )
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let log = crate::events::Log::Session(&self.session.audit, &self.session.id);
+        write_connection_record(&self.sup, log, event)
     }
 
     fn host_addrs(&self) -> Result<HostAddrs, String> {
-        use tollgate_policy::Resolver;
-        self.sup
-            .resolver()
-            .host_addrs()
-            .cloned()
-            .map_err(|e| e.to_string())
+        host_addrs_now(&self.sup)
     }
 
     fn overlay(&self) -> NetOverlay {

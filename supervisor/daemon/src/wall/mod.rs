@@ -26,7 +26,7 @@ use tollgate_egress::{
 };
 use tollgate_sandbox::{Sandbox, WallSockets};
 
-use crate::network::{NetworkGate, SessionSink};
+use crate::network::{ExecSink, NetworkGate, SessionSink, WallSink};
 use crate::sessions::Session;
 use crate::supervisor::Supervisor;
 use refusals::RefusalNotes;
@@ -45,6 +45,16 @@ struct Running {
     notes: Arc<RefusalNotes>,
 }
 
+/// Whose wall one is: its id (the session's or the exec's), where its
+/// gate writes, what ends it besides [`Walls::stop`], its secrets.
+struct Owner {
+    id: String,
+    sink: WallSink,
+    end: CancellationToken,
+    secrets: Option<Arc<tollgate_egress::SessionSecrets>>,
+    notes: RefusalNotes,
+}
+
 impl Walls {
     /// Serves the wall in `sandbox` when `[network]` is configured; an
     /// error refuses the sandbox. A wall the session had (an earlier
@@ -53,6 +63,42 @@ impl Walls {
         &self,
         sup: &Arc<Supervisor>,
         session: &Arc<Session>,
+        sandbox: &dyn Sandbox,
+    ) -> Result<(), String> {
+        let owner = Owner {
+            id: session.id.clone(),
+            sink: WallSink::Session(SessionSink::new(Arc::clone(sup), Arc::clone(session))),
+            end: session.cancel.child_token(),
+            // [[secrets]]: the session's, made with its sandbox's spec.
+            secrets: sup.secret_store.of_session(&session.id),
+            notes: RefusalNotes::default(),
+        };
+        self.start_for(sup, owner, sandbox)
+    }
+
+    /// Serves the wall of one `supervisorctl sandbox exec` (its id the
+    /// wall's, its connections recorded in the supervisor's log; no
+    /// secrets) until [`Walls::stop`] of that id.
+    pub(crate) fn start_exec(
+        &self,
+        sup: &Arc<Supervisor>,
+        exec: ExecSink,
+        sandbox: &dyn Sandbox,
+    ) -> Result<(), String> {
+        let owner = Owner {
+            id: exec.id().to_string(),
+            sink: WallSink::Exec(exec),
+            end: CancellationToken::new(),
+            secrets: None,
+            notes: RefusalNotes::for_exec(),
+        };
+        self.start_for(sup, owner, sandbox)
+    }
+
+    fn start_for(
+        &self,
+        sup: &Arc<Supervisor>,
+        o: Owner,
         sandbox: &dyn Sandbox,
     ) -> Result<(), String> {
         let policy = match sup.config.network_policy() {
@@ -65,29 +111,25 @@ impl Walls {
             .map_err(|e| format!("the network wall cannot be served in the sandbox: {e}"))?;
         // [network] upstream_proxy: allowed connections go out through it.
         let upstream = policy.upstream_proxy().cloned();
-        let sink = SessionSink::new(Arc::clone(sup), Arc::clone(session));
-        let notes = Arc::new(RefusalNotes::default());
+        let notes = Arc::new(o.notes);
         let gate = Noted {
-            gate: NetworkGate::new(Arc::new(policy), sink),
+            gate: NetworkGate::new(Arc::new(policy), o.sink),
             notes: Arc::clone(&notes),
         };
-        // [[secrets]]: the session's, made with its sandbox's spec.
         let options = Options {
-            secrets: sup.secret_store.of_session(&session.id),
+            secrets: o.secrets,
             upstream,
         };
-        let proxy = Proxy::with_options(session.id.clone(), gate, Limits::default(), options);
-        serve(&proxy, sockets, session.cancel.child_token())?;
-        let old = self
-            .lock()
-            .insert(session.id.clone(), Running { proxy, notes });
+        let proxy = Proxy::with_options(o.id.clone(), gate, Limits::default(), options);
+        serve(&proxy, sockets, o.end)?;
+        let old = self.lock().insert(o.id, Running { proxy, notes });
         if let Some(old) = old {
             old.proxy.stop();
         }
         Ok(())
     }
 
-    /// Ends the session's wall: its connections are closed now; waits
+    /// Ends the session's (or the exec's) wall: its connections are closed now; waits
     /// (bounded) until each has recorded its close.
     pub(crate) async fn stop(&self, session: &str) {
         let Some(r) = self.lock().remove(session) else {
@@ -171,7 +213,7 @@ fn until_stopped(
 
 /// The session's gate, with each refusal noted for the result lines.
 pub(crate) struct Noted {
-    gate: NetworkGate<SessionSink>,
+    gate: NetworkGate<WallSink>,
     notes: Arc<RefusalNotes>,
 }
 

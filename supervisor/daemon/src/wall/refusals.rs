@@ -13,6 +13,9 @@ use tollgate_policy::network::{DEFAULT_PORTS, UNLISTED_RULE};
 /// How a line for a host the lists do not hold says who can allow it.
 const OPERATOR_HINT: &str = "an operator can run:";
 
+/// The same for a `sandbox exec`, which has no session to change.
+const EXEC_HINT: &str = "to [network] allow in supervisor.toml";
+
 /// Refusals kept for the lines; older ones fall off (a command that was
 /// refused more often than this still gets a line for each of the last).
 const KEPT: usize = 256;
@@ -21,6 +24,9 @@ const KEPT: usize = 256;
 #[derive(Default)]
 pub(crate) struct RefusalNotes {
     inner: Mutex<Notes>,
+    /// A `sandbox exec`'s: an unlisted host's line names supervisor.toml,
+    /// not `supervisorctl net allow`.
+    exec: bool,
 }
 
 #[derive(Default)]
@@ -38,6 +44,14 @@ struct Note {
 }
 
 impl RefusalNotes {
+    /// The notes of one `sandbox exec`.
+    pub(crate) fn for_exec() -> RefusalNotes {
+        RefusalNotes {
+            exec: true,
+            ..RefusalNotes::default()
+        }
+    }
+
     /// The number the next refusal gets: taken before a command runs.
     pub(crate) fn mark(&self) -> u64 {
         self.lock().next
@@ -50,7 +64,8 @@ impl RefusalNotes {
             .reason
             .trim_start_matches(&format!("{target} is "))
             .to_string();
-        if r.rule == UNLISTED_RULE && !reason.contains(OPERATOR_HINT) {
+        if r.rule == UNLISTED_RULE && !reason.contains(OPERATOR_HINT) && !reason.contains(EXEC_HINT)
+        {
             let entry = if DEFAULT_PORTS.contains(&req.port) {
                 host.clone()
             } else {
@@ -59,10 +74,14 @@ impl RefusalNotes {
             // "…change approach.; an operator…" reads badly: the hint
             // continues the sentence.
             reason.truncate(reason.trim_end_matches('.').len());
-            reason.push_str(&format!(
-                "; {OPERATOR_HINT} supervisorctl net allow {} {entry}",
-                req.session
-            ));
+            if self.exec {
+                reason.push_str(&format!("; an operator can add {entry} {EXEC_HINT}"));
+            } else {
+                reason.push_str(&format!(
+                    "; {OPERATOR_HINT} supervisorctl net allow {} {entry}",
+                    req.session
+                ));
+            }
         }
         let mut n = self.lock();
         let seq = n.next;
@@ -159,5 +178,21 @@ mod tests {
             ]
         );
         assert!(n.lines_since(n.mark()).is_empty());
+    }
+
+    #[test]
+    fn an_execs_line_for_an_unlisted_host_names_supervisor_toml() {
+        let n = RefusalNotes::for_exec();
+        let r = Refusal {
+            rule: UNLISTED_RULE.into(),
+            reason: "evil.example:8443 is not in [network] allow".into(),
+        };
+        n.note(&req("evil.example", 8443), &r);
+        assert_eq!(
+            n.lines_since(0),
+            vec![
+                "network: refused evil.example:8443 (not in [network] allow; an operator can add evil.example:8443 to [network] allow in supervisor.toml)"
+            ]
+        );
     }
 }

@@ -11,7 +11,7 @@ use tollgate_tools::ToolOutput;
 use crate::host::Ctx;
 
 mod fetch;
-mod inferred;
+pub mod inferred;
 pub(crate) mod job;
 pub(crate) mod net_lines;
 pub mod notes;

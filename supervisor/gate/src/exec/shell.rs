@@ -16,6 +16,7 @@ use tollgate_tools::ToolOutput;
 use super::sandbox::sandbox_of;
 use super::{Done, ExecError, disk_floor};
 use crate::host::Ctx;
+use crate::records::DenialSource;
 
 /// A shell command to run.
 #[derive(Debug, Clone, Copy)]
@@ -101,7 +102,7 @@ pub(crate) async fn run(
     let _running = cx.host.disk().command();
     let outcome = sb.exec(req, tx, cancel.child_token()).await;
     if let Ok(o) = &outcome {
-        crate::records::record_denials(cx, cmd.call_id, &o.refusals);
+        crate::records::record_denials(cx, cmd.call_id, &o.refusals, DenialSource::Kernel);
     }
     Ran { outcome, timeout }
 }
@@ -134,6 +135,16 @@ pub(super) async fn run_bash(
         return Err(ExecError::Cancelled);
     }
     let mut done = command_output(&kept, more, cap, &outcome, ran.timeout);
+    let inferred = super::inferred::ReadOnlyRoot::of(&kept);
+    crate::records::record_denials(
+        cx,
+        cmd.call_id,
+        inferred.refusals(),
+        DenialSource::CommandOutput,
+    );
+    let mut notes = super::notes::WallNotes::from_refusals(&outcome.refusals);
+    inferred.lines(&mut notes);
+    notes.append_to(&mut done.output.text);
     done.output
         .text
         .push_str(&super::net_lines::refused_since(cx, net));
@@ -192,7 +203,8 @@ impl Kept {
 }
 
 /// What the model sees of a finished command: its output capped (with how
-/// much was cut), then whether it timed out or was killed, and its exit code.
+/// much was cut), then whether it timed out or was killed, and its exit code
+/// (the `sandbox: ` block is appended by [`run_bash`]).
 fn command_output(
     kept: &[u8],
     more: u64,
@@ -221,9 +233,6 @@ fn command_output(
     } else if let Some(sig) = outcome.signal {
         text.push_str(&format!("\n[command killed by signal {sig}]"));
     }
-    let mut notes = super::notes::WallNotes::from_refusals(&outcome.refusals);
-    super::inferred::read_only_root(&text, &mut notes);
-    notes.append_to(&mut text);
     Done {
         output: ToolOutput {
             text,

@@ -173,7 +173,7 @@ impl Fixture {
             workspace: ws.clone(),
             home: None,
             user: "tester".to_string(),
-            credentials: Vec::new(),
+            credentials: Arc::from(Vec::new()),
             repo: Vec::new(),
             mode,
             tools: None,

@@ -522,6 +522,31 @@ async fn routed_runs_between_its_records_and_is_redacted() {
 }
 
 #[tokio::test]
+async fn routed_read_only_root_refusal_is_a_line_and_a_record() {
+    let fx = Fixture::new();
+    fx.backend.answer(Answer::Exit {
+        stdout: b"touch: cannot touch '/usr/tg-r': Read-only file system\n".to_vec(),
+        code: 1,
+    });
+    let out = routed(&fx, CancellationToken::new()).await;
+    let stderr: String = out
+        .iter()
+        .filter_map(|m| match m {
+            ShellOut::Stderr(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        stderr,
+        "sandbox: denied write /usr/tg-r (the sandbox root is read-only; write inside the workspace; from the command's error message)\n"
+    );
+    assert_eq!(
+        fx.written(),
+        ["tool_started", "sandbox_denial", "tool_result ok"]
+    );
+}
+
+#[tokio::test]
 async fn routed_cancelled_or_revoked_mid_run_is_stopped() {
     for revoke in [false, true] {
         let fx = Fixture::new();

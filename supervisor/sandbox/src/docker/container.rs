@@ -241,17 +241,28 @@ fn tmpfs_mounts(
 }
 
 /// The directories strictly between `home` and each bind's target beneath
-/// it (`~/.cargo` for `~/.cargo/bin`; none for `~/.rustup`).
+/// it (`~/.cargo` for `~/.cargo/bin`; none for `~/.rustup`), short of any
+/// bind: a directory that is a bind's target or inside one (the workspace
+/// under the home, a hidden entry inside the workspace) is that bind's, and
+/// a tmpfs there would cover it.
 fn parents_beneath(home: &Path, binds: &[Mount]) -> std::collections::BTreeSet<PathBuf> {
+    let targets: Vec<&Path> = binds
+        .iter()
+        .filter_map(|m| m.target.as_deref())
+        .map(Path::new)
+        .collect();
     let mut dirs = std::collections::BTreeSet::new();
-    for target in binds.iter().filter_map(|m| m.target.as_deref()) {
-        let Ok(rel) = Path::new(target).strip_prefix(home) else {
+    for target in &targets {
+        let Ok(rel) = target.strip_prefix(home) else {
             continue;
         };
         let mut at = home.to_path_buf();
         let parts: Vec<_> = rel.components().collect();
         for c in parts.iter().take(parts.len().saturating_sub(1)) {
             at.push(c);
+            if targets.iter().any(|t| at.starts_with(t)) {
+                break;
+            }
             dirs.insert(at.clone());
         }
     }
@@ -558,6 +569,9 @@ mod tests {
             ("/home/u/a/b/c", true),
             ("/home/u/.tollgate-cache", false),
             ("/home/userx/.cargo/bin", true),
+            // The workspace under the home, an entry hidden inside it.
+            ("/home/u/w/proj", false),
+            ("/home/u/w/proj/.ssh/id", true),
         ] {
             mounts.push(PlannedMount {
                 path: PathBuf::from(p),
@@ -583,6 +597,7 @@ mod tests {
                 ("/home/u/.local", sub),
                 ("/home/u/a", sub),
                 ("/home/u/a/b", sub),
+                ("/home/u/w", sub),
                 ("/tmp", "rw,nosuid,nodev,size=32m,mode=1777"),
             ]
         );

@@ -6,7 +6,9 @@
 //! down (the pipe fills), but never past the timeout. Once the command has
 //! exited or been killed, what is left is drained without waiting: chunks
 //! that do not fit in `out` are dropped, and a process that left the group
-//! yet kept the pipe open is given `drain_grace` before it is ignored.
+//! yet kept the pipe open is given `drain_grace` before it is ignored; then
+//! what the pipes hold is read at once ([`drain_now`]), whether or not the
+//! reactor has seen it yet.
 //!
 //! Timeout and cancel ask pid 1 to SIGKILL the command's process group.
 
@@ -248,7 +250,10 @@ impl NativeSandbox {
                     }
                     drain_until = Some(tokio::time::Instant::now() + self.drain_grace);
                 }
-                _ = sleep_opt(drain_until) => return Ok(()),
+                _ = sleep_opt(drain_until) => {
+                    drain_now(run, [&mut stdout, &mut stderr], out);
+                    return Ok(());
+                }
                 permit = out.reserve(), if run.held.is_some() && !run.out_closed && !settled => {
                     match permit {
                         Ok(p) => {
@@ -321,6 +326,55 @@ impl NativeSandbox {
             duration: start.elapsed(),
             refusals: Default::default(),
         })
+    }
+}
+
+/// Most bytes [`drain_now`] reads from one pipe (a process that left the
+/// group may keep writing).
+const DRAIN_MAX: usize = 1 << 20;
+
+/// At the end of `drain_grace`: what is in the pipes now, read without
+/// waiting for the reactor. pid 1's exit report can be read before the
+/// reactor has seen the pipe become readable (the control socket is read
+/// packet after packet), and under load its next turn may come with the
+/// grace's end: the command's last write before it exited was then lost.
+/// A raw non-blocking read sees what the kernel holds.
+fn drain_now(
+    run: &mut CommandRun,
+    pipes: [&mut Option<pipe::Receiver>; 2],
+    out: &mpsc::Sender<Output>,
+) {
+    use std::os::fd::AsRawFd;
+    if let Some(chunk) = run.held.take()
+        && !run.out_closed
+    {
+        let _ = out.try_send(chunk);
+    }
+    let mut buf = vec![0u8; CHUNK];
+    for (which, pipe) in pipes.into_iter().enumerate() {
+        let Some(p) = pipe.take() else { continue };
+        let mut read = 0;
+        while read < DRAIN_MAX {
+            // SAFETY: a read into a live buffer of its length, from an fd
+            // `p` owns and keeps open for the call.
+            let n = unsafe { libc::read(p.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            let Ok(n @ 1..) = usize::try_from(n) else {
+                break;
+            };
+            read += n;
+            let bytes = Bytes::copy_from_slice(&buf[..n]);
+            let chunk = if which == 0 {
+                Output::Stdout(bytes)
+            } else {
+                Output::Stderr(bytes)
+            };
+            if !run.out_closed {
+                let _ = out.try_send(chunk);
+            }
+        }
     }
 }
 

@@ -80,6 +80,12 @@ pub fn syscall_refused(nr: u32) -> (String, String) {
     seccomp::why_refused(nr)
 }
 
+/// The argument that decided the refusal of x86_64 call `nr` (`flags`,
+/// `mode`, `request`, `family`, `persona`), for an argument-checked call.
+pub fn syscall_argument(nr: u32) -> Option<&'static str> {
+    seccomp::deciding_argument(&seccomp::why_refused(nr).0).map(|(a, _)| a)
+}
+
 /// What the daemon configures.
 #[derive(Debug, Clone)]
 pub struct NativeConfig {

@@ -470,6 +470,53 @@ fn condition(name: &str) -> String {
     }
 }
 
+/// The argument that decided an argument-checked call's refusal, and
+/// what it must then have been, in words: the filter refuses such a call
+/// only when that argument fails its condition, so the refusal says what
+/// the argument was (its value is not in the kernel's record:
+/// docs/THREAT_MODEL.md, "Refusals, attributed"). `None` for a call that
+/// is not argument-checked.
+pub(crate) fn deciding_argument(name: &str) -> Option<(&'static str, String)> {
+    let ioctls = DENIED_IOCTLS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(match name {
+        "ioctl" => (
+            "request",
+            format!("its request was one of {ioctls} (typing into or taking over a terminal)"),
+        ),
+        "socket" => (
+            "family",
+            "its family was not AF_UNIX, AF_INET or AF_INET6, nor AF_NETLINK with NETLINK_ROUTE (AF_PACKET, AF_VSOCK, another netlink protocol, ...)".to_string(),
+        ),
+        "socketpair" => ("family", "its family was not AF_UNIX".to_string()),
+        "clone" => (
+            "flags",
+            "its flags asked for a new namespace (a CLONE_NEW* flag: CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, ...)".to_string(),
+        ),
+        "personality" => (
+            "persona",
+            "its persona was not PER_LINUX, UNAME26 or the query (ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, ...)".to_string(),
+        ),
+        _ => match MODE_SYSCALLS.iter().find(|c| c.name == name)?.used {
+            ModeUse::Node => (
+                "mode",
+                "its mode asked for a device node or a set-user/group-ID bit (S_ISUID/S_ISGID)".to_string(),
+            ),
+            ModeUse::WhenCreating { .. } => (
+                "mode",
+                "it created a file with a set-user/group-ID bit (S_ISUID/S_ISGID) in its mode".to_string(),
+            ),
+            ModeUse::Always => (
+                "mode",
+                "its mode had a set-user/group-ID bit (S_ISUID/S_ISGID)".to_string(),
+            ),
+        },
+    })
+}
+
 /// A refused x86_64 call's name and why, in words, from the one table
 /// (seccomp_table.rs): a call left out on purpose gives its reason, an
 /// argument-checked one what its arguments must be (the audit record
@@ -482,10 +529,11 @@ pub(crate) fn why_refused(nr: u32) -> (String, String) {
         return (name.to_string(), format!("{why}; {FILTER}"));
     }
     if let Some((name, _)) = conditional_syscalls().into_iter().find(|(_, n)| *n == nr64) {
+        let (_, refused_when) = deciding_argument(name).unwrap_or(("arguments", String::new()));
         return (
             name.to_string(),
             format!(
-                "refused for its arguments: allowed only when {}",
+                "{refused_when}; allowed only when {}; {FILTER}",
                 condition(name)
             ),
         );
@@ -751,6 +799,73 @@ mod tests {
         let (name, why) = why_refused(90);
         assert_eq!(name, "chmod");
         assert!(why.contains("S_ISUID"), "{why}");
+        assert_eq!(why_refused(999).0, "syscall 999");
+    }
+
+    #[test]
+    fn an_argument_checked_refusal_says_which_argument_and_what_it_was() {
+        for (nr, name, argument, said) in [
+            (
+                56,
+                "clone",
+                "flags",
+                "its flags asked for a new namespace (a CLONE_NEW* flag: CLONE_NEWUSER",
+            ),
+            (
+                90,
+                "chmod",
+                "mode",
+                "its mode had a set-user/group-ID bit (S_ISUID/S_ISGID)",
+            ),
+            (
+                268,
+                "fchmodat",
+                "mode",
+                "its mode had a set-user/group-ID bit",
+            ),
+            (
+                16,
+                "ioctl",
+                "request",
+                "its request was one of TIOCSTI, TIOCLINUX, TIOCCONS, TIOCSETD",
+            ),
+            (
+                41,
+                "socket",
+                "family",
+                "its family was not AF_UNIX, AF_INET or AF_INET6",
+            ),
+            (
+                135,
+                "personality",
+                "persona",
+                "its persona was not PER_LINUX",
+            ),
+            (133, "mknod", "mode", "its mode asked for a device node"),
+            (
+                257,
+                "openat",
+                "mode",
+                "it created a file with a set-user/group-ID bit",
+            ),
+        ] {
+            let (got, why) = why_refused(nr);
+            assert_eq!(got, name);
+            assert_eq!(
+                deciding_argument(name).map(|(a, _)| a),
+                Some(argument),
+                "{name}"
+            );
+            assert!(why.starts_with(said), "{name}: {why}");
+            assert!(why.contains("; allowed only when "), "{name}: {why}");
+            assert!(
+                why.ends_with("; the sandbox's system-call filter refuses it"),
+                "{name}: {why}"
+            );
+        }
+        // A call refused whatever its arguments has no deciding argument.
+        assert_eq!(deciding_argument("ptrace"), None);
+        assert_eq!(deciding_argument("unshare"), None);
         assert_eq!(why_refused(999).0, "syscall 999");
     }
 
