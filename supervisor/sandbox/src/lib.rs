@@ -12,6 +12,7 @@
 pub mod docker;
 pub mod egress;
 pub mod host_exec;
+mod home_dirs;
 pub mod native;
 pub mod private_dir;
 #[cfg(feature = "test-util")]
