@@ -94,7 +94,6 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         .config
         .exists()
         .then(|| std::fs::canonicalize(&opts.config).unwrap_or_else(|_| opts.config.clone()));
-
     // The host's own addresses (docs/OPERATIONS.md "The supervisor's
     // privileged steps, in order"): read now, then kept fresh by
     // netlink notifications (with a periodic backstop).
@@ -130,6 +129,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         secret_store: Arc::new(secret_store),
         reloads: crate::reload::Reloads::new(reload_from),
         walls: crate::wall::Walls::default(),
+        leases: Default::default(),
         config,
     });
 

@@ -81,6 +81,8 @@ pub struct Supervisor {
     pub reloads: crate::reload::Reloads,
     /// The network wall of each session's sandbox (wall/mod.rs).
     pub walls: crate::wall::Walls,
+    /// Which sandboxes hold each package cache (caches/lease.rs).
+    pub leases: crate::caches::lease::Holders,
 }
 
 impl std::fmt::Debug for Supervisor {
