@@ -1,8 +1,9 @@
 //! The development environment's rows (docs/PERFORMANCE.md, "The
 //! development environment"): a session's sandbox created with the owner's
 //! toolchain directories shown (the default `toolchain_dirs`) beside one
-//! made with `toolchain_dirs = []`, alternating; and run_bash `true`
-//! through bash beside through sh.
+//! made with `toolchain_dirs = []`, alternating; run_bash `true`
+//! through bash beside through sh; and `npm ci` from a warm cache inside
+//! beside on the host (npm.rs).
 
 use std::path::Path;
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub async fn run(ctx: &Ctx<'_>, main: &SupervisorProc) -> Vec<Row> {
             format!("{e:#}"),
         )],
     });
+    rows.extend(super::npm::run(ctx, main).await);
     rows
 }
 

@@ -40,6 +40,7 @@ mod memory;
 mod native;
 mod net;
 mod nethost;
+mod npm;
 mod refusals;
 mod relay;
 mod stats;
@@ -127,6 +128,9 @@ pub enum Only {
     /// The memory rows: the supervisor's RSS with no session and 100 idle
     /// ones, beside a bare tonic server's with 100 idle connections.
     Memory,
+    /// The development environment's rows: toolchain mounts, bash beside
+    /// sh, `npm ci` inside beside on the host.
+    Devenv,
 }
 
 fn parse_sync(s: &str) -> Result<tollgate_audit::SyncMode, String> {
@@ -384,6 +388,9 @@ async fn measure_native(
     let (rows, failed) = if args.only == Some(Only::Network) {
         progress.step("network: a test host behind the wall, secrets, beside direct");
         (net::run(&ctx, &sup).await, false)
+    } else if args.only == Some(Only::Devenv) {
+        progress.step("development environment: toolchain mounts, bash beside sh, npm ci");
+        (devenv::run(&ctx, &sup).await, false)
     } else if args.only == Some(Only::Memory) {
         progress.step("memory: 100 idle sessions, beside a bare tonic server");
         (memory::only(&sup, root).await, false)
@@ -432,7 +439,7 @@ async fn measure_on_native(
     rows.extend(native_rows);
     progress.step("git inside the native sandbox beside the host");
     rows.extend(git::run(sup, root, n).await);
-    progress.step("development environment: toolchain mounts, bash beside sh");
+    progress.step("development environment: toolchain mounts, bash beside sh, npm ci");
     rows.extend(devenv::run(ctx, sup).await);
     progress.step("network: a test host behind the wall, secrets, beside direct");
     rows.extend(net::run(ctx, sup).await);

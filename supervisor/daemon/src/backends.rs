@@ -415,7 +415,8 @@ fn private_home(
         return None;
     }
     let identity = crate::sandbox_env::git_identity(home, s.owner.uid);
-    let cache = crate::caches::for_sandbox(sup, (s.owner.uid, s.owner.gid), s.workspace);
+    let cache =
+        crate::caches::for_sandbox(sup, s.session_id, (s.owner.uid, s.owner.gid), s.workspace);
     let (cache, lease) = match cache {
         Some((leaf, lease)) => (Some(leaf), lease),
         None => (None, tollgate_sandbox::Lease::default()),

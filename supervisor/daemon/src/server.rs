@@ -130,6 +130,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
         reloads: crate::reload::Reloads::new(reload_from),
         walls: crate::wall::Walls::default(),
         execs: crate::execs::Execs::default(),
+        leases: Default::default(),
         config,
     });
 

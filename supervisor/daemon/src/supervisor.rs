@@ -83,6 +83,8 @@ pub struct Supervisor {
     pub walls: crate::wall::Walls,
     /// The `sandbox exec` commands running now (execs.rs).
     pub execs: crate::execs::Execs,
+    /// Which sandboxes hold each package cache (caches/lease.rs).
+    pub leases: crate::caches::lease::Holders,
 }
 
 impl std::fmt::Debug for Supervisor {

@@ -30,6 +30,7 @@ pub mod discover;
 mod errors;
 mod exec;
 mod git_identity;
+mod leftover;
 mod mounts;
 mod pidfd;
 mod probe;

@@ -11,7 +11,9 @@
 
 pub mod docker;
 pub mod egress;
+mod home_dirs;
 pub mod host_exec;
+mod lease;
 pub mod native;
 pub mod private_dir;
 #[cfg(feature = "test-util")]
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+pub use lease::{Lease, LeaseEnd, Leased};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -141,35 +144,6 @@ pub struct SandboxSpec {
     /// What the daemon holds for as long as this sandbox exists (the
     /// package cache's lease, docs/OPERATIONS.md "Package caches").
     pub lease: Lease,
-}
-
-/// Something the daemon keeps held exactly as long as one sandbox exists:
-/// the backend keeps a clone with the sandbox's placeholders and releases
-/// it with them, once every process of the sandbox is gone (or when it
-/// could not be built). Opaque to this crate; the default holds nothing.
-#[derive(Clone, Default)]
-pub struct Lease(Option<Arc<dyn std::any::Any + Send + Sync>>);
-
-impl Lease {
-    /// Holds `held` until the last clone of this lease is dropped.
-    pub fn new<T: Send + Sync + 'static>(held: T) -> Lease {
-        Lease(Some(Arc::new(held)))
-    }
-
-    /// Whether it holds anything.
-    pub fn is_held(&self) -> bool {
-        self.0.is_some()
-    }
-}
-
-impl std::fmt::Debug for Lease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.is_held() {
-            "Lease(held)"
-        } else {
-            "Lease(none)"
-        })
-    }
 }
 
 /// The sandbox's private home: an empty tmpfs at the owner's home path

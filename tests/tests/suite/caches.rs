@@ -6,7 +6,9 @@
 //! with `cache = "off"`; over `cache_max_mb` the oldest files go once no
 //! sandbox of the owner has the cache (never under a live session);
 //! `supervisorctl cache list|clear`, the clear
-//! refused while the owner's session runs and recorded in the audit log.
+//! refused while the owner's session runs, or while any sandbox holds the
+//! cache's lease (an operator's `sandbox exec`), and recorded in the audit
+//! log.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -595,4 +597,58 @@ async fn cache_list_and_clear_with_the_audit_record() {
     let b = RootSession::open(&sup, "ws").await;
     assert_eq!(b.ok("ls -A ~/.tollgate-cache | wc -l").await, "0\n");
     b.close().await;
+}
+
+/// `cache clear` respects the leases (docs/OPERATIONS.md "Package
+/// caches"): an operator's `sandbox exec` holds the cache though no session
+/// of the owner runs; the clear is refused naming its exec id, removes
+/// nothing, and goes through once the exec has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_clear_is_refused_while_a_sandbox_exec_holds_the_cache() {
+    if !root_or_skip("cache_clear_is_refused_while_a_sandbox_exec_holds_the_cache") {
+        return;
+    }
+    let sup = Supervisor::builder().config(CONFIG).start();
+    let ws = sup.dirs.workspace("ws", 0);
+    let leaf = caches_root(&sup).join("0/owner");
+    let started = leaf.join("npm/started");
+    let release = ws.join("release");
+    // Writes into the cache, then runs until the test lets it end.
+    let script = format!(
+        "mkdir -p \"$npm_config_cache\" && touch \"$npm_config_cache/started\" && \
+         while [ ! -e {} ]; do sleep 0.05; done; echo done > \"$npm_config_cache/written\"",
+        release.display()
+    );
+    let exec = sup
+        .ctl_cmd()
+        .args(["sandbox", "exec", "--workspace", ws.to_str().unwrap()])
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(eventually(|| started.exists()), "the exec never started");
+    let out = sup.ctl(&["cache", "clear", "--user", "root"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let named = format!(
+        "cache in use: the cache of root ({}) is held by the sandbox of x",
+        leaf.display()
+    );
+    assert!(
+        err.contains(&named) && err.contains("nothing was cleared"),
+        "{err}"
+    );
+    assert!(started.exists(), "the clear removed a held cache");
+    std::fs::write(&release, "").unwrap();
+    let done = exec.wait_with_output().unwrap();
+    assert!(done.status.success(), "{done:?}");
+    assert_eq!(
+        std::fs::read_to_string(leaf.join("npm/written")).unwrap(),
+        "done\n"
+    );
+    // The exec's sandbox is gone, and its lease with it.
+    let out = sup.ctl(&["cache", "clear", "--user", "root"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!leaf.exists());
 }

@@ -1,14 +1,20 @@
 //! `supervisorctl cache list|clear` (docs/INTERFACES.md): what each
 //! owner's package caches hold, and removing them. A clear is refused
 //! while a session of that owner runs (its sandbox has the cache mounted
-//! and may be writing to it), and is recorded (`cache_cleared`) before
+//! and may be writing to it), and while any sandbox holds the lease on a
+//! cache it would remove (an operator's `sandbox exec`, a sandbox whose
+//! session ended but whose processes are not yet confirmed gone): all or
+//! nothing, naming the holders. It is recorded (`cache_cleared`) before
 //! anything is removed: a clear that cannot be recorded does not happen.
+//! The leases stay taken while the caches go, so a sandbox being built
+//! meanwhile waits and gets a fresh cache.
 
 use tollgate_audit::event::{CacheCleared, Event};
 use tollgate_audit::{Durable, Priority};
 use tollgate_proto::v1 as pb;
 use tonic::Status;
 
+use super::lease::{self, ClearLock};
 use super::store::{self, Listed};
 use crate::events::Log;
 use crate::supervisor::Supervisor;
@@ -99,6 +105,7 @@ pub fn clear(sup: &Supervisor, user: &str, by: &str) -> Result<pb::ClearCacheRes
             busy.join("; ")
         )));
     }
+    let _locks = locked(sup, &chosen)?;
     let cleared: Vec<pb::CacheInfo> = chosen.iter().map(|l| info(sup, l)).collect();
     let record = Event::CacheCleared(CacheCleared {
         by: by.to_string(),
@@ -125,4 +132,47 @@ pub fn clear(sup: &Supervisor, user: &str, by: &str) -> Result<pb::ClearCacheRes
         })?;
     }
     Ok(pb::ClearCacheResponse { cleared })
+}
+
+/// Every chosen leaf's lease, exclusively (docs/OPERATIONS.md "Package
+/// caches"): refused, naming the holders, when a sandbox holds any of them.
+fn locked(sup: &Supervisor, chosen: &[Listed]) -> Result<Vec<ClearLock>, Status> {
+    let mut locks = Vec::with_capacity(chosen.len());
+    let mut held = Vec::new();
+    for l in chosen {
+        let got = lease::for_clear(&l.path, &sup.leases).map_err(|e| {
+            Status::internal(format!("the lease of the cache {}: {e}", l.path.display()))
+        })?;
+        match got {
+            Ok(lock) => locks.push(lock),
+            Err(ids) => held.push(held_by(l, &ids)),
+        }
+    }
+    if held.is_empty() {
+        return Ok(locks);
+    }
+    Err(Status::failed_precondition(format!(
+        "cache in use: {}; nothing was cleared: end them first (supervisorctl revoke SESSION; an operator's sandbox exec ends with its command) and clear again",
+        held.join("; ")
+    )))
+}
+
+/// `CACHE is held by the sandbox of ID, …` for one held leaf.
+fn held_by(l: &Listed, ids: &[lease::HolderId]) -> String {
+    let what = match &l.workspace {
+        Some(ws) => format!("the cache of {} for {ws}", user_name(l.uid)),
+        None => format!("the cache of {}", user_name(l.uid)),
+    };
+    if ids.is_empty() {
+        return format!(
+            "{what} ({}) is held by a sandbox this supervisor does not know of (another supervisor with the same cache_dir?)",
+            l.path.display()
+        );
+    }
+    let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    format!(
+        "{what} ({}) is held by the sandbox of {}",
+        l.path.display(),
+        ids.join(", ")
+    )
 }

@@ -8,7 +8,7 @@
 //! [`CONTAINER_SOCKET`].
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bollard::models::{
     ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
@@ -227,46 +227,21 @@ fn tmpfs_mounts(
         // the session's instead (as natively: the home's own directories
         // are the owner's), so `~/.cargo` stays writable around a
         // read-only `~/.cargo/bin`.
-        for dir in parents_beneath(&h.path, binds) {
+        let targets = binds.iter().filter_map(|m| m.target.as_deref());
+        for dir in crate::home_dirs::above(&h.path, targets.map(Path::new)) {
             tmpfs.insert(
                 utf8(&dir)?.to_string(),
                 format!(
-                    "rw,nosuid,nodev,size={}m,mode=0755,uid={},gid={}",
-                    l.tmp_mb, spec.uid, spec.gid
+                    "rw,nosuid,nodev,size={}m,mode={:04o},uid={},gid={}",
+                    l.tmp_mb,
+                    crate::home_dirs::MODE,
+                    spec.uid,
+                    spec.gid
                 ),
             );
         }
     }
     Ok(tmpfs)
-}
-
-/// The directories strictly between `home` and each bind's target beneath
-/// it (`~/.cargo` for `~/.cargo/bin`; none for `~/.rustup`), short of any
-/// bind: a directory that is a bind's target or inside one (the workspace
-/// under the home, a hidden entry inside the workspace) is that bind's, and
-/// a tmpfs there would cover it.
-fn parents_beneath(home: &Path, binds: &[Mount]) -> std::collections::BTreeSet<PathBuf> {
-    let targets: Vec<&Path> = binds
-        .iter()
-        .filter_map(|m| m.target.as_deref())
-        .map(Path::new)
-        .collect();
-    let mut dirs = std::collections::BTreeSet::new();
-    for target in &targets {
-        let Ok(rel) = target.strip_prefix(home) else {
-            continue;
-        };
-        let mut at = home.to_path_buf();
-        let parts: Vec<_> = rel.components().collect();
-        for c in parts.iter().take(parts.len().saturating_sub(1)) {
-            at.push(c);
-            if targets.iter().any(|t| at.starts_with(t)) {
-                break;
-            }
-            dirs.insert(at.clone());
-        }
-    }
-    dirs
 }
 
 /// The walls: no network, read-only rootfs, a private /tmp, every

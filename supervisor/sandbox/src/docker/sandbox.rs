@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 
 use super::agent::AgentLink;
 use super::errors::{is_engine_gone, status_code};
+use super::leftover::{self, Leftover, Probe};
 use crate::SandboxError;
 
 /// How long a container whose agent went away gets to be reported stopped by
@@ -316,8 +317,16 @@ impl DockerSandbox {
         self.link.shared.close();
         self.stop_watching();
         let removed = self.remove().await;
-        if removed.is_ok() {
-            drop(self.take_reservation());
+        match &removed {
+            Ok(()) => drop(self.take_reservation()),
+            // Tried again until the engine confirms it gone; the lease
+            // follows (docker/leftover.rs).
+            Err(e) => {
+                if let Some(r) = self.take_reservation() {
+                    let left = Leftover::new(&self.name, r, 1, e.to_string());
+                    leftover::follow_on_thread(self.docker.clone(), self.id.clone(), left);
+                }
+            }
         }
         removed
     }
@@ -350,9 +359,11 @@ impl Drop for DockerSandbox {
         if self.destroyed.load(Ordering::SeqCst) {
             self.link.shared.close();
             // destroy() released the placeholders when it removed the
-            // container; if it could not, they wait for the reaper.
+            // container, or handed them to a retry when it could not; a
+            // destroy cut short leaves them here: retried as well.
             if let Some(r) = self.take_reservation() {
-                std::mem::forget(r);
+                let left = Leftover::new(&self.name, r, 0, "its destroy was cut short".into());
+                leftover::follow_on_thread(self.docker.clone(), self.id.clone(), left);
             }
             return;
         }
@@ -365,6 +376,7 @@ impl Drop for DockerSandbox {
         // supervisor start reaps whatever is left.
         let docker = self.docker.clone();
         let id = self.id.clone();
+        let name = self.name.clone();
         let link = Arc::clone(&self.link);
         let reservation = self.take_reservation();
         let spawned = std::thread::Builder::new()
@@ -375,27 +387,29 @@ impl Drop for DockerSandbox {
                     .build()
                 {
                     let removed = rt.block_on(async {
+                        let mut last = Probe::Remains("not tried".to_string());
                         for _ in 0..50 {
-                            let opts = RemoveContainerOptionsBuilder::new()
-                                .force(true)
-                                .v(true)
-                                .build();
-                            match docker.remove_container(&id, Some(opts)).await {
-                                Ok(()) => return true,
-                                Err(e) if status_code(&e) == Some(404) => return true,
-                                Err(e) if is_engine_gone(&e) => return false,
-                                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                            last = leftover::remove_once(&docker, &id).await;
+                            if last == Probe::Gone {
+                                break;
                             }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
                         }
-                        false
+                        last
                     });
-                    if removed {
-                        drop(reservation);
-                    } else {
-                        // Still there: its placeholders stay for the next
-                        // start's reaper.
-                        std::mem::forget(reservation);
+                    link.shared.close();
+                    match (removed, reservation) {
+                        (Probe::Gone, r) => drop(r),
+                        // Still there: tried again, its lease following.
+                        (Probe::Remains(e), Some(r)) => {
+                            let left = Leftover::new(&name, r, 50, e);
+                            rt.block_on(leftover::follow(left, leftover::SCHEDULE, || {
+                                leftover::remove_once(&docker, &id)
+                            }));
+                        }
+                        (Probe::Remains(_), None) => {}
                     }
+                    return;
                 }
                 link.shared.close();
             });

@@ -316,9 +316,26 @@ fn create(dir: &Parent<'_>, name: &CString, file: Option<&str>) -> nix::Result<(
 }
 
 impl Reservation {
+    /// A reservation of no placeholders (tests of what holds one).
+    #[cfg(test)]
+    pub(crate) fn empty_for_tests() -> Reservation {
+        Reservation {
+            workspace: PathBuf::from("/nonexistent"),
+            held: Vec::new(),
+            record: None,
+            lease: crate::Lease::default(),
+        }
+    }
+
     /// Keeps `lease` until the placeholders are released.
     pub(crate) fn hold(&mut self, lease: crate::Lease) {
         self.lease = lease;
+    }
+
+    /// The lease, taken out: released on its own (when the backend gives
+    /// up on the sandbox while its placeholders wait for the reaper).
+    pub(crate) fn take_lease(&mut self) -> crate::Lease {
+        std::mem::take(&mut self.lease)
     }
 
     fn release(&mut self) {

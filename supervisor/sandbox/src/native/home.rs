@@ -144,15 +144,18 @@ fn take_toolchains(home: &PrivateHome) -> Result<Vec<Option<OwnedFd>>, SetupErro
     Ok(v)
 }
 
-/// `rel` beneath the private home `dir`, each directory made (0755) and
-/// given to the owner, so they can add beside it (`~/.local/share` next to
-/// a shown `~/.local/bin`). Returns an `O_PATH` fd of the last one.
+/// `rel` beneath the private home `dir` and the home's directories above
+/// it ([`crate::home_dirs`]), each made and given to the owner. Returns an
+/// `O_PATH` fd of `rel`, the mount point.
 fn owned_dirs(dir: &Path, rel: &Path, owner: (u32, u32)) -> Result<OwnedFd, SetupError> {
-    let mut at = dir.to_path_buf();
-    for comp in rel.components() {
-        at.push(comp);
-        match fs::DirBuilder::new().mode(0o755).create(&at) {
-            Ok(()) => chown(&at, owner)?,
+    let target = dir.join(rel);
+    let above = crate::home_dirs::above(dir, [target.as_path()]);
+    for at in above.iter().chain([&target]) {
+        match fs::DirBuilder::new()
+            .mode(crate::home_dirs::MODE)
+            .create(at)
+        {
+            Ok(()) => chown(at, owner)?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(err("home", format!("mkdir {}", at.display()), e)),
         }
@@ -165,7 +168,7 @@ fn owned_dirs(dir: &Path, rel: &Path, owner: (u32, u32)) -> Result<OwnedFd, Setu
         libc::O_NOFOLLOW | libc::O_DIRECTORY,
         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
     )
-    .map_err(|e| err("home", format!("mount point {}", at.display()), e))
+    .map_err(|e| err("home", format!("mount point {}", target.display()), e))
 }
 
 fn chown(p: &Path, (uid, gid): (u32, u32)) -> Result<(), SetupError> {
