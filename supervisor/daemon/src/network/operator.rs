@@ -25,16 +25,6 @@ fn policy(sup: &Supervisor) -> Result<NetworkPolicy, Status> {
     }
 }
 
-fn verb(v: &str) -> Result<OverlayVerb, Status> {
-    match v {
-        "allow" => Ok(OverlayVerb::Allow),
-        "deny" => Ok(OverlayVerb::Deny),
-        other => Err(Status::invalid_argument(format!(
-            "unknown verb {other:?} (expected allow or deny)"
-        ))),
-    }
-}
-
 /// Adds `entry` to the session's `allow` or `deny`: recorded first.
 pub(crate) fn change(
     sup: &Supervisor,
@@ -43,7 +33,7 @@ pub(crate) fn change(
     by: &str,
 ) -> Result<pb::NetListResponse, Status> {
     let policy = policy(sup)?;
-    let verb = verb(&r.verb)?;
+    let verb = crate::wire::network::asked_verb(r).map_err(Status::invalid_argument)?;
     let mut overlay = session.net.overlay.lock();
     let mut next = overlay.clone();
     let rule = next
@@ -71,57 +61,83 @@ pub(crate) fn change(
     Ok(list_of(&policy, session))
 }
 
+/// Where a listed entry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntrySource {
+    /// `[network]` in supervisor.toml.
+    Supervisor,
+    /// `supervisorctl net allow|deny`.
+    Operator,
+    /// Approved for the session.
+    Approval,
+}
+
+/// One entry of a session's lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listed {
+    pub entry: String,
+    pub verdict: OverlayVerb,
+    pub source: EntrySource,
+}
+
+/// What one session may reach, in the order it is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listing {
+    pub session_id: String,
+    pub unlisted: Unlisted,
+    pub entries: Vec<Listed>,
+    pub allow_private: Vec<String>,
+}
+
 /// What the session may reach, in the order it is checked.
 pub(crate) fn list(sup: &Supervisor, session: &Session) -> Result<pb::NetListResponse, Status> {
     Ok(list_of(&policy(sup)?, session))
 }
 
 fn list_of(policy: &NetworkPolicy, session: &Session) -> pb::NetListResponse {
-    let entry = |e: &str, verdict: &str, source: &str| pb::NetEntry {
+    use EntrySource as Src;
+    use OverlayVerb::{Allow, Deny};
+    let entry = |e: &str, verdict, source| Listed {
         entry: e.to_string(),
-        verdict: verdict.to_string(),
-        source: source.to_string(),
+        verdict,
+        source,
     };
     let overlay = session.net.overlay.lock().clone();
-    let mut entries: Vec<pb::NetEntry> = policy
+    let mut entries: Vec<Listed> = policy
         .deny_entries()
-        .map(|e| entry(e, "deny", "supervisor"))
+        .map(|e| entry(e, Deny, Src::Supervisor))
         .collect();
     entries.extend(
         overlay
             .deny
             .iter()
-            .map(|r| entry(&r.text, "deny", "operator")),
+            .map(|r| entry(&r.text, Deny, Src::Operator)),
     );
     entries.extend(
         policy
             .allow_entries()
-            .map(|e| entry(e, "allow", "supervisor")),
+            .map(|e| entry(e, Allow, Src::Supervisor)),
     );
     entries.extend(
         overlay
             .allow
             .iter()
-            .map(|r| entry(&r.text, "allow", "operator")),
+            .map(|r| entry(&r.text, Allow, Src::Operator)),
     );
     entries.extend(
         session
             .grants_of(NETWORK_TOOL)
             .iter()
-            .map(|t| entry(t, "allow", "approval")),
+            .map(|t| entry(t, Allow, Src::Approval)),
     );
-    pb::NetListResponse {
+    crate::wire::network::net_list(Listing {
         session_id: session.id.clone(),
-        unlisted: match policy.unlisted() {
-            Unlisted::Deny => "deny",
-            Unlisted::Ask => "ask",
-        }
-        .to_string(),
+        unlisted: policy.unlisted(),
         entries,
         allow_private: policy
             .allow_private()
             .iter()
             .map(|n| n.to_string())
             .collect(),
-    }
+    })
 }
