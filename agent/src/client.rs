@@ -192,13 +192,14 @@ impl Session {
             tollgate_proto::PermissionMode::Unspecified => req.mode,
             m => m.text().to_string(),
         };
+        let sandbox = crate::wire::sandbox_of(&resp);
         let mut session = Session {
             client,
             id: resp.session_id,
             mode,
             tools: resp.tools,
             can_approve: resp.session_can_approve,
-            sandbox: resp.sandbox,
+            sandbox,
             max_tool_calls: resp.max_tool_calls,
             max_cost_usd: resp.max_cost_usd,
             auth,

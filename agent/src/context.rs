@@ -6,7 +6,7 @@
 //! a sha256 of what was dropped. A tool call is never split from its results.
 
 use sha2::{Digest, Sha256};
-use tollgate_proto::ChatMessage;
+use tollgate_proto::{ChatMessage, ChatRole};
 
 /// Characters per estimated token.
 pub const CHARS_PER_TOKEN: usize = 4;
@@ -41,12 +41,10 @@ pub struct TrimReport {
 }
 
 /// A text message.
-pub fn message(role: &str, content: impl Into<String>) -> ChatMessage {
+pub fn message(role: ChatRole, content: impl Into<String>) -> ChatMessage {
     ChatMessage {
-        role: role.to_string(),
         content: Some(content.into()),
-        tool_calls: Vec::new(),
-        tool_call_id: String::new(),
+        ..crate::wire::message_from(role)
     }
 }
 
@@ -99,7 +97,7 @@ pub fn trim(messages: &mut Vec<ChatMessage>, budget_tokens: usize) -> Option<Tri
     let mut start = len.saturating_sub(KEEP_LAST).max(1);
     // Never split a tool call from its results: a kept tail may not open with a
     // tool message, so pull its assistant message (and any sibling results) in.
-    while start > 1 && messages.get(start).is_some_and(|m| m.role == "tool") {
+    while start > 1 && messages.get(start).is_some_and(crate::wire::is_tool) {
         start -= 1;
     }
     if start > 1 {
@@ -115,7 +113,7 @@ pub fn trim(messages: &mut Vec<ChatMessage>, budget_tokens: usize) -> Option<Tri
         }
         report.tools.sort();
         report.sha256_16 = fingerprint(&dropped);
-        messages.insert(1, message("user", summary_text(&report)));
+        messages.insert(1, message(ChatRole::User, summary_text(&report)));
     }
     report.shortened = shorten_tail(messages, limit);
     if report.dropped_messages == 0 && report.shortened == 0 {
@@ -139,7 +137,7 @@ fn shorten_tail(messages: &mut [ChatMessage], limit: usize) -> usize {
             .iter()
             .enumerate()
             .skip(1)
-            .filter(|(_, m)| m.role == "tool")
+            .filter(|(_, m)| crate::wire::is_tool(m))
             .map(|(i, m)| (i, m.content.as_deref().map_or(0, |c| c.chars().count())))
             .filter(|(_, len)| *len > 1_200)
             .max_by_key(|(i, len)| (*len, usize::MAX - *i))
@@ -167,28 +165,29 @@ mod tests {
 
     fn assistant_call(id: &str, name: &str, args: &str) -> ChatMessage {
         ChatMessage {
-            role: "assistant".into(),
             content: None,
             tool_calls: vec![ChatToolCall {
                 id: id.into(),
                 name: name.into(),
                 arguments: args.into(),
             }],
-            tool_call_id: String::new(),
+            ..crate::wire::message_from(ChatRole::Assistant)
         }
     }
 
     fn tool_msg(id: &str, text: &str) -> ChatMessage {
         ChatMessage {
-            role: "tool".into(),
             content: Some(text.into()),
-            tool_calls: Vec::new(),
             tool_call_id: id.into(),
+            ..crate::wire::message_from(ChatRole::Tool)
         }
     }
 
     fn conversation(rounds: usize, result_len: usize) -> Vec<ChatMessage> {
-        let mut m = vec![message("system", "sys"), message("user", "task")];
+        let mut m = vec![
+            message(ChatRole::System, "sys"),
+            message(ChatRole::User, "task"),
+        ];
         for i in 0..rounds {
             let id = format!("c{i}");
             let name = if i % 2 == 0 { "read_file" } else { "grep" };
@@ -225,8 +224,8 @@ mod tests {
         assert_eq!(report.sha256_16, fingerprint(&dropped));
         assert_eq!(report.sha256_16.len(), 16);
         assert_eq!(m.len(), 10);
-        assert_eq!(m[0], message("system", "sys"));
-        assert_eq!(m[1], message("user", summary_text(&report)));
+        assert_eq!(m[0], message(ChatRole::System, "sys"));
+        assert_eq!(m[1], message(ChatRole::User, summary_text(&report)));
         assert_eq!(&m[2..], &tail[..]);
     }
 
@@ -242,10 +241,13 @@ mod tests {
     fn never_splits_a_call_from_its_results() {
         // One assistant message with three parallel calls whose results straddle
         // the "last 8" boundary.
-        let mut m = vec![message("system", "sys"), message("user", "task")];
+        let mut m = vec![
+            message(ChatRole::System, "sys"),
+            message(ChatRole::User, "task"),
+        ];
         for i in 0..6 {
-            m.push(message("user", "x".repeat(2_000)));
-            m.push(message("assistant", format!("ok {i}")));
+            m.push(message(ChatRole::User, "x".repeat(2_000)));
+            m.push(message(ChatRole::Assistant, format!("ok {i}")));
         }
         let mut call = assistant_call("a", "read_file", "{}");
         for id in ["b", "c"] {
@@ -260,14 +262,14 @@ mod tests {
             m.push(tool_msg(id, "result"));
         }
         for i in 0..5 {
-            m.push(message("assistant", format!("tail {i}")));
+            m.push(message(ChatRole::Assistant, format!("tail {i}")));
         }
         // Last 8 = the three results + 5 tail messages; the assistant call must come too.
         trim(&mut m, 2_000).unwrap();
         assert_eq!(m[2], call);
         assert_eq!(m.len(), 2 + 9);
         for (i, msg) in m.iter().enumerate() {
-            if msg.role == "tool" {
+            if crate::wire::is_tool(msg) {
                 assert!(i > 2, "a tool result was separated from its call");
             }
         }
@@ -279,7 +281,7 @@ mod tests {
         let report = trim(&mut m, 5_000).unwrap();
         assert!(report.shortened > 0);
         assert!(total_chars(&m) <= 5_000 * 4 * 8 / 10);
-        assert!(m.iter().filter(|x| x.role == "tool").all(|x| {
+        assert!(m.iter().filter(|x| crate::wire::is_tool(x)).all(|x| {
             x.content
                 .as_deref()
                 .unwrap_or("")

@@ -26,3 +26,4 @@ pub mod runner;
 pub mod session;
 pub mod term;
 pub mod text;
+pub mod wire;

@@ -15,7 +15,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tollgate_proto::{
     Approval, ApprovalDecision, ApprovalResolved, ApprovalScope, ApprovalStatus, CallToolRequest,
-    CallToolResponse, ChatMessage, ChatRequest, ChatResponse, ChatToolCall, DenialCode, ToolSpec,
+    CallToolResponse, ChatMessage, ChatRequest, ChatResponse, ChatRole, ChatToolCall, DenialCode,
+    ToolSpec,
 };
 use tollgate_toolcall::ToolName;
 use tonic::Code;
@@ -234,7 +235,7 @@ impl Agent {
             session,
             tools,
             tool_names,
-            messages: vec![message("system", SYSTEM_PROMPT)],
+            messages: vec![message(ChatRole::System, SYSTEM_PROMPT)],
             planning: Planning::default(),
             stdin,
             ctrlc,
@@ -272,7 +273,7 @@ impl Agent {
     /// Runs one user message to its end. Ctrl-C ends the turn (not the session);
     /// revocation and a lost supervisor are errors.
     pub async fn run_message(&mut self, text: &str) -> Result<TurnOutcome, AgentError> {
-        self.messages.push(message("user", text));
+        self.messages.push(message(ChatRole::User, text));
         let mut turns = 0u32;
         match self.turn_loop(&mut turns).await {
             Ok(o) => Ok(o),
@@ -315,7 +316,7 @@ impl Agent {
                 return Ok(self.outcome(StopReason::LlmError, String::new(), *turns));
             };
             *turns += 1;
-            msg.role = "assistant".to_string();
+            crate::wire::set_role(&mut msg, ChatRole::Assistant);
             msg.tool_call_id.clear();
             self.normalise_call_ids(&mut msg.tool_calls);
             let content = msg.content.clone().unwrap_or_default();
@@ -396,7 +397,7 @@ impl Agent {
         stop: StopReason,
         turns: u32,
     ) -> Result<TurnOutcome, Interrupt> {
-        self.messages.push(message("user", text));
+        self.messages.push(message(ChatRole::User, text));
         let resp = match self.chat(false).await? {
             ChatResult::Ok(r) => r,
             ChatResult::Failed(msg) => {
@@ -410,7 +411,8 @@ impl Agent {
         let content = resp.message.and_then(|m| m.content).unwrap_or_default();
         // Only the text is kept: tool calls in an answer that offered no tools
         // would leave calls without results in the history.
-        self.messages.push(message("assistant", content.clone()));
+        self.messages
+            .push(message(ChatRole::Assistant, content.clone()));
         if self.opts.print_final && !content.is_empty() {
             self.say(&escape_display(&content, true));
         }
@@ -432,16 +434,14 @@ impl Agent {
     /// After an abort: every tool call of the last assistant message gets a result,
     /// so the next request is still a valid conversation.
     fn repair_history(&mut self, text: &str) {
-        let Some(idx) = self
-            .messages
-            .iter()
-            .rposition(|m| m.role == "assistant" && !m.tool_calls.is_empty())
-        else {
+        let Some(idx) = self.messages.iter().rposition(|m| {
+            crate::wire::role_of(m) == Some(ChatRole::Assistant) && !m.tool_calls.is_empty()
+        }) else {
             return;
         };
         let answered: Vec<String> = self.messages[idx + 1..]
             .iter()
-            .filter(|m| m.role == "tool")
+            .filter(|m| crate::wire::is_tool(m))
             .map(|m| m.tool_call_id.clone())
             .collect();
         let missing: Vec<String> = self.messages[idx]
@@ -1080,10 +1080,9 @@ impl Agent {
 
 fn tool_message(id: &str, text: &str) -> ChatMessage {
     ChatMessage {
-        role: "tool".to_string(),
         content: Some(text.to_string()),
-        tool_calls: Vec::new(),
         tool_call_id: id.to_string(),
+        ..crate::wire::message_from(ChatRole::Tool)
     }
 }
 

@@ -186,6 +186,7 @@ impl AgentService for Fake {
             tools: st.tools.iter().map(|t| t.name.clone()).collect(),
             session_can_approve: st.can_approve,
             sandbox: "native".into(),
+            sandbox_backend: SandboxBackend::Native as i32,
             max_tool_calls: 200,
             max_cost_usd: 5.0,
             ..Default::default()
@@ -447,6 +448,7 @@ fn text_reply(content: &str) -> ChatResponse {
     ChatResponse {
         message: Some(ChatMessage {
             role: "assistant".into(),
+            chat_role: ChatRole::Assistant as i32,
             content: Some(content.into()),
             tool_calls: vec![],
             tool_call_id: String::new(),
@@ -467,6 +469,7 @@ fn calls_reply(content: Option<&str>, calls: &[(&str, &str, &str)]) -> ChatRespo
     ChatResponse {
         message: Some(ChatMessage {
             role: "assistant".into(),
+            chat_role: ChatRole::Assistant as i32,
             content: content.map(str::to_string),
             tool_calls: calls
                 .iter()
@@ -706,6 +709,7 @@ async fn one_shot_json_tells_the_model_exactly_what_happened() {
     // The first request: the system prompt, the task, and every tool offered.
     let first = &st.chats[0];
     assert_eq!(first.messages[0].role, "system");
+    assert_eq!(first.messages[0].chat_role(), ChatRole::System);
     assert_eq!(
         first.messages[0].content.as_deref(),
         Some(tollgate_agent::prompt::SYSTEM_PROMPT)
@@ -1038,6 +1042,7 @@ async fn turn_cap_asks_for_a_summary_without_tools() {
     assert!(last.tools.is_empty(), "the summary request offers no tools");
     let lm = last.messages.last().unwrap();
     assert_eq!(lm.role, "user");
+    assert_eq!(lm.chat_role(), ChatRole::User);
     assert_eq!(
         lm.content.as_deref(),
         Some("Turn limit reached: stop and summarise what you did and what remains.")
@@ -1297,6 +1302,7 @@ async fn cost_cap_stops_the_turn() {
     s.replies(vec![Ok(ChatResponse {
         message: Some(ChatMessage {
             role: "assistant".into(),
+            chat_role: ChatRole::Assistant as i32,
             content: Some("Cost limit reached: stop.".into()),
             tool_calls: vec![],
             tool_call_id: String::new(),

@@ -20,6 +20,7 @@ pub use v1::*;
 
 pub mod metrics;
 pub mod text;
+pub mod words;
 
 /// A refusal carried by a gRPC status (docs/INTERFACES.md, "Refusals in a
 /// status"): the message keeps its `CODE: reason` text, and the status's

@@ -156,6 +156,7 @@ async fn ask(
         let wait = left(Instant::now()).saturating_sub(Duration::from_millis(250));
         let req = HookEventRequest {
             client: client.to_string(),
+            client_kind: crate::wire::client_kind(client),
             event_json,
             wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
         };

@@ -230,6 +230,7 @@ async fn routed(
         let answer = hooks
             .event(pb::HookEventRequest {
                 client: "claude-code".to_string(),
+                client_kind: pb::ClientKind::ClaudeCode as i32,
                 event_json: event(
                     &session,
                     ws,

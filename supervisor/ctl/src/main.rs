@@ -29,6 +29,7 @@ mod sessions;
 mod shared_disk;
 mod sibling;
 mod table;
+mod wire;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

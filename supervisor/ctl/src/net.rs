@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tollgate_proto::v1 as pb;
 
 use crate::client::{Client, status_error};
-use crate::table;
+use crate::{table, wire};
 
 #[derive(Debug, Subcommand)]
 pub enum NetCmd {
@@ -41,12 +41,12 @@ pub async fn run(c: Client, cmd: NetCmd) -> anyhow::Result<()> {
             session,
             host,
             json,
-        } => change(c, session, "allow", host, json).await,
+        } => change(c, session, pb::NetVerdict::Allow, host, json).await,
         NetCmd::Deny {
             session,
             host,
             json,
-        } => change(c, session, "deny", host, json).await,
+        } => change(c, session, pb::NetVerdict::Deny, host, json).await,
         NetCmd::List { session, json } => list(c, session, json).await,
     }
 }
@@ -54,9 +54,9 @@ pub async fn run(c: Client, cmd: NetCmd) -> anyhow::Result<()> {
 pub fn list_json(l: &pb::NetListResponse) -> Value {
     json!({
         "session": l.session_id,
-        "unlisted": l.unlisted,
+        "unlisted": wire::unlisted(l),
         "entries": l.entries.iter().map(|e| json!({
-            "entry": e.entry, "verdict": e.verdict, "source": e.source,
+            "entry": e.entry, "verdict": wire::entry_verdict(e), "source": wire::entry_source(e),
         })).collect::<Vec<_>>(),
         "allow_private": l.allow_private,
     })
@@ -66,16 +66,12 @@ pub fn list_json(l: &pb::NetListResponse) -> Value {
 pub async fn change(
     mut c: Client,
     session: String,
-    verb: &str,
+    verb: pb::NetVerdict,
     entry: String,
     json_out: bool,
 ) -> anyhow::Result<()> {
     let l = c
-        .net_change(pb::NetChangeRequest {
-            session_id: session,
-            verb: verb.to_string(),
-            entry: entry.clone(),
-        })
+        .net_change(wire::net_change(session, verb, entry.clone()))
         .await
         .map_err(status_error)?
         .into_inner();
@@ -83,7 +79,11 @@ pub async fn change(
         outln!("{}", list_json(&l));
         return Ok(());
     }
-    let how = if verb == "allow" { "allowed" } else { "denied" };
+    let how = if verb == pb::NetVerdict::Allow {
+        "allowed"
+    } else {
+        "denied"
+    };
     outln!(
         "{} {how} for session {} (its next connections; recorded)",
         table::escape(&entry),
@@ -108,10 +108,16 @@ pub async fn list(mut c: Client, session: String, json_out: bool) -> anyhow::Res
     let rows: Vec<Vec<String>> = l
         .entries
         .iter()
-        .map(|e| vec![e.verdict.clone(), table::escape(&e.entry), e.source.clone()])
+        .map(|e| {
+            vec![
+                wire::entry_verdict(e).to_string(),
+                table::escape(&e.entry),
+                wire::entry_source(e).to_string(),
+            ]
+        })
         .collect();
     table::print(&["VERDICT", "ENTRY", "SOURCE"], &rows);
-    outln!("unlisted hosts: {}", l.unlisted);
+    outln!("unlisted hosts: {}", wire::unlisted(&l));
     if !l.allow_private.is_empty() {
         outln!("allow_private: {}", l.allow_private.join(", "));
     }

@@ -29,15 +29,14 @@ pub async fn exec(mut c: Client, a: ExecArgs) -> anyhow::Result<u8> {
     };
     let workspace = std::fs::canonicalize(&workspace)
         .with_context(|| format!("workspace {}", workspace.display()))?;
+    // Unspecified and empty: the supervisor's own backend.
+    let (sandbox_backend, backend) = crate::wire::exec_backend(a.backend);
     let mut stream = c
         .sandbox_exec(pb::SandboxExecRequest {
             workspace: workspace.display().to_string(),
             uid: a.user,
-            // Empty: the supervisor's own backend.
-            backend: a
-                .backend
-                .map(|b| b.as_str().to_string())
-                .unwrap_or_default(),
+            backend,
+            sandbox_backend: sandbox_backend as i32,
             timeout_s: a.timeout.unwrap_or(0),
             argv: a.argv,
         })

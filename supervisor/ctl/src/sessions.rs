@@ -13,7 +13,7 @@ pub fn session_json(s: &pb::SessionInfo) -> Value {
         "tools": s.tools, "tool_calls": s.tool_calls, "max_tool_calls": s.max_tool_calls,
         "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "cost_usd": s.cost_usd,
         "max_cost_usd": s.max_cost_usd, "pending_approvals": s.pending_approvals,
-        "sandbox": s.sandbox, "end_reason": s.end_reason, "client": s.client,
+        "sandbox": crate::wire::session_sandbox(s), "end_reason": s.end_reason, "client": s.client,
         "client_session_id": s.client_session_id,
         "audit_file": s.audit_file, "token_expires_unix_ms": s.token_expires_unix_ms,
         "jobs": s.jobs.iter().map(job_json).collect::<Vec<_>>(),
@@ -97,7 +97,7 @@ fn print_status_json(s: &pb::StatusResponse) {
     outln!(
         "{}",
         json!({
-            "version": s.version, "pid": s.pid, "uptime_s": s.uptime_s, "sandbox": s.sandbox,
+            "version": s.version, "pid": s.pid, "uptime_s": s.uptime_s, "sandbox": crate::wire::status_sandbox(s),
             "sandbox_strength": s.sandbox_strength, "sessions_active": s.sessions_active,
             "approvals_pending": s.approvals_pending, "audit_dir": s.audit_dir,
             "audit_sync": s.audit_sync, "agent_socket": s.agent_socket,
@@ -157,7 +157,14 @@ fn print_status_table(s: pb::StatusResponse) {
             "last reload",
             crate::reload::status_line(s.last_reload.as_ref()),
         ),
-        ("sandbox", format!("{}: {}", s.sandbox, s.sandbox_strength)),
+        (
+            "sandbox",
+            format!(
+                "{}: {}",
+                crate::wire::status_sandbox(&s),
+                s.sandbox_strength
+            ),
+        ),
         ("sessions", format!("{} active", s.sessions_active)),
         ("approvals", format!("{} pending", s.approvals_pending)),
         ("decisions", decisions_line(s.records.as_ref())),
@@ -395,7 +402,7 @@ pub async fn show(mut c: Client, id: String, json_out: bool) -> anyhow::Result<(
         ("workspace", s.workspace.clone()),
         ("mode", s.permission_mode().text().to_string()),
         ("tools", tools),
-        ("sandbox", s.sandbox.clone()),
+        ("sandbox", crate::wire::session_sandbox(&s).to_string()),
         (
             "tool calls",
             format!("{} of {}", s.tool_calls, s.max_tool_calls),

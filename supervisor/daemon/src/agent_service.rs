@@ -96,6 +96,7 @@ impl AgentService for AgentSvc {
                 .collect(),
             session_can_approve: self.sup.config.session.session_can_approve,
             sandbox: session.backend.kind().as_str().to_string(),
+            sandbox_backend: crate::wire::sandbox_backend(session.backend.kind()) as i32,
             max_tool_calls: session.caps.max_tool_calls,
             max_cost_usd: session.caps.max_cost_usd,
         }))
@@ -164,8 +165,9 @@ impl AgentService for AgentSvc {
         let _work = session
             .begin()
             .ok_or_else(|| Status::unauthenticated(format!("session {} has ended", session.id)))?;
-        let resp = chat::chat(&self.sup, &session, req.into_inner()).await?;
-        Ok(Response::new(resp))
+        let req = crate::wire::chat::chat_request(req.into_inner());
+        let resp = chat::chat(&self.sup, &session, req).await?;
+        Ok(Response::new(crate::wire::chat::chat_response(resp)))
     }
 
     type ApprovalsStream = ApprovalStream;

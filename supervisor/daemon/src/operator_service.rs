@@ -24,7 +24,6 @@ use crate::events::Log;
 use crate::sessions::State;
 use crate::supervisor::{Peer, Supervisor};
 use crate::workspace::{self, WorkspaceRules};
-use tollgate_config::BackendChoice;
 
 pub struct OperatorSvc {
     pub sup: Arc<Supervisor>,
@@ -58,6 +57,7 @@ pub(crate) fn status_of(
         pid: std::process::id(),
         uptime_s: sup.started.elapsed().as_secs(),
         sandbox: primary.kind().as_str().to_string(),
+        sandbox_backend: crate::wire::sandbox_backend(primary.kind()) as i32,
         sandbox_strength: line,
         sessions_active: sup.sessions.len() as u32,
         approvals_pending: sup.approvals.pending_count() as u32,
@@ -375,11 +375,9 @@ impl OperatorService for OperatorSvc {
         if r.argv.is_empty() {
             return Err(Status::invalid_argument("sandbox exec needs a command"));
         }
-        let choice = if r.backend.is_empty() {
-            sup.backends.primary_choice()
-        } else {
-            BackendChoice::parse(&r.backend).map_err(Status::invalid_argument)?
-        };
+        let choice = crate::wire::asked_backend(&r)
+            .map_err(Status::invalid_argument)?
+            .unwrap_or_else(|| sup.backends.primary_choice());
         let target = exec_target(&sup, &r)?;
         let id = format!(
             "x{}",

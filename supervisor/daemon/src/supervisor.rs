@@ -403,7 +403,7 @@ impl Supervisor {
         session.wait_idle(Duration::from_secs(3)).await;
         self.record_ended(session, state, reason, by, sandbox_result.err());
         self.anchor_head(session);
-        let info = crate::wire::session_info(session, 0, session.backend.kind().as_str());
+        let info = crate::wire::session_info(session, 0, session.backend.kind());
         self.sessions.retire(&session.id, info);
         tracing::info!(target: crate::logging::LIFECYCLE, session = %session.id, state = state.as_str(), by, reason, "session ended");
         tracing::debug!(session = %session.id, elapsed = ?started.elapsed(), "session ended and recorded");
@@ -654,7 +654,7 @@ impl Supervisor {
 
     pub fn session_info(&self, s: &Session) -> pb::SessionInfo {
         let pending = self.approvals.pending_for(&s.id).len() as u32;
-        crate::wire::session_info(s, pending, s.backend.kind().as_str())
+        crate::wire::session_info(s, pending, s.backend.kind())
     }
 }
 

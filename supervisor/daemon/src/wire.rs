@@ -9,6 +9,10 @@ use tollgate_gate::session::{Session, State, unix_ms};
 use tollgate_gate::{CallTool, Denial, ExitStatus, ShellOut, ToolAnswer};
 use tollgate_policy::Code;
 use tollgate_proto::v1 as pb;
+use tollgate_sandbox::BackendKind;
+
+pub mod chat;
+pub mod network;
 
 /// The proto code for an engine code (allow and ask have none).
 pub fn code_of(c: Code) -> pb::DenialCode {
@@ -210,7 +214,7 @@ impl From<ShellOut> for Routed {
 pub struct Routed(pub pb::SandboxExecOutput);
 
 /// What `supervisorctl sessions` and `show` print of a session.
-pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::SessionInfo {
+pub fn session_info(s: &Session, pending_approvals: u32, sandbox: BackendKind) -> pb::SessionInfo {
     let usage = s.usage();
     pb::SessionInfo {
         id: s.id.clone(),
@@ -234,7 +238,8 @@ pub fn session_info(s: &Session, pending_approvals: u32, sandbox: &str) -> pb::S
         cost_usd: usage.cost_usd,
         max_cost_usd: s.caps.max_cost_usd,
         pending_approvals,
-        sandbox: sandbox.to_string(),
+        sandbox: sandbox.as_str().to_string(),
+        sandbox_backend: sandbox_backend(sandbox) as i32,
         end_reason: s.end_reason(),
         client: s.client.clone(),
         pid: s.pid,
@@ -325,6 +330,43 @@ fn job_state(end: Option<JobEnd>) -> pb::JobState {
     }
 }
 
+/// A sandbox backend on the wire.
+pub fn sandbox_backend(k: BackendKind) -> pb::SandboxBackend {
+    match k {
+        BackendKind::Native => pb::SandboxBackend::Native,
+        BackendKind::Docker => pb::SandboxBackend::Docker,
+    }
+}
+
+/// The backend a `sandbox exec` asks for: `sandbox_backend`, and the
+/// deprecated `backend` only when it is unspecified; `None` when it asks
+/// for none (the supervisor's own), why not when it names no backend.
+pub fn asked_backend(
+    r: &pb::SandboxExecRequest,
+) -> Result<Option<tollgate_config::BackendChoice>, String> {
+    use tollgate_config::BackendChoice as B;
+    let wire = pb::SandboxBackend::try_from(r.sandbox_backend)
+        .map_err(|_| format!("unknown sandbox backend (enum value {})", r.sandbox_backend))?;
+    match wire {
+        pb::SandboxBackend::Native => Ok(Some(B::Native)),
+        pb::SandboxBackend::Docker => Ok(Some(B::Docker)),
+        pb::SandboxBackend::Unspecified if r.backend.is_empty() => Ok(None),
+        pb::SandboxBackend::Unspecified => B::parse(&r.backend).map(Some),
+    }
+}
+
+/// The client a hook event is from: `client_kind`, and the deprecated
+/// `client` only when it is unspecified; `None` when neither names one.
+pub fn hook_client(r: &pb::HookEventRequest) -> Option<tollgate_policy::clients::Client> {
+    use tollgate_policy::clients::Client;
+    match pb::ClientKind::try_from(r.client_kind) {
+        Ok(pb::ClientKind::ClaudeCode) => Some(Client::ClaudeCode),
+        Ok(pb::ClientKind::Codex) => Some(Client::Codex),
+        Ok(pb::ClientKind::Unspecified) => Client::parse(&r.client),
+        Err(_) => None,
+    }
+}
+
 /// The configured `[sandbox] cache` on the wire.
 pub fn cache_mode(m: tollgate_config::CacheMode) -> pb::CacheMode {
     use tollgate_config::CacheMode as C;
@@ -412,6 +454,63 @@ mod tests {
                 tollgate_gate::jobs::end_name(how)
             );
         }
+    }
+
+    #[test]
+    fn a_backend_and_its_deprecated_word_agree() {
+        for k in [BackendKind::Native, BackendKind::Docker] {
+            assert_eq!(sandbox_backend(k).text(), k.as_str());
+        }
+    }
+
+    fn exec(sandbox_backend: i32, backend: &str) -> pb::SandboxExecRequest {
+        pb::SandboxExecRequest {
+            sandbox_backend,
+            backend: backend.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_sandbox_exec_is_read_enum_first_then_the_deprecated_backend() {
+        use tollgate_config::BackendChoice as B;
+        let docker = pb::SandboxBackend::Docker as i32;
+        assert_eq!(asked_backend(&exec(docker, "")), Ok(Some(B::Docker)));
+        // The enum wins over a word that disagrees.
+        assert_eq!(asked_backend(&exec(docker, "native")), Ok(Some(B::Docker)));
+        let native = pb::SandboxBackend::Native as i32;
+        assert_eq!(asked_backend(&exec(native, "")), Ok(Some(B::Native)));
+        assert_eq!(asked_backend(&exec(0, "native")), Ok(Some(B::Native)));
+        assert_eq!(asked_backend(&exec(0, "docker")), Ok(Some(B::Docker)));
+        assert_eq!(asked_backend(&exec(0, "")), Ok(None));
+        assert!(asked_backend(&exec(0, "podman")).is_err());
+        assert!(asked_backend(&exec(99, "native")).is_err());
+    }
+
+    fn hook(client_kind: i32, client: &str) -> pb::HookEventRequest {
+        pb::HookEventRequest {
+            client_kind,
+            client: client.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_hook_event_is_read_enum_first_then_the_deprecated_client() {
+        use tollgate_policy::clients::Client;
+        for c in Client::ALL {
+            let wire = pb::ClientKind::from_text(c.as_str()).unwrap();
+            assert_eq!(hook_client(&hook(wire as i32, "")), Some(c));
+            assert_eq!(hook_client(&hook(0, c.as_str())), Some(c));
+        }
+        let codex = pb::ClientKind::Codex as i32;
+        assert_eq!(
+            hook_client(&hook(codex, "claude-code")),
+            Some(Client::Codex)
+        );
+        assert_eq!(hook_client(&hook(0, "")), None);
+        assert_eq!(hook_client(&hook(0, "cursor")), None);
+        assert_eq!(hook_client(&hook(99, "codex")), None);
     }
 
     #[test]

@@ -175,12 +175,12 @@ fn supervisor_check(running: Option<&Result<pb::StatusResponse, tonic::Status>>)
             let bad = s.sandbox_strength.contains("MISSING");
             // The supervisor names its backend; one this supervisorctl does
             // not know is said as such, never taken for native.
-            let hint = match BackendChoice::parse(&s.sandbox) {
-                Ok(BackendChoice::Native) => "the native checks above say what this host lacks",
-                Ok(BackendChoice::Docker) => {
+            let hint = match crate::wire::status_backend(s) {
+                Some(BackendChoice::Native) => "the native checks above say what this host lacks",
+                Some(BackendChoice::Docker) => {
                     "start the docker engine (or build the image); the supervisor tries again on demand, no restart needed"
                 }
-                Err(_) => {
+                None => {
                     "this supervisorctl does not know that backend: use the supervisorctl of the same release"
                 }
             };

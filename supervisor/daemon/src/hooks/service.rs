@@ -54,7 +54,7 @@ impl ClientHooks for HookSvc {
     ) -> Result<Response<pb::HookEventResponse>, Status> {
         let peer = peer(&req)?;
         let r = req.into_inner();
-        let client = Client::parse(&r.client).ok_or_else(|| {
+        let client = crate::wire::hook_client(&r).ok_or_else(|| {
             Status::invalid_argument(format!(
                 "unknown client {:?} (expected claude-code or codex)",
                 r.client.chars().take(32).collect::<String>()

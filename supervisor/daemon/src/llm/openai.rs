@@ -226,6 +226,8 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<Completion, LlmError> {
             content,
             tool_calls,
             tool_call_id: String::new(),
+            // Both role fields agree on the way out (wire::chat).
+            ..Default::default()
         },
         usage,
         finish_reason,

@@ -108,6 +108,8 @@ impl Provider for Script {
                 content: t.content.clone(),
                 tool_calls,
                 tool_call_id: String::new(),
+                // Both role fields agree on the way out (wire::chat).
+                ..Default::default()
             },
             usage: t.usage.map(|u| (u.prompt_tokens, u.completion_tokens)),
             finish_reason: finish_reason.to_string(),

@@ -25,16 +25,6 @@ fn policy(sup: &Supervisor) -> Result<NetworkPolicy, Status> {
     }
 }
 
-fn verb(v: &str) -> Result<OverlayVerb, Status> {
-    match v {
-        "allow" => Ok(OverlayVerb::Allow),
-        "deny" => Ok(OverlayVerb::Deny),
-        other => Err(Status::invalid_argument(format!(
-            "unknown verb {other:?} (expected allow or deny)"
-        ))),
-    }
-}
-
 /// Adds `entry` to the session's `allow` or `deny`: recorded first.
 pub(crate) fn change(
     sup: &Supervisor,
@@ -43,7 +33,7 @@ pub(crate) fn change(
     by: &str,
 ) -> Result<pb::NetListResponse, Status> {
     let policy = policy(sup)?;
-    let verb = verb(&r.verb)?;
+    let verb = crate::wire::network::asked_verb(r).map_err(Status::invalid_argument)?;
     let mut overlay = session.net.overlay.lock();
     let mut next = overlay.clone();
     let rule = next
@@ -69,6 +59,34 @@ pub(crate) fn change(
     *overlay = next;
     drop(overlay);
     Ok(session_lists(&policy, session))
+}
+
+/// Where a listed entry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntrySource {
+    /// `[network]` in supervisor.toml.
+    Supervisor,
+    /// `supervisorctl net allow|deny`.
+    Operator,
+    /// Approved for the session.
+    Approval,
+}
+
+/// One entry of a session's lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listed {
+    pub entry: String,
+    pub verdict: OverlayVerb,
+    pub source: EntrySource,
+}
+
+/// What one session may reach, in the order it is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listing {
+    pub session_id: String,
+    pub unlisted: Unlisted,
+    pub entries: Vec<Listed>,
+    pub allow_private: Vec<String>,
 }
 
 /// What the session may reach, in the order it is checked.
@@ -104,7 +122,11 @@ pub(crate) fn exec_list(sup: &Supervisor, id: &str) -> Result<pb::NetListRespons
 /// `net allow|deny` of a running `sandbox exec`: refused, saying why and
 /// what changes what it may reach. The entry is checked as for a session.
 pub(crate) fn exec_change(sup: &Supervisor, r: &pb::NetChangeRequest) -> Status {
-    let (policy, verb) = match policy(sup).and_then(|p| Ok((p, verb(&r.verb)?))) {
+    let asked = policy(sup).and_then(|p| {
+        let verb = crate::wire::network::asked_verb(r).map_err(Status::invalid_argument)?;
+        Ok((p, verb))
+    });
+    let (policy, verb) = match asked {
         Ok(pv) => pv,
         Err(s) => return s,
     };
@@ -134,41 +156,39 @@ struct Lists<'a> {
 }
 
 fn list_of(policy: &NetworkPolicy, of: &Lists<'_>) -> pb::NetListResponse {
-    let entry = |e: &str, verdict: &str, source: &str| pb::NetEntry {
+    use EntrySource as Src;
+    use OverlayVerb::{Allow, Deny};
+    let entry = |e: &str, verdict, source| Listed {
         entry: e.to_string(),
-        verdict: verdict.to_string(),
-        source: source.to_string(),
+        verdict,
+        source,
     };
-    let mut entries: Vec<pb::NetEntry> = policy
-        .deny_entries()
-        .map(|e| entry(e, "deny", "supervisor"))
-        .collect();
-    let operator = |rules: &[tollgate_policy::network::NetRule], verdict: &str| {
+    let operator = |rules: &[tollgate_policy::network::NetRule], verdict| {
         rules
             .iter()
-            .map(|r| entry(&r.text, verdict, "operator"))
+            .map(|r| entry(&r.text, verdict, Src::Operator))
             .collect::<Vec<_>>()
     };
-    entries.extend(operator(&of.overlay.deny, "deny"));
+    let mut entries: Vec<Listed> = policy
+        .deny_entries()
+        .map(|e| entry(e, Deny, Src::Supervisor))
+        .collect();
+    entries.extend(operator(&of.overlay.deny, Deny));
     entries.extend(
         policy
             .allow_entries()
-            .map(|e| entry(e, "allow", "supervisor")),
+            .map(|e| entry(e, Allow, Src::Supervisor)),
     );
-    entries.extend(operator(&of.overlay.allow, "allow"));
-    entries.extend(of.grants.iter().map(|t| entry(t, "allow", "approval")));
-    pb::NetListResponse {
+    entries.extend(operator(&of.overlay.allow, Allow));
+    entries.extend(of.grants.iter().map(|t| entry(t, Allow, Src::Approval)));
+    crate::wire::network::net_list(Listing {
         session_id: of.id.to_string(),
-        unlisted: match of.unlisted.unwrap_or(policy.unlisted()) {
-            Unlisted::Deny => "deny",
-            Unlisted::Ask => "ask",
-        }
-        .to_string(),
+        unlisted: of.unlisted.unwrap_or(policy.unlisted()),
         entries,
         allow_private: policy
             .allow_private()
             .iter()
             .map(|n| n.to_string())
             .collect(),
-    }
+    })
 }
