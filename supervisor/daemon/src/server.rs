@@ -158,9 +158,7 @@ pub async fn run(opts: Options, config: Config) -> anyhow::Result<()> {
     // Passed sockets belong to the service manager, which keeps listening
     // on them to start us again.
     if owns_sockets {
-        for p in [&agent_socket, &operator_socket] {
-            let _ = std::fs::remove_file(p);
-        }
+        let _ = [&agent_socket, &operator_socket].map(std::fs::remove_file);
     }
     Ok(())
 }
