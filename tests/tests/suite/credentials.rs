@@ -50,10 +50,13 @@ struct TestUser {
     uid: u32,
     gid: u32,
     home: PathBuf,
+    /// Last, so it is released after `drop` has run userdel.
+    _passwd: std::sync::MutexGuard<'static, ()>,
 }
 
 impl TestUser {
     fn create() -> TestUser {
+        let passwd = tollgate_e2e::harness::passwd_writer();
         let pid = std::process::id();
         let name = format!("tgcred{pid}");
         let home = PathBuf::from(format!("/opt/tollgate-cred-{pid}"));
@@ -84,6 +87,7 @@ impl TestUser {
             gid: id("-g"),
             name,
             home,
+            _passwd: passwd,
         };
         user.mkdir(&user.home);
         user

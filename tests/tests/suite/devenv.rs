@@ -205,6 +205,8 @@ pub(super) struct Owner {
     pub(super) uid: u32,
     pub(super) gid: u32,
     pub(super) home: std::path::PathBuf,
+    /// Last, so it is released after `drop` has run userdel.
+    _passwd: std::sync::MutexGuard<'static, ()>,
 }
 
 /// What the credential file inside `~/.config` holds: never seen inside.
@@ -213,6 +215,7 @@ const SECRET: &str = "tollgate-devenv-secret-token";
 impl Owner {
     pub(super) fn create(tag: &str) -> Owner {
         use std::process::Command;
+        let passwd = tollgate_e2e::harness::passwd_writer();
         let pid = std::process::id();
         let name = format!("tgdev{tag}{pid}");
         let home = std::path::PathBuf::from(format!("/opt/tollgate-devenv-{tag}-{pid}"));
@@ -242,6 +245,7 @@ impl Owner {
             gid: id("-g"),
             name,
             home,
+            _passwd: passwd,
         };
         o.plant();
         o
