@@ -318,6 +318,25 @@ impl Supervisor {
         .into_inner()
     }
 
+    /// A session of the test's own uid on `workspace`, in
+    /// `dangerouslySkipPermissions` (nothing asks): the preamble of most
+    /// run_bash tests.
+    pub async fn open_skip_session(
+        &self,
+        workspace: &Path,
+    ) -> tollgate_proto::v1::OpenSessionResponse {
+        self.agent_client()
+            .await
+            .open_session(tollgate_proto::v1::OpenSessionRequest {
+                workspace: workspace.display().to_string(),
+                mode: "dangerouslySkipPermissions".to_string(),
+                ..Default::default()
+            })
+            .await
+            .expect("OpenSession")
+            .into_inner()
+    }
+
     pub async fn operator_client(&self) -> OperatorServiceClient<Channel> {
         let ch = channel(&self.operator_socket).await;
         OperatorServiceClient::new(ch)

@@ -12,7 +12,6 @@
 
 use serde_json::json;
 use tollgate_e2e::harness::{Supervisor, TEST_CONFIG, docker, docker_or_skip, root_or_skip};
-use tollgate_proto::v1 as pb;
 
 pub(crate) fn dev_image() -> String {
     format!("tollgate-sandbox:{}-dev", env!("CARGO_PKG_VERSION"))
@@ -53,16 +52,7 @@ async fn the_dev_image_builds_and_runs_what_developers_use_inside_the_walls() {
         .sandbox("docker")
         .start();
     let ws = sup.dirs.workspace("ws", 0);
-    let mut c = sup.agent_client().await;
-    let s = c
-        .open_session(pb::OpenSessionRequest {
-            workspace: ws.display().to_string(),
-            mode: "dangerouslySkipPermissions".to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = sup.open_skip_session(&ws).await;
     let run = |command: &'static str| {
         let sup = &sup;
         let token = s.token.clone();
@@ -163,16 +153,7 @@ async fn a_devcontainer_image_is_used_only_when_present_and_unchanged() {
                 format!("{{\n  // named\n  \"image\": \"{image}\",\n}}\n"),
             )
             .unwrap();
-            let mut c = sup.agent_client().await;
-            let s = c
-                .open_session(pb::OpenSessionRequest {
-                    workspace: ws.display().to_string(),
-                    mode: "dangerouslySkipPermissions".to_string(),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner();
+            let s = sup.open_skip_session(&ws).await;
             if change {
                 std::fs::write(&file, format!("{{\"image\": \"{image}\"}}")).unwrap();
             }

@@ -20,16 +20,7 @@ async fn fifty_concurrent_run_bash_calls_in_one_docker_session_keep_their_output
         .sandbox("docker")
         .start();
     let ws = sup.dirs.workspace("ws", 0);
-    let mut c = sup.agent_client().await;
-    let s = c
-        .open_session(pb::OpenSessionRequest {
-            workspace: ws.display().to_string(),
-            mode: "dangerouslySkipPermissions".to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = sup.open_skip_session(&ws).await;
     // The first call makes the container.
     let r = sup
         .call_tool(&s.token, "run_bash", serde_json::json!({"command": "true"}))

@@ -70,17 +70,7 @@ async fn a_submodule_made_inside_is_told_and_recorded_once() {
     host_git(&ws, &["add", "a"]);
     host_git(&ws, &["commit", "-qm", "a"]);
     std::fs::write(ws.join("plant.sh"), PLANT).unwrap();
-    let s = sup
-        .agent_client()
-        .await
-        .open_session(pb::OpenSessionRequest {
-            workspace: ws.display().to_string(),
-            mode: "dangerouslySkipPermissions".to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = sup.open_skip_session(&ws).await;
 
     let quiet = run_bash(&sup, &s.token, "quiet", "git status --short").await;
     assert!(!quiet.contains("sandbox: "), "{quiet}");

@@ -58,16 +58,7 @@ async fn start_sleeps(sup: &Supervisor, arg: &str) -> InFlight {
 async fn start_command(sup: &Supervisor, arg: &str, command: &str) -> InFlight {
     let command = command.to_string();
     let ws = sup.dirs.workspace(&format!("ws-{arg}"), 0);
-    let mut c = sup.agent_client().await;
-    let s = c
-        .open_session(pb::OpenSessionRequest {
-            workspace: ws.display().to_string(),
-            mode: "dangerouslySkipPermissions".to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = sup.open_skip_session(&ws).await;
     let socket = sup.agent_socket.clone();
     let token = s.token.clone();
     let call = tokio::spawn(async move {

@@ -349,16 +349,7 @@ async fn the_sandbox_holds_a_placeholder_and_curl_npm_and_git_push_get_the_token
         .env("TOLLGATE_E2E_FORGE", REAL)
         .start();
     let ws = sup.dirs.workspace("ws", 0);
-    let mut c = sup.agent_client().await;
-    let open = c
-        .open_session(pb::OpenSessionRequest {
-            workspace: ws.display().to_string(),
-            mode: "dangerouslySkipPermissions".to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let open = sup.open_skip_session(&ws).await;
     let t = &open.token;
     // The environment and /proc/self/environ hold the placeholder only
     // (counted, so the redactor could not hide a value that was there).
@@ -457,6 +448,7 @@ async fn the_sandbox_holds_a_placeholder_and_curl_npm_and_git_push_get_the_token
     // `git push` needs the user's confirmation: a session in default mode,
     // each call approved as an operator would, the push with its target.
     let ws2 = sup.dirs.workspace("ws2", 0);
+    let mut c = sup.agent_client().await;
     let pushing = c
         .open_session(pb::OpenSessionRequest {
             workspace: ws2.display().to_string(),

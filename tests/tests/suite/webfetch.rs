@@ -151,16 +151,7 @@ async fn fetches_a_public_page_and_refuses_redirects_inward() {
         .config("[session]\nfetch_max_bytes = 100000\n[llm]\nprovider = \"script\"\n")
         .start();
     let ws = sup.dirs.workspace("ws", 0);
-    let mut c = sup.agent_client().await;
-    let s = c
-        .open_session(pb::OpenSessionRequest {
-            workspace: ws.display().to_string(),
-            mode: "dangerouslySkipPermissions".to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = sup.open_skip_session(&ws).await;
 
     let r = fetch(&sup, &s.token, &format!("http://{PUBLIC_IP}/page.html")).await;
     assert!(r.ok, "{r:?}");
@@ -251,16 +242,7 @@ async fn webfetch_masks_secrets_in_a_latin1_body() {
         .config("[llm]\nprovider = \"script\"\n")
         .start();
     let ws = sup.dirs.workspace("ws", 0);
-    let mut c = sup.agent_client().await;
-    let s = c
-        .open_session(pb::OpenSessionRequest {
-            workspace: ws.display().to_string(),
-            mode: "dangerouslySkipPermissions".to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = sup.open_skip_session(&ws).await;
     let r = fetch(&sup, &s.token, &format!("http://{PUBLIC_IP}/settings.txt")).await;
     assert!(r.ok, "{r:?}");
     let stripe = format!("sk_{}_", "live");
