@@ -99,7 +99,7 @@ async fn list(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         outln!(
             "{}",
             json!({
-                "mode": r.cache_mode().text(), "max_mb": r.max_mb, "root": r.root,
+                "mode": crate::wire::cache_mode(&r), "max_mb": r.max_mb, "root": r.root,
                 "caches": r.caches.iter().map(cache_json).collect::<Vec<_>>(),
             })
         );
@@ -107,7 +107,7 @@ async fn list(mut c: Client, json_out: bool) -> anyhow::Result<()> {
     }
     outln!(
         "caches: {} (cache_max_mb {}) in {}",
-        r.cache_mode().text(),
+        crate::wire::cache_mode(&r),
         r.max_mb,
         r.root
     );
