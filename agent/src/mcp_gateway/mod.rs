@@ -13,6 +13,7 @@
 //! the server's process group and the session is closed.
 
 mod elicit;
+mod lines;
 mod settings;
 
 pub use settings::{McpGatewayArgs, McpGatewaySettings, validate};
@@ -20,8 +21,10 @@ pub use settings::{McpGatewayArgs, McpGatewaySettings, validate};
 use std::sync::Arc;
 
 use elicit::Elicit;
+use lines::{CappedLines, Line};
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -226,16 +229,14 @@ async fn read_stdin(
     shared: Arc<Elicit>,
     out: mpsc::Sender<Vec<u8>>,
 ) {
-    let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-    let mut buf: Vec<u8> = Vec::new();
-    loop {
-        buf.clear();
-        let n = match read_line_capped(&mut stdin, &mut buf).await {
-            Ok(n) => n,
-            Err(_) => break,
-        };
-        match n {
-            Line::Eof => break,
+    let mut stdin = tokio_util::codec::FramedRead::with_capacity(
+        tokio::io::stdin(),
+        CappedLines::new(MAX_CLIENT_LINE),
+        64 * 1024,
+    );
+    while let Some(line) = stdin.next().await {
+        let Ok(line) = line else { break };
+        match line {
             Line::TooLong(len) => {
                 term::diag(&format!(
                     "agent mcp-gateway: dropped a client message of {len} bytes (the limit is {MAX_CLIENT_LINE})"
@@ -244,7 +245,7 @@ async fn read_stdin(
                     "code": -32600, "message": format!("request too large: {len} bytes (the limit is {MAX_CLIENT_LINE})")}});
                 let _ = out.send(elicit::line(&err)).await;
             }
-            Line::Text => {
+            Line::Text(buf) => {
                 let text = String::from_utf8_lossy(&buf);
                 let text = text.trim_end_matches(['\n', '\r']);
                 if text.trim().is_empty() {
@@ -263,51 +264,6 @@ async fn read_stdin(
                     break;
                 }
             }
-        }
-    }
-}
-
-enum Line {
-    Eof,
-    Text,
-    TooLong(usize),
-}
-
-/// Reads one line into `buf`, discarding (not buffering) what is past
-/// [`MAX_CLIENT_LINE`].
-async fn read_line_capped(
-    r: &mut BufReader<tokio::io::Stdin>,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<Line> {
-    let mut total = 0usize;
-    loop {
-        let avail = r.fill_buf().await?;
-        if avail.is_empty() {
-            return Ok(if total == 0 {
-                Line::Eof
-            } else if total > MAX_CLIENT_LINE {
-                Line::TooLong(total)
-            } else {
-                Line::Text
-            });
-        }
-        let (take, done) = match avail.iter().position(|b| *b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (avail.len(), false),
-        };
-        total += take;
-        if total <= MAX_CLIENT_LINE + 1 {
-            buf.extend_from_slice(&avail[..take]);
-        } else {
-            buf.clear();
-        }
-        r.consume(take);
-        if done {
-            return Ok(if total > MAX_CLIENT_LINE + 1 {
-                Line::TooLong(total)
-            } else {
-                Line::Text
-            });
         }
     }
 }

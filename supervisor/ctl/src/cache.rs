@@ -40,7 +40,15 @@ fn cache_json(c: &pb::CacheInfo) -> Value {
         "workspace": (!c.workspace.is_empty()).then_some(&c.workspace),
         "path": c.path, "bytes": c.bytes, "files": c.files,
         "newest_unix": c.newest_unix, "sessions": c.sessions,
+        "holders": holders(c),
     })
+}
+
+/// How many sessions and `sandbox exec`s hold the cache's lease now
+/// (docs/INTERFACES.md "Package caches"); from a supervisor of an earlier
+/// release, which does not say, its count of the owner's sessions.
+fn holders(c: &pb::CacheInfo) -> u32 {
+    c.holders.unwrap_or(c.sessions)
 }
 
 /// Bytes as `du -h` would round them.
@@ -72,7 +80,7 @@ fn rows(list: &[pb::CacheInfo]) -> Vec<Vec<String>> {
                 },
                 size(c.bytes),
                 c.files.to_string(),
-                c.sessions.to_string(),
+                holders(c).to_string(),
                 table::escape(&c.path),
             ]
         })
@@ -91,7 +99,7 @@ async fn list(mut c: Client, json_out: bool) -> anyhow::Result<()> {
         outln!(
             "{}",
             json!({
-                "mode": r.cache_mode().text(), "max_mb": r.max_mb, "root": r.root,
+                "mode": crate::wire::cache_mode(&r), "max_mb": r.max_mb, "root": r.root,
                 "caches": r.caches.iter().map(cache_json).collect::<Vec<_>>(),
             })
         );
@@ -99,7 +107,7 @@ async fn list(mut c: Client, json_out: bool) -> anyhow::Result<()> {
     }
     outln!(
         "caches: {} (cache_max_mb {}) in {}",
-        r.cache_mode().text(),
+        crate::wire::cache_mode(&r),
         r.max_mb,
         r.root
     );
@@ -143,5 +151,30 @@ mod tests {
         assert_eq!(size(512), "512 B");
         assert_eq!(size(3 << 20), "3.0 MiB");
         assert_eq!(size(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn sessions_are_the_lease_holders_else_an_older_supervisors_count() {
+        let c = pb::CacheInfo {
+            sessions: 2,
+            holders: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(holders(&c), 1);
+        assert_eq!(rows(std::slice::from_ref(&c))[0][5], "1");
+        assert_eq!(cache_json(&c)["holders"], 1);
+        assert_eq!(cache_json(&c)["sessions"], 2);
+        let idle = pb::CacheInfo {
+            sessions: 1,
+            holders: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(holders(&idle), 0);
+        let older = pb::CacheInfo {
+            sessions: 3,
+            holders: None,
+            ..Default::default()
+        };
+        assert_eq!(holders(&older), 3);
     }
 }

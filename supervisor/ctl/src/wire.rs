@@ -1,7 +1,7 @@
-//! The one place supervisorctl reads and writes the sandbox backend and
-//! network enums (docs/INTERFACES.md "Additions: wire enums"): it reads the
-//! enum, and the deprecated word beside it only when the enum is unspecified
-//! (a supervisor of an earlier release); it sends both.
+//! The one place supervisorctl reads and writes the sandbox backend,
+//! network and cache enums (docs/INTERFACES.md "Additions: wire enums"):
+//! it reads the enum, and the deprecated word beside it only when the enum
+//! is unspecified (a supervisor of an earlier release); it sends both.
 
 use tollgate_config::BackendChoice;
 use tollgate_proto::v1 as pb;
@@ -61,6 +61,11 @@ pub fn entry_source(e: &pb::NetEntry) -> &str {
 
 pub fn unlisted(l: &pb::NetListResponse) -> &str {
     shown(l.net_unlisted().text(), &l.unlisted)
+}
+
+/// The configured `[sandbox] cache`, as `cache list` names it.
+pub fn cache_mode(l: &pb::ListCachesResponse) -> &str {
+    shown(l.cache_mode().text(), &l.mode)
 }
 
 #[cfg(test)]
@@ -154,5 +159,22 @@ mod tests {
         assert_eq!(unlisted(&list(pb::NetUnlisted::Ask as i32, "deny")), "ask");
         assert_eq!(unlisted(&list(0, "deny")), "deny");
         assert_eq!(unlisted(&list(0, "")), "");
+    }
+
+    #[test]
+    fn the_cache_mode_is_read_enum_first_then_the_deprecated_word() {
+        let caches = |cache_mode: i32, mode: &str| pb::ListCachesResponse {
+            cache_mode,
+            mode: mode.to_string(),
+            ..Default::default()
+        };
+        let ws = pb::CacheMode::Workspace as i32;
+        assert_eq!(cache_mode(&caches(ws, "")), "workspace");
+        assert_eq!(cache_mode(&caches(ws, "owner")), "workspace");
+        // A supervisor of an earlier release: only the word.
+        assert_eq!(cache_mode(&caches(0, "off")), "off");
+        // A value this build does not know: the word, as written.
+        assert_eq!(cache_mode(&caches(99, "shared")), "shared");
+        assert_eq!(cache_mode(&caches(0, "")), "");
     }
 }

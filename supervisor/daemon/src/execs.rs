@@ -6,7 +6,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// Ended execs remembered, so an id of one reads "already ended".
-const ENDED_KEPT: usize = 256;
+pub(crate) const ENDED_KEPT: usize = 256;
 
 /// What an id names among the execs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -671,6 +671,15 @@ enum NetTarget {
     Exec,
 }
 
+/// `net list|allow|deny` of an id that names no session (live or ended)
+/// and no `sandbox exec` (running or among the last that ended).
+fn neither_session_nor_exec(id: &str) -> Status {
+    Status::not_found(format!(
+        "{id} is unknown: no session has that id (running or ended), nor does any sandbox exec (running, or one of the last {} that ended)",
+        crate::execs::ENDED_KEPT
+    ))
+}
+
 /// A sandbox that could not be had, as a status that says so once.
 fn sandbox_status(e: &SandboxError) -> Status {
     let detail = e.beside_unavailable();
@@ -692,7 +701,8 @@ impl OperatorSvc {
     }
 
     /// Whose lists `net` names: a live session's, else a running `sandbox
-    /// exec`'s (an ended one says so).
+    /// exec`'s (an ended one says so); an id that is neither says it was
+    /// looked for as both.
     fn net_target(&self, id: &str) -> Result<NetTarget, Status> {
         if self.sup.sessions.get(id).is_none() {
             match self.sup.execs.state(id) {
@@ -701,6 +711,9 @@ impl OperatorSvc {
                     return Err(Status::failed_precondition(format!(
                         "sandbox exec {id} already ended; its connections are in the supervisor's log (session {id})"
                     )));
+                }
+                None if self.sup.sessions.find_ended(id).is_none() => {
+                    return Err(neither_session_nor_exec(id));
                 }
                 None => {}
             }
@@ -727,6 +740,16 @@ mod tests {
     use super::*;
 
     /// Regression: "SANDBOX_UNAVAILABLE: sandbox unavailable: …".
+    #[test]
+    fn an_unknown_net_id_was_looked_for_as_a_session_and_as_an_exec() {
+        let s = neither_session_nor_exec("nosuch");
+        assert_eq!(s.code(), tonic::Code::NotFound);
+        assert_eq!(
+            s.message(),
+            "nosuch is unknown: no session has that id (running or ended), nor does any sandbox exec (running, or one of the last 256 that ended)"
+        );
+    }
+
     #[test]
     fn a_sandbox_status_says_each_thing_once() {
         let s = sandbox_status(&SandboxError::Unavailable(

@@ -500,6 +500,27 @@ fn list_json(sup: &Supervisor) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The SESSIONS column of `cache list`'s table, one cell per cache.
+fn sessions_column(sup: &Supervisor) -> Vec<String> {
+    let out = sup.ctl(&["cache", "list"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Cells start where their header does (SIZE's hold a space).
+    let mut lines = text.lines().skip(1);
+    let header = lines.next().unwrap_or_default();
+    let at = header.find("SESSIONS").unwrap_or_else(|| panic!("{text}"));
+    lines
+        .map(|l| {
+            l.get(at..)
+                .unwrap_or_default()
+                .split(' ')
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
 /// `cache list` (text and JSON) shows each owner's cache; `cache clear`
 /// is refused while the owner's session runs, then removes the cache and
 /// leaves a `cache_cleared` record in the supervisor's log.
@@ -544,6 +565,9 @@ async fn cache_list_and_clear_with_the_audit_record() {
         ),
         "{list}"
     );
+    // The session's sandbox holds the cache's lease.
+    assert_eq!(c["holders"], 1, "{list}");
+    assert_eq!(sessions_column(&sup), ["1"]);
     let out = sup.ctl(&["cache", "list"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
@@ -601,8 +625,9 @@ async fn cache_list_and_clear_with_the_audit_record() {
 
 /// `cache clear` respects the leases (docs/OPERATIONS.md "Package
 /// caches"): an operator's `sandbox exec` holds the cache though no session
-/// of the owner runs; the clear is refused naming its exec id, removes
-/// nothing, and goes through once the exec has ended.
+/// of the owner runs (`cache list` counts it under SESSIONS); the clear is
+/// refused naming its exec id, removes nothing, and goes through once the
+/// exec has ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_clear_is_refused_while_a_sandbox_exec_holds_the_cache() {
     if !root_or_skip("cache_clear_is_refused_while_a_sandbox_exec_holds_the_cache") {
@@ -628,6 +653,15 @@ async fn cache_clear_is_refused_while_a_sandbox_exec_holds_the_cache() {
         .spawn()
         .unwrap();
     assert!(eventually(|| started.exists()), "the exec never started");
+    // No session of root runs, yet the exec holds the cache: SESSIONS
+    // counts it (docs/INTERFACES.md "Package caches").
+    let c = &list_json(&sup)["caches"][0];
+    assert_eq!(
+        (&c["holders"], &c["sessions"]),
+        (&serde_json::json!(1), &serde_json::json!(0)),
+        "{c}"
+    );
+    assert_eq!(sessions_column(&sup), ["1"]);
     let out = sup.ctl(&["cache", "clear", "--user", "root"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -648,6 +682,8 @@ async fn cache_clear_is_refused_while_a_sandbox_exec_holds_the_cache() {
         "done\n"
     );
     // The exec's sandbox is gone, and its lease with it.
+    assert_eq!(list_json(&sup)["caches"][0]["holders"], 0);
+    assert_eq!(sessions_column(&sup), ["0"]);
     let out = sup.ctl(&["cache", "clear", "--user", "root"]);
     assert!(out.status.success(), "{out:?}");
     assert!(!leaf.exists());

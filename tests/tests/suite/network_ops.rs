@@ -116,8 +116,19 @@ async fn an_operator_allows_and_denies_hosts_of_a_live_session_recorded() {
         let e = ctl_err(&sup, &["net", "allow", &sid, bad]);
         assert!(e.contains("is refused"), "{bad}: {e}");
     }
-    let e = ctl_err(&sup, &["net", "allow", "nosuchsession", "example.org"]);
-    assert!(e.contains("unknown"), "{e}");
+    // An id that is neither a session nor a sandbox exec: looked for as both.
+    for args in [
+        vec!["net", "allow", "nosuchsession", "example.org"],
+        vec!["net", "list", "nosuchsession"],
+    ] {
+        let out = sup.ctl(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            e.contains("nosuchsession is unknown: no session has that id (running or ended), nor does any sandbox exec (running, or one of the last 256 that ended)"),
+            "{args:?}: {e}"
+        );
+    }
     // Each change is in the session's log, with who made it.
     let recs: Vec<serde_json::Value> = sup
         .session_records(&sid)

@@ -284,6 +284,18 @@ pub(crate) fn workspace(sup: &Supervisor, name: &str, uid: u32) -> PathBuf {
     sup.dirs.workspace(name, uid)
 }
 
+/// A python3 command that connects to `host`'s echo server (7000) with a
+/// raw socket (no proxy variable followed), sends `send`, and prints what
+/// came back once all of `until` has, the server closed, or 64 KiB came:
+/// never the first `recv` taken for the whole answer.
+fn raw_echo(host: &str, send: &str, until: &[&str]) -> String {
+    let until: Vec<String> = until.iter().map(|u| format!("b\"{u}\", ")).collect();
+    format!(
+        "python3 -c 'import socket\ns = socket.create_connection((\"{host}\", 7000), timeout=20)\ns.sendall(b\"{send}\")\ngot = b\"\"\nwhile len(got) < 65536 and not all(u in got for u in ({})):\n  c = s.recv(4096)\n  if not c: break\n  got += c\nprint(got.decode())'",
+        until.concat()
+    )
+}
+
 /// Allowed names through the proxies and the transparent path.
 fn allowed_names_get_through(w: &World, s: &Sess<'_>, has_curl: bool) {
     let web = &w.web;
@@ -316,13 +328,13 @@ fn allowed_names_get_through(w: &World, s: &Sess<'_>, has_curl: bool) {
         );
     } else {
         // A raw socket that ignores every proxy variable: the transparent path.
-        let raw = format!(
-            "python3 -c 'import socket; s = socket.create_connection((\"{}\", 7000), timeout=20); s.sendall(b\"ping-through\\n\"); import time; time.sleep(1); print(s.recv(4096).decode())'",
-            w.echo
-        );
-        let (out, code) = s.bash(&raw);
+        let (out, code) = s.bash(&raw_echo(
+            &w.echo,
+            "ping-through\\n",
+            &["WALL-BANNER", "ping-through"],
+        ));
         assert!(
-            code == 0 && out.contains("WALL-BANNER"),
+            code == 0 && out.contains("WALL-BANNER") && out.contains("ping-through"),
             "raw socket: {out}"
         );
     }
@@ -380,10 +392,7 @@ fn the_wall_holds(w: &World, s: &Sess<'_>) {
         "{out}"
     );
     // Still captured after the attempts, and still working.
-    let (out, code) = s.bash(&format!(
-        "python3 -c 'import socket; s = socket.create_connection((\"{}\", 7000), timeout=20); print(s.recv(100).decode())'",
-        w.echo
-    ));
+    let (out, code) = s.bash(&raw_echo(&w.echo, "", &["WALL-BANNER"]));
     assert!(code == 0 && out.contains("WALL-BANNER"), "{out}");
     assert!(!w.log("udp.log").contains("UDP-LEAK"), "UDP arrived");
 }

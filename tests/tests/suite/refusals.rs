@@ -342,6 +342,111 @@ async fn a_hostile_4_kib_path_is_escaped_and_cut_in_the_line_and_the_record() {
     assert_eq!(recs[0]["inferred"], "command_output");
 }
 
+/// A directory of the host's /etc that no sandbox reads (its name says
+/// `secret`), removed with the test.
+struct EtcSecret(std::path::PathBuf);
+
+impl Drop for EtcSecret {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The same hostile path, refused by Landlock itself: a file of about 4 KiB
+/// of path, its components ESC sequences, BEL and invalid UTF-8, under an
+/// /etc entry the sandbox withholds. The kernel's record (the path in hex)
+/// becomes one `sandbox: ` line, escaped and cut, and one `sandbox_denial`
+/// record of the call, and the call returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_4_kib_path_landlock_refuses_is_escaped_and_cut_in_the_line_and_the_record() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(sup) = supervisor(
+        "a_hostile_4_kib_path_landlock_refuses_is_escaped_and_cut_in_the_line_and_the_record",
+    ) else {
+        return;
+    };
+    let top = EtcSecret(format!("/etc/tg-secret-{}-hostile", std::process::id()).into());
+    let mut path = top.0.as_os_str().as_bytes().to_vec();
+    for _ in 0..68 {
+        path.extend_from_slice(b"/\x1b]0;owned\x07\x1b[2J\xff\xfe");
+        path.extend_from_slice(&[b'x'; 40]);
+    }
+    let file = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&path)).join("f");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "not for the sandbox\n").unwrap();
+    let len = file.as_os_str().len();
+    assert!((3800..4096).contains(&len), "{len}");
+    let s = open(&sup, "hostile-ll").await;
+    // The path comes from a file: the shell policy never sees it.
+    std::fs::write(
+        sup.dirs.workspace("hostile-ll", 0).join("hostile.path"),
+        file.as_os_str().as_bytes(),
+    )
+    .unwrap();
+    script(
+        &sup,
+        "hostile-ll",
+        "hostile.pl",
+        "open(my $p, '<', 'hostile.path') or die; my $path = do { local $/; <$p> };\n\
+         if (open(my $f, '<', $path)) { print \"READ IT\\n\" } else { print \"refused: $!\\n\" }\n",
+    );
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        run_bash(
+            &sup,
+            &s.token,
+            "hostile-ll-1",
+            json!({"command": "perl ./hostile.pl"}),
+        ),
+    )
+    .await
+    .expect("the call hung");
+    assert!(
+        r.output.starts_with("refused: Permission denied\n"),
+        "{}",
+        r.output
+    );
+    let lines = sandbox_lines(&r.output);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = lines[0];
+    assert!(
+        !r.output.contains(['\u{1b}', '\u{7}', '\u{fffd}']),
+        "{line:?}"
+    );
+    let shown = format!(
+        "sandbox: denied read {}/\\u{{1b}}]0;owned\\u{{7}}\\u{{1b}}[2J\\xff\\xfexxxx",
+        top.0.display()
+    );
+    assert!(line.starts_with(&shown), "{line}");
+    assert!(line.contains('…'), "not cut: {line}");
+    assert!(line.chars().count() < 400, "{}", line.chars().count());
+    assert!(
+        line.ends_with(" to perl (a credential path (withheld from the sandbox))"),
+        "{line}"
+    );
+    let recs = denials(&sup, &s.session_id, "hostile-ll-1");
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let d = &recs[0];
+    assert_eq!(
+        (&d["access"], &d["rule"], &d["count"], &d["program"]),
+        (
+            &json!("read"),
+            &json!("credential"),
+            &json!(1),
+            &json!("perl")
+        ),
+        "{d}"
+    );
+    assert!(d.get("inferred").is_none(), "from the kernel's record: {d}");
+    let path = d["path"].as_str().unwrap();
+    assert!(
+        path.starts_with(&shown["sandbox: denied read ".len()..]),
+        "{path}"
+    );
+    assert!(!path.contains(['\u{1b}', '\u{7}', '\u{fffd}']), "{path:?}");
+    assert!(path.chars().count() <= 161, "{}", path.chars().count());
+}
+
 /// A million refusals from one command: the call returns, its block is
 /// capped at 10 lines and `… and N more`, its records are summarised, and
 /// the supervisor's memory stays bounded. Run alone (`.ci/run` does, after

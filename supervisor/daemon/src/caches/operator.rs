@@ -36,6 +36,7 @@ fn info(sup: &Supervisor, l: &Listed) -> pb::CacheInfo {
         files: l.usage.files,
         newest_unix: l.usage.newest_unix,
         sessions: sup.sessions.count_for_uid(l.uid) as u32,
+        holders: Some(sup.leases.of(&l.path).len() as u32),
     }
 }
 
