@@ -518,10 +518,11 @@ pub fn docker_config(extra: &str) -> String {
     )
 }
 
-/// Held by a test for as long as a local user it made exists: `useradd`
-/// and `userdel` replace /etc/passwd, which a native sandbox already
-/// running then cannot read (docs/THREAT_MODEL.md, "`/etc` narrowed entry
-/// by entry"), so no such test changes it under another one's sandboxes.
+/// Held by a test for as long as a local user it made exists (or while it
+/// replaces /etc/passwd itself): `useradd` and `userdel` replace
+/// /etc/passwd, which a process of a native sandbox started before then
+/// cannot read (docs/THREAT_MODEL.md, "`/etc` narrowed entry by entry"),
+/// so no such test changes it under another one's running processes.
 pub fn passwd_writer() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())

@@ -28,6 +28,7 @@ mod suite {
     mod disk;
     mod docker_run_bash;
     mod escape;
+    mod etc_replaced;
     mod git_exposed;
     mod git_routed;
     mod jobs;

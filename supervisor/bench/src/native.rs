@@ -316,7 +316,7 @@ async fn run_bash_true(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Res
         issue: 4,
     })
     .with_note(format!(
-        "warm sandbox; policy decision, 3 audit records, exec in the session's sandbox; {cpu} (the sandbox's own processes not counted)"
+        "warm sandbox; policy decision, 3 audit records, exec in the session's sandbox (pid 1 stats /etc's directories to keep the command's /etc rules current); {cpu} (the sandbox's own processes not counted)"
     )))
 }
 

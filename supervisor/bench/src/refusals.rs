@@ -87,7 +87,7 @@ async fn measure(ctx: &Ctx<'_>) -> anyhow::Result<Vec<Row>> {
         )
         .with_baseline("refusals.run_bash_true_off")
         .with_target(Target::RatioAtMost { factor: 1.05, issue: 35 })
-        .with_note("two supervisors alike but for attribute_refusals, calls alternating; on: a Landlock domain of its own per command, logging on, the kernel's audit records read"),
+        .with_note("two supervisors alike but for attribute_refusals, calls alternating; both: a Landlock domain of its own per command (its /etc rules built again only when /etc changed: one stat per directory they were read from); on: logging on, the kernel's audit records read"),
     ];
     let refused_by_policy = match p
         .s_off

@@ -40,7 +40,7 @@ use nix::unistd::ForkResult;
 use tollgate_exec_agent::links::Guard;
 
 use super::protocol::{self, FromInit, InitConfig, MAX_PACKET};
-use super::{SetupError, credentials, init, landlock, mounts, rlimits, seccomp, sys};
+use super::{SetupError, credentials, init, landlock, mounts, per_call, rlimits, seccomp, sys};
 
 /// The argv[1] that selects this entry point.
 pub const INIT_ARG: &str = "__sandbox-init";
@@ -306,11 +306,9 @@ fn sandbox_init(
     }
 }
 
-/// The environment and the PATH entries commands run with, and the guard
-/// each command starts under.
 /// The environment and PATH entries commands run with, the link guard,
-/// and the per-call Landlock ruleset when commands get domains of their own.
-type Commands = (Vec<CString>, Vec<Vec<u8>>, Guard, Option<OwnedFd>);
+/// and the rules of each command's own Landlock domain.
+type Commands = (Vec<CString>, Vec<Vec<u8>>, Guard, per_call::PerCall);
 
 /// Every restriction of pid 1, in order, ending with the `Ready` report.
 /// Returns what commands run with (see [`Commands`]).
@@ -344,12 +342,14 @@ fn restrict(
     })?;
     clock.mark("mounts");
     rlimits::apply(cfg)?;
-    let prepared = landlock::prepare(
-        &cfg.workspace,
-        cfg.private_home.as_ref().map(|h| h.path.as_path()),
-        &cfg.hidden,
-        cfg.attribute,
-    )?;
+    let home = cfg.private_home.as_ref().map(|h| h.path.clone());
+    let sandbox_rules = landlock::sandbox_ruleset(&cfg.workspace, home.as_deref(), cfg.attribute)?;
+    let inputs = per_call::Inputs {
+        workspace: cfg.workspace.clone(),
+        home,
+        hidden: cfg.hidden.clone(),
+    };
+    let (per_call, etc) = per_call::PerCall::build(inputs, cfg.attribute)?;
     // Above the workspace, listed now: a command's Landlock lets it list
     // only what it may read.
     let links =
@@ -387,7 +387,7 @@ fn restrict(
     }
     drop(helper);
     init::block_sigchld().map_err(step("signals"))?;
-    landlock::enforce(prepared.ruleset)?;
+    landlock::enforce(sandbox_rules)?;
     clock.mark("landlock");
     // Refusals attributed: the filter's refusals are audit records too.
     seccomp::apply(filters, cfg.attribute).map_err(|e| SetupError {
@@ -395,7 +395,7 @@ fn restrict(
         detail: e.to_string(),
     })?;
     clock.mark("seccomp");
-    let posture = check_posture(cfg, prepared.etc_granted, prepared.etc_withheld.len())?;
+    let posture = check_posture(cfg, etc.granted, etc.withheld.len())?;
     clock.mark("posture");
     let ready = FromInit::Ready {
         posture,
@@ -405,7 +405,7 @@ fn restrict(
         step: "report",
         detail: e.to_string(),
     })?;
-    Ok((envp, path, links, prepared.per_call))
+    Ok((envp, path, links, per_call))
 }
 
 /// Reads our own /proc/self/status and insists on the posture every command

@@ -33,9 +33,9 @@ pub(crate) struct Init {
     /// PATH entries for resolving argv[0] without a slash.
     pub path: Vec<Vec<u8>>,
     pub rlimit_cpu_s: u64,
-    /// The per-call Landlock ruleset (landlock.rs); `None`: commands share
-    /// the sandbox's domain.
-    pub per_call: Option<OwnedFd>,
+    /// The rules of each command's own Landlock domain (per_call.rs), kept
+    /// up to date with /etc before each fork.
+    pub per_call: super::per_call::PerCall,
     /// Split git directories: no command makes a link or special file
     /// beneath them (`tollgate_exec_agent::links`).
     pub links: tollgate_exec_agent::links::Guard,
@@ -55,7 +55,7 @@ fn report(ctrl: RawFd, msg: &FromInit) {
 
 /// Runs forever; exits the process (and so the namespace) when the
 /// supervisor goes away.
-pub(crate) fn run(init: Init) -> ! {
+pub(crate) fn run(mut init: Init) -> ! {
     let mut set = SigSet::empty();
     set.add(Signal::SIGCHLD);
     let sfd = match SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
@@ -87,7 +87,7 @@ pub(crate) fn run(init: Init) -> ! {
         }
         if ctrl_ev.contains(PollFlags::POLLIN) {
             match protocol::recv(ctrl, &mut buf, true) {
-                Ok(Some(pkt)) => handle(&init, &mut running, pkt),
+                Ok(Some(pkt)) => handle(&mut init, &mut running, pkt),
                 Ok(None) => std::process::exit(0),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {}
@@ -125,7 +125,7 @@ fn reap(ctrl: RawFd, running: &mut HashMap<i32, u64>) {
     }
 }
 
-fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
+fn handle(init: &mut Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
     let ctrl = init.ctrl.as_raw_fd();
     let req: ToInit = match protocol::parse(&pkt.body) {
         Ok(r) => r,
@@ -170,6 +170,8 @@ fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
                     })
                     .collect()
             };
+            // /etc as it is now, for this command's own domain.
+            init.per_call.refresh();
             // SAFETY: pid 1 is single-threaded, so the child may do anything
             // the parent could; it only execs or exits.
             match unsafe { nix::unistd::fork() } {
@@ -195,15 +197,12 @@ fn handle(init: &Init, running: &mut HashMap<i32, u64>, pkt: protocol::Packet) {
 }
 
 /// In the child, once its stdio is the command's: named `tag`, it takes a Landlock
-/// domain of its own (logged), which every process it starts inherits;
-/// then its name is the program's again at exec. A failure ends it:
-/// its refusals would go unattributed.
+/// domain of its own (logged when attributed), which every process it
+/// starts inherits; then its name is the program's again at exec. Every
+/// command takes it, tagged or not: pid 1's own domain reads all of /etc
+/// and (attributed) writes beneath /proc (landlock.rs). A failure ends
+/// the child before it execs anything.
 fn own_domain(init: &Init, tag: Option<&str>) {
-    // With per-call rules, every command takes its domain, tagged or not:
-    // pid 1's own domain lets it write beneath /proc (landlock.rs).
-    let Some(ruleset) = init.per_call.as_ref() else {
-        return;
-    };
     let named = match tag {
         Some(tag) => CString::new(tag)
             .map_err(|_| Errno::EINVAL)
@@ -213,7 +212,7 @@ fn own_domain(init: &Init, tag: Option<&str>) {
     };
     let restricted = named
         .map_err(std::io::Error::from)
-        .and_then(|()| super::landlock::restrict_per_call(ruleset.as_fd()));
+        .and_then(|()| init.per_call.restrict());
     if let Err(e) = restricted {
         let msg = format!("sandbox: cannot give the command its own Landlock domain: {e}\n");
         let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());

@@ -7,7 +7,7 @@
 //! | where | rights |
 //! |---|---|
 //! | /usr, /bin, /sbin, /lib*, /opt | read, list, execute |
-//! | /etc, entry by entry, without secrets ([`ETC_DENIED`], `*secret*`, `*.key`, host keys, ssl/private, ...) | read (+ list for dirs) |
+//! | /etc: the sandbox's domain (pid 1) as a whole; each command's own domain entry by entry as /etc is when it starts, without secrets (`etc_scan.rs`: `ETC_DENIED`, `*shadow*`, `*sudoers*`, `*secret*`, `*.key`, host keys, ssl/private, ...) | read (+ list for dirs) |
 //! | /proc (the sandbox's own), /sys/devices/system/cpu | read, list (pid 1's own domain: + write, for a command's child to set its loginuid before it takes its own domain; init.rs) |
 //! | /dev | list |
 //! | /dev/{null,zero,full,random,urandom,tty} | read, write, ioctl (null, zero and full have none, random's that change the pool need CAP_SYS_ADMIN: `isatty()` on /dev/null is no refusal to report) |
@@ -27,12 +27,16 @@
 //! not there, what is mounted is read-only) and the network namespace do.
 //!
 //! A root-owned session runs as uid 0 without capabilities: file permissions
-//! do not stop it reading /etc/shadow (root owns it); only this ruleset does.
+//! do not stop it reading /etc/shadow (root owns it); only a command's own
+//! domain does (`per_call.rs`). Every command takes one (init.rs), and a
+//! Landlock domain only ever narrows what its process and children may do,
+//! so what the sandbox's domain grants beyond it, /etc as a whole and
+//! writing beneath /proc, serves pid 1 and each command's child before it
+//! execs, never the command.
 
-use std::collections::BTreeSet;
 use std::fs;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
 
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -44,64 +48,6 @@ use super::SetupError;
 /// The Landlock ABI whose features we use (scopes need 6). The kernel may be newer.
 pub(crate) const TARGET_ABI: ABI = ABI::V6;
 pub(crate) const MIN_ABI: i64 = 6;
-
-/// Top-level /etc entries never readable.
-pub(crate) const ETC_DENIED: &[&str] = &[
-    "shadow",
-    "shadow-",
-    "gshadow",
-    "gshadow-",
-    "sudoers",
-    "sudoers.d",
-    "sudo_logsrvd.conf",
-    "tollgate",
-    "letsencrypt",
-    "openvpn",
-    "wireguard",
-    "ipsec.secrets",
-    "ipsec.d",
-    "krb5.keytab",
-    "NetworkManager",
-    "ppp",
-    "credstore",
-    "credstore.encrypted",
-    "libvirt",
-    "mysql",
-    "docker",
-    "containerd",
-    "kubernetes",
-    "rancher",
-    "ceph",
-    "samba",
-    "exim4",
-    "postfix",
-    "nslcd.conf",
-    "ldap.secret",
-    "pam_ldap.secret",
-    "cups",
-    "opasswd",
-];
-
-fn denied_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    ETC_DENIED.contains(&name)
-        || lower.contains("secret")
-        || lower.ends_with(".key")
-        || lower.ends_with(".keytab")
-        || lower.ends_with(".p12")
-        || lower.ends_with(".pfx")
-}
-
-/// /etc subdirectories granted entry by entry, and what is left out of them.
-fn nested_denied(dir: &str, name: &str) -> bool {
-    match dir {
-        "ssh" => name.starts_with("ssh_host_") && !name.ends_with(".pub"),
-        "ssl" | "pki" => name == "private",
-        "security" => name == "opasswd",
-        _ => false,
-    }
-}
-const NESTED: &[&str] = &["ssh", "ssl", "security", "pki"];
 
 fn ro_exec() -> BitFlags<AccessFs> {
     AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute
@@ -126,75 +72,67 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SetupError {
     }
 }
 
-/// What the rules grant, for the setup report.
-pub(crate) struct Prepared {
-    pub ruleset: RulesetCreated,
-    /// The same file-system and network rules without the scopes, for the
-    /// domain each command gets of its own (init.rs), so the kernel's audit
-    /// records name the command's domain (docs/THREAT_MODEL.md, "Refusals,
-    /// attributed"). Scopes stay with the sandbox's domain: commands may
-    /// signal and connect to each other as before.
-    pub per_call: Option<OwnedFd>,
-    pub etc_granted: usize,
-    pub etc_withheld: Vec<String>,
-}
-
-struct Builder {
+/// Rules being added to one ruleset.
+pub(crate) struct Builder {
     ruleset: Option<RulesetCreated>,
-    per_call: Option<RulesetCreated>,
-    /// Canonical paths nothing may grant, nor an ancestor of.
-    denied: Vec<PathBuf>,
 }
 
 impl Builder {
-    /// Adds a rule for an /etc entry (following symlinks) unless its target
-    /// is, is inside, or contains a denied path (a symlink to /etc/shadow or
-    /// to / must not grant it). Missing paths are skipped.
-    fn grant_checked(
-        &mut self,
-        path: &Path,
-        dir_access: BitFlags<AccessFs>,
-        file_access: BitFlags<AccessFs>,
-    ) -> Result<bool, SetupError> {
-        let canon = match fs::canonicalize(path) {
-            Ok(c) => c,
-            Err(_) => return Ok(false),
-        };
-        if self
-            .denied
-            .iter()
-            .any(|d| canon.starts_with(d) || d.starts_with(&canon))
-        {
-            return Ok(false);
-        }
-        self.grant(&canon, dir_access, file_access)
+    /// A ruleset handling every right of [`TARGET_ABI`]; `scoped`: and its
+    /// scopes (the sandbox's domain; a command's own has none, so commands
+    /// may signal and connect to each other as before).
+    pub(crate) fn new(scoped: bool) -> Result<Builder, SetupError> {
+        Ok(Builder {
+            ruleset: Some(new_ruleset(scoped)?),
+        })
+    }
+
+    /// The ruleset, every rule added.
+    pub(crate) fn finish(mut self) -> Result<RulesetCreated, SetupError> {
+        self.ruleset
+            .take()
+            .ok_or_else(|| err("ruleset", "lost after an earlier error"))
     }
 
     /// An /etc entry as readdir saw it: a plain file or directory is opened
-    /// as is (O_NOFOLLOW, no lookup beyond /etc); a symlink goes through
-    /// [`Builder::grant_checked`].
-    fn grant_entry(
+    /// as is (O_NOFOLLOW, no lookup beyond /etc). A symlink gets no rule:
+    /// Landlock checks the file it resolves to, and that is an /etc entry
+    /// with a rule of its own or withheld, or lies in a directory these
+    /// rules grant anyway, or is not in the sandbox. Following it would
+    /// also race: the rules are built again while commands run
+    /// (`per_call.rs`), and one could swap what a link leads through.
+    pub(crate) fn grant_entry(
         &mut self,
         path: &Path,
         ft: Option<fs::FileType>,
         dir_access: BitFlags<AccessFs>,
         file_access: BitFlags<AccessFs>,
     ) -> Result<bool, SetupError> {
-        let Some(ft) = ft.filter(|t| !t.is_symlink()) else {
-            return self.grant_checked(path, dir_access, file_access);
-        };
-        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        if ft.is_none_or(|t| t.is_symlink()) {
+            return Ok(false);
+        }
+        use nix::fcntl::OFlag;
+        // open (openat), not openat2: pid 1's own seccomp filter answers
+        // that ENOSYS, and it builds these rules again for every command
+        // that starts after /etc changed.
+        let Ok(fd) = nix::fcntl::open(
+            path,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        ) else {
             return Ok(false);
         };
-        let Ok(fd) = super::sys::openat2_path(libc::AT_FDCWD, &c, libc::O_NOFOLLOW, 0) else {
-            return Ok(false);
+        let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| err(path.display(), e))?;
+        let access = match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => dir_access,
+            // Swapped for a symlink since readdir: no rule, as above.
+            libc::S_IFLNK => return Ok(false),
+            _ => file_access,
         };
-        let access = if ft.is_dir() { dir_access } else { file_access };
         self.add(path, fd.as_fd(), access)?;
         Ok(true)
     }
 
-    /// Adds one rule to the sandbox's ruleset and to the per-call one.
     fn add(
         &mut self,
         path: &Path,
@@ -205,46 +143,16 @@ impl Builder {
             .ruleset
             .take()
             .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
-        let rule_err = |e| err(format!("rule for {}", path.display()), e);
         self.ruleset = Some(
             ruleset
                 .add_rule(PathBeneath::new(fd, access))
-                .map_err(rule_err)?,
-        );
-        if let Some(per_call) = self.per_call.take() {
-            self.per_call = Some(
-                per_call
-                    .add_rule(PathBeneath::new(fd, access))
-                    .map_err(rule_err)?,
-            );
-        }
-        Ok(())
-    }
-
-    /// Adds `access` beneath `path` to the sandbox's ruleset only, not to
-    /// the per-call one: a command's child may use it after fork and before
-    /// it takes its own domain (init.rs writes its /proc/self/loginuid
-    /// there), the command and everything it starts may not.
-    fn grant_base_only(
-        &mut self,
-        path: &Path,
-        access: BitFlags<AccessFs>,
-    ) -> Result<(), SetupError> {
-        let fd = PathFd::new(path).map_err(|e| err(path.display(), e))?;
-        let ruleset = self
-            .ruleset
-            .take()
-            .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
-        self.ruleset = Some(
-            ruleset
-                .add_rule(PathBeneath::new(fd.as_fd(), access))
                 .map_err(|e| err(format!("rule for {}", path.display()), e))?,
         );
         Ok(())
     }
 
     /// Adds a rule for `path` (following symlinks). Missing paths are skipped.
-    fn grant(
+    pub(crate) fn grant(
         &mut self,
         path: &Path,
         dir_access: BitFlags<AccessFs>,
@@ -265,74 +173,54 @@ impl Builder {
     }
 }
 
-/// Builds the ruleset in the sandbox's own view (call after pivot_root,
-/// before dropping privileges: listing /etc needs no rights afterwards).
-/// `home`: the private home, writable like /tmp. `per_call`: also build
-/// [`Prepared::per_call`].
-pub(crate) fn prepare(
+/// The sandbox's own domain, pid 1's (call after pivot_root): /etc as a
+/// whole, so pid 1 may list it again for a command's own rules
+/// (`per_call.rs`), which narrow it entry by entry; the system
+/// directories, /proc and /dev ([`grant_system`]); the writable places
+/// ([`grant_writable`]). `attribute`: writing beneath /proc too, for a
+/// command's child to set its loginuid before it takes its own domain
+/// (init.rs); the command and everything it starts may not.
+pub(crate) fn sandbox_ruleset(
     workspace: &Path,
     home: Option<&Path>,
-    hidden: &[PathBuf],
-    per_call: bool,
-) -> Result<Prepared, SetupError> {
-    let ruleset = new_ruleset(true)?;
-    let per_call = if per_call {
-        Some(new_ruleset(false)?)
-    } else {
-        None
-    };
-
-    let mut etc = scan_etc()?;
-    for h in hidden {
-        etc.denied.insert(h.clone());
-    }
-    // A hidden path is masked (mounts.rs): no rule for what covers it.
-    etc.candidates
-        .retain(|(c, _)| !hidden.iter().any(|h| c.starts_with(h)));
-    let mut denied_canon: Vec<PathBuf> = Vec::new();
-    for d in &etc.denied {
-        denied_canon.push(d.clone());
-        if let Ok(c) = fs::canonicalize(d) {
-            denied_canon.push(c);
-        }
-    }
-    let mut b = Builder {
-        ruleset: Some(ruleset),
-        per_call,
-        denied: denied_canon,
-    };
-
-    let mut etc_granted = 0;
-    for (c, ft) in &etc.candidates {
-        if b.grant_entry(c, *ft, ro_dir(), ro_file())? {
-            etc_granted += 1;
-        }
+    attribute: bool,
+) -> Result<RulesetCreated, SetupError> {
+    let mut b = Builder::new(true)?;
+    if !b.grant(Path::new("/etc"), ro_dir(), ro_file())? {
+        return Err(err("/etc", "missing in the sandbox view"));
     }
     grant_system(&mut b)?;
-    if b.per_call.is_some() {
-        b.grant_base_only(Path::new("/proc"), AccessFs::WriteFile.into())?;
+    if attribute {
+        b.grant(
+            Path::new("/proc"),
+            AccessFs::WriteFile.into(),
+            BitFlags::EMPTY,
+        )?;
     }
-    // The private home: its toolchains are read-only mounts, its masked
-    // credential paths mode-000 files no rule reaches.
+    grant_writable(&mut b, workspace, home)?;
+    b.finish()
+}
+
+/// The workspace, /tmp, /dev/shm and the private home: everything but
+/// making devices. The home's toolchains are read-only mounts, its masked
+/// credential paths mode-000 files no rule reaches.
+pub(crate) fn grant_writable(
+    b: &mut Builder,
+    workspace: &Path,
+    home: Option<&Path>,
+) -> Result<(), SetupError> {
     let writable = [Path::new("/tmp"), Path::new("/dev/shm"), workspace];
     for p in writable.into_iter().chain(home) {
         if !b.grant(p, rw_all(), rw_all() & AccessFs::from_file(TARGET_ABI))? {
             return Err(err(p.display(), "missing in the sandbox view"));
         }
     }
-    let mut withheld = etc.withheld;
-    withheld.sort();
-    let ruleset = b
-        .ruleset
-        .take()
-        .ok_or_else(|| err("ruleset", "lost after an earlier error"))?;
-    let per_call = b.per_call.take().and_then(Option::<OwnedFd>::from);
-    Ok(Prepared {
-        ruleset,
-        per_call,
-        etc_granted,
-        etc_withheld: withheld,
-    })
+    Ok(())
+}
+
+/// The file rights of an /etc entry in a command's own domain.
+pub(crate) fn etc_rights() -> (BitFlags<AccessFs>, BitFlags<AccessFs>) {
+    (ro_dir(), ro_file())
 }
 
 /// A ruleset handling every right of [`TARGET_ABI`]; `scoped`: and its scopes.
@@ -353,19 +241,13 @@ fn new_ruleset(scoped: bool) -> Result<RulesetCreated, SetupError> {
 /// logged after it execs (and before, as by default); needs ABI 7.
 pub(crate) const PER_CALL_LOG_FLAGS: u32 = 1 << 1; // LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
 
-/// Gives the calling process a domain of its own from `ruleset` (the
-/// per-call rules), with logging on ([`PER_CALL_LOG_FLAGS`]). Call after
-/// fork, before exec; no_new_privs is already set.
-pub(crate) fn restrict_per_call(ruleset: BorrowedFd<'_>) -> Result<(), std::io::Error> {
+/// Gives the calling process a domain of its own from `ruleset` (a
+/// command's rules), with `flags` ([`PER_CALL_LOG_FLAGS`] to log, or 0).
+/// Call after fork, before exec; no_new_privs is already set.
+pub(crate) fn restrict_per_call(ruleset: BorrowedFd<'_>, flags: u32) -> Result<(), std::io::Error> {
     use std::os::fd::AsRawFd;
     // SAFETY: landlock_restrict_self takes an fd and flags; no memory.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_restrict_self,
-            ruleset.as_raw_fd(),
-            PER_CALL_LOG_FLAGS,
-        )
-    };
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), flags) };
     if rc == 0 {
         Ok(())
     } else {
@@ -373,67 +255,9 @@ pub(crate) fn restrict_per_call(ruleset: BorrowedFd<'_>) -> Result<(), std::io::
     }
 }
 
-/// /etc entry by entry: what is denied (and said to be withheld), and what
-/// may be granted read-only.
-#[derive(Default)]
-struct EtcScan {
-    withheld: Vec<String>,
-    denied: BTreeSet<PathBuf>,
-    candidates: Vec<(PathBuf, Option<fs::FileType>)>,
-}
-
-fn scan_etc() -> Result<EtcScan, SetupError> {
-    let mut scan = EtcScan::default();
-    let entries = fs::read_dir(Path::new("/etc")).map_err(|e| err("read /etc", e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| err("read /etc", e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = entry.path();
-        if denied_name(&name) {
-            scan.denied.insert(path);
-            scan.withheld.push(format!("/etc/{name}"));
-        } else if NESTED.contains(&name.as_str()) && path.is_dir() {
-            scan.nested(&name, &path)?;
-        } else {
-            scan.candidates.push((path, entry.file_type().ok()));
-        }
-    }
-    Ok(scan)
-}
-
-impl EtcScan {
-    /// A [`NESTED`] directory of /etc, entry by entry (and /etc/pki one
-    /// level further).
-    fn nested(&mut self, name: &str, path: &Path) -> Result<(), SetupError> {
-        for sub in fs::read_dir(path).map_err(|e| err(path.display(), e))? {
-            let sub = sub.map_err(|e| err(path.display(), e))?;
-            let sub_name = sub.file_name().to_string_lossy().into_owned();
-            let sub_path = sub.path();
-            if nested_denied(name, &sub_name) || denied_name(&sub_name) {
-                self.denied.insert(sub_path);
-                self.withheld.push(format!("/etc/{name}/{sub_name}"));
-            } else if name == "pki" && sub_path.is_dir() {
-                for leaf in fs::read_dir(&sub_path).map_err(|e| err(sub_path.display(), e))? {
-                    let leaf = leaf.map_err(|e| err(sub_path.display(), e))?;
-                    let leaf_name = leaf.file_name().to_string_lossy().into_owned();
-                    if leaf_name == "private" || denied_name(&leaf_name) {
-                        self.denied.insert(leaf.path());
-                        self.withheld.push(leaf.path().display().to_string());
-                    } else {
-                        self.candidates.push((leaf.path(), leaf.file_type().ok()));
-                    }
-                }
-            } else {
-                self.candidates.push((sub_path, sub.file_type().ok()));
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The system directories (read and execute), /proc and the CPU counts
 /// (read), and /dev: its listing, the device nodes and a private devpts.
-fn grant_system(b: &mut Builder) -> Result<(), SetupError> {
+pub(crate) fn grant_system(b: &mut Builder) -> Result<(), SetupError> {
     for name in super::mounts::SYSTEM_DIRS {
         if *name != "etc" {
             b.grant(

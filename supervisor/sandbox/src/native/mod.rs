@@ -8,8 +8,9 @@
 //! command is forked inside it (own session and process group, stdio passed
 //! by fd so output never flows through pid 1). Killing pid 1 tears down the
 //! whole tree. The privileged steps, in order, are in [`helper`]; one module
-//! per step: [`mounts`], [`rlimits`], [`credentials`], [`landlock`],
-//! [`seccomp`], then [`init`]. The supervisor side is this file, [`exec`],
+//! per step: [`mounts`], [`rlimits`], [`credentials`], [`landlock`] (and
+//! each command's own domain, [`per_call`], from /etc as [`etc_scan`]
+//! reads it), [`seccomp`], then [`init`]. The supervisor side is this file, [`exec`],
 //! [`cgroup`] and [`record`].
 //!
 //! Strength is probed once ([`probe`]); when the host lacks any piece,
@@ -27,8 +28,10 @@ mod helper;
 mod home;
 mod init;
 pub use audit::{AttributionMode, attribution_status, set_attribution};
+mod etc_scan;
 mod landlock;
 mod mounts;
+mod per_call;
 pub(crate) use mounts::SYSTEM_DIRS;
 mod probe;
 mod protocol;
