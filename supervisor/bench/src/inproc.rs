@@ -390,10 +390,9 @@ fn fields(i: usize) -> serde_json::Value {
     })
 }
 
-/// One append with fsync (`sync = "always"`) against a raw write+fdatasync,
-/// and the batch mode's rate.
-pub fn audit(dir: &Path, n: usize) -> Vec<Row> {
-    let mut rows = Vec::new();
+/// The floor under every durable audit record: one 400-byte `write(2)`
+/// and `fdatasync` on the same filesystem.
+pub fn write_fdatasync(dir: &Path, n: usize) -> Row {
     let raw_line = [b'x'; 400];
     let raw = (|| -> anyhow::Result<Vec<Duration>> {
         let path = dir.join("raw-fdatasync");
@@ -408,7 +407,7 @@ pub fn audit(dir: &Path, n: usize) -> Vec<Row> {
             Ok(())
         })
     })();
-    rows.push(match raw {
+    match raw {
         Ok(s) => Row::latency(
             "base.write_fdatasync",
             "write(2) + fdatasync, 400 B (baseline)",
@@ -420,7 +419,13 @@ pub fn audit(dir: &Path, n: usize) -> Vec<Row> {
             Unit::Nanos,
             format!("{e:#}"),
         ),
-    });
+    }
+}
+
+/// One append with fsync (`sync = "always"`) against a raw write+fdatasync,
+/// and the batch mode's rate.
+pub fn audit(dir: &Path, n: usize) -> Vec<Row> {
+    let mut rows = vec![write_fdatasync(dir, n)];
 
     let always = (|| -> anyhow::Result<Vec<Duration>> {
         let audit = Audit::open(&dir.join("audit-always"), SyncMode::Always, None)?;

@@ -26,6 +26,7 @@
 
 mod agent;
 mod baselines;
+mod calls;
 mod clients;
 mod devenv;
 mod docker;
@@ -131,6 +132,10 @@ pub enum Only {
     /// The development environment's rows: toolchain mounts, bash beside
     /// sh, `npm ci` inside beside on the host.
     Devenv,
+    /// The per-call rows (read_file, write_file, OpenSession +
+    /// CloseSession) beside their floors of the same run: the gRPC health
+    /// Check and one write + fdatasync.
+    Calls,
 }
 
 fn parse_sync(s: &str) -> Result<tollgate_audit::SyncMode, String> {
@@ -391,6 +396,9 @@ async fn measure_native(
     } else if args.only == Some(Only::Devenv) {
         progress.step("development environment: toolchain mounts, bash beside sh, npm ci");
         (devenv::run(&ctx, &sup).await, false)
+    } else if args.only == Some(Only::Calls) {
+        progress.step("calls: read_file, write_file, open + close, beside their floors");
+        (calls::run(&sup, root, n).await, false)
     } else if args.only == Some(Only::Memory) {
         progress.step("memory: 100 idle sessions, beside a bare tonic server");
         (memory::only(&sup, root).await, false)

@@ -12,6 +12,7 @@ use anyhow::{Context as _, anyhow, bail};
 use serde_json::json;
 use tollgate_proto::v1 as pb;
 use tollgate_proto::v1::agent_service_client::AgentServiceClient;
+use tonic::transport::Channel;
 
 use super::baselines::BWRAP;
 use super::floor::FloorProc;
@@ -22,7 +23,7 @@ use super::harness::{
 use super::stats::{Row, Target, Unit, fmt_nanos};
 
 const READ_ARGS: &str = r#"{"path":"data4k.txt"}"#;
-const HEALTH: &str = "base.grpc_health";
+pub(crate) const HEALTH: &str = "base.grpc_health";
 const SOCKET_ECHO: &str = "base.unix_socket_echo";
 const GRPC_FLOOR: &str = "base.grpc_floor_list_tools";
 
@@ -137,7 +138,7 @@ fn content_4k() -> String {
     "0123456789abcdef".repeat(256)
 }
 
-async fn open_close(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
+pub(crate) async fn open_close(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Row> {
     let ch = sup.agent_channel().await?;
     let before = sup.sched();
     let s = time_async(warmup_for(n), n, |_| {
@@ -200,18 +201,7 @@ async fn list_tools(
         .await?
     };
     let ch = sup.agent_channel().await?;
-    let health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
-    let floor = time_async(warmup_for(n), n, |_| {
-        let mut h = health.clone();
-        async move {
-            h.check(tonic_health::pb::HealthCheckRequest {
-                service: String::new(),
-            })
-            .await
-            .map_err(|e| anyhow!("health Check: {}", e.message()))
-        }
-    })
-    .await?;
+    let floor = health_check(&ch, n).await?;
     let echo = blocking(move || socket_echo(n)).await?;
     let mut s = AgentSession::open(ch, ws, "default").await?;
     // The floor renders the registry itself (the bench does not link the
@@ -238,11 +228,7 @@ async fn list_tools(
         .with_note(
             "64 bytes to `cat` over a socketpair and back: the two wake-ups any request over agent.sock costs, with no gRPC",
         ),
-        Row::latency(HEALTH, "gRPC health Check on agent.sock (baseline)", &floor)
-            .with_baseline(SOCKET_ECHO)
-            .with_note(
-                "grpc.health.v1.Health/Check on the same connection: no token, no handler work",
-            ),
+        health_row(&floor).with_baseline(SOCKET_ECHO),
         Row::latency(
             GRPC_FLOOR,
             "the same ListTools reply from a bare tonic server (baseline)",
@@ -260,6 +246,33 @@ async fn list_tools(
             })
             .with_note(cpu),
     ])
+}
+
+/// The cheapest call agent.sock serves, the standard gRPC health Check (no
+/// token, no handler work), `n` times on `ch`.
+pub(crate) async fn health_check(ch: &Channel, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
+    time_async(warmup_for(n), n, |_| {
+        let mut h = health.clone();
+        async move {
+            h.check(tonic_health::pb::HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .map_err(|e| anyhow!("health Check: {}", e.message()))
+        }
+    })
+    .await
+}
+
+/// The health Check's row.
+pub(crate) fn health_row(samples: &[Duration]) -> Row {
+    Row::latency(
+        HEALTH,
+        "gRPC health Check on agent.sock (baseline)",
+        samples,
+    )
+    .with_note("grpc.health.v1.Health/Check on the same connection: no token, no handler work")
 }
 
 /// The floor under any request on agent.sock: a message to another process
@@ -351,7 +364,7 @@ async fn sandbox_create(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Re
     )))
 }
 
-async fn files(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
+pub(crate) async fn files(sup: &SupervisorProc, ws: &Path, n: usize) -> anyhow::Result<Vec<Row>> {
     let data = ws.join("data4k.txt");
     let host_read = blocking(move || {
         time_blocking(warmup_for(n), n, |_| {

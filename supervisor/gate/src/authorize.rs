@@ -12,6 +12,7 @@ use tollgate_audit::Event;
 use tollgate_audit::event as audit;
 use tollgate_policy::host::{RealFs, SystemResolver};
 use tollgate_policy::{Code, Context, Decision, Tool, ToolCall, Verdict};
+use tollgate_toolcall::Runs;
 
 use crate::ask::Ask;
 use crate::call::{Cleared, Gate, Proposed};
@@ -289,7 +290,7 @@ async fn decide(
     call: ToolCall,
     arguments_len: usize,
 ) -> (Decision, Option<Tool>) {
-    let ctx = Context {
+    let mut ctx = Context {
         workspace: cx.session.workspace.clone(),
         mode: cx.session.mode,
         tools: cx.session.tools.clone(),
@@ -297,12 +298,17 @@ async fn decide(
         protected: cx.host.protected_paths(),
         read_files: cx.session.read_files(),
         repo: cx.session.repo.clone(),
-        sandbox: cx.host.sandbox_view(&cx.session),
+        sandbox: None,
     };
     let tool = match policy.check(&call, &ctx) {
         Ok(t) => t,
         Err(refused) => return (refused, None),
     };
+    // Only a command judges the sandbox it runs in; reading the view takes
+    // an lstat per toolchain directory, which a file tool's decision skips.
+    if tool.name().facts().runs == Runs::Sandbox {
+        ctx.sandbox = cx.host.sandbox_view(&cx.session);
+    }
     if !tool.name().facts().decides_with_dns && arguments_len <= INLINE_DECISION_BYTES {
         // Pure and microseconds: decide right here. Only webfetch asks the
         // network facts, so this resolver carries no host-address snapshot
