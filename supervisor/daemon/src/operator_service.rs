@@ -739,7 +739,6 @@ impl OperatorSvc {
 mod tests {
     use super::*;
 
-    /// Regression: "SANDBOX_UNAVAILABLE: sandbox unavailable: …".
     #[test]
     fn an_unknown_net_id_was_looked_for_as_a_session_and_as_an_exec() {
         let s = neither_session_nor_exec("nosuch");
@@ -750,6 +749,7 @@ mod tests {
         );
     }
 
+    /// Regression: "SANDBOX_UNAVAILABLE: sandbox unavailable: …".
     #[test]
     fn a_sandbox_status_says_each_thing_once() {
         let s = sandbox_status(&SandboxError::Unavailable(
