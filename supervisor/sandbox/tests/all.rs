@@ -13,6 +13,7 @@ mod suite {
     mod docker_bench;
     mod docker_engine;
     mod docker_escape;
+    mod etc_live;
     mod git;
     mod host_exec;
     mod interactive;
