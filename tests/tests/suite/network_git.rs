@@ -442,7 +442,7 @@ fn memory_holds_only_the_placeholder(w: &World, s: &Sess<'_>, ws: &Path) {
     std::fs::write(
         ws.join("hold.py"),
         format!(
-            "import os, time, urllib.request as u\nr = u.Request(\"https://{}/whoami\", headers={{\"Authorization\": \"Bearer \" + os.environ[\"FORGE_TOKEN\"]}})\nbody = u.urlopen(r, timeout=30).read()\nopen(\"held\", \"wb\").write(body)\ntime.sleep(60)\n",
+            "import os, time, urllib.request as u\nr = u.Request(\"https://{}/whoami\", headers={{\"Authorization\": \"Bearer \" + os.environ[\"FORGE_TOKEN\"]}})\nbody = u.urlopen(r, timeout=30).read()\nopen(\"held.part\", \"wb\").write(body)\nos.rename(\"held.part\", \"held\")\ntime.sleep(60)\n",
             w.bound()
         ),
     )
